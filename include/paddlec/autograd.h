@@ -1,0 +1,75 @@
+/* Eager autograd: backward, paddle.grad, no_grad, hooks, custom functions. */
+#ifndef PADDLEC_AUTOGRAD_H
+#define PADDLEC_AUTOGRAD_H
+
+#include "paddlec/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* loss.backward(grad_tensor, retain_graph). grad may be NULL (ones; loss
+ * must then hold one element). Leaf grads accumulate into pd_tensor_grad. */
+pd_status pd_backward(pd_tensor *loss, pd_tensor *grad, bool retain_graph);
+
+typedef struct pd_grad_opts {
+  bool retain_graph;  /* default: same as create_graph */
+  bool create_graph;  /* record the backward pass, for higher-order grads */
+  bool allow_unused;  /* an input the outputs do not depend on gets NULL */
+} pd_grad_opts;
+
+/* paddle.grad(outputs, inputs, grad_outputs): writes n_in new references to
+ * grads_out (NULL for unused inputs when allow_unused). grad_outputs may be
+ * NULL (ones for every output) or hold NULL entries. Leaf .grad untouched. */
+pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs, int n_in,
+                  pd_tensor *const *grad_outputs, const pd_grad_opts *opts, pd_tensor **grads_out);
+
+/* Grad mode: pd_set_grad_enabled returns the previous value.
+ * pd_no_grad_begin/end nest (paddle.no_grad). */
+bool pd_set_grad_enabled(bool enabled);
+bool pd_is_grad_enabled(void);
+void pd_no_grad_begin(void);
+void pd_no_grad_end(void);
+
+/* A new tensor sharing t's data, cut from the graph (stop_gradient=True). */
+pd_tensor *pd_detach(pd_tensor *t);
+
+/* Tensor.register_hook: fn(grad, user) returns a replacement grad (a new
+ * reference) or NULL to keep it. Returns a hook id (>0) or a negative status. */
+typedef pd_tensor *(*pd_tensor_hook_fn)(pd_tensor *grad, void *user);
+int pd_tensor_register_hook(pd_tensor *t, pd_tensor_hook_fn fn, void *user);
+pd_status pd_tensor_remove_hook(pd_tensor *t, int id);
+/* A hook on a leaf that runs after its .grad has been accumulated. */
+typedef void (*pd_post_accumulate_hook_fn)(pd_tensor *leaf, void *user);
+int pd_tensor_register_post_accumulate_hook(pd_tensor *t, pd_post_accumulate_hook_fn fn, void *user);
+
+/* ---- custom functions (paddle.autograd.PyLayer) ------------------------ */
+typedef struct pd_pylayer_ctx pd_pylayer_ctx;
+/* forward: reads inputs, writes n_out outputs (new references). Runs without
+ * recording. backward: gets one grad per output, writes one grad per input
+ * (new reference or NULL). */
+typedef pd_status (*pd_pylayer_forward_fn)(pd_pylayer_ctx *ctx, pd_tensor *const *inputs, int n_in,
+                                           pd_tensor **outputs, int n_out);
+typedef pd_status (*pd_pylayer_backward_fn)(pd_pylayer_ctx *ctx, pd_tensor *const *grad_outputs,
+                                            int n_out, pd_tensor **grad_inputs, int n_in);
+typedef struct pd_pylayer {
+  const char *name;
+  pd_pylayer_forward_fn forward;
+  pd_pylayer_backward_fn backward;
+} pd_pylayer;
+
+/* PyLayer.apply: runs forward and, when an input needs a grad, records a
+ * node whose backward is the user's. */
+pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n_in,
+                           pd_tensor **outputs, int n_out);
+/* ctx.save_for_backward / ctx.saved_tensor (borrowed) / user data. */
+pd_status pd_pylayer_save_for_backward(pd_pylayer_ctx *ctx, pd_tensor *const *ts, int n);
+pd_tensor *pd_pylayer_saved_tensor(pd_pylayer_ctx *ctx, int i);
+int pd_pylayer_num_saved(pd_pylayer_ctx *ctx);
+void pd_pylayer_set_data(pd_pylayer_ctx *ctx, void *data, void (*free_fn)(void *));
+void *pd_pylayer_data(pd_pylayer_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+/* paddle.c core: dtypes, places, errors, tensors, scopes, memory, random seed.
+ *
+ * Ownership (see docs/architecture.md):
+ *   - every function returning a pd_tensor * hands the caller one reference,
+ *     unless a scope is open, in which case the scope owns it until
+ *     pd_scope_end() (pd_keep() moves it out of the scope to the caller);
+ *   - pd_tensor_release() drops one reference;
+ *   - functions never take ownership of their tensor arguments.
+ * Errors: a function returning a pointer returns NULL, one returning a
+ * pd_status returns a negative value; pd_last_error() names the op and values.
+ * A NULL tensor argument makes an op return NULL and keep the first error. */
+#ifndef PADDLEC_CORE_H
+#define PADDLEC_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PD_MAX_DIMS 9
+
+/* ---- dtypes ------------------------------------------------------------ */
+typedef enum pd_dtype {
+  PD_BOOL = 0,
+  PD_UINT8,
+  PD_INT8,
+  PD_INT16,
+  PD_INT32,
+  PD_INT64,
+  PD_FLOAT16,
+  PD_BFLOAT16,
+  PD_FLOAT32,
+  PD_FLOAT64,
+  PD_NUM_DTYPES
+} pd_dtype;
+
+/* Paddle's name of a dtype ("float32"); "invalid" for an out-of-range value. */
+const char *pd_dtype_name(pd_dtype dt);
+/* Size in bytes of one element; 0 for an invalid dtype. */
+size_t pd_dtype_size(pd_dtype dt);
+bool pd_dtype_is_floating(pd_dtype dt);
+bool pd_dtype_is_integer(pd_dtype dt); /* excludes bool */
+/* Parses "float32", "int64", ... ; returns -1 when unknown. */
+int pd_dtype_from_name(const char *name);
+/* Paddle's promotion of two tensor dtypes (bool < ints < floats; the wider
+ * wins; float16 with bfloat16 gives float32; uint8 with int8 gives int16). */
+pd_dtype pd_promote_types(pd_dtype a, pd_dtype b);
+
+/* float16 / bfloat16 bit conversions, round to nearest even. */
+uint16_t pd_f32_to_f16(float f);
+float pd_f16_to_f32(uint16_t h);
+uint16_t pd_f32_to_bf16(float f);
+float pd_bf16_to_f32(uint16_t h);
+
+/* ---- places ------------------------------------------------------------ */
+typedef enum pd_place_kind { PD_PLACE_CPU = 0, PD_NUM_PLACES } pd_place_kind;
+typedef struct pd_place {
+  pd_place_kind kind;
+  int device_id;
+} pd_place;
+#define PD_CPU ((pd_place){PD_PLACE_CPU, 0})
+
+/* ---- errors ------------------------------------------------------------ */
+typedef enum pd_status {
+  PD_OK = 0,
+  PD_ERR_INVALID = -1,  /* invalid argument (NULL, bad attribute) */
+  PD_ERR_SHAPE = -2,    /* incompatible shapes */
+  PD_ERR_DTYPE = -3,    /* unsupported dtype */
+  PD_ERR_INDEX = -4,    /* axis or index out of range */
+  PD_ERR_MEMORY = -5,   /* out of memory */
+  PD_ERR_STATE = -6,    /* wrong state (graph freed, inplace version moved) */
+  PD_ERR_IO = -7,       /* file or network failure */
+  PD_ERR_UNIMPLEMENTED = -8,
+  PD_ERR_COMM = -9,     /* collective communication failure */
+} pd_status;
+
+/* The message of the last error on this thread ("" when none). */
+const char *pd_last_error(void);
+/* The status of the last error on this thread (PD_OK when none). */
+pd_status pd_last_status(void);
+void pd_clear_error(void);
+/* Records an error (printf-style). Returns `code` so callers can
+ * `return pd_set_error(PD_ERR_SHAPE, "...")`. With PADDLEC_ABORT_ON_ERROR=1
+ * in the environment it prints the message and a backtrace and aborts. */
+pd_status pd_set_error(pd_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- tensors ----------------------------------------------------------- */
+typedef struct pd_tensor pd_tensor;
+
+pd_tensor *pd_tensor_retain(pd_tensor *t);
+void pd_tensor_release(pd_tensor *t); /* NULL is a no-op */
+
+int pd_tensor_ndim(const pd_tensor *t);
+const int64_t *pd_tensor_shape(const pd_tensor *t);
+const int64_t *pd_tensor_strides(const pd_tensor *t); /* in elements */
+int64_t pd_tensor_numel(const pd_tensor *t);
+pd_dtype pd_tensor_dtype(const pd_tensor *t);
+pd_place pd_tensor_place(const pd_tensor *t);
+bool pd_tensor_is_contiguous(const pd_tensor *t);
+/* Pointer to the first element (storage + offset). Writable. */
+void *pd_tensor_data(const pd_tensor *t);
+/* Element i of a tensor (row-major logical index, views honoured), as double. */
+double pd_tensor_item_at(const pd_tensor *t, int64_t i);
+/* The single value of a 1-element tensor as double; NAN and an error otherwise. */
+double pd_tensor_item(const pd_tensor *t);
+/* Copies the tensor's elements, row-major, converted to `dt`, into buf
+ * (capacity `n` elements). Returns the number of elements or a negative status. */
+int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt);
+
+/* stop_gradient as in Paddle: true for user tensors, false for parameters. */
+bool pd_tensor_stop_gradient(const pd_tensor *t);
+void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop);
+bool pd_tensor_is_leaf(const pd_tensor *t);
+/* The accumulated gradient (borrowed; NULL when none). */
+pd_tensor *pd_tensor_grad(const pd_tensor *t);
+/* Replaces the gradient (retains g; NULL clears it). */
+void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g);
+/* clear_grad: set_to_zero keeps the buffer and fills it with zeros. */
+void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero);
+/* Inplace version counter (shared by views of one storage). */
+uint32_t pd_tensor_version(const pd_tensor *t);
+/* Optional name (copied); NULL clears it. */
+void pd_tensor_set_name(pd_tensor *t, const char *name);
+const char *pd_tensor_name(const pd_tensor *t);
+/* True when two tensors share one storage. */
+bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b);
+
+/* Printing like Paddle:
+ * Tensor(shape=[2, 3], dtype=float32, place=Place(cpu), stop_gradient=True,
+ *        [[1., 2., 3.],
+ *         [4., 5., 6.]])
+ * pd_tensor_to_string returns a malloc'ed string the caller frees. */
+char *pd_tensor_to_string(const pd_tensor *t);
+pd_status pd_tensor_print(const pd_tensor *t, FILE *f);
+/* Print precision (digits after the point; Paddle's default 8). */
+void pd_set_print_precision(int digits);
+
+/* ---- scopes ------------------------------------------------------------ */
+/* Between begin and end every tensor returned by an op belongs to the scope
+ * and is released at its end, unless moved out with pd_keep. Scopes nest. */
+void pd_scope_begin(void);
+void pd_scope_end(void);
+/* Moves t out of the innermost scope to the caller (or to the enclosing
+ * scope when one is open). Returns t. */
+pd_tensor *pd_keep(pd_tensor *t);
+
+/* ---- memory ------------------------------------------------------------ */
+/* Bytes handed out to live tensors now / at most since start or reset. */
+size_t pd_memory_allocated(void);
+size_t pd_memory_peak(void);
+/* Bytes held by the caching allocator (live + cached). */
+size_t pd_memory_reserved(void);
+void pd_memory_reset_peak(void);
+/* Gives cached blocks back to the system. */
+void pd_memory_empty_cache(void);
+
+/* ---- random ------------------------------------------------------------ */
+/* Seeds the global generator (Philox 4x32-10): every random op is then
+ * reproducible, whatever the number of threads. */
+void pd_seed(uint64_t seed);
+uint64_t pd_get_seed(void);
+
+/* ---- threads ----------------------------------------------------------- */
+/* Threads of the one OpenMP pool shared with oneDNN. */
+void pd_set_num_threads(int n);
+int pd_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,430 @@
+/* The backward engine: dependency counting over the tape, nodes run
+ * latest-first (a max-heap on creation order), leaf gradients accumulate. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+#include "paddlec/ops.h"
+
+typedef struct engine {
+  pd_node **nodes; /* every node reached */
+  size_t n, cap;
+  pd_tensor ***gbuf; /* per node slot: n_out grads */
+  bool *exec;        /* per slot: must run (leads to a target) */
+  bool *capture;     /* per slot: an output of this node is a pd_grad input */
+  uint64_t stamp;
+  bool create_graph, keep_graph;
+  /* pd_grad mode */
+  pd_tensor *const *targets;
+  int n_targets;
+  pd_tensor **captured;
+} engine;
+
+static uint64_t g_stamp;
+
+static pd_status add_node(engine *e, pd_node *n) {
+  if (e->n == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 64;
+    pd_node **nodes = realloc(e->nodes, cap * sizeof *nodes);
+    if (!nodes) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+    e->nodes = nodes;
+    e->cap = cap;
+  }
+  n->stamp = e->stamp;
+  n->slot = (int)e->n;
+  n->deps = 0;
+  e->nodes[e->n++] = n;
+  return PD_OK;
+}
+
+static int target_index(const engine *e, const pd_tensor *leaf, const pd_node *node, int k) {
+  for (int i = 0; i < e->n_targets; i++) {
+    const pd_tensor *t = e->targets[i];
+    if (leaf && t == leaf) return i;
+    if (node && t->grad_fn == node && t->out_index == k) return i;
+  }
+  return -1;
+}
+
+/* Collects the graph reachable from roots (iterative DFS) and counts, for
+ * each node, the edges that reach it. */
+static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
+  typedef struct frame { pd_node *n; int next; } frame;
+  frame *st = NULL;
+  size_t sp = 0, cap = 0;
+  pd_status rc = PD_OK;
+  for (int r = 0; r < n_roots && rc == PD_OK; r++) {
+    if (!roots[r] || roots[r]->stamp == e->stamp) continue;
+    if ((rc = add_node(e, roots[r])) != PD_OK) break;
+    if (sp == cap) { cap = cap ? cap * 2 : 64; st = realloc(st, cap * sizeof *st); if (!st) abort(); }
+    st[sp++] = (frame){roots[r], 0};
+    while (sp) {
+      frame *f = &st[sp - 1];
+      if (f->next < f->n->n_in) {
+        pd_node *c = f->n->edges[f->next++].node;
+        if (!c) continue;
+        if (c->stamp == e->stamp) { c->deps++; continue; }
+        if ((rc = add_node(e, c)) != PD_OK) break;
+        c->deps = 1;
+        if (sp == cap) { cap *= 2; st = realloc(st, cap * sizeof *st); if (!st) abort(); }
+        st[sp++] = (frame){c, 0};
+      } else {
+        sp--;
+      }
+    }
+  }
+  free(st);
+  return rc;
+}
+
+static pd_status grow_scratch(engine *e) {
+  size_t n = e->cap ? e->cap : 64;
+  e->gbuf = calloc(n, sizeof *e->gbuf);
+  e->exec = calloc(n, sizeof *e->exec);
+  e->capture = calloc(n, sizeof *e->capture);
+  if (!e->gbuf || !e->exec || !e->capture) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  return PD_OK;
+}
+
+/* Adds g into *slot (new references everywhere). */
+static pd_status accumulate_into(pd_tensor **slot, pd_tensor *g) {
+  if (!*slot) {
+    *slot = pd_tensor_retain(g);
+    return PD_OK;
+  }
+  pd_tensor *s = pd_add(*slot, g);
+  if (!s) return pd_last_status();
+  pd_tensor_release(*slot);
+  *slot = s;
+  return PD_OK;
+}
+
+static pd_tensor *apply_hooks(pd_hook *h, pd_tensor *g) {
+  pd_tensor_retain(g);
+  for (; h; h = h->next) {
+    if (!h->fn) continue;
+    pd_tensor *r = h->fn(g, h->user);
+    if (r) {
+      pd_tensor_release(g);
+      g = r;
+    }
+  }
+  return g;
+}
+
+static pd_status accumulate_leaf(engine *e, pd_tensor *leaf, pd_tensor *g0) {
+  pd_tensor *g = apply_hooks(leaf->hooks, g0);
+  pd_status st = PD_OK;
+  if (e->targets) {
+    int i = target_index(e, leaf, NULL, 0);
+    if (i >= 0) st = accumulate_into(&e->captured[i], g);
+    pd_tensor_release(g);
+    return st;
+  }
+  if (!leaf->grad) {
+    /* Own the buffer: the incoming grad may be shared with other leaves. */
+    bool own = atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1 &&
+               g->is_contiguous && g->dtype == leaf->dtype && !g->grad_fn;
+    pd_tensor *c = own ? pd_tensor_retain(g)
+                       : e->create_graph ? pd_cast(g, leaf->dtype) : pd_clone(g, leaf->dtype);
+    if (!c) st = pd_last_status();
+    leaf->grad = c;
+  } else if (e->create_graph) {
+    st = accumulate_into(&leaf->grad, g);
+  } else {
+    pd_tensor *r = pd_add_(leaf->grad, g);
+    if (!r) st = pd_last_status();
+    pd_tensor_release(r);
+  }
+  pd_tensor_release(g);
+  if (st == PD_OK)
+    for (pd_hook *h = leaf->post_hooks; h; h = h->next)
+      if (h->post_fn) h->post_fn(leaf, h->user);
+  return st;
+}
+
+/* Max-heap on creation order. */
+static void heap_push(pd_node **h, size_t *n, pd_node *x) {
+  size_t i = (*n)++;
+  while (i && h[(i - 1) / 2]->seq < x->seq) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = x;
+}
+static pd_node *heap_pop(pd_node **h, size_t *n) {
+  pd_node *top = h[0], *x = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && h[c + 1]->seq > h[c]->seq) c++;
+    if (h[c]->seq <= x->seq) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n) h[i] = x;
+  return top;
+}
+
+static pd_status check_versions(const pd_node *n) {
+  const char *name = n->op >= 0 ? pd_op_table[n->op]->name : n->custom->name;
+  for (int i = 0; i < n->n_in; i++)
+    if (n->saved_in[i] && n->saved_in[i]->storage->version != n->ver_in[i])
+      return pd_set_error(PD_ERR_STATE,
+                          "backward: input %d of %s was modified by an inplace operation after "
+                          "it was saved for backward (version %u, expected %u)",
+                          i, name ? name : "?", n->saved_in[i]->storage->version, n->ver_in[i]);
+  for (int k = 0; k < n->n_out; k++)
+    if (n->saved_out[k] && n->saved_out[k]->storage->version != n->ver_out[k])
+      return pd_set_error(PD_ERR_STATE,
+                          "backward: output %d of %s was modified by an inplace operation after "
+                          "it was saved for backward (version %u, expected %u)",
+                          k, name ? name : "?", n->saved_out[k]->storage->version, n->ver_out[k]);
+  return PD_OK;
+}
+
+static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
+  const char *name = n->op >= 0 ? pd_op_table[n->op]->name : (n->custom->name ? n->custom->name : "PyLayer");
+  pd_tensor **g = e->gbuf[n->slot];
+  pd_status st = PD_OK;
+  pd_tensor *gin[PD_MAX_OUTPUTS];
+  pd_tensor **grad_in = n->n_in <= PD_MAX_OUTPUTS ? gin : calloc((size_t)n->n_in, sizeof *grad_in);
+  bool need_stack[PD_MAX_OUTPUTS];
+  bool *needs = n->n_in <= PD_MAX_OUTPUTS ? need_stack : calloc((size_t)n->n_in, sizeof *needs);
+  if (!grad_in || !needs) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  for (int i = 0; i < n->n_in; i++) {
+    grad_in[i] = NULL;
+    needs[i] = n->edges[i].node || n->edges[i].leaf;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    if (g[k] && n->out_hooks[k]) {
+      pd_tensor *h = apply_hooks(n->out_hooks[k], g[k]);
+      pd_tensor_release(g[k]);
+      g[k] = h;
+    }
+    if (e->capture[n->slot]) {
+      int ti = target_index(e, NULL, n, k);
+      if (ti >= 0 && g[k] && (st = accumulate_into(&e->captured[ti], g[k])) != PD_OK) goto out;
+    }
+  }
+  if (!e->exec[n->slot]) goto propagate;
+  if (n->freed) {
+    st = pd_set_error(PD_ERR_STATE,
+                      "backward: the graph through %s was already freed by an earlier backward; "
+                      "pass retain_graph=true to the first backward to run it twice", name);
+    goto out;
+  }
+  if ((st = check_versions(n)) != PD_OK) goto out;
+  for (int k = 0; k < n->n_out; k++) {
+    if (!g[k]) {
+      const pd_meta *m = &n->out_meta[k];
+      g[k] = pd_zeros(m->ndim, m->shape, m->dtype);
+      if (!g[k]) { st = pd_last_status(); goto out; }
+    }
+  }
+  if (n->custom) {
+    st = n->custom->backward(n->ctx, g, n->n_out, grad_in, n->n_in);
+  } else {
+    pd_backward_ctx ctx = {.attrs = &n->attrs, .n_in = n->n_in, .n_out = n->n_out,
+                           .inputs = n->saved_in, .outputs = n->saved_out, .in_meta = n->in_meta,
+                           .grad_out = g, .needs_grad = needs, .grad_in = grad_in};
+    st = pd_op_table[n->op]->backward(&ctx);
+  }
+  if (st != PD_OK) goto out;
+  for (int i = 0; i < n->n_in; i++) {
+    if (!grad_in[i] || !needs[i]) continue;
+    const pd_meta *m = &n->in_meta[i];
+    if (grad_in[i]->ndim != m->ndim ||
+        memcmp(grad_in[i]->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0) {
+      char a[160], b[160];
+      st = pd_set_error(PD_ERR_SHAPE, "backward of %s: grad of input %d has shape %s, expected %s",
+                        name, i, pd_shape_str(grad_in[i]->ndim, grad_in[i]->shape, a, sizeof a),
+                        pd_shape_str(m->ndim, m->shape, b, sizeof b));
+      goto out;
+    }
+  }
+propagate:
+  for (int i = 0; i < n->n_in && st == PD_OK; i++) {
+    pd_edge *ed = &n->edges[i];
+    if (ed->leaf && grad_in[i]) st = accumulate_leaf(e, ed->leaf, grad_in[i]);
+    if (ed->node) {
+      pd_node *c = ed->node;
+      if (grad_in[i]) {
+        if (!e->gbuf[c->slot]) {
+          e->gbuf[c->slot] = calloc((size_t)c->n_out, sizeof(pd_tensor *));
+          if (!e->gbuf[c->slot]) { st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory"); break; }
+        }
+        st = accumulate_into(&e->gbuf[c->slot][ed->index], grad_in[i]);
+      }
+      if (--c->deps == 0) heap_push(heap, hn, c);
+    }
+  }
+  if (st == PD_OK && !e->keep_graph && e->exec[n->slot]) pd_node_free_saved(n);
+out:
+  for (int i = 0; i < n->n_in; i++) pd_tensor_release(grad_in[i]);
+  if (grad_in != gin) free(grad_in);
+  if (needs != need_stack) free(needs);
+  return st;
+}
+
+static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const *root_grads, int n_roots) {
+  pd_status st = PD_OK;
+  e->stamp = ++g_stamp;
+  pd_node **rn = calloc((size_t)n_roots + 1, sizeof *rn);
+  if (!rn) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  for (int r = 0; r < n_roots; r++) rn[r] = roots[r]->grad_fn;
+  st = collect(e, rn, n_roots);
+  free(rn);
+  if (st == PD_OK) st = grow_scratch(e);
+  if (st == PD_OK && e->targets) {
+    /* run only nodes that lead to an input of pd_grad */
+    for (size_t s = 0; s < e->n; s++) {
+      pd_node *n = e->nodes[s];
+      for (int k = 0; k < n->n_out; k++)
+        if (target_index(e, NULL, n, k) >= 0) e->capture[s] = true;
+    }
+    bool changed = true;
+    while (changed) { /* fixed point over the (small) graph */
+      changed = false;
+      for (size_t s = e->n; s-- > 0;) { /* children mostly sit after parents */
+        if (e->exec[s]) continue;
+        pd_node *n = e->nodes[s];
+        for (int i = 0; i < n->n_in; i++) {
+          pd_edge *ed = &n->edges[i];
+          if ((ed->leaf && target_index(e, ed->leaf, NULL, 0) >= 0) ||
+              (ed->node && (e->exec[ed->node->slot] || e->capture[ed->node->slot]))) {
+            e->exec[s] = true;
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+  } else if (st == PD_OK) {
+    for (size_t s = 0; s < e->n; s++) e->exec[s] = true;
+  }
+  pd_node **heap = st == PD_OK ? malloc((e->n + 1) * sizeof *heap) : NULL;
+  size_t hn = 0;
+  if (st == PD_OK && !heap) st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  for (int r = 0; r < n_roots && st == PD_OK; r++) {
+    pd_tensor *t = roots[r];
+    if (!t->grad_fn) {
+      st = accumulate_leaf(e, t, root_grads[r]);
+      continue;
+    }
+    pd_node *n = t->grad_fn;
+    if (!e->gbuf[n->slot]) e->gbuf[n->slot] = calloc((size_t)n->n_out, sizeof(pd_tensor *));
+    if (!e->gbuf[n->slot]) { st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory"); break; }
+    st = accumulate_into(&e->gbuf[n->slot][t->out_index], root_grads[r]);
+  }
+  if (st == PD_OK)
+    for (size_t s = 0; s < e->n; s++)
+      if (e->nodes[s]->deps == 0) heap_push(heap, &hn, e->nodes[s]);
+  while (st == PD_OK && hn) st = run_node(e, heap_pop(heap, &hn), heap, &hn);
+  free(heap);
+  for (size_t s = 0; s < e->n; s++) {
+    if (e->gbuf && e->gbuf[s]) {
+      for (int k = 0; k < e->nodes[s]->n_out; k++) pd_tensor_release(e->gbuf[s][k]);
+      free(e->gbuf[s]);
+    }
+    e->nodes[s]->slot = -1;
+  }
+  free(e->gbuf);
+  free(e->exec);
+  free(e->capture);
+  free(e->nodes);
+  return st;
+}
+
+static pd_tensor *ones_like_root(pd_tensor *t, const char *op) {
+  if (t->numel != 1) {
+    pd_set_error(PD_ERR_SHAPE, "%s: grad can be implicitly created only for a tensor of one element, "
+                 "got shape %s; pass a grad tensor", op, PD_SHAPE_STR(t));
+    return NULL;
+  }
+  return pd_ones(t->ndim, t->shape, t->dtype);
+}
+
+pd_status pd_backward(pd_tensor *loss, pd_tensor *grad, bool retain_graph) {
+  if (!loss) return pd_last_status() != PD_OK ? pd_last_status()
+                                              : pd_set_error(PD_ERR_INVALID, "backward: tensor is NULL");
+  if (loss->stop_gradient)
+    return pd_set_error(PD_ERR_STATE, "backward: the tensor has stop_gradient=True, so nothing "
+                        "depends on a tensor that needs a gradient");
+  pd_internal_enter();
+  pd_status st = PD_OK;
+  pd_tensor *g = grad ? pd_tensor_retain(grad) : ones_like_root(loss, "backward");
+  if (!g) st = pd_last_status();
+  else if (g->ndim != loss->ndim || memcmp(g->shape, loss->shape, sizeof(int64_t) * (size_t)g->ndim)) {
+    char a[160];
+    st = pd_set_error(PD_ERR_SHAPE, "backward: grad has shape %s but the tensor has shape %s",
+                      pd_shape_str(g->ndim, g->shape, a, sizeof a), PD_SHAPE_STR(loss));
+  }
+  if (st == PD_OK) {
+    bool prev = pd_grad_mode_set(false);
+    engine e = {.keep_graph = retain_graph};
+    st = run_engine(&e, &loss, &g, 1);
+    pd_grad_mode_set(prev);
+  }
+  pd_tensor_release(g);
+  pd_internal_leave();
+  return st;
+}
+
+pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs, int n_in,
+                  pd_tensor *const *grad_outputs, const pd_grad_opts *opts, pd_tensor **grads_out) {
+  static const pd_grad_opts defaults;
+  if (!opts) opts = &defaults;
+  if (!outputs || !inputs || !grads_out || n_out <= 0 || n_in <= 0)
+    return pd_set_error(PD_ERR_INVALID, "grad: outputs (%d) and inputs (%d) must be non-empty arrays",
+                        n_out, n_in);
+  for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
+  for (int k = 0; k < n_out; k++)
+    if (!outputs[k]) return pd_last_status() ? pd_last_status()
+                                             : pd_set_error(PD_ERR_INVALID, "grad: outputs[%d] is NULL", k);
+  for (int i = 0; i < n_in; i++) {
+    if (!inputs[i]) return pd_last_status() ? pd_last_status()
+                                            : pd_set_error(PD_ERR_INVALID, "grad: inputs[%d] is NULL", i);
+    if (inputs[i]->stop_gradient)
+      return pd_set_error(PD_ERR_STATE, "grad: inputs[%d] has stop_gradient=True", i);
+  }
+  pd_internal_enter();
+  pd_status st = PD_OK;
+  pd_tensor **roots = calloc((size_t)n_out, sizeof *roots), **rg = calloc((size_t)n_out, sizeof *rg);
+  int nr = 0;
+  if (!roots || !rg) st = pd_set_error(PD_ERR_MEMORY, "grad: out of memory");
+  for (int k = 0; k < n_out && st == PD_OK; k++) {
+    if (outputs[k]->stop_gradient) continue;
+    pd_tensor *g = grad_outputs && grad_outputs[k] ? pd_tensor_retain(grad_outputs[k])
+                                                   : ones_like_root(outputs[k], "grad");
+    if (!g) { st = pd_last_status(); break; }
+    roots[nr] = outputs[k];
+    rg[nr++] = g;
+  }
+  if (st == PD_OK) {
+    bool prev = pd_grad_mode_set(opts->create_graph);
+    engine e = {.create_graph = opts->create_graph,
+                .keep_graph = opts->retain_graph || opts->create_graph,
+                .targets = inputs, .n_targets = n_in, .captured = grads_out};
+    st = run_engine(&e, roots, rg, nr);
+    pd_grad_mode_set(prev);
+  }
+  for (int k = 0; k < nr; k++) pd_tensor_release(rg[k]);
+  free(roots);
+  free(rg);
+  if (st == PD_OK && !opts->allow_unused) {
+    for (int i = 0; i < n_in; i++)
+      if (!grads_out[i]) {
+        st = pd_set_error(PD_ERR_STATE, "grad: inputs[%d] is not used to compute the outputs; "
+                          "pass allow_unused=true to get NULL for it", i);
+        break;
+      }
+  }
+  if (st != PD_OK)
+    for (int i = 0; i < n_in; i++) { pd_tensor_release(grads_out[i]); grads_out[i] = NULL; }
+  pd_internal_leave();
+  if (st == PD_OK)
+    for (int i = 0; i < n_in; i++) pd_scope_track(grads_out[i]);
+  return st;
+}

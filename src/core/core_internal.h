@@ -1,0 +1,43 @@
+/* Core-internal hooks that higher layers register (the core never calls up). */
+#ifndef PADDLEC_CORE_INTERNAL_H
+#define PADDLEC_CORE_INTERNAL_H
+
+#include "tensor_impl.h"
+
+/* A gradient hook: fn(grad, user) returns a replacement grad (a new
+ * reference) or NULL to keep the grad unchanged. */
+typedef pd_tensor *(*pd_grad_hook_fn)(pd_tensor *grad, void *user);
+/* A post-accumulate hook on a leaf: fn(leaf, user) after its grad changed. */
+typedef void (*pd_post_hook_fn)(pd_tensor *leaf, void *user);
+
+struct pd_hook {
+  pd_grad_hook_fn fn;
+  pd_post_hook_fn post_fn;
+  void *user;
+  int id;
+  struct pd_hook *next;
+};
+
+void pd_hook_list_free(pd_hook *h);
+
+/* The autograd layer registers how a tensor drops its grad_fn. */
+void pd_core_set_node_release(void (*fn)(pd_node *));
+
+/* Library internals run at depth > 0: tensors they create are not tracked
+ * by the user's scope (they release them by hand). */
+void pd_internal_enter(void);
+void pd_internal_leave(void);
+int pd_internal_depth(void);
+
+/* Philox 4x32-10: 4 random words for (counter, key). */
+void pd_philox(uint64_t counter, uint64_t key, uint32_t out[4]);
+/* Reserves n consecutive counters of the global generator; returns the first
+ * and writes the key. Element i of a random op uses counter first + i / 4,
+ * word i % 4, so results do not depend on the number of threads. */
+uint64_t pd_rng_reserve(uint64_t n, uint64_t *key);
+static inline float pd_u32_to_unit_f32(uint32_t u) { return (float)(u >> 8) * (1.0f / 16777216.0f); }
+static inline double pd_u64_to_unit_f64(uint32_t hi, uint32_t lo) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+#endif

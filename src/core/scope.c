@@ -1,0 +1,76 @@
+/* Scopes: tensors returned to the user between pd_scope_begin and
+ * pd_scope_end are released at the end unless kept. Only tensors handed to
+ * the user are tracked: library internals run at depth > 0 (see
+ * pd_internal_enter) and manage their references by hand. */
+#include <stdlib.h>
+
+#include "core_internal.h"
+#include "tensor_impl.h"
+
+typedef struct scope {
+  pd_tensor **items;
+  size_t n, cap;
+} scope;
+
+static _Thread_local scope *g_scopes;
+static _Thread_local int g_nscopes, g_capscopes;
+static _Thread_local int g_internal_depth;
+
+void pd_internal_enter(void) { g_internal_depth++; }
+void pd_internal_leave(void) { g_internal_depth--; }
+int pd_internal_depth(void) { return g_internal_depth; }
+
+static void scope_push(scope *s, pd_tensor *t) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    pd_tensor **items = realloc(s->items, cap * sizeof *items);
+    if (!items) abort(); /* cannot record ownership: nothing sane to do */
+    s->items = items;
+    s->cap = cap;
+  }
+  s->items[s->n++] = t;
+}
+
+pd_tensor *pd_scope_track(pd_tensor *t) {
+  if (t && g_nscopes > 0 && g_internal_depth == 0) scope_push(&g_scopes[g_nscopes - 1], t);
+  return t;
+}
+
+void pd_scope_begin(void) {
+  if (g_nscopes == g_capscopes) {
+    int cap = g_capscopes ? g_capscopes * 2 : 8;
+    scope *s = realloc(g_scopes, (size_t)cap * sizeof *s);
+    if (!s) abort();
+    g_scopes = s;
+    g_capscopes = cap;
+  }
+  g_scopes[g_nscopes++] = (scope){0};
+}
+
+void pd_scope_end(void) {
+  if (g_nscopes == 0) {
+    pd_set_error(PD_ERR_STATE, "scope_end: no scope is open");
+    return;
+  }
+  scope *s = &g_scopes[--g_nscopes];
+  for (size_t i = s->n; i-- > 0;) pd_tensor_release(s->items[i]);
+  free(s->items);
+  if (g_nscopes == 0) {
+    free(g_scopes);
+    g_scopes = NULL;
+    g_capscopes = 0;
+  }
+}
+
+pd_tensor *pd_keep(pd_tensor *t) {
+  if (!t || g_nscopes == 0) return t;
+  scope *s = &g_scopes[g_nscopes - 1];
+  for (size_t i = s->n; i-- > 0;) {
+    if (s->items[i] == t) {
+      s->items[i] = s->items[--s->n];
+      if (g_nscopes > 1) scope_push(&g_scopes[g_nscopes - 2], t);
+      return t;
+    }
+  }
+  return t; /* not owned by the scope (a parameter, or already kept) */
+}

@@ -1,0 +1,267 @@
+/* Tensor structs, storages, views, reference counting and accessors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_internal.h"
+#include "tensor_impl.h"
+
+static void (*g_node_release)(pd_node *);
+void pd_core_set_node_release(void (*fn)(pd_node *)) { g_node_release = fn; }
+
+void pd_hook_list_free(pd_hook *h) {
+  while (h) {
+    pd_hook *n = h->next;
+    free(h);
+    h = n;
+  }
+}
+
+int64_t pd_shape_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+void pd_compute_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+bool pd_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != s) return false;
+    s *= shape[i];
+  }
+  return true;
+}
+
+char *pd_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, cap - k, "[");
+  for (int i = 0; i < ndim && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+  return buf;
+}
+
+pd_tensor *pd_tensor_alloc_struct(void) {
+  pd_tensor *t = calloc(1, sizeof *t);
+  if (!t) {
+    pd_set_error(PD_ERR_MEMORY, "tensor: out of memory");
+    return NULL;
+  }
+  atomic_init(&t->refcount, 1);
+  t->stop_gradient = true;
+  return t;
+}
+
+static pd_storage *storage_new(size_t nbytes) {
+  pd_storage *s = malloc(sizeof *s);
+  if (!s) return NULL;
+  s->data = pd_alloc(nbytes ? nbytes : 1);
+  if (!s->data) {
+    free(s);
+    return NULL;
+  }
+  atomic_init(&s->refcount, 1);
+  s->nbytes = nbytes;
+  s->version = 0;
+  s->free_fn = NULL;
+  s->free_ctx = NULL;
+  return s;
+}
+
+static void storage_release(pd_storage *s) {
+  if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+  if (s->free_fn) s->free_fn(s->data, s->free_ctx);
+  else pd_free(s->data, s->nbytes ? s->nbytes : 1);
+  free(s);
+}
+
+static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides) {
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  if (strides)
+    for (int i = 0; i < ndim; i++) t->strides[i] = strides[i];
+  else pd_compute_contiguous_strides(ndim, shape, t->strides);
+  t->numel = pd_shape_numel(ndim, shape);
+  t->is_contiguous = pd_strides_are_contiguous(ndim, shape, t->strides);
+}
+
+pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
+  pd_tensor *t = pd_tensor_alloc_struct();
+  if (!t) return NULL;
+  t->dtype = dt;
+  set_geometry(t, ndim, shape, NULL);
+  t->storage = storage_new((size_t)t->numel * pd_dtype_size(dt));
+  if (!t->storage) {
+    free(t);
+    return NULL;
+  }
+  return pd_scope_track(t);
+}
+
+pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset) {
+  pd_tensor *t = pd_tensor_alloc_struct();
+  if (!t) return NULL;
+  t->dtype = src->dtype;
+  t->place = src->place;
+  set_geometry(t, ndim, shape, strides);
+  t->offset = offset;
+  t->storage = src->storage;
+  atomic_fetch_add(&t->storage->refcount, 1);
+  return pd_scope_track(t);
+}
+
+pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
+                               void (*free_fn)(void *, void *), void *free_ctx) {
+  pd_tensor *t = pd_tensor_alloc_struct();
+  pd_storage *s = malloc(sizeof *s);
+  if (!t || !s) {
+    free(t);
+    free(s);
+    pd_set_error(PD_ERR_MEMORY, "from_blob: out of memory");
+    return NULL;
+  }
+  t->dtype = dt;
+  set_geometry(t, ndim, shape, NULL);
+  atomic_init(&s->refcount, 1);
+  s->data = data;
+  s->nbytes = (size_t)t->numel * pd_dtype_size(dt);
+  s->version = 0;
+  s->free_fn = free_fn;
+  s->free_ctx = free_ctx;
+  t->storage = s;
+  return pd_scope_track(t);
+}
+
+pd_tensor *pd_tensor_retain(pd_tensor *t) {
+  if (t) atomic_fetch_add(&t->refcount, 1);
+  return t;
+}
+
+void pd_tensor_release(pd_tensor *t) {
+  if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+  if (t->grad) pd_tensor_release(t->grad);
+  if (t->grad_fn && !t->grad_fn_weak && g_node_release) g_node_release(t->grad_fn);
+  pd_hook_list_free(t->hooks);
+  pd_hook_list_free(t->post_hooks);
+  if (t->dist_attr && t->dist_attr_free) t->dist_attr_free(t->dist_attr);
+  free(t->name);
+  storage_release(t->storage);
+  free(t);
+}
+
+/* ---- accessors --------------------------------------------------------- */
+int pd_tensor_ndim(const pd_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *pd_tensor_shape(const pd_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *pd_tensor_strides(const pd_tensor *t) { return t ? t->strides : NULL; }
+int64_t pd_tensor_numel(const pd_tensor *t) { return t ? t->numel : -1; }
+pd_dtype pd_tensor_dtype(const pd_tensor *t) { return t ? t->dtype : PD_NUM_DTYPES; }
+pd_place pd_tensor_place(const pd_tensor *t) { return t ? t->place : PD_CPU; }
+bool pd_tensor_is_contiguous(const pd_tensor *t) { return t && t->is_contiguous; }
+bool pd_tensor_stop_gradient(const pd_tensor *t) { return !t || t->stop_gradient; }
+bool pd_tensor_is_leaf(const pd_tensor *t) { return t && !t->grad_fn; }
+pd_tensor *pd_tensor_grad(const pd_tensor *t) { return t ? t->grad : NULL; }
+uint32_t pd_tensor_version(const pd_tensor *t) { return t ? t->storage->version : 0; }
+const char *pd_tensor_name(const pd_tensor *t) { return t ? t->name : NULL; }
+
+void *pd_tensor_data(const pd_tensor *t) {
+  if (!t) return NULL;
+  return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size(t->dtype);
+}
+
+bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b) {
+  return a && b && a->storage == b->storage;
+}
+
+void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop) {
+  if (t) t->stop_gradient = stop;
+}
+
+void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
+  if (!t) return;
+  pd_tensor_retain(g);
+  pd_tensor_release(t->grad);
+  t->grad = g;
+}
+
+void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero) {
+  if (!t || !t->grad) return;
+  if (set_to_zero && t->grad->is_contiguous) {
+    memset(pd_tensor_data(t->grad), 0, (size_t)t->grad->numel * pd_dtype_size(t->grad->dtype));
+    t->grad->storage->version++;
+    return;
+  }
+  pd_tensor_release(t->grad);
+  t->grad = NULL;
+}
+
+void pd_tensor_set_name(pd_tensor *t, const char *name) {
+  if (!t) return;
+  free(t->name);
+  t->name = name ? strdup(name) : NULL;
+}
+
+/* Byte offset of logical row-major element i. */
+static int64_t elem_offset(const pd_tensor *t, int64_t i) {
+  int64_t off = t->offset;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t idx = i % t->shape[d];
+    i /= t->shape[d];
+    off += idx * t->strides[d];
+  }
+  return off;
+}
+
+double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
+  if (!t) return NAN;
+  if (i < 0 || i >= t->numel) {
+    pd_set_error(PD_ERR_INDEX, "item: index %lld out of range for a tensor of %lld elements",
+                 (long long)i, (long long)t->numel);
+    return NAN;
+  }
+  size_t es = pd_dtype_size(t->dtype);
+  return pd_load_as_f64((const char *)t->storage->data + (size_t)elem_offset(t, i) * es,
+                        t->dtype);
+}
+
+double pd_tensor_item(const pd_tensor *t) {
+  if (!t) return NAN;
+  if (t->numel != 1) {
+    pd_set_error(PD_ERR_SHAPE, "item: only a tensor of one element converts to a scalar, got shape %s",
+                 PD_SHAPE_STR(t));
+    return NAN;
+  }
+  return pd_tensor_item_at(t, 0);
+}
+
+int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt) {
+  if (!t || !buf) return pd_set_error(PD_ERR_INVALID, "copy_to: NULL %s", t ? "buffer" : "tensor");
+  if (pd_dtype_size(dt) == 0) return pd_set_error(PD_ERR_DTYPE, "copy_to: invalid dtype %d", (int)dt);
+  if (n < t->numel)
+    return pd_set_error(PD_ERR_SHAPE, "copy_to: buffer holds %lld elements, tensor has %lld",
+                        (long long)n, (long long)t->numel);
+  size_t es = pd_dtype_size(t->dtype), os = pd_dtype_size(dt);
+  if (dt == t->dtype && t->is_contiguous) {
+    memcpy(buf, pd_tensor_data(t), (size_t)t->numel * es);
+    return t->numel;
+  }
+  const char *base = t->storage->data;
+  for (int64_t i = 0; i < t->numel; i++) {
+    const char *src = base + (size_t)elem_offset(t, i) * es;
+    char *dst = (char *)buf + (size_t)i * os;
+    if (dt == t->dtype) memcpy(dst, src, es);
+    else if (dt == PD_INT64 && pd_dtype_is_integer(t->dtype) && t->dtype != PD_INT64)
+      *(int64_t *)dst = (int64_t)pd_load_as_f64(src, t->dtype);
+    else pd_store_from_f64(dst, dt, pd_load_as_f64(src, t->dtype));
+  }
+  return t->numel;
+}

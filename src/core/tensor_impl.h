@@ -1,0 +1,81 @@
+/* Internal layout of tensors and storages, shared by the layers of src/. */
+#ifndef PADDLEC_TENSOR_IMPL_H
+#define PADDLEC_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+
+#include "paddlec/core.h"
+
+typedef struct pd_node pd_node;
+typedef struct pd_hook pd_hook;
+
+/* Memory shared by a tensor and its views. The version counter lives here
+ * so that an inplace op on any view invalidates tensors saved from others. */
+typedef struct pd_storage {
+  atomic_int refcount;
+  void *data;
+  size_t nbytes;
+  uint32_t version;
+  /* Who frees `data`: NULL = the caching allocator; otherwise called with
+   * free_ctx (memory owned elsewhere, e.g. a shared segment). */
+  void (*free_fn)(void *data, void *free_ctx);
+  void *free_ctx;
+} pd_storage;
+
+struct pd_tensor {
+  atomic_int refcount;
+  pd_dtype dtype;
+  int ndim;
+  pd_place place;
+  int64_t numel;
+  int64_t offset; /* in elements */
+  int64_t shape[PD_MAX_DIMS];
+  int64_t strides[PD_MAX_DIMS];
+  pd_storage *storage;
+
+  /* autograd */
+  bool stop_gradient;
+  bool is_contiguous;
+  pd_tensor *grad;
+  pd_node *grad_fn;     /* owning reference, NULL for leaves */
+  int out_index;        /* which output of grad_fn this tensor is */
+  bool grad_fn_weak;    /* saved output alias: grad_fn is not owned */
+  pd_hook *hooks;       /* grad hooks (leaves; non-leaves keep them on the node) */
+  pd_hook *post_hooks;  /* post-accumulate hooks (leaves) */
+
+  /* extension points */
+  void *dist_attr;      /* auto_parallel: mesh + placements + global shape */
+  void (*dist_attr_free)(void *);
+  char *name;
+};
+
+/* Creation of tensor structs (internal). */
+pd_tensor *pd_tensor_alloc_struct(void);
+/* A new contiguous tensor with fresh storage (uninitialised data). The
+ * tensor is registered with the current scope when `scoped`. */
+pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape);
+/* A view over t's storage with the given geometry (retains the storage). */
+pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset);
+/* Wraps foreign memory; free_fn(data, ctx) runs when the storage dies. */
+pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
+                               void (*free_fn)(void *, void *), void *free_ctx);
+/* Registers a freshly created tensor with the innermost scope (if any). */
+pd_tensor *pd_scope_track(pd_tensor *t);
+
+void pd_compute_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+bool pd_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
+int64_t pd_shape_numel(int ndim, const int64_t *shape);
+/* "[2, 3]" into buf; returns buf. */
+char *pd_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
+#define PD_SHAPE_STR(t) pd_shape_str((t)->ndim, (t)->shape, (char[160]){0}, 160)
+
+/* Raw element conversion used by slow generic paths. */
+double pd_load_as_f64(const void *p, pd_dtype dt);
+void pd_store_from_f64(void *p, pd_dtype dt, double v);
+
+/* Caching allocator (64-byte aligned). */
+void *pd_alloc(size_t nbytes);
+void pd_free(void *p, size_t nbytes);
+
+#endif

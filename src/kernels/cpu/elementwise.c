@@ -1,0 +1,94 @@
+/* The elementwise driver: outer-dim walk, coalescing, OpenMP split. */
+#include "elementwise.h"
+
+#include <omp.h>
+#include <stdbool.h>
+
+void pd_ew_coalesce(pd_ew_geom *g) {
+  int nd = 0;
+  for (int d = 0; d < g->ndim; d++) {
+    if (g->shape[d] == 1) continue;
+    if (nd > 0) {
+      bool merge = true;
+      for (int k = 0; k < g->nops; k++)
+        if (g->stride[k][nd - 1] != g->stride[k][d] * g->shape[d]) merge = false;
+      if (merge) {
+        g->shape[nd - 1] *= g->shape[d];
+        for (int k = 0; k < g->nops; k++) g->stride[k][nd - 1] = g->stride[k][d];
+        continue;
+      }
+    }
+    g->shape[nd] = g->shape[d];
+    for (int k = 0; k < g->nops; k++) g->stride[k][nd] = g->stride[k][d];
+    nd++;
+  }
+  if (nd == 0) { /* a single element */
+    g->shape[0] = 1;
+    for (int k = 0; k < g->nops; k++) g->stride[k][0] = 1;
+    nd = 1;
+  }
+  g->ndim = nd;
+}
+
+/* Runs rows [r0, r1) of the outer index space; a row is one inner run. */
+static void run_rows(const pd_ew_geom *g, pd_ew_fn fn, const void *params, int64_t r0, int64_t r1) {
+  int nd = g->ndim, last = nd - 1;
+  int64_t inner = g->shape[last];
+  int64_t s_in[PD_EW_MAX_OPERANDS];
+  for (int k = 0; k < g->nops; k++) s_in[k] = g->stride[k][last];
+  int64_t idx[PD_EW_MAX_DIMS] = {0};
+  /* decompose r0 into outer indices */
+  int64_t r = r0;
+  for (int d = last - 1; d >= 0; d--) {
+    idx[d] = r % g->shape[d];
+    r /= g->shape[d];
+  }
+  char *ptr[PD_EW_MAX_OPERANDS];
+  for (int64_t row = r0; row < r1; row++) {
+    for (int k = 0; k < g->nops; k++) {
+      int64_t off = 0;
+      for (int d = 0; d < last; d++) off += idx[d] * g->stride[k][d];
+      ptr[k] = g->base[k] + off * g->elsize[k];
+    }
+    fn(inner, ptr, s_in, params);
+    for (int d = last - 1; d >= 0; d--) {
+      if (++idx[d] < g->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
+  int last = g->ndim - 1;
+  int64_t rows = 1;
+  for (int d = 0; d < last; d++) rows *= g->shape[d];
+  int64_t total = rows * g->shape[last];
+  if (total < PD_EW_GRAIN) {
+    run_rows(g, fn, params, 0, rows);
+    return;
+  }
+  if (rows == 1) { /* one long run: split it */
+    int64_t n = g->shape[last];
+#pragma omp parallel
+    {
+      int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      int64_t chunk = (n + nt - 1) / nt, b = t * chunk, e = b + chunk < n ? b + chunk : n;
+      if (b < e) {
+        char *ptr[PD_EW_MAX_OPERANDS];
+        int64_t s[PD_EW_MAX_OPERANDS];
+        for (int k = 0; k < g->nops; k++) {
+          s[k] = g->stride[k][last];
+          ptr[k] = g->base[k] + b * s[k] * g->elsize[k];
+        }
+        fn(e - b, ptr, s, params);
+      }
+    }
+    return;
+  }
+#pragma omp parallel
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t chunk = (rows + nt - 1) / nt, b = t * chunk, e = b + chunk < rows ? b + chunk : rows;
+    if (b < e) run_rows(g, fn, params, b, e);
+  }
+}

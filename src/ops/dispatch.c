@@ -1,0 +1,265 @@
+/* The one dispatcher. Every op runs through pd_dispatch:
+ *   NULL/error propagation -> dtype conversion (promotion, half via float32)
+ *   -> infer_meta -> DTensor handler -> tracer (record) -> allocate outputs
+ *   -> kernel -> inplace version bump -> autograd node -> scope tracking. */
+#include <string.h>
+
+#include "op_registry.h"
+
+static pd_autograd_record_fn g_autograd;
+static pd_tracer_fn g_tracer;
+static pd_dist_fn g_dist;
+
+void pd_dispatch_set_autograd(pd_autograd_record_fn fn) { g_autograd = fn; }
+pd_autograd_record_fn pd_dispatch_get_autograd(void) { return g_autograd; }
+void pd_dispatch_set_tracer(pd_tracer_fn fn) { g_tracer = fn; }
+void pd_dispatch_set_dist(pd_dist_fn fn) { g_dist = fn; }
+
+const pd_op_def *const pd_op_table[PD_NUM_OPS] = {
+#define PD_OP(name) &pd_opdef_##name,
+#include "ops.def"
+#undef PD_OP
+};
+
+int pd_op_find(const char *name) {
+  if (!name) return -1;
+  for (int i = 0; i < PD_NUM_OPS; i++)
+    if (strcmp(pd_op_table[i]->name, name) == 0) return i;
+  return -1;
+}
+
+void pd_meta_of(const pd_tensor *t, pd_meta *m) {
+  m->dtype = t->dtype;
+  m->ndim = t->ndim;
+  memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out) {
+  int64_t lim = ndim > 0 ? ndim : 1;
+  if (axis < -lim || axis >= lim)
+    return pd_set_error(PD_ERR_INDEX, "%s: axis %lld is out of range for a tensor of rank %d "
+                        "(expected -%lld <= axis < %lld)",
+                        op, (long long)axis, ndim, (long long)lim, (long long)lim);
+  *out = (int)(axis < 0 ? axis + lim : axis);
+  return PD_OK;
+}
+
+pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                              int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int64_t da = i < n - na ? 1 : a[i - (n - na)];
+    int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+    if (da != db && da != 1 && db != 1) {
+      char sa[160], sb[160];
+      return pd_set_error(PD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+                          op, pd_shape_str(na, a, sa, sizeof sa), pd_shape_str(nb, b, sb, sizeof sb), i,
+                          (long long)da, (long long)db);
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  *nout = n;
+  return PD_OK;
+}
+
+/* Replaces inputs by casts where the op's flags ask for another dtype.
+ * Returns the dtype outputs go back to (PD_NUM_DTYPES: keep as computed). */
+static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                pd_tensor **conv, pd_dtype *restore) {
+  *restore = PD_NUM_DTYPES;
+  pd_dtype common = PD_NUM_DTYPES;
+  if (def->flags & PD_OPF_PROMOTE) {
+    common = in[0]->dtype;
+    for (int i = 1; i < n_in; i++) common = pd_promote_types(common, in[i]->dtype);
+  }
+  for (int i = 0; i < n_in; i++) {
+    pd_dtype want = common != PD_NUM_DTYPES ? common : in[i]->dtype;
+    if ((def->flags & PD_OPF_FLOAT_ONLY) && !pd_dtype_is_floating(want)) want = PD_FLOAT32;
+    if ((def->flags & PD_OPF_HALF_VIA_F32) && (want == PD_FLOAT16 || want == PD_BFLOAT16)) {
+      *restore = want;
+      want = PD_FLOAT32;
+    }
+    conv[i] = NULL;
+    if (want != in[i]->dtype) {
+      pd_attrs ca = {.dtype = want};
+      conv[i] = pd_dispatch1(PD_OP_cast, &in[i], 1, &ca);
+      if (!conv[i]) return pd_last_status();
+    }
+  }
+  return PD_OK;
+}
+
+static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                     pd_tensor **out, int *n_out);
+
+pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                      pd_tensor **out, int *n_out) {
+  const pd_op_def *def = pd_op_table[id];
+  *n_out = 0;
+  for (int i = 0; i < n_in; i++) {
+    if (!in[i]) {
+      if (pd_last_status() != PD_OK) return pd_last_status(); /* keep the first error */
+      return pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL", def->name, i);
+    }
+  }
+  if (def->n_in >= 0 && n_in != def->n_in)
+    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);
+  static const pd_attrs zero_attrs;
+  if (!a) a = &zero_attrs;
+
+  pd_internal_enter();
+  pd_status st;
+  pd_tensor *conv[PD_MAX_OUTPUTS];
+  pd_tensor *const *use = in;
+  pd_dtype restore = PD_NUM_DTYPES;
+  bool converted = false;
+  if (def->flags & (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | PD_OPF_FLOAT_ONLY)) {
+    if (n_in > PD_MAX_OUTPUTS) {
+      st = pd_set_error(PD_ERR_INVALID, "%s: too many inputs (%d)", def->name, n_in);
+      goto done;
+    }
+    st = convert_inputs(def, in, n_in, conv, &restore);
+    for (int i = 0; i < n_in; i++) converted |= conv[i] != NULL;
+    if (st == PD_OK && converted) {
+      pd_tensor *tmp[PD_MAX_OUTPUTS];
+      for (int i = 0; i < n_in; i++) tmp[i] = conv[i] ? conv[i] : in[i];
+      if (def->flags & PD_OPF_INPLACE) {
+        st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)",
+                          def->name, pd_dtype_name(in[0]->dtype));
+      } else {
+        st = run(id, tmp, n_in, a, out, n_out);
+      }
+    }
+    for (int i = 0; i < n_in; i++) pd_tensor_release(conv[i]);
+    if (st != PD_OK || !converted) {
+      if (st != PD_OK) goto done;
+    } else {
+      if (restore != PD_NUM_DTYPES) {
+        for (int k = 0; k < *n_out; k++) {
+          if (out[k]->dtype != PD_FLOAT32) continue;
+          pd_attrs ca = {.dtype = restore};
+          pd_tensor *c = pd_dispatch1(PD_OP_cast, &out[k], 1, &ca);
+          if (!c) {
+            st = pd_last_status();
+            for (int j = 0; j < *n_out; j++) pd_tensor_release(out[j]);
+            *n_out = 0;
+            goto done;
+          }
+          pd_tensor_release(out[k]);
+          out[k] = c;
+        }
+      }
+      goto done;
+    }
+  }
+  (void)use;
+  st = run(id, in, n_in, a, out, n_out);
+done:
+  pd_internal_leave();
+  if (st == PD_OK)
+    for (int k = 0; k < *n_out; k++) pd_scope_track(out[k]);
+  return st;
+}
+
+/* The core of dispatch, on inputs already in the dtype the kernel takes. */
+static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                     pd_tensor **out, int *n_out) {
+  const pd_op_def *def = pd_op_table[id];
+  pd_meta meta[PD_MAX_OUTPUTS];
+  int nm = def->n_out;
+  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
+  if (st != PD_OK) return st;
+  if (nm < 0 || nm > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
+
+  if (g_dist) {
+    for (int i = 0; i < n_in; i++) {
+      if (in[i]->dist_attr) {
+        if (g_dist(id, in, n_in, a, out, n_out, &st)) return st;
+        break;
+      }
+    }
+  }
+  if (g_tracer && g_tracer(id, in, n_in, a, meta, out, nm, 0)) {
+    *n_out = nm;
+    return PD_OK;
+  }
+
+  pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
+  pd_kernel_fn kernel = def->kernel[place];
+  if (!kernel)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
+
+  bool inplace = def->flags & PD_OPF_INPLACE;
+  bool record = g_autograd && (def->flags & PD_OPF_DIFF) && pd_grad_mode_enabled();
+  if (record) {
+    bool any = false;
+    for (int i = 0; i < n_in; i++) any |= !in[i]->stop_gradient;
+    record = any;
+  }
+  if (inplace && record && !in[0]->grad_fn && !in[0]->stop_gradient)
+    return pd_set_error(PD_ERR_STATE, "%s: a leaf tensor that needs a gradient (stop_gradient=False) "
+                        "cannot be modified inplace", def->name);
+
+  for (int k = 0; k < nm; k++) out[k] = NULL;
+  if (inplace) {
+    out[0] = pd_tensor_retain(in[0]);
+  } else if (!(def->flags & PD_OPF_VIEW)) {
+    for (int k = 0; k < nm; k++) {
+      out[k] = pd_tensor_new(meta[k].dtype, meta[k].ndim, meta[k].shape);
+      if (!out[k]) {
+        st = pd_last_status();
+        goto fail;
+      }
+      out[k]->place = in && n_in ? in[0]->place : PD_CPU;
+    }
+  }
+  st = kernel(def, in, n_in, a, out, nm);
+  if (st != PD_OK) goto fail;
+  if (inplace) in[0]->storage->version++;
+  if (g_tracer) g_tracer(id, in, n_in, a, meta, out, nm, 1);
+  if (record) {
+    st = g_autograd(id, in, n_in, a, out, nm);
+    if (st != PD_OK) goto fail;
+  }
+  *n_out = nm;
+  return PD_OK;
+fail:
+  for (int k = 0; k < nm; k++) pd_tensor_release(out[k]);
+  return st;
+}
+
+pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
+  pd_tensor *out[PD_MAX_OUTPUTS];
+  int n = 0;
+  if (pd_dispatch(id, in, n_in, a, out, &n) != PD_OK) return NULL;
+  for (int k = 1; k < n; k++) pd_tensor_release(out[k]);
+  return n > 0 ? out[0] : NULL;
+}
+
+pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
+  if (g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0)
+    return pd_tensor_retain(g);
+  pd_attrs sa = {0};
+  int lead = g->ndim - ndim;
+  for (int d = 0; d < g->ndim; d++)
+    if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1)) sa.v[0][sa.nv[0]++] = d;
+  sa.i[0] = 1; /* keepdim */
+  sa.dtype = g->dtype;
+  pd_tensor *s = sa.nv[0] ? pd_dispatch1(PD_OP_sum, &g, 1, &sa) : pd_tensor_retain(g);
+  if (!s) return NULL;
+  pd_attrs ra = {0};
+  ra.nv[0] = ndim;
+  memcpy(ra.v[0], shape, sizeof(int64_t) * (size_t)ndim);
+  pd_tensor *r = pd_dispatch1(PD_OP_reshape, &s, 1, &ra);
+  pd_tensor_release(s);
+  return r;
+}
+
+static _Thread_local bool g_no_grad;
+bool pd_grad_mode_enabled(void) { return !g_no_grad; }
+bool pd_grad_mode_set(bool on) {
+  bool prev = !g_no_grad;
+  g_no_grad = !on;
+  return prev;
+}

@@ -1,0 +1,60 @@
+/* Glue between tensors and the raw elementwise driver. */
+#ifndef PADDLEC_OPS_EW_HELPERS_H
+#define PADDLEC_OPS_EW_HELPERS_H
+
+#include "../kernels/cpu/elementwise.h"
+#include "op_registry.h"
+
+/* Geometry for out = f(in...), inputs broadcast to out's shape. */
+static inline void pd_ew_geom_from(pd_ew_geom *g, pd_tensor *out, pd_tensor *const *in, int n_in) {
+  g->ndim = out->ndim;
+  g->nops = n_in + 1;
+  for (int d = 0; d < out->ndim; d++) g->shape[d] = out->shape[d];
+  for (int k = 0; k <= n_in; k++) {
+    pd_tensor *t = k == 0 ? out : in[k - 1];
+    g->base[k] = (char *)pd_tensor_data(t);
+    g->elsize[k] = (int64_t)pd_dtype_size(t->dtype);
+    int lead = out->ndim - t->ndim;
+    for (int d = 0; d < out->ndim; d++) {
+      int td = d - lead;
+      g->stride[k][d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+    }
+  }
+  pd_ew_coalesce(g);
+}
+
+/* Runs fns[dtype] over out and inputs; error names the op and dtype. */
+static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtype dt, pd_tensor *out,
+                                    pd_tensor *const *in, int n_in, const double *params) {
+  pd_ew_fn fn = (unsigned)dt < PD_NUM_DTYPES ? fns[dt] : NULL;
+  if (!fn) return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", op, pd_dtype_name(dt));
+  if (out->numel == 0) return PD_OK;
+  pd_ew_geom g;
+  pd_ew_geom_from(&g, out, in, n_in);
+  pd_ew_run(&g, fn, params);
+  return PD_OK;
+}
+
+/* Type lists for generating kernels. X(suffix, C type). */
+#define PD_FOR_FLOAT_TYPES(X) X(f32, float) X(f64, double)
+#define PD_FOR_INT_TYPES(X) X(u8, uint8_t) X(i8, int8_t) X(i16, int16_t) X(i32, int32_t) X(i64, int64_t)
+#define PD_FOR_NUMERIC_TYPES(X) PD_FOR_FLOAT_TYPES(X) PD_FOR_INT_TYPES(X)
+
+/* A dtype-indexed table from generated functions named prefix_<suffix>. */
+#define PD_EW_TABLE_NUMERIC(prefix)                                                    \
+  {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
+   [PD_INT8] = prefix##_i8,     [PD_INT16] = prefix##_i16,   [PD_INT32] = prefix##_i32, \
+   [PD_INT64] = prefix##_i64}
+#define PD_EW_TABLE_FLOAT(prefix) {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64}
+
+/* infer_meta for same-shape unary ops (output dtype = input dtype). */
+pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out, int *n_out);
+/* infer_meta for broadcasting binary/ternary ops (dtype of input 0). */
+pd_status pd_meta_broadcast(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out, int *n_out);
+/* Same, but the output is bool (comparisons, logic). */
+pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
+                                 int *n_out);
+/* FLOPs: one per output element. */
+double pd_flops_per_elem(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out, int n_out);
+
+#endif

@@ -1,0 +1,142 @@
+/* The op registry: one entry per op, generated from the X-macro list in
+ * ops.def. Every op is run by the one dispatcher (dispatch.c). */
+#ifndef PADDLEC_OP_REGISTRY_H
+#define PADDLEC_OP_REGISTRY_H
+
+#include "../core/core_internal.h"
+#include "../core/tensor_impl.h"
+#include "paddlec/core.h"
+
+/* Attributes of one op call: a plain, copyable value (so a grad node or a
+ * Program op can keep it). Slot meaning is per op and named in its
+ * registry row (attr_names), which is what serialization uses. */
+#define PD_ATTR_INTS 6
+#define PD_ATTR_FLOATS 4
+#define PD_ATTR_LISTS 4
+typedef struct pd_attrs {
+  int64_t i[PD_ATTR_INTS];
+  double f[PD_ATTR_FLOATS];
+  int64_t v[PD_ATTR_LISTS][PD_MAX_DIMS];
+  int nv[PD_ATTR_LISTS];
+  pd_dtype dtype;
+  char s[64];
+} pd_attrs;
+
+/* Shape and dtype of an output, computed before anything runs. */
+typedef struct pd_meta {
+  pd_dtype dtype;
+  int ndim;
+  int64_t shape[PD_MAX_DIMS];
+} pd_meta;
+
+/* Maximum outputs of one op (split/unbind/chunk up to this many). */
+#define PD_MAX_OUTPUTS 64
+
+typedef struct pd_backward_ctx {
+  const pd_attrs *attrs;
+  int n_in, n_out;
+  pd_tensor *const *inputs;   /* saved inputs (NULL entries unless PD_OPF_SAVE_IN) */
+  pd_tensor *const *outputs;  /* saved outputs (NULL entries unless PD_OPF_SAVE_OUT) */
+  const pd_meta *in_meta;     /* shapes/dtypes of the inputs, always present */
+  pd_tensor *const *grad_out; /* one grad per output, zeros where none flowed */
+  const bool *needs_grad;     /* per input */
+  pd_tensor **grad_in;        /* filled by backward: new references or NULL */
+} pd_backward_ctx;
+
+typedef struct pd_op_def pd_op_def;
+/* def->name is the op's name, for error messages. */
+typedef pd_status (*pd_infer_meta_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                      const pd_attrs *a, pd_meta *out, int *n_out);
+/* For compute ops the outputs arrive allocated from infer_meta; for view ops
+ * (PD_OPF_VIEW) out[] is NULL and the kernel creates views of its inputs. */
+typedef pd_status (*pd_kernel_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                  const pd_attrs *a, pd_tensor **out, int n_out);
+/* Writes ctx->grad_in with other ops, so double backward comes for free. */
+typedef pd_status (*pd_backward_fn)(const pd_backward_ctx *ctx);
+typedef double (*pd_flops_fn)(pd_tensor *const *in, int n_in, const pd_attrs *a,
+                              const pd_meta *out, int n_out);
+/* SPMD rule (auto_parallel): fills input/output placements. Opaque here. */
+typedef pd_status (*pd_spmd_fn)(void *rule_ctx);
+
+enum {
+  PD_OPF_DIFF = 1u << 0,      /* has a backward */
+  PD_OPF_VIEW = 1u << 1,      /* outputs are views of input 0 */
+  PD_OPF_INPLACE = 1u << 2,   /* output 0 is input 0, modified */
+  PD_OPF_SAVE_IN = 1u << 3,   /* backward reads the inputs */
+  PD_OPF_SAVE_OUT = 1u << 4,  /* backward reads the outputs */
+  PD_OPF_PROMOTE = 1u << 5,   /* tensor inputs are promoted to one dtype */
+  PD_OPF_RANDOM = 1u << 6,    /* draws from the generator */
+  PD_OPF_HALF_VIA_F32 = 1u << 7, /* float16/bfloat16 inputs computed in float32 */
+  PD_OPF_FLOAT_ONLY = 1u << 8, /* integer/bool inputs are cast to float32 first */
+};
+
+struct pd_op_def {
+  const char *name;
+  int n_in;  /* -1: variadic */
+  int n_out; /* -1: decided by infer_meta */
+  unsigned flags;
+  unsigned nondiff_out; /* bit k: output k never carries a gradient (indices) */
+  const char *attr_names; /* "i0:axis,i1:keepdim,f0:alpha,v0:shape,s:equation,dtype" */
+  pd_infer_meta_fn infer_meta;
+  pd_kernel_fn kernel[PD_NUM_PLACES];
+  pd_backward_fn backward;
+  pd_spmd_fn spmd;
+  pd_flops_fn flops;
+};
+
+/* The op ids: PD_OP_add, PD_OP_matmul, ... */
+typedef enum pd_op_id {
+#define PD_OP(name) PD_OP_##name,
+#include "ops.def"
+#undef PD_OP
+  PD_NUM_OPS
+} pd_op_id;
+
+/* Each op file defines `const pd_op_def pd_opdef_<name>`. */
+#define PD_OP(name) extern const pd_op_def pd_opdef_##name;
+#include "ops.def"
+#undef PD_OP
+
+extern const pd_op_def *const pd_op_table[PD_NUM_OPS];
+/* Lookup by name; -1 when unknown. */
+int pd_op_find(const char *name);
+
+/* ---- the dispatcher ---------------------------------------------------- */
+/* Runs op `id` on inputs with attrs; writes up to PD_MAX_OUTPUTS outputs
+ * (new references) and their count. Returns a status. */
+pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                      pd_tensor **out, int *n_out);
+/* Single-output convenience: returns the output or NULL. */
+pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a);
+
+/* Extension points, installed by the layers above (the dispatcher never
+ * names them):
+ *  - autograd records a grad node for a differentiable op;
+ *  - the static-graph tracer records an op into the Program being built
+ *    (returning 1 when it produced the outputs itself, i.e. recording only);
+ *  - auto_parallel handles ops whose inputs are DTensors. */
+typedef pd_status (*pd_autograd_record_fn)(pd_op_id id, pd_tensor *const *in, int n_in,
+                                           const pd_attrs *a, pd_tensor **out, int n_out);
+typedef int (*pd_tracer_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            const pd_meta *meta, pd_tensor **out, int n_out, int phase);
+typedef int (*pd_dist_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_tensor **out, int *n_out, pd_status *st);
+void pd_dispatch_set_autograd(pd_autograd_record_fn fn);
+pd_autograd_record_fn pd_dispatch_get_autograd(void);
+void pd_dispatch_set_tracer(pd_tracer_fn fn);
+void pd_dispatch_set_dist(pd_dist_fn fn);
+/* Whether gradients are being recorded (paddle.no_grad turns it off). */
+bool pd_grad_mode_enabled(void);
+/* Sets grad mode, returning the previous value. */
+bool pd_grad_mode_set(bool on);
+
+/* ---- helpers for op implementations ------------------------------------- */
+pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                              int *nout, int64_t *out);
+/* Normalises a possibly negative axis; error names op and values. */
+pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
+void pd_meta_of(const pd_tensor *t, pd_meta *m);
+/* Sum a gradient down to `shape` (undoing broadcasting). New reference. */
+pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape);
+
+#endif
