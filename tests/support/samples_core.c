@@ -1,0 +1,65 @@
+/* Gradcheck samples for the core ops (cast, arithmetic, scale, sum, views). */
+#include "op_samples.h"
+
+#define S(...) ((const int64_t[]){__VA_ARGS__})
+
+static int s_cast(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  a->dtype = PD_FLOAT64;
+  return 1;
+}
+static int s_binary_bcast(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(2, 3), 0.5, 2);
+  in[1] = sample_uniform(1, S(3), 0.5, 2);
+  return 2;
+}
+static int s_binary_bcast_left(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 1), 0.5, 2);
+  in[1] = sample_uniform(3, S(2, 1, 4), 0.5, 2);
+  return 2;
+}
+static int s_scale(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  a->f[0] = -1.5;
+  a->f[1] = 0.25;
+  return 1;
+}
+static int s_sum_axis(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, S(2, 3, 4), -1, 1);
+  sample_set_list(a, 0, 2, S(0, -1));
+  a->i[0] = 1;
+  return 1;
+}
+static int s_sum_all(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  return 1;
+}
+static int s_reshape(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 6), -1, 1);
+  sample_set_list(a, 0, 3, S(3, -1, 2));
+  return 1;
+}
+static int s_expand(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 1), -1, 1);
+  sample_set_list(a, 0, 3, S(2, -1, 4));
+  return 1;
+}
+
+const pd_op_sample pd_samples_core[] = {
+    {"cast", s_cast, 0},
+    {"add", s_binary_bcast, 0},
+    {"add", s_binary_bcast_left, 0},
+    {"subtract", s_binary_bcast, 0},
+    {"multiply", s_binary_bcast, 0},
+    {"multiply", s_binary_bcast_left, 0},
+    {"divide", s_binary_bcast, 0},
+    {"scale", s_scale, 0},
+    {"sum", s_sum_axis, 0},
+    {"sum", s_sum_all, 0},
+    {"reshape", s_reshape, 0},
+    {"expand", s_expand, 0},
+    {NULL, NULL, 0},
+};
