@@ -166,3 +166,87 @@ pd_tensor *pd_expand(pd_tensor *x, int ndim, const int64_t *shape) {
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_expand, &x, 1, &a);
 }
+
+/* transpose: permutes dims (a view). */
+static pd_status perm_check(const char *op, const pd_tensor *x, const pd_attrs *a, int *perm) {
+  if (a->nv[0] != x->ndim) {
+    char b[160];
+    return pd_set_error(PD_ERR_INVALID, "%s: perm %s has %d entries but x has rank %d (shape %s)", op,
+                        pd_shape_str(a->nv[0], a->v[0], b, sizeof b), a->nv[0], x->ndim, PD_SHAPE_STR(x));
+  }
+  bool seen[PD_MAX_DIMS] = {0};
+  for (int d = 0; d < x->ndim; d++) {
+    int ax;
+    pd_status st = pd_norm_axis(op, a->v[0][d], x->ndim, &ax);
+    if (st != PD_OK) return st;
+    if (seen[ax]) return pd_set_error(PD_ERR_INVALID, "%s: perm repeats axis %d", op, ax);
+    seen[ax] = true;
+    perm[d] = ax;
+  }
+  return PD_OK;
+}
+
+static pd_status transpose_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_meta *out, int *n_out) {
+  (void)n_in;
+  int perm[PD_MAX_DIMS];
+  pd_status st = perm_check(def->name, in[0], a, perm);
+  if (st != PD_OK) return st;
+  out->dtype = in[0]->dtype;
+  out->ndim = in[0]->ndim;
+  for (int d = 0; d < out->ndim; d++) out->shape[d] = in[0]->shape[perm[d]];
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status transpose_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                  pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  int perm[PD_MAX_DIMS];
+  pd_status st = perm_check(def->name, in[0], a, perm);
+  if (st != PD_OK) return st;
+  int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
+  for (int d = 0; d < in[0]->ndim; d++) {
+    shape[d] = in[0]->shape[perm[d]];
+    strides[d] = in[0]->strides[perm[d]];
+  }
+  out[0] = pd_tensor_new_view(in[0], in[0]->ndim, shape, strides, in[0]->offset);
+  return out[0] ? PD_OK : pd_last_status();
+}
+
+static pd_status transpose_backward(const pd_backward_ctx *c) {
+  if (!c->needs_grad[0]) return PD_OK;
+  int n = c->attrs->nv[0];
+  int64_t inv[PD_MAX_DIMS];
+  for (int d = 0; d < n; d++) {
+    int64_t ax = c->attrs->v[0][d];
+    inv[ax < 0 ? ax + n : ax] = d;
+  }
+  c->grad_in[0] = pd_transpose(c->grad_out[0], n, inv);
+  return c->grad_in[0] ? PD_OK : pd_last_status();
+}
+
+const pd_op_def pd_opdef_transpose = {.name = "transpose", .n_in = 1, .n_out = 1,
+                                      .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:perm",
+                                      .infer_meta = transpose_meta,
+                                      .kernel = {[PD_PLACE_CPU] = transpose_kernel},
+                                      .backward = transpose_backward};
+
+pd_tensor *pd_transpose(pd_tensor *x, int nperm, const int64_t *perm) {
+  if (nperm < 0 || nperm > PD_MAX_DIMS || (nperm > 0 && !perm)) {
+    pd_set_error(PD_ERR_INVALID, "transpose: invalid perm (%d entries)", nperm);
+    return NULL;
+  }
+  pd_attrs a = {.nv = {nperm}};
+  if (nperm) memcpy(a.v[0], perm, sizeof(int64_t) * (size_t)nperm);
+  return pd_dispatch1(PD_OP_transpose, &x, 1, &a);
+}
+
+pd_tensor *pd_contiguous(pd_tensor *x) {
+  if (!x) return NULL;
+  if (x->is_contiguous) return pd_scope_track(pd_tensor_retain(x));
+  /* a differentiable copy: cast to the same dtype always writes a new buffer */
+  pd_attrs a = {.dtype = x->dtype};
+  return pd_dispatch1(PD_OP_cast, &x, 1, &a);
+}

@@ -47,8 +47,14 @@ static int s_expand(pd_tensor **in, pd_attrs *a) {
   sample_set_list(a, 0, 3, S(2, -1, 4));
   return 1;
 }
+static int s_transpose(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, S(2, 3, 4), -1, 1);
+  sample_set_list(a, 0, 3, S(2, 0, 1));
+  return 1;
+}
 
 const pd_op_sample pd_samples_core[] = {
+    {"transpose", s_transpose, 0},
     {"cast", s_cast, 0},
     {"add", s_binary_bcast, 0},
     {"add", s_binary_bcast_left, 0},
