@@ -13,9 +13,9 @@ extern "C" {
 pd_status pd_backward(pd_tensor *loss, pd_tensor *grad, bool retain_graph);
 
 typedef struct pd_grad_opts {
-  bool retain_graph;  /* default: same as create_graph */
-  bool create_graph;  /* record the backward pass, for higher-order grads */
-  bool allow_unused;  /* an input the outputs do not depend on gets NULL */
+  bool retain_graph; /* default: same as create_graph */
+  bool create_graph; /* record the backward pass, for higher-order grads */
+  bool allow_unused; /* an input the outputs do not depend on gets NULL */
 } pd_grad_opts;
 
 /* paddle.grad(outputs, inputs, grad_outputs): writes n_in new references to
@@ -50,8 +50,8 @@ typedef struct pd_pylayer_ctx pd_pylayer_ctx;
  * (new reference or NULL). */
 typedef pd_status (*pd_pylayer_forward_fn)(pd_pylayer_ctx *ctx, pd_tensor *const *inputs, int n_in,
                                            pd_tensor **outputs, int n_out);
-typedef pd_status (*pd_pylayer_backward_fn)(pd_pylayer_ctx *ctx, pd_tensor *const *grad_outputs,
-                                            int n_out, pd_tensor **grad_inputs, int n_in);
+typedef pd_status (*pd_pylayer_backward_fn)(pd_pylayer_ctx *ctx, pd_tensor *const *grad_outputs, int n_out,
+                                            pd_tensor **grad_inputs, int n_in);
 typedef struct pd_pylayer {
   const char *name;
   pd_pylayer_forward_fn forward;
@@ -60,8 +60,8 @@ typedef struct pd_pylayer {
 
 /* PyLayer.apply: runs forward and, when an input needs a grad, records a
  * node whose backward is the user's. */
-pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n_in,
-                           pd_tensor **outputs, int n_out);
+pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n_in, pd_tensor **outputs,
+                           int n_out);
 /* ctx.save_for_backward / ctx.saved_tensor (borrowed) / user data. */
 pd_status pd_pylayer_save_for_backward(pd_pylayer_ctx *ctx, pd_tensor *const *ts, int n);
 pd_tensor *pd_pylayer_saved_tensor(pd_pylayer_ctx *ctx, int i);

@@ -67,15 +67,15 @@ typedef struct pd_place {
 /* ---- errors ------------------------------------------------------------ */
 typedef enum pd_status {
   PD_OK = 0,
-  PD_ERR_INVALID = -1,  /* invalid argument (NULL, bad attribute) */
-  PD_ERR_SHAPE = -2,    /* incompatible shapes */
-  PD_ERR_DTYPE = -3,    /* unsupported dtype */
-  PD_ERR_INDEX = -4,    /* axis or index out of range */
-  PD_ERR_MEMORY = -5,   /* out of memory */
-  PD_ERR_STATE = -6,    /* wrong state (graph freed, inplace version moved) */
-  PD_ERR_IO = -7,       /* file or network failure */
+  PD_ERR_INVALID = -1, /* invalid argument (NULL, bad attribute) */
+  PD_ERR_SHAPE = -2,   /* incompatible shapes */
+  PD_ERR_DTYPE = -3,   /* unsupported dtype */
+  PD_ERR_INDEX = -4,   /* axis or index out of range */
+  PD_ERR_MEMORY = -5,  /* out of memory */
+  PD_ERR_STATE = -6,   /* wrong state (graph freed, inplace version moved) */
+  PD_ERR_IO = -7,      /* file or network failure */
   PD_ERR_UNIMPLEMENTED = -8,
-  PD_ERR_COMM = -9,     /* collective communication failure */
+  PD_ERR_COMM = -9, /* collective communication failure */
 } pd_status;
 
 /* The message of the last error on this thread ("" when none). */
@@ -86,8 +86,7 @@ void pd_clear_error(void);
 /* Records an error (printf-style). Returns `code` so callers can
  * `return pd_set_error(PD_ERR_SHAPE, "...")`. With PADDLEC_ABORT_ON_ERROR=1
  * in the environment it prints the message and a backtrace and aborts. */
-pd_status pd_set_error(pd_status code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+pd_status pd_set_error(pd_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct pd_tensor pd_tensor;

@@ -49,24 +49,38 @@ static int target_index(const engine *e, const pd_tensor *leaf, const pd_node *n
 /* Collects the graph reachable from roots (iterative DFS) and counts, for
  * each node, the edges that reach it. */
 static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
-  typedef struct frame { pd_node *n; int next; } frame;
+  typedef struct frame {
+    pd_node *n;
+    int next;
+  } frame;
   frame *st = NULL;
   size_t sp = 0, cap = 0;
   pd_status rc = PD_OK;
   for (int r = 0; r < n_roots && rc == PD_OK; r++) {
     if (!roots[r] || roots[r]->stamp == e->stamp) continue;
     if ((rc = add_node(e, roots[r])) != PD_OK) break;
-    if (sp == cap) { cap = cap ? cap * 2 : 64; st = realloc(st, cap * sizeof *st); if (!st) abort(); }
+    if (sp == cap) {
+      cap = cap ? cap * 2 : 64;
+      st = realloc(st, cap * sizeof *st);
+      if (!st) abort();
+    }
     st[sp++] = (frame){roots[r], 0};
     while (sp) {
       frame *f = &st[sp - 1];
       if (f->next < f->n->n_in) {
         pd_node *c = f->n->edges[f->next++].node;
         if (!c) continue;
-        if (c->stamp == e->stamp) { c->deps++; continue; }
+        if (c->stamp == e->stamp) {
+          c->deps++;
+          continue;
+        }
         if ((rc = add_node(e, c)) != PD_OK) break;
         c->deps = 1;
-        if (sp == cap) { cap *= 2; st = realloc(st, cap * sizeof *st); if (!st) abort(); }
+        if (sp == cap) {
+          cap *= 2;
+          st = realloc(st, cap * sizeof *st);
+          if (!st) abort();
+        }
         st[sp++] = (frame){c, 0};
       } else {
         sp--;
@@ -125,8 +139,9 @@ static pd_status accumulate_leaf(engine *e, pd_tensor *leaf, pd_tensor *g0) {
     /* Own the buffer: the incoming grad may be shared with other leaves. */
     bool own = atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1 &&
                g->is_contiguous && g->dtype == leaf->dtype && !g->grad_fn;
-    pd_tensor *c = own ? pd_tensor_retain(g)
-                       : e->create_graph ? pd_cast(g, leaf->dtype) : pd_clone(g, leaf->dtype);
+    pd_tensor *c = own               ? pd_tensor_retain(g)
+                   : e->create_graph ? pd_cast(g, leaf->dtype)
+                                     : pd_clone(g, leaf->dtype);
     if (!c) st = pd_last_status();
     leaf->grad = c;
   } else if (e->create_graph) {
@@ -212,7 +227,8 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
   if (n->freed) {
     st = pd_set_error(PD_ERR_STATE,
                       "backward: the graph through %s was already freed by an earlier backward; "
-                      "pass retain_graph=true to the first backward to run it twice", name);
+                      "pass retain_graph=true to the first backward to run it twice",
+                      name);
     goto out;
   }
   if ((st = check_versions(n)) != PD_OK) goto out;
@@ -220,15 +236,24 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
     if (!g[k]) {
       const pd_meta *m = &n->out_meta[k];
       g[k] = pd_zeros(m->ndim, m->shape, m->dtype);
-      if (!g[k]) { st = pd_last_status(); goto out; }
+      if (!g[k]) {
+        st = pd_last_status();
+        goto out;
+      }
     }
   }
   if (n->custom) {
     st = n->custom->backward(n->ctx, g, n->n_out, grad_in, n->n_in);
   } else {
-    pd_backward_ctx ctx = {.attrs = &n->attrs, .n_in = n->n_in, .n_out = n->n_out,
-                           .inputs = n->saved_in, .outputs = n->saved_out, .in_meta = n->in_meta,
-                           .grad_out = g, .needs_grad = needs, .grad_in = grad_in};
+    pd_backward_ctx ctx = {.attrs = &n->attrs,
+                           .n_in = n->n_in,
+                           .n_out = n->n_out,
+                           .inputs = n->saved_in,
+                           .outputs = n->saved_out,
+                           .in_meta = n->in_meta,
+                           .grad_out = g,
+                           .needs_grad = needs,
+                           .grad_in = grad_in};
     st = pd_op_table[n->op]->backward(&ctx);
   }
   if (st != PD_OK) goto out;
@@ -238,8 +263,8 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
     if (grad_in[i]->ndim != m->ndim ||
         memcmp(grad_in[i]->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0) {
       char a[160], b[160];
-      st = pd_set_error(PD_ERR_SHAPE, "backward of %s: grad of input %d has shape %s, expected %s",
-                        name, i, pd_shape_str(grad_in[i]->ndim, grad_in[i]->shape, a, sizeof a),
+      st = pd_set_error(PD_ERR_SHAPE, "backward of %s: grad of input %d has shape %s, expected %s", name, i,
+                        pd_shape_str(grad_in[i]->ndim, grad_in[i]->shape, a, sizeof a),
                         pd_shape_str(m->ndim, m->shape, b, sizeof b));
       goto out;
     }
@@ -253,7 +278,10 @@ propagate:
       if (grad_in[i]) {
         if (!e->gbuf[c->slot]) {
           e->gbuf[c->slot] = calloc((size_t)c->n_out, sizeof(pd_tensor *));
-          if (!e->gbuf[c->slot]) { st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory"); break; }
+          if (!e->gbuf[c->slot]) {
+            st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+            break;
+          }
         }
         st = accumulate_into(&e->gbuf[c->slot][ed->index], grad_in[i]);
       }
@@ -315,7 +343,10 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
     }
     pd_node *n = t->grad_fn;
     if (!e->gbuf[n->slot]) e->gbuf[n->slot] = calloc((size_t)n->n_out, sizeof(pd_tensor *));
-    if (!e->gbuf[n->slot]) { st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory"); break; }
+    if (!e->gbuf[n->slot]) {
+      st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+      break;
+    }
     st = accumulate_into(&e->gbuf[n->slot][t->out_index], root_grads[r]);
   }
   if (st == PD_OK)
@@ -339,23 +370,28 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
 
 static pd_tensor *ones_like_root(pd_tensor *t, const char *op) {
   if (t->numel != 1) {
-    pd_set_error(PD_ERR_SHAPE, "%s: grad can be implicitly created only for a tensor of one element, "
-                 "got shape %s; pass a grad tensor", op, PD_SHAPE_STR(t));
+    pd_set_error(PD_ERR_SHAPE,
+                 "%s: grad can be implicitly created only for a tensor of one element, "
+                 "got shape %s; pass a grad tensor",
+                 op, PD_SHAPE_STR(t));
     return NULL;
   }
   return pd_ones(t->ndim, t->shape, t->dtype);
 }
 
 pd_status pd_backward(pd_tensor *loss, pd_tensor *grad, bool retain_graph) {
-  if (!loss) return pd_last_status() != PD_OK ? pd_last_status()
-                                              : pd_set_error(PD_ERR_INVALID, "backward: tensor is NULL");
+  if (!loss)
+    return pd_last_status() != PD_OK ? pd_last_status()
+                                     : pd_set_error(PD_ERR_INVALID, "backward: tensor is NULL");
   if (loss->stop_gradient)
-    return pd_set_error(PD_ERR_STATE, "backward: the tensor has stop_gradient=True, so nothing "
+    return pd_set_error(PD_ERR_STATE,
+                        "backward: the tensor has stop_gradient=True, so nothing "
                         "depends on a tensor that needs a gradient");
   pd_internal_enter();
   pd_status st = PD_OK;
   pd_tensor *g = grad ? pd_tensor_retain(grad) : ones_like_root(loss, "backward");
-  if (!g) st = pd_last_status();
+  if (!g)
+    st = pd_last_status();
   else if (g->ndim != loss->ndim || memcmp(g->shape, loss->shape, sizeof(int64_t) * (size_t)g->ndim)) {
     char a[160];
     st = pd_set_error(PD_ERR_SHAPE, "backward: grad has shape %s but the tensor has shape %s",
@@ -377,15 +413,17 @@ pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs
   static const pd_grad_opts defaults;
   if (!opts) opts = &defaults;
   if (!outputs || !inputs || !grads_out || n_out <= 0 || n_in <= 0)
-    return pd_set_error(PD_ERR_INVALID, "grad: outputs (%d) and inputs (%d) must be non-empty arrays",
-                        n_out, n_in);
+    return pd_set_error(PD_ERR_INVALID, "grad: outputs (%d) and inputs (%d) must be non-empty arrays", n_out,
+                        n_in);
   for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
   for (int k = 0; k < n_out; k++)
-    if (!outputs[k]) return pd_last_status() ? pd_last_status()
-                                             : pd_set_error(PD_ERR_INVALID, "grad: outputs[%d] is NULL", k);
+    if (!outputs[k])
+      return pd_last_status() ? pd_last_status()
+                              : pd_set_error(PD_ERR_INVALID, "grad: outputs[%d] is NULL", k);
   for (int i = 0; i < n_in; i++) {
-    if (!inputs[i]) return pd_last_status() ? pd_last_status()
-                                            : pd_set_error(PD_ERR_INVALID, "grad: inputs[%d] is NULL", i);
+    if (!inputs[i])
+      return pd_last_status() ? pd_last_status()
+                              : pd_set_error(PD_ERR_INVALID, "grad: inputs[%d] is NULL", i);
     if (inputs[i]->stop_gradient)
       return pd_set_error(PD_ERR_STATE, "grad: inputs[%d] has stop_gradient=True", i);
   }
@@ -398,7 +436,10 @@ pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs
     if (outputs[k]->stop_gradient) continue;
     pd_tensor *g = grad_outputs && grad_outputs[k] ? pd_tensor_retain(grad_outputs[k])
                                                    : ones_like_root(outputs[k], "grad");
-    if (!g) { st = pd_last_status(); break; }
+    if (!g) {
+      st = pd_last_status();
+      break;
+    }
     roots[nr] = outputs[k];
     rg[nr++] = g;
   }
@@ -406,7 +447,9 @@ pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs
     bool prev = pd_grad_mode_set(opts->create_graph);
     engine e = {.create_graph = opts->create_graph,
                 .keep_graph = opts->retain_graph || opts->create_graph,
-                .targets = inputs, .n_targets = n_in, .captured = grads_out};
+                .targets = inputs,
+                .n_targets = n_in,
+                .captured = grads_out};
     st = run_engine(&e, roots, rg, nr);
     pd_grad_mode_set(prev);
   }
@@ -416,13 +459,18 @@ pd_status pd_grad(pd_tensor *const *outputs, int n_out, pd_tensor *const *inputs
   if (st == PD_OK && !opts->allow_unused) {
     for (int i = 0; i < n_in; i++)
       if (!grads_out[i]) {
-        st = pd_set_error(PD_ERR_STATE, "grad: inputs[%d] is not used to compute the outputs; "
-                          "pass allow_unused=true to get NULL for it", i);
+        st = pd_set_error(PD_ERR_STATE,
+                          "grad: inputs[%d] is not used to compute the outputs; "
+                          "pass allow_unused=true to get NULL for it",
+                          i);
         break;
       }
   }
   if (st != PD_OK)
-    for (int i = 0; i < n_in; i++) { pd_tensor_release(grads_out[i]); grads_out[i] = NULL; }
+    for (int i = 0; i < n_in; i++) {
+      pd_tensor_release(grads_out[i]);
+      grads_out[i] = NULL;
+    }
   pd_internal_leave();
   if (st == PD_OK)
     for (int i = 0; i < n_in; i++) pd_scope_track(grads_out[i]);

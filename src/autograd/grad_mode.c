@@ -45,7 +45,8 @@ static int push_hook(pd_hook **list, pd_tensor_hook_fn fn, pd_post_accumulate_ho
 int pd_tensor_register_hook(pd_tensor *t, pd_tensor_hook_fn fn, void *user) {
   if (!t || !fn) return pd_set_error(PD_ERR_INVALID, "register_hook: %s is NULL", t ? "hook" : "tensor");
   if (t->stop_gradient)
-    return pd_set_error(PD_ERR_STATE, "register_hook: cannot register a hook on a tensor with "
+    return pd_set_error(PD_ERR_STATE,
+                        "register_hook: cannot register a hook on a tensor with "
                         "stop_gradient=True");
   if (t->grad_fn) return push_hook(&t->grad_fn->out_hooks[t->out_index], fn, NULL, user);
   return push_hook(&t->hooks, fn, NULL, user);
@@ -55,7 +56,8 @@ int pd_tensor_register_post_accumulate_hook(pd_tensor *t, pd_post_accumulate_hoo
   if (!t || !fn)
     return pd_set_error(PD_ERR_INVALID, "register_post_accumulate_hook: %s is NULL", t ? "hook" : "tensor");
   if (t->grad_fn || t->stop_gradient)
-    return pd_set_error(PD_ERR_STATE, "register_post_accumulate_hook: only a leaf tensor with "
+    return pd_set_error(PD_ERR_STATE,
+                        "register_post_accumulate_hook: only a leaf tensor with "
                         "stop_gradient=False accumulates a grad");
   return push_hook(&t->post_hooks, NULL, fn, user);
 }

@@ -12,10 +12,9 @@ int pd_next_hook_id(void) { return atomic_fetch_add(&g_hook_id, 1) + 1; }
 pd_node *pd_node_alloc(int n_in, int n_out) {
   size_t ni = (size_t)n_in, no = (size_t)n_out;
   /* one block: node, then the per-input and per-output arrays */
-  size_t sz = sizeof(pd_node) + ni * (sizeof(pd_edge) + sizeof(pd_meta) + sizeof(pd_tensor *) +
-                                      sizeof(uint32_t)) +
-              no * (sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t) + sizeof(pd_hook *)) +
-              64;
+  size_t sz = sizeof(pd_node) +
+              ni * (sizeof(pd_edge) + sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t)) +
+              no * (sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t) + sizeof(pd_hook *)) + 64;
   char *p = calloc(1, sz);
   if (!p) {
     pd_set_error(PD_ERR_MEMORY, "autograd: out of memory for a grad node");
@@ -23,11 +22,11 @@ pd_node *pd_node_alloc(int n_in, int n_out) {
   }
   pd_node *n = (pd_node *)p;
   char *q = p + sizeof(pd_node);
-#define CARVE(field, count)                                   \
-  do {                                                        \
-    q = (char *)(((uintptr_t)q + 7) & ~(uintptr_t)7);         \
-    n->field = (void *)q;                                     \
-    q += (count) * sizeof(*n->field);                         \
+#define CARVE(field, count)                           \
+  do {                                                \
+    q = (char *)(((uintptr_t)q + 7) & ~(uintptr_t)7); \
+    n->field = (void *)q;                             \
+    q += (count) * sizeof(*n->field);                 \
   } while (0)
   CARVE(edges, ni);
   CARVE(in_meta, ni);
@@ -142,8 +141,8 @@ static pd_tensor *saved_output_alias(pd_node *node, pd_tensor *t, int k) {
   return a;
 }
 
-static pd_status record(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                        pd_tensor **out, int n_out) {
+static pd_status record(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                        int n_out) {
   const pd_op_def *def = pd_op_table[id];
   pd_node *node = pd_node_alloc(n_in, n_out);
   if (!node) return pd_last_status();

@@ -22,7 +22,7 @@ struct pd_pylayer_ctx {
 
 struct pd_node {
   atomic_int refcount;
-  int op; /* pd_op_id, or -1 for a custom function */
+  int op;       /* pd_op_id, or -1 for a custom function */
   uint64_t seq; /* creation order: later nodes run first in backward */
   pd_attrs attrs;
   int n_in, n_out;
@@ -32,8 +32,8 @@ struct pd_node {
   pd_tensor **saved_in;  /* n_in, entries NULL unless saved */
   pd_tensor **saved_out; /* n_out, weak aliases of the outputs */
   uint32_t *ver_in, *ver_out;
-  pd_hook **out_hooks;   /* n_out: hooks registered on non-leaf outputs */
-  bool freed;            /* saved tensors dropped after a backward */
+  pd_hook **out_hooks; /* n_out: hooks registered on non-leaf outputs */
+  bool freed;          /* saved tensors dropped after a backward */
   const pd_pylayer *custom;
   pd_pylayer_ctx *ctx;
   /* engine scratch, valid during one backward */

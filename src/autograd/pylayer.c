@@ -38,14 +38,15 @@ static void ctx_free(pd_pylayer_ctx *ctx) {
   free(ctx);
 }
 
-pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n_in,
-                           pd_tensor **outputs, int n_out) {
+pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n_in, pd_tensor **outputs,
+                           int n_out) {
   if (!fn || !fn->forward || !fn->backward || !outputs || n_out <= 0 || n_in < 0 || (n_in && !inputs))
     return pd_set_error(PD_ERR_INVALID, "PyLayer.apply: needs forward, backward, inputs and outputs");
   for (int i = 0; i < n_in; i++)
-    if (!inputs[i]) return pd_last_status() ? pd_last_status()
-                                            : pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL",
-                                                           fn->name ? fn->name : "PyLayer", i);
+    if (!inputs[i])
+      return pd_last_status()
+                 ? pd_last_status()
+                 : pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL", fn->name ? fn->name : "PyLayer", i);
   pd_pylayer_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return pd_set_error(PD_ERR_MEMORY, "PyLayer.apply: out of memory");
   for (int k = 0; k < n_out; k++) outputs[k] = NULL;
@@ -54,8 +55,9 @@ pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n
   pd_status st = fn->forward(ctx, inputs, n_in, outputs, n_out);
   pd_grad_mode_set(prev);
   for (int k = 0; st == PD_OK && k < n_out; k++)
-    if (!outputs[k]) st = pd_set_error(PD_ERR_INVALID, "%s: forward left output %d NULL",
-                                       fn->name ? fn->name : "PyLayer", k);
+    if (!outputs[k])
+      st =
+          pd_set_error(PD_ERR_INVALID, "%s: forward left output %d NULL", fn->name ? fn->name : "PyLayer", k);
   bool record = false;
   for (int i = 0; i < n_in; i++) record |= !inputs[i]->stop_gradient;
   record = record && prev && st == PD_OK;
@@ -74,7 +76,10 @@ pd_status pd_pylayer_apply(const pd_pylayer *fn, pd_tensor *const *inputs, int n
   }
   if (ctx) ctx_free(ctx);
   if (st != PD_OK)
-    for (int k = 0; k < n_out; k++) { pd_tensor_release(outputs[k]); outputs[k] = NULL; }
+    for (int k = 0; k < n_out; k++) {
+      pd_tensor_release(outputs[k]);
+      outputs[k] = NULL;
+    }
   pd_internal_leave();
   if (st == PD_OK)
     for (int k = 0; k < n_out; k++) pd_scope_track(outputs[k]);

@@ -133,7 +133,8 @@ void pd_memory_empty_cache(void) {
       g_free[c] = b->next;
       size_t bytes;
       /* recover the class size: classes are fixed per index */
-      if (c < 16) bytes = (size_t)(c + 1) * ALIGN;
+      if (c < 16)
+        bytes = (size_t)(c + 1) * ALIGN;
       else {
         int p = (c - 16) / 4 + 10, q = (c - 16) % 4 + 1;
         bytes = ((size_t)1 << p) + (size_t)q * (((size_t)1 << p) / 4);

@@ -4,13 +4,11 @@
 
 #include "tensor_impl.h"
 
-static const char *const kNames[PD_NUM_DTYPES] = {
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+static const char *const kNames[PD_NUM_DTYPES] = {"bool",  "uint8",   "int8",     "int16",   "int32",
+                                                  "int64", "float16", "bfloat16", "float32", "float64"};
 static const size_t kSizes[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
 
-const char *pd_dtype_name(pd_dtype dt) {
-  return (unsigned)dt < PD_NUM_DTYPES ? kNames[dt] : "invalid";
-}
+const char *pd_dtype_name(pd_dtype dt) { return (unsigned)dt < PD_NUM_DTYPES ? kNames[dt] : "invalid"; }
 
 size_t pd_dtype_size(pd_dtype dt) { return (unsigned)dt < PD_NUM_DTYPES ? kSizes[dt] : 0; }
 
@@ -33,8 +31,7 @@ pd_dtype pd_promote_types(pd_dtype a, pd_dtype b) {
   if (fa && !fb) return a;
   if (fb && !fa) return b;
   if (fa && fb) {
-    if ((a == PD_FLOAT16 && b == PD_BFLOAT16) || (a == PD_BFLOAT16 && b == PD_FLOAT16))
-      return PD_FLOAT32;
+    if ((a == PD_FLOAT16 && b == PD_BFLOAT16) || (a == PD_BFLOAT16 && b == PD_FLOAT16)) return PD_FLOAT32;
     return a > b ? a : b;
   }
   /* both integers: uint8 mixes with a signed type by widening */
@@ -71,7 +68,7 @@ uint16_t pd_f32_to_f16(float f) {
   uint32_t u = f32_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
   if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
   if (a < 0x38800000u) {
     /* subnormal or zero in half: value = a * 2^24 rounded to integer */
@@ -108,32 +105,64 @@ float pd_f16_to_f32(uint16_t h) {
 /* ---- generic element access ------------------------------------------- */
 double pd_load_as_f64(const void *p, pd_dtype dt) {
   switch (dt) {
-    case PD_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
-    case PD_UINT8: return *(const uint8_t *)p;
-    case PD_INT8: return *(const int8_t *)p;
-    case PD_INT16: return *(const int16_t *)p;
-    case PD_INT32: return *(const int32_t *)p;
-    case PD_INT64: return (double)*(const int64_t *)p;
-    case PD_FLOAT16: return pd_f16_to_f32(*(const uint16_t *)p);
-    case PD_BFLOAT16: return pd_bf16_to_f32(*(const uint16_t *)p);
-    case PD_FLOAT32: return *(const float *)p;
-    case PD_FLOAT64: return *(const double *)p;
-    default: return NAN;
+    case PD_BOOL:
+      return *(const uint8_t *)p ? 1.0 : 0.0;
+    case PD_UINT8:
+      return *(const uint8_t *)p;
+    case PD_INT8:
+      return *(const int8_t *)p;
+    case PD_INT16:
+      return *(const int16_t *)p;
+    case PD_INT32:
+      return *(const int32_t *)p;
+    case PD_INT64:
+      return (double)*(const int64_t *)p;
+    case PD_FLOAT16:
+      return pd_f16_to_f32(*(const uint16_t *)p);
+    case PD_BFLOAT16:
+      return pd_bf16_to_f32(*(const uint16_t *)p);
+    case PD_FLOAT32:
+      return *(const float *)p;
+    case PD_FLOAT64:
+      return *(const double *)p;
+    default:
+      return NAN;
   }
 }
 
 void pd_store_from_f64(void *p, pd_dtype dt, double v) {
   switch (dt) {
-    case PD_BOOL: *(uint8_t *)p = v != 0.0; break;
-    case PD_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
-    case PD_INT8: *(int8_t *)p = (int8_t)(int64_t)v; break;
-    case PD_INT16: *(int16_t *)p = (int16_t)(int64_t)v; break;
-    case PD_INT32: *(int32_t *)p = (int32_t)(int64_t)v; break;
-    case PD_INT64: *(int64_t *)p = (int64_t)v; break;
-    case PD_FLOAT16: *(uint16_t *)p = pd_f32_to_f16((float)v); break;
-    case PD_BFLOAT16: *(uint16_t *)p = pd_f32_to_bf16((float)v); break;
-    case PD_FLOAT32: *(float *)p = (float)v; break;
-    case PD_FLOAT64: *(double *)p = v; break;
-    default: break;
+    case PD_BOOL:
+      *(uint8_t *)p = v != 0.0;
+      break;
+    case PD_UINT8:
+      *(uint8_t *)p = (uint8_t)(int64_t)v;
+      break;
+    case PD_INT8:
+      *(int8_t *)p = (int8_t)(int64_t)v;
+      break;
+    case PD_INT16:
+      *(int16_t *)p = (int16_t)(int64_t)v;
+      break;
+    case PD_INT32:
+      *(int32_t *)p = (int32_t)(int64_t)v;
+      break;
+    case PD_INT64:
+      *(int64_t *)p = (int64_t)v;
+      break;
+    case PD_FLOAT16:
+      *(uint16_t *)p = pd_f32_to_f16((float)v);
+      break;
+    case PD_BFLOAT16:
+      *(uint16_t *)p = pd_f32_to_bf16((float)v);
+      break;
+    case PD_FLOAT32:
+      *(float *)p = (float)v;
+      break;
+    case PD_FLOAT64:
+      *(double *)p = v;
+      break;
+    default:
+      break;
   }
 }

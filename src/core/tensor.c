@@ -79,8 +79,10 @@ static pd_storage *storage_new(size_t nbytes) {
 
 static void storage_release(pd_storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
-  if (s->free_fn) s->free_fn(s->data, s->free_ctx);
-  else pd_free(s->data, s->nbytes ? s->nbytes : 1);
+  if (s->free_fn)
+    s->free_fn(s->data, s->free_ctx);
+  else
+    pd_free(s->data, s->nbytes ? s->nbytes : 1);
   free(s);
 }
 
@@ -89,7 +91,8 @@ static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
   if (strides)
     for (int i = 0; i < ndim; i++) t->strides[i] = strides[i];
-  else pd_compute_contiguous_strides(ndim, shape, t->strides);
+  else
+    pd_compute_contiguous_strides(ndim, shape, t->strides);
   t->numel = pd_shape_numel(ndim, shape);
   t->is_contiguous = pd_strides_are_contiguous(ndim, shape, t->strides);
 }
@@ -107,8 +110,8 @@ pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
   return pd_scope_track(t);
 }
 
-pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset) {
+pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
+                              int64_t offset) {
   pd_tensor *t = pd_tensor_alloc_struct();
   if (!t) return NULL;
   t->dtype = src->dtype;
@@ -224,13 +227,12 @@ static int64_t elem_offset(const pd_tensor *t, int64_t i) {
 double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
   if (!t) return NAN;
   if (i < 0 || i >= t->numel) {
-    pd_set_error(PD_ERR_INDEX, "item: index %lld out of range for a tensor of %lld elements",
-                 (long long)i, (long long)t->numel);
+    pd_set_error(PD_ERR_INDEX, "item: index %lld out of range for a tensor of %lld elements", (long long)i,
+                 (long long)t->numel);
     return NAN;
   }
   size_t es = pd_dtype_size(t->dtype);
-  return pd_load_as_f64((const char *)t->storage->data + (size_t)elem_offset(t, i) * es,
-                        t->dtype);
+  return pd_load_as_f64((const char *)t->storage->data + (size_t)elem_offset(t, i) * es, t->dtype);
 }
 
 double pd_tensor_item(const pd_tensor *t) {
@@ -247,8 +249,8 @@ int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt)
   if (!t || !buf) return pd_set_error(PD_ERR_INVALID, "copy_to: NULL %s", t ? "buffer" : "tensor");
   if (pd_dtype_size(dt) == 0) return pd_set_error(PD_ERR_DTYPE, "copy_to: invalid dtype %d", (int)dt);
   if (n < t->numel)
-    return pd_set_error(PD_ERR_SHAPE, "copy_to: buffer holds %lld elements, tensor has %lld",
-                        (long long)n, (long long)t->numel);
+    return pd_set_error(PD_ERR_SHAPE, "copy_to: buffer holds %lld elements, tensor has %lld", (long long)n,
+                        (long long)t->numel);
   size_t es = pd_dtype_size(t->dtype), os = pd_dtype_size(dt);
   if (dt == t->dtype && t->is_contiguous) {
     memcpy(buf, pd_tensor_data(t), (size_t)t->numel * es);
@@ -258,10 +260,12 @@ int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt)
   for (int64_t i = 0; i < t->numel; i++) {
     const char *src = base + (size_t)elem_offset(t, i) * es;
     char *dst = (char *)buf + (size_t)i * os;
-    if (dt == t->dtype) memcpy(dst, src, es);
+    if (dt == t->dtype)
+      memcpy(dst, src, es);
     else if (dt == PD_INT64 && pd_dtype_is_integer(t->dtype) && t->dtype != PD_INT64)
       *(int64_t *)dst = (int64_t)pd_load_as_f64(src, t->dtype);
-    else pd_store_from_f64(dst, dt, pd_load_as_f64(src, t->dtype));
+    else
+      pd_store_from_f64(dst, dt, pd_load_as_f64(src, t->dtype));
   }
   return t->numel;
 }

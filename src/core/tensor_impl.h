@@ -37,14 +37,14 @@ struct pd_tensor {
   bool stop_gradient;
   bool is_contiguous;
   pd_tensor *grad;
-  pd_node *grad_fn;     /* owning reference, NULL for leaves */
-  int out_index;        /* which output of grad_fn this tensor is */
-  bool grad_fn_weak;    /* saved output alias: grad_fn is not owned */
-  pd_hook *hooks;       /* grad hooks (leaves; non-leaves keep them on the node) */
-  pd_hook *post_hooks;  /* post-accumulate hooks (leaves) */
+  pd_node *grad_fn;    /* owning reference, NULL for leaves */
+  int out_index;       /* which output of grad_fn this tensor is */
+  bool grad_fn_weak;   /* saved output alias: grad_fn is not owned */
+  pd_hook *hooks;      /* grad hooks (leaves; non-leaves keep them on the node) */
+  pd_hook *post_hooks; /* post-accumulate hooks (leaves) */
 
   /* extension points */
-  void *dist_attr;      /* auto_parallel: mesh + placements + global shape */
+  void *dist_attr; /* auto_parallel: mesh + placements + global shape */
   void (*dist_attr_free)(void *);
   char *name;
 };
@@ -55,8 +55,8 @@ pd_tensor *pd_tensor_alloc_struct(void);
  * tensor is registered with the current scope when `scoped`. */
 pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape);
 /* A view over t's storage with the given geometry (retains the storage). */
-pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset);
+pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                              int64_t offset);
 /* Wraps foreign memory; free_fn(data, ctx) runs when the storage dies. */
 pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
                                void (*free_fn)(void *, void *), void *free_ctx);

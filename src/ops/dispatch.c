@@ -37,23 +37,24 @@ void pd_meta_of(const pd_tensor *t, pd_meta *m) {
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out) {
   int64_t lim = ndim > 0 ? ndim : 1;
   if (axis < -lim || axis >= lim)
-    return pd_set_error(PD_ERR_INDEX, "%s: axis %lld is out of range for a tensor of rank %d "
+    return pd_set_error(PD_ERR_INDEX,
+                        "%s: axis %lld is out of range for a tensor of rank %d "
                         "(expected -%lld <= axis < %lld)",
                         op, (long long)axis, ndim, (long long)lim, (long long)lim);
   *out = (int)(axis < 0 ? axis + lim : axis);
   return PD_OK;
 }
 
-pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
-                              int *nout, int64_t *out) {
+pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                              int64_t *out) {
   int n = na > nb ? na : nb;
   for (int i = 0; i < n; i++) {
     int64_t da = i < n - na ? 1 : a[i - (n - na)];
     int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
     if (da != db && da != 1 && db != 1) {
       char sa[160], sb[160];
-      return pd_set_error(PD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
-                          op, pd_shape_str(na, a, sa, sizeof sa), pd_shape_str(nb, b, sb, sizeof sb), i,
+      return pd_set_error(PD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)", op,
+                          pd_shape_str(na, a, sa, sizeof sa), pd_shape_str(nb, b, sb, sizeof sb), i,
                           (long long)da, (long long)db);
     }
     out[i] = da == 1 ? db : da;
@@ -64,8 +65,8 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
 
 /* Replaces inputs by casts where the op's flags ask for another dtype.
  * Returns the dtype outputs go back to (PD_NUM_DTYPES: keep as computed). */
-static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                pd_tensor **conv, pd_dtype *restore) {
+static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, pd_tensor **conv,
+                                pd_dtype *restore) {
   *restore = PD_NUM_DTYPES;
   pd_dtype common = PD_NUM_DTYPES;
   if (def->flags & PD_OPF_PROMOTE) {
@@ -89,11 +90,11 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                     pd_tensor **out, int *n_out);
+static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                     int *n_out);
 
-pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                      pd_tensor **out, int *n_out) {
+pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                      int *n_out) {
   const pd_op_def *def = pd_op_table[id];
   *n_out = 0;
   for (int i = 0; i < n_in; i++) {
@@ -124,8 +125,8 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
       pd_tensor *tmp[PD_MAX_OUTPUTS];
       for (int i = 0; i < n_in; i++) tmp[i] = conv[i] ? conv[i] : in[i];
       if (def->flags & PD_OPF_INPLACE) {
-        st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)",
-                          def->name, pd_dtype_name(in[0]->dtype));
+        st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)", def->name,
+                          pd_dtype_name(in[0]->dtype));
       } else {
         st = run(id, tmp, n_in, a, out, n_out);
       }
@@ -162,8 +163,8 @@ done:
 }
 
 /* The core of dispatch, on inputs already in the dtype the kernel takes. */
-static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                     pd_tensor **out, int *n_out) {
+static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                     int *n_out) {
   const pd_op_def *def = pd_op_table[id];
   pd_meta meta[PD_MAX_OUTPUTS];
   int nm = def->n_out;
@@ -187,8 +188,7 @@ static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs
 
   pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
   pd_kernel_fn kernel = def->kernel[place];
-  if (!kernel)
-    return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
+  if (!kernel) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
 
   bool inplace = def->flags & PD_OPF_INPLACE;
   bool record = g_autograd && (def->flags & PD_OPF_DIFF) && pd_grad_mode_enabled();
@@ -198,8 +198,10 @@ static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs
     record = any;
   }
   if (inplace && record && !in[0]->grad_fn && !in[0]->stop_gradient)
-    return pd_set_error(PD_ERR_STATE, "%s: a leaf tensor that needs a gradient (stop_gradient=False) "
-                        "cannot be modified inplace", def->name);
+    return pd_set_error(PD_ERR_STATE,
+                        "%s: a leaf tensor that needs a gradient (stop_gradient=False) "
+                        "cannot be modified inplace",
+                        def->name);
 
   for (int k = 0; k < nm; k++) out[k] = NULL;
   if (inplace) {

@@ -3,8 +3,8 @@
 
 #include "ew_helpers.h"
 
-pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                        pd_meta *out, int *n_out) {
+pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
+                        int *n_out) {
   (void)def;
   (void)n_in;
   (void)a;
@@ -36,8 +36,8 @@ pd_status pd_meta_broadcast(const pd_op_def *def, pd_tensor *const *in, int n_in
   return st;
 }
 
-pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                 const pd_attrs *a, pd_meta *out, int *n_out) {
+pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                 pd_meta *out, int *n_out) {
   pd_status st = pd_meta_broadcast(def, in, n_in, a, out, n_out);
   out->dtype = PD_BOOL;
   return st;

@@ -41,19 +41,23 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
 #define PD_FOR_NUMERIC_TYPES(X) PD_FOR_FLOAT_TYPES(X) PD_FOR_INT_TYPES(X)
 
 /* A dtype-indexed table from generated functions named prefix_<suffix>. */
-#define PD_EW_TABLE_NUMERIC(prefix)                                                    \
-  {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
-   [PD_INT8] = prefix##_i8,     [PD_INT16] = prefix##_i16,   [PD_INT32] = prefix##_i32, \
-   [PD_INT64] = prefix##_i64}
-#define PD_EW_TABLE_FLOAT(prefix) {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64}
+#define PD_EW_TABLE_NUMERIC(prefix)                                                                          \
+  {                                                                                                          \
+    [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8,                      \
+    [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32, [PD_INT64] = prefix##_i64 \
+  }
+#define PD_EW_TABLE_FLOAT(prefix) \
+  { [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64 }
 
 /* infer_meta for same-shape unary ops (output dtype = input dtype). */
-pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out, int *n_out);
+pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
+                        int *n_out);
 /* infer_meta for broadcasting binary/ternary ops (dtype of input 0). */
-pd_status pd_meta_broadcast(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out, int *n_out);
+pd_status pd_meta_broadcast(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_meta *out, int *n_out);
 /* Same, but the output is bool (comparisons, logic). */
-pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                                 int *n_out);
+pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                 pd_meta *out, int *n_out);
 /* FLOPs: one per output element. */
 double pd_flops_per_elem(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out, int n_out);
 

@@ -4,10 +4,10 @@
 #include "ew_helpers.h"
 #include "paddlec/ops.h"
 
-#define GEN(sfx, T)                                    \
-  PD_EW_BINARY(add_##sfx, T, T, x + y)                 \
-  PD_EW_BINARY(sub_##sfx, T, T, x - y)                 \
-  PD_EW_BINARY(mul_##sfx, T, T, x * y)
+#define GEN(sfx, T)                    \
+  PD_EW_BINARY(add_##sfx, T, T, x + y) \
+  PD_EW_BINARY(sub_##sfx, T, T, x - y) \
+  PD_EW_BINARY(mul_##sfx, T, T, x *y)
 PD_FOR_NUMERIC_TYPES(GEN)
 #undef GEN
 PD_EW_BINARY(div_f32, float, float, x / y)
@@ -17,20 +17,20 @@ PD_EW_BINARY(add_b, uint8_t, uint8_t, (x | y) != 0)
 PD_EW_BINARY(mul_b, uint8_t, uint8_t, (x & y) != 0)
 
 static const pd_ew_fn k_add[PD_NUM_DTYPES] = {
-    [PD_FLOAT32] = add_f32, [PD_FLOAT64] = add_f64, [PD_UINT8] = add_u8, [PD_INT8] = add_i8,
+    [PD_FLOAT32] = add_f32, [PD_FLOAT64] = add_f64, [PD_UINT8] = add_u8,  [PD_INT8] = add_i8,
     [PD_INT16] = add_i16,   [PD_INT32] = add_i32,   [PD_INT64] = add_i64, [PD_BOOL] = add_b};
 static const pd_ew_fn k_sub[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(sub);
 static const pd_ew_fn k_mul[PD_NUM_DTYPES] = {
-    [PD_FLOAT32] = mul_f32, [PD_FLOAT64] = mul_f64, [PD_UINT8] = mul_u8, [PD_INT8] = mul_i8,
+    [PD_FLOAT32] = mul_f32, [PD_FLOAT64] = mul_f64, [PD_UINT8] = mul_u8,  [PD_INT8] = mul_i8,
     [PD_INT16] = mul_i16,   [PD_INT32] = mul_i32,   [PD_INT64] = mul_i64, [PD_BOOL] = mul_b};
 static const pd_ew_fn k_div[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(div);
 
-#define KERNEL(kname, table)                                                                     \
-  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,          \
-                                 const pd_attrs *a, pd_tensor **out, int n_out) {               \
-    (void)a;                                                                                    \
-    (void)n_out;                                                                                \
-    return pd_ew_apply(def->name, table, out[0]->dtype, out[0], in, n_in, NULL);                \
+#define KERNEL(kname, table)                                                                               \
+  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
+                                  pd_tensor **out, int n_out) {                                            \
+    (void)a;                                                                                               \
+    (void)n_out;                                                                                           \
+    return pd_ew_apply(def->name, table, out[0]->dtype, out[0], in, n_in, NULL);                           \
   }
 KERNEL(add, k_add)
 KERNEL(sub, k_sub)
@@ -82,14 +82,16 @@ static pd_status div_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-#define BINARY_DEF(opname, kname, extra)                                                      \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 2, .n_out = 1,                \
-                                       .flags = PD_OPF_DIFF | PD_OPF_PROMOTE |                \
-                                                PD_OPF_HALF_VIA_F32 | (extra),                \
-                                       .infer_meta = pd_meta_broadcast,                       \
-                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel},           \
-                                       .backward = kname##_backward,                          \
-                                       .flops = pd_flops_per_elem};
+#define BINARY_DEF(opname, kname, extra)                                     \
+  const pd_op_def pd_opdef_##opname = {                                      \
+      .name = #opname,                                                       \
+      .n_in = 2,                                                             \
+      .n_out = 1,                                                            \
+      .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | (extra), \
+      .infer_meta = pd_meta_broadcast,                                       \
+      .kernel = {[PD_PLACE_CPU] = kname##_kernel},                           \
+      .backward = kname##_backward,                                          \
+      .flops = pd_flops_per_elem};
 BINARY_DEF(add, add, 0)
 BINARY_DEF(subtract, sub, 0)
 BINARY_DEF(multiply, mul, PD_OPF_SAVE_IN)
@@ -103,13 +105,14 @@ static pd_status add__meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   if (out->ndim != in[0]->ndim || memcmp(out->shape, in[0]->shape, sizeof(int64_t) * (size_t)out->ndim)) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: y of shape %s does not broadcast to x's shape %s (inplace)",
-                        def->name, pd_shape_str(in[1]->ndim, in[1]->shape, b, sizeof b),
-                        PD_SHAPE_STR(in[0]));
+                        def->name, pd_shape_str(in[1]->ndim, in[1]->shape, b, sizeof b), PD_SHAPE_STR(in[0]));
   }
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_add_ = {.name = "add_", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_add_ = {.name = "add_",
+                                 .n_in = 2,
+                                 .n_out = 1,
                                  .flags = PD_OPF_DIFF | PD_OPF_INPLACE,
                                  .infer_meta = add__meta,
                                  .kernel = {[PD_PLACE_CPU] = add_kernel},

@@ -11,7 +11,8 @@ static void cast_run(int64_t n, char *const *p, const int64_t *s, const void *pp
   char *o = p[0];
   const char *a = p[1];
   if (to == from) {
-    if (s[0] == 1 && s[1] == 1) memcpy(o, a, (size_t)n * os);
+    if (s[0] == 1 && s[1] == 1)
+      memcpy(o, a, (size_t)n * os);
     else
       for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0] * (int64_t)os, a + i * s[1] * (int64_t)is, os);
   } else if (to == PD_FLOAT64 && from == PD_FLOAT32) {
@@ -23,21 +24,45 @@ static void cast_run(int64_t n, char *const *p, const int64_t *s, const void *pp
       const char *src = a + i * s[1] * (int64_t)is;
       int64_t v;
       switch (from) {
-        case PD_BOOL: v = *(const uint8_t *)src != 0; break;
-        case PD_UINT8: v = *(const uint8_t *)src; break;
-        case PD_INT8: v = *(const int8_t *)src; break;
-        case PD_INT16: v = *(const int16_t *)src; break;
-        case PD_INT32: v = *(const int32_t *)src; break;
-        default: v = *(const int64_t *)src; break;
+        case PD_BOOL:
+          v = *(const uint8_t *)src != 0;
+          break;
+        case PD_UINT8:
+          v = *(const uint8_t *)src;
+          break;
+        case PD_INT8:
+          v = *(const int8_t *)src;
+          break;
+        case PD_INT16:
+          v = *(const int16_t *)src;
+          break;
+        case PD_INT32:
+          v = *(const int32_t *)src;
+          break;
+        default:
+          v = *(const int64_t *)src;
+          break;
       }
       char *dst = o + i * s[0] * (int64_t)os;
       switch (to) {
-        case PD_BOOL: *(uint8_t *)dst = v != 0; break;
-        case PD_UINT8: *(uint8_t *)dst = (uint8_t)v; break;
-        case PD_INT8: *(int8_t *)dst = (int8_t)v; break;
-        case PD_INT16: *(int16_t *)dst = (int16_t)v; break;
-        case PD_INT32: *(int32_t *)dst = (int32_t)v; break;
-        default: *(int64_t *)dst = v; break;
+        case PD_BOOL:
+          *(uint8_t *)dst = v != 0;
+          break;
+        case PD_UINT8:
+          *(uint8_t *)dst = (uint8_t)v;
+          break;
+        case PD_INT8:
+          *(int8_t *)dst = (int8_t)v;
+          break;
+        case PD_INT16:
+          *(int16_t *)dst = (int16_t)v;
+          break;
+        case PD_INT32:
+          *(int32_t *)dst = (int32_t)v;
+          break;
+        default:
+          *(int64_t *)dst = v;
+          break;
       }
     }
   } else {
@@ -79,9 +104,14 @@ static pd_status cast_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_cast = {
-    .name = "cast", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "dtype",
-    .infer_meta = cast_meta, .kernel = {[PD_PLACE_CPU] = cast_kernel}, .backward = cast_backward};
+const pd_op_def pd_opdef_cast = {.name = "cast",
+                                 .n_in = 1,
+                                 .n_out = 1,
+                                 .flags = PD_OPF_DIFF,
+                                 .attr_names = "dtype",
+                                 .infer_meta = cast_meta,
+                                 .kernel = {[PD_PLACE_CPU] = cast_kernel},
+                                 .backward = cast_backward};
 
 pd_tensor *pd_cast(pd_tensor *x, pd_dtype dt) {
   if (x && x->dtype == dt) return pd_scope_track(pd_tensor_retain(x)); /* Paddle returns x itself */

@@ -12,7 +12,8 @@ static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   if ((unsigned)a->dtype >= PD_NUM_DTYPES)
     return pd_set_error(PD_ERR_DTYPE, "%s: invalid dtype %d", def->name, (int)a->dtype);
   if (a->nv[0] < 0 || a->nv[0] > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0], PD_MAX_DIMS);
+    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0],
+                        PD_MAX_DIMS);
   for (int d = 0; d < a->nv[0]; d++)
     if (a->v[0][d] < 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", def->name, d,
@@ -26,19 +27,26 @@ static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 
 /* Fills n elements of size es with the bit pattern of one element. */
 static void fill_pattern(char *p, int64_t n, size_t es, const char *one) {
-#define FILL(T)                                             \
-  do {                                                      \
-    T v;                                                    \
-    memcpy(&v, one, sizeof v);                              \
-    T *q = (T *)p;                                          \
-    _Pragma("omp parallel for if (n > 65536)")              \
-    for (int64_t i = 0; i < n; i++) q[i] = v;               \
+#define FILL(T)                                                                          \
+  do {                                                                                   \
+    T v;                                                                                 \
+    memcpy(&v, one, sizeof v);                                                           \
+    T *q = (T *)p;                                                                       \
+    _Pragma("omp parallel for if (n > 65536)") for (int64_t i = 0; i < n; i++) q[i] = v; \
   } while (0)
   switch (es) {
-    case 1: memset(p, one[0], (size_t)n); break;
-    case 2: FILL(uint16_t); break;
-    case 4: FILL(uint32_t); break;
-    default: FILL(uint64_t); break;
+    case 1:
+      memset(p, one[0], (size_t)n);
+      break;
+    case 2:
+      FILL(uint16_t);
+      break;
+    case 4:
+      FILL(uint32_t);
+      break;
+    default:
+      FILL(uint64_t);
+      break;
   }
 #undef FILL
 }
@@ -65,9 +73,12 @@ static pd_status full_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_full = {.name = "full", .n_in = 0, .n_out = 1,
+const pd_op_def pd_opdef_full = {.name = "full",
+                                 .n_in = 0,
+                                 .n_out = 1,
                                  .attr_names = "v0:shape,f0:value,dtype,i0:uninitialised",
-                                 .infer_meta = full_meta, .kernel = {[PD_PLACE_CPU] = full_kernel}};
+                                 .infer_meta = full_meta,
+                                 .kernel = {[PD_PLACE_CPU] = full_kernel}};
 
 static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dtype dt, bool empty) {
   if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -82,9 +93,15 @@ static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dty
 pd_tensor *pd_full(int ndim, const int64_t *shape, double value, pd_dtype dt) {
   return full_impl(ndim, shape, value, dt, false);
 }
-pd_tensor *pd_zeros(int ndim, const int64_t *shape, pd_dtype dt) { return full_impl(ndim, shape, 0, dt, false); }
-pd_tensor *pd_ones(int ndim, const int64_t *shape, pd_dtype dt) { return full_impl(ndim, shape, 1, dt, false); }
-pd_tensor *pd_empty(int ndim, const int64_t *shape, pd_dtype dt) { return full_impl(ndim, shape, 0, dt, true); }
+pd_tensor *pd_zeros(int ndim, const int64_t *shape, pd_dtype dt) {
+  return full_impl(ndim, shape, 0, dt, false);
+}
+pd_tensor *pd_ones(int ndim, const int64_t *shape, pd_dtype dt) {
+  return full_impl(ndim, shape, 1, dt, false);
+}
+pd_tensor *pd_empty(int ndim, const int64_t *shape, pd_dtype dt) {
+  return full_impl(ndim, shape, 0, dt, true);
+}
 
 static pd_tensor *like(pd_tensor *x, double v, pd_dtype dt, bool empty) {
   if (!x) {

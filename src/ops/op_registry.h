@@ -45,29 +45,29 @@ typedef struct pd_backward_ctx {
 
 typedef struct pd_op_def pd_op_def;
 /* def->name is the op's name, for error messages. */
-typedef pd_status (*pd_infer_meta_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                      const pd_attrs *a, pd_meta *out, int *n_out);
+typedef pd_status (*pd_infer_meta_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                      pd_meta *out, int *n_out);
 /* For compute ops the outputs arrive allocated from infer_meta; for view ops
  * (PD_OPF_VIEW) out[] is NULL and the kernel creates views of its inputs. */
-typedef pd_status (*pd_kernel_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                  const pd_attrs *a, pd_tensor **out, int n_out);
+typedef pd_status (*pd_kernel_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                  pd_tensor **out, int n_out);
 /* Writes ctx->grad_in with other ops, so double backward comes for free. */
 typedef pd_status (*pd_backward_fn)(const pd_backward_ctx *ctx);
-typedef double (*pd_flops_fn)(pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              const pd_meta *out, int n_out);
+typedef double (*pd_flops_fn)(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out,
+                              int n_out);
 /* SPMD rule (auto_parallel): fills input/output placements. Opaque here. */
 typedef pd_status (*pd_spmd_fn)(void *rule_ctx);
 
 enum {
-  PD_OPF_DIFF = 1u << 0,      /* has a backward */
-  PD_OPF_VIEW = 1u << 1,      /* outputs are views of input 0 */
-  PD_OPF_INPLACE = 1u << 2,   /* output 0 is input 0, modified */
-  PD_OPF_SAVE_IN = 1u << 3,   /* backward reads the inputs */
-  PD_OPF_SAVE_OUT = 1u << 4,  /* backward reads the outputs */
-  PD_OPF_PROMOTE = 1u << 5,   /* tensor inputs are promoted to one dtype */
-  PD_OPF_RANDOM = 1u << 6,    /* draws from the generator */
+  PD_OPF_DIFF = 1u << 0,         /* has a backward */
+  PD_OPF_VIEW = 1u << 1,         /* outputs are views of input 0 */
+  PD_OPF_INPLACE = 1u << 2,      /* output 0 is input 0, modified */
+  PD_OPF_SAVE_IN = 1u << 3,      /* backward reads the inputs */
+  PD_OPF_SAVE_OUT = 1u << 4,     /* backward reads the outputs */
+  PD_OPF_PROMOTE = 1u << 5,      /* tensor inputs are promoted to one dtype */
+  PD_OPF_RANDOM = 1u << 6,       /* draws from the generator */
   PD_OPF_HALF_VIA_F32 = 1u << 7, /* float16/bfloat16 inputs computed in float32 */
-  PD_OPF_FLOAT_ONLY = 1u << 8, /* integer/bool inputs are cast to float32 first */
+  PD_OPF_FLOAT_ONLY = 1u << 8,   /* integer/bool inputs are cast to float32 first */
 };
 
 struct pd_op_def {
@@ -75,7 +75,7 @@ struct pd_op_def {
   int n_in;  /* -1: variadic */
   int n_out; /* -1: decided by infer_meta */
   unsigned flags;
-  unsigned nondiff_out; /* bit k: output k never carries a gradient (indices) */
+  unsigned nondiff_out;   /* bit k: output k never carries a gradient (indices) */
   const char *attr_names; /* "i0:axis,i1:keepdim,f0:alpha,v0:shape,s:equation,dtype" */
   pd_infer_meta_fn infer_meta;
   pd_kernel_fn kernel[PD_NUM_PLACES];
@@ -104,8 +104,8 @@ int pd_op_find(const char *name);
 /* ---- the dispatcher ---------------------------------------------------- */
 /* Runs op `id` on inputs with attrs; writes up to PD_MAX_OUTPUTS outputs
  * (new references) and their count. Returns a status. */
-pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                      pd_tensor **out, int *n_out);
+pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                      int *n_out);
 /* Single-output convenience: returns the output or NULL. */
 pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a);
 
@@ -115,12 +115,12 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
  *  - the static-graph tracer records an op into the Program being built
  *    (returning 1 when it produced the outputs itself, i.e. recording only);
  *  - auto_parallel handles ops whose inputs are DTensors. */
-typedef pd_status (*pd_autograd_record_fn)(pd_op_id id, pd_tensor *const *in, int n_in,
-                                           const pd_attrs *a, pd_tensor **out, int n_out);
+typedef pd_status (*pd_autograd_record_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                           pd_tensor **out, int n_out);
 typedef int (*pd_tracer_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             const pd_meta *meta, pd_tensor **out, int n_out, int phase);
-typedef int (*pd_dist_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                          pd_tensor **out, int *n_out, pd_status *st);
+typedef int (*pd_dist_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                          int *n_out, pd_status *st);
 void pd_dispatch_set_autograd(pd_autograd_record_fn fn);
 pd_autograd_record_fn pd_dispatch_get_autograd(void);
 void pd_dispatch_set_tracer(pd_tracer_fn fn);
@@ -131,8 +131,8 @@ bool pd_grad_mode_enabled(void);
 bool pd_grad_mode_set(bool on);
 
 /* ---- helpers for op implementations ------------------------------------- */
-pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
-                              int *nout, int64_t *out);
+pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                              int64_t *out);
 /* Normalises a possibly negative axis; error names op and values. */
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
 void pd_meta_of(const pd_tensor *t, pd_meta *m);

@@ -22,7 +22,9 @@ static pd_status scale_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scale = {.name = "scale", .n_in = 1, .n_out = 1,
+const pd_op_def pd_opdef_scale = {.name = "scale",
+                                  .n_in = 1,
+                                  .n_out = 1,
                                   .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
                                   .attr_names = "f0:scale,f1:bias,i0:bias_after_scale",
                                   .infer_meta = pd_meta_unary,

@@ -21,8 +21,10 @@ pd_status pd_reduce_meta(const pd_op_def *def, const pd_tensor *x, const pd_attr
   }
   out->ndim = 0;
   for (int d = 0; d < nd; d++) {
-    if (!mask[d]) out->shape[out->ndim++] = x->shape[d];
-    else if (a->i[0]) out->shape[out->ndim++] = 1;
+    if (!mask[d])
+      out->shape[out->ndim++] = x->shape[d];
+    else if (a->i[0])
+      out->shape[out->ndim++] = 1;
   }
   out->dtype = x->dtype;
   return PD_OK;
@@ -33,7 +35,8 @@ static pd_status sum_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   (void)n_in;
   bool mask[PD_MAX_DIMS];
   pd_status st = pd_reduce_meta(def, in[0], a, out, mask);
-  if (a->i[1]) out->dtype = a->dtype;
+  if (a->i[1])
+    out->dtype = a->dtype;
   else if (in[0]->dtype == PD_BOOL || in[0]->dtype == PD_INT32 || in[0]->dtype == PD_UINT8 ||
            in[0]->dtype == PD_INT8 || in[0]->dtype == PD_INT16)
     out->dtype = PD_INT64; /* Paddle sums bool and small ints into int64 */
@@ -82,7 +85,9 @@ static pd_status sum_backward(const pd_backward_ctx *c) {
   return e ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_sum = {.name = "sum", .n_in = 1, .n_out = 1,
+const pd_op_def pd_opdef_sum = {.name = "sum",
+                                .n_in = 1,
+                                .n_out = 1,
                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
                                 .attr_names = "v0:axis,i0:keepdim,i1:has_dtype,dtype",
                                 .infer_meta = sum_meta,

@@ -13,13 +13,15 @@ pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int6
   for (int d = 0; d < n; d++) {
     int64_t s = want[d];
     if (s == -1) {
-      if (infer >= 0) return pd_set_error(PD_ERR_SHAPE, "%s: only one dim may be -1, got dims %d and %d", op, infer, d);
+      if (infer >= 0)
+        return pd_set_error(PD_ERR_SHAPE, "%s: only one dim may be -1, got dims %d and %d", op, infer, d);
       infer = d;
       continue;
     }
     if (s == 0) {
       if (d >= x->ndim)
-        return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is 0 (copy x's dim) but x has rank %d", op, d, x->ndim);
+        return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is 0 (copy x's dim) but x has rank %d", op, d,
+                            x->ndim);
       s = x->shape[d];
     }
     if (s < 0) return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld", op, d, (long long)s);
@@ -29,17 +31,17 @@ pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int6
   if (infer >= 0) {
     if (known == 0 || x->numel % known != 0) {
       char b[160];
-      return pd_set_error(PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s",
-                          op, PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b));
+      return pd_set_error(PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s", op,
+                          PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b));
     }
     shape[infer] = x->numel / known;
     known *= shape[infer];
   }
   if (known != x->numel) {
     char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s (%lld elements)",
-                        op, PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b),
-                        (long long)known);
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s (%lld elements)", op,
+        PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b), (long long)known);
   }
   return PD_OK;
 }
@@ -77,8 +79,11 @@ static pd_status reshape_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_reshape = {.name = "reshape", .n_in = 1, .n_out = 1,
-                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:shape",
+const pd_op_def pd_opdef_reshape = {.name = "reshape",
+                                    .n_in = 1,
+                                    .n_out = 1,
+                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                    .attr_names = "v0:shape",
                                     .infer_meta = reshape_meta,
                                     .kernel = {[PD_PLACE_CPU] = reshape_kernel},
                                     .backward = reshape_backward};
@@ -106,7 +111,8 @@ static pd_status expand_shape(const char *op, const pd_tensor *x, const pd_attrs
     int64_t w = a->v[0][d];
     int64_t have = d < lead ? 1 : x->shape[d - lead];
     if (w == -1) {
-      if (d < lead) return pd_set_error(PD_ERR_SHAPE, "%s: -1 is not allowed in a new leading dim (%d)", op, d);
+      if (d < lead)
+        return pd_set_error(PD_ERR_SHAPE, "%s: -1 is not allowed in a new leading dim (%d)", op, d);
       w = have;
     }
     if (have != 1 && have != w) {
@@ -151,8 +157,11 @@ static pd_status expand_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_expand = {.name = "expand", .n_in = 1, .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:shape",
+const pd_op_def pd_opdef_expand = {.name = "expand",
+                                   .n_in = 1,
+                                   .n_out = 1,
+                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                   .attr_names = "v0:shape",
                                    .infer_meta = expand_meta,
                                    .kernel = {[PD_PLACE_CPU] = expand_kernel},
                                    .backward = expand_backward};
@@ -227,8 +236,11 @@ static pd_status transpose_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_transpose = {.name = "transpose", .n_in = 1, .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:perm",
+const pd_op_def pd_opdef_transpose = {.name = "transpose",
+                                      .n_in = 1,
+                                      .n_out = 1,
+                                      .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                      .attr_names = "v0:perm",
                                       .infer_meta = transpose_meta,
                                       .kernel = {[PD_PLACE_CPU] = transpose_kernel},
                                       .backward = transpose_backward};

@@ -12,8 +12,7 @@
 #include "paddlec.h"
 
 /* A tensor from a double literal list: T(PD_FLOAT64, 2, ((int64_t[]){2,3}), 1,2,3,4,5,6) */
-#define T(dt, nd, shape, ...) \
-  pd_tensor_from_f64((const double[]){__VA_ARGS__}, (dt), (nd), (shape))
+#define T(dt, nd, shape, ...) pd_tensor_from_f64((const double[]){__VA_ARGS__}, (dt), (nd), (shape))
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 /* Fails the test (with both tensors printed) unless |a-b| <= atol + rtol|b|
@@ -21,8 +20,8 @@
 void expect_close(const pd_tensor *a, const pd_tensor *b, double rtol, double atol);
 /* Same against a literal array of n values. */
 void expect_values(const pd_tensor *a, const double *want, int64_t n, double tol);
-#define EXPECT_VALUES(t, tol, ...)                                                   \
-  expect_values((t), (const double[]){__VA_ARGS__},                                  \
+#define EXPECT_VALUES(t, tol, ...)                  \
+  expect_values((t), (const double[]){__VA_ARGS__}, \
                 (int64_t)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double)), (tol))
 /* Fails unless t is NULL and the last error contains every given fragment. */
 void expect_error(const pd_tensor *t, const char *frag1, const char *frag2);

@@ -11,16 +11,15 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-static const pd_op_sample *const k_tables[] = {pd_samples_core,      pd_samples_creation,
-                                               pd_samples_elementwise, pd_samples_activation,
-                                               pd_samples_reduction, pd_samples_linalg,
-                                               pd_samples_manipulation};
+static const pd_op_sample *const k_tables[] = {
+    pd_samples_core,      pd_samples_creation, pd_samples_elementwise, pd_samples_activation,
+    pd_samples_reduction, pd_samples_linalg,   pd_samples_manipulation};
 
 #define EPS 1e-6
 
 /* L = sum_k sum(w_k * out_k) over differentiable float outputs. */
-static pd_tensor *functional(pd_op_id id, pd_tensor **in, int n_in, const pd_attrs *a, pd_tensor **w,
-                             int *nw, bool make_w) {
+static pd_tensor *functional(pd_op_id id, pd_tensor **in, int n_in, const pd_attrs *a, pd_tensor **w, int *nw,
+                             bool make_w) {
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n_out = 0;
   if (pd_dispatch(id, in, n_in, a, out, &n_out) != PD_OK) return NULL;
@@ -148,7 +147,8 @@ static void test_every_op_rejects_null(void **state) {
     pd_clear_error();
     assert_true(pd_dispatch((pd_op_id)id, in, def->n_in > 0 ? def->n_in : 1, NULL, out, &n) < 0);
     assert_int_equal(n, 0);
-    if (!strstr(pd_last_error(), def->name)) fail_msg("%s: error '%s' does not name the op", def->name, pd_last_error());
+    if (!strstr(pd_last_error(), def->name))
+      fail_msg("%s: error '%s' does not name the op", def->name, pd_last_error());
   }
   pd_clear_error();
 }

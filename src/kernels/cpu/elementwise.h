@@ -16,7 +16,7 @@ typedef void (*pd_ew_fn)(int64_t n, char *const *ptr, const int64_t *stride, con
 
 typedef struct pd_ew_geom {
   int ndim;
-  int nops;     /* operand 0 is the output */
+  int nops; /* operand 0 is the output */
   int64_t shape[PD_EW_MAX_DIMS];
   int64_t stride[PD_EW_MAX_OPERANDS][PD_EW_MAX_DIMS]; /* in elements; 0 = broadcast */
   char *base[PD_EW_MAX_OPERANDS];

@@ -58,24 +58,24 @@ int64_t pd_reduce_red_offset(const pd_reduce_geom *g, int64_t j) {
 }
 
 /* Sum of reduced elements [j0, j1) starting at base (typed). */
-#define SUM_RANGE(T, ACC)                                                              \
+#define SUM_RANGE(T, ACC)                                                                    \
   static ACC sum_range_##T(const pd_reduce_geom *g, const T *base, int64_t j0, int64_t j1) { \
-    ACC s = 0;                                                                         \
-    int last = g->nred - 1;                                                            \
-    int64_t inner = last >= 0 ? g->red_shape[last] : 1;                                \
-    int64_t st = last >= 0 ? g->red_stride[last] : 1;                                  \
-    int64_t j = j0;                                                                    \
-    while (j < j1) {                                                                   \
-      int64_t in_pos = j % inner, run = inner - in_pos;                                \
-      if (run > j1 - j) run = j1 - j;                                                  \
-      const T *p = base + pd_reduce_red_offset(g, j);                                  \
-      if (st == 1)                                                                     \
-        for (int64_t r = 0; r < run; r++) s += (ACC)p[r];                              \
-      else                                                                             \
-        for (int64_t r = 0; r < run; r++) s += (ACC)p[r * st];                         \
-      j += run;                                                                        \
-    }                                                                                  \
-    return s;                                                                          \
+    ACC s = 0;                                                                               \
+    int last = g->nred - 1;                                                                  \
+    int64_t inner = last >= 0 ? g->red_shape[last] : 1;                                      \
+    int64_t st = last >= 0 ? g->red_stride[last] : 1;                                        \
+    int64_t j = j0;                                                                          \
+    while (j < j1) {                                                                         \
+      int64_t in_pos = j % inner, run = inner - in_pos;                                      \
+      if (run > j1 - j) run = j1 - j;                                                        \
+      const T *p = base + pd_reduce_red_offset(g, j);                                        \
+      if (st == 1)                                                                           \
+        for (int64_t r = 0; r < run; r++) s += (ACC)p[r];                                    \
+      else                                                                                   \
+        for (int64_t r = 0; r < run; r++) s += (ACC)p[r * st];                               \
+      j += run;                                                                              \
+    }                                                                                        \
+    return s;                                                                                \
   }
 typedef uint8_t u8;
 typedef int8_t i8;
@@ -92,21 +92,28 @@ SUM_RANGE(i64, int64_t)
 
 #define GRAIN 32768
 
-static double sum_one_f(const pd_reduce_geom *g, const void *x, pd_dtype dt, int64_t i, int64_t j0, int64_t j1) {
+static double sum_one_f(const pd_reduce_geom *g, const void *x, pd_dtype dt, int64_t i, int64_t j0,
+                        int64_t j1) {
   int64_t off = pd_reduce_keep_offset(g, i);
   if (dt == PD_FLOAT32) return sum_range_float(g, (const float *)x + off, j0, j1);
   return sum_range_double(g, (const double *)x + off, j0, j1);
 }
 
-static int64_t sum_one_i(const pd_reduce_geom *g, const void *x, pd_dtype dt, int64_t i, int64_t j0, int64_t j1) {
+static int64_t sum_one_i(const pd_reduce_geom *g, const void *x, pd_dtype dt, int64_t i, int64_t j0,
+                         int64_t j1) {
   int64_t off = pd_reduce_keep_offset(g, i);
   switch (dt) {
     case PD_BOOL:
-    case PD_UINT8: return sum_range_u8(g, (const u8 *)x + off, j0, j1);
-    case PD_INT8: return sum_range_i8(g, (const i8 *)x + off, j0, j1);
-    case PD_INT16: return sum_range_i16(g, (const i16 *)x + off, j0, j1);
-    case PD_INT32: return sum_range_i32(g, (const i32 *)x + off, j0, j1);
-    default: return sum_range_i64(g, (const i64 *)x + off, j0, j1);
+    case PD_UINT8:
+      return sum_range_u8(g, (const u8 *)x + off, j0, j1);
+    case PD_INT8:
+      return sum_range_i8(g, (const i8 *)x + off, j0, j1);
+    case PD_INT16:
+      return sum_range_i16(g, (const i16 *)x + off, j0, j1);
+    case PD_INT32:
+      return sum_range_i32(g, (const i32 *)x + off, j0, j1);
+    default:
+      return sum_range_i64(g, (const i64 *)x + off, j0, j1);
   }
 }
 
@@ -120,9 +127,12 @@ int pd_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *ou
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t i = 0; i < g->n_out; i++) {
       char *o = (char *)out + (size_t)i * osz;
-      if (fl) pd_store_from_f64(o, odt, sum_one_f(g, x, xdt, i, 0, g->n_red));
-      else if (odt == PD_INT64) *(int64_t *)o = sum_one_i(g, x, xdt, i, 0, g->n_red);
-      else pd_store_from_f64(o, odt, (double)sum_one_i(g, x, xdt, i, 0, g->n_red));
+      if (fl)
+        pd_store_from_f64(o, odt, sum_one_f(g, x, xdt, i, 0, g->n_red));
+      else if (odt == PD_INT64)
+        *(int64_t *)o = sum_one_i(g, x, xdt, i, 0, g->n_red);
+      else
+        pd_store_from_f64(o, odt, (double)sum_one_i(g, x, xdt, i, 0, g->n_red));
     }
     return 0;
   }
@@ -132,16 +142,22 @@ int pd_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *ou
     int64_t si = 0;
 #pragma omp parallel for num_threads(nt) reduction(+ : sf, si) schedule(static)
     for (int t = 0; t < nt; t++) {
-      int64_t chunk = (g->n_red + nt - 1) / nt, j0 = t * chunk, j1 = j0 + chunk < g->n_red ? j0 + chunk : g->n_red;
+      int64_t chunk = (g->n_red + nt - 1) / nt, j0 = t * chunk,
+              j1 = j0 + chunk < g->n_red ? j0 + chunk : g->n_red;
       if (j0 < j1) {
-        if (fl) sf += sum_one_f(g, x, xdt, i, j0, j1);
-        else si += sum_one_i(g, x, xdt, i, j0, j1);
+        if (fl)
+          sf += sum_one_f(g, x, xdt, i, j0, j1);
+        else
+          si += sum_one_i(g, x, xdt, i, j0, j1);
       }
     }
     char *o = (char *)out + (size_t)i * osz;
-    if (fl) pd_store_from_f64(o, odt, sf);
-    else if (odt == PD_INT64) *(int64_t *)o = si;
-    else pd_store_from_f64(o, odt, (double)si);
+    if (fl)
+      pd_store_from_f64(o, odt, sf);
+    else if (odt == PD_INT64)
+      *(int64_t *)o = si;
+    else
+      pd_store_from_f64(o, odt, (double)si);
   }
   return 0;
 }
