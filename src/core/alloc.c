@@ -4,6 +4,7 @@
  * slow on virtual machines). Built with PADDLEC_NO_CACHING (the sanitizer
  * build) every block goes straight to the system so leaks are visible. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,7 +21,21 @@ typedef struct free_block {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static free_block *g_free[NUM_CLASSES];
-static size_t g_allocated, g_peak, g_reserved;
+static size_t g_reserved;
+/* live and peak bytes are atomics so small inline payloads can be counted
+ * without taking the lock */
+static atomic_size_t g_allocated, g_peak;
+
+void pd_alloc_account(size_t bytes, bool add) {
+  if (!add) {
+    atomic_fetch_sub(&g_allocated, bytes);
+    return;
+  }
+  size_t now = atomic_fetch_add(&g_allocated, bytes) + bytes;
+  size_t peak = atomic_load(&g_peak);
+  while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
+  }
+}
 
 /* Size classes: multiples of 64 B up to 1 KiB, then four classes per power
  * of two (at most 25% waste). Returns the class index and its byte size. */
@@ -71,9 +86,8 @@ void *pd_alloc(size_t nbytes) {
     pthread_mutex_lock(&g_lock);
     g_reserved += bytes;
   }
-  g_allocated += bytes;
-  if (g_allocated > g_peak) g_peak = g_allocated;
   pthread_mutex_unlock(&g_lock);
+  pd_alloc_account(bytes, true);
   return p;
 }
 
@@ -81,8 +95,8 @@ void pd_free(void *p, size_t nbytes) {
   if (!p) return;
   size_t bytes;
   int c = size_class(nbytes, &bytes);
+  pd_alloc_account(bytes, false);
   pthread_mutex_lock(&g_lock);
-  g_allocated -= bytes;
 #ifndef PADDLEC_NO_CACHING
   if (c >= 0) {
     free_block *b = p;
@@ -98,19 +112,9 @@ void pd_free(void *p, size_t nbytes) {
   free(p);
 }
 
-size_t pd_memory_allocated(void) {
-  pthread_mutex_lock(&g_lock);
-  size_t v = g_allocated;
-  pthread_mutex_unlock(&g_lock);
-  return v;
-}
+size_t pd_memory_allocated(void) { return atomic_load(&g_allocated); }
 
-size_t pd_memory_peak(void) {
-  pthread_mutex_lock(&g_lock);
-  size_t v = g_peak;
-  pthread_mutex_unlock(&g_lock);
-  return v;
-}
+size_t pd_memory_peak(void) { return atomic_load(&g_peak); }
 
 size_t pd_memory_reserved(void) {
   pthread_mutex_lock(&g_lock);
@@ -119,11 +123,7 @@ size_t pd_memory_reserved(void) {
   return v;
 }
 
-void pd_memory_reset_peak(void) {
-  pthread_mutex_lock(&g_lock);
-  g_peak = g_allocated;
-  pthread_mutex_unlock(&g_lock);
-}
+void pd_memory_reset_peak(void) { atomic_store(&g_peak, atomic_load(&g_allocated)); }
 
 void pd_memory_empty_cache(void) {
   pthread_mutex_lock(&g_lock);

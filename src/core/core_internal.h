@@ -25,9 +25,10 @@ void pd_core_set_node_release(void (*fn)(pd_node *));
 
 /* Library internals run at depth > 0: tensors they create are not tracked
  * by the user's scope (they release them by hand). */
-void pd_internal_enter(void);
-void pd_internal_leave(void);
-int pd_internal_depth(void);
+extern _Thread_local int pd_g_internal_depth;
+static inline void pd_internal_enter(void) { pd_g_internal_depth++; }
+static inline void pd_internal_leave(void) { pd_g_internal_depth--; }
+static inline int pd_internal_depth(void) { return pd_g_internal_depth; }
 
 /* Philox 4x32-10: 4 random words for (counter, key). */
 void pd_philox(uint64_t counter, uint64_t key, uint32_t out[4]);

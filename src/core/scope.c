@@ -14,11 +14,7 @@ typedef struct scope {
 
 static _Thread_local scope *g_scopes;
 static _Thread_local int g_nscopes, g_capscopes;
-static _Thread_local int g_internal_depth;
-
-void pd_internal_enter(void) { g_internal_depth++; }
-void pd_internal_leave(void) { g_internal_depth--; }
-int pd_internal_depth(void) { return g_internal_depth; }
+_Thread_local int pd_g_internal_depth;
 
 static void scope_push(scope *s, pd_tensor *t) {
   if (s->n == s->cap) {
@@ -32,7 +28,7 @@ static void scope_push(scope *s, pd_tensor *t) {
 }
 
 pd_tensor *pd_scope_track(pd_tensor *t) {
-  if (t && g_nscopes > 0 && g_internal_depth == 0) scope_push(&g_scopes[g_nscopes - 1], t);
+  if (t && g_nscopes > 0 && pd_g_internal_depth == 0) scope_push(&g_scopes[g_nscopes - 1], t);
   return t;
 }
 

@@ -1,5 +1,6 @@
 /* Tensor structs, storages, views, reference counting and accessors. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,24 +51,73 @@ char *pd_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
   return buf;
 }
 
+/* Thread-local free lists of tensor structs and storages: creating and
+ * dropping a small tensor then costs no malloc. Objects freed on another
+ * thread join that thread's list. The sanitizer build bypasses them. */
+typedef struct pool {
+  void *head;
+  int n;
+} pool;
+#define POOL_CAP 4096
+static _Thread_local pool g_tensor_pool, g_storage_pool;
+
+static void *pool_get(pool *p, size_t size) {
+#ifndef PADDLEC_NO_CACHING
+  if (p->head) {
+    void *x = p->head;
+    p->head = *(void **)x;
+    p->n--;
+    return x;
+  }
+#else
+  (void)p;
+#endif
+  void *x = NULL;
+  return posix_memalign(&x, 64, size) == 0 ? x : NULL;
+}
+
+static void pool_put(pool *p, void *x) {
+#ifndef PADDLEC_NO_CACHING
+  if (p->n < POOL_CAP) {
+    *(void **)x = p->head;
+    p->head = x;
+    p->n++;
+    return;
+  }
+#else
+  (void)p;
+#endif
+  free(x);
+}
+
 pd_tensor *pd_tensor_alloc_struct(void) {
-  pd_tensor *t = calloc(1, sizeof *t);
+  pd_tensor *t = pool_get(&g_tensor_pool, sizeof *t);
   if (!t) {
     pd_set_error(PD_ERR_MEMORY, "tensor: out of memory");
     return NULL;
   }
+  /* shape/strides are written by whoever fills the geometry */
+  memset(t, 0, offsetof(pd_tensor, shape));
+  memset(&t->storage, 0, sizeof *t - offsetof(pd_tensor, storage));
   atomic_init(&t->refcount, 1);
   t->stop_gradient = true;
   return t;
 }
 
+static void tensor_free_struct(pd_tensor *t) { pool_put(&g_tensor_pool, t); }
+
 static pd_storage *storage_new(size_t nbytes) {
-  pd_storage *s = malloc(sizeof *s);
+  pd_storage *s = pool_get(&g_storage_pool, sizeof *s);
   if (!s) return NULL;
-  s->data = pd_alloc(nbytes ? nbytes : 1);
-  if (!s->data) {
-    free(s);
-    return NULL;
+  if (nbytes <= PD_INLINE_BYTES) {
+    s->data = s->inline_data;
+    pd_alloc_account(PD_INLINE_BYTES, true);
+  } else {
+    s->data = pd_alloc(nbytes);
+    if (!s->data) {
+      pool_put(&g_storage_pool, s);
+      return NULL;
+    }
   }
   atomic_init(&s->refcount, 1);
   s->nbytes = nbytes;
@@ -81,9 +131,11 @@ static void storage_release(pd_storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   if (s->free_fn)
     s->free_fn(s->data, s->free_ctx);
+  else if (s->data == s->inline_data)
+    pd_alloc_account(PD_INLINE_BYTES, false);
   else
-    pd_free(s->data, s->nbytes ? s->nbytes : 1);
-  free(s);
+    pd_free(s->data, s->nbytes);
+  pool_put(&g_storage_pool, s);
 }
 
 static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides) {
@@ -101,10 +153,20 @@ pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
   pd_tensor *t = pd_tensor_alloc_struct();
   if (!t) return NULL;
   t->dtype = dt;
-  set_geometry(t, ndim, shape, NULL);
-  t->storage = storage_new((size_t)t->numel * pd_dtype_size(dt));
+  /* fresh storage: contiguous by construction */
+  t->ndim = ndim;
+  int64_t stride = 1, numel = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->strides[i] = stride;
+    stride *= shape[i] > 1 ? shape[i] : 1;
+    numel *= shape[i];
+  }
+  t->numel = numel;
+  t->is_contiguous = true;
+  t->storage = storage_new((size_t)t->numel * pd_dtype_size_fast(dt));
   if (!t->storage) {
-    free(t);
+    tensor_free_struct(t);
     return NULL;
   }
   return pd_scope_track(t);
@@ -123,13 +185,18 @@ pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *sha
   return pd_scope_track(t);
 }
 
+static void keep_foreign(void *data, void *ctx) {
+  (void)data;
+  (void)ctx;
+}
+
 pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
                                void (*free_fn)(void *, void *), void *free_ctx) {
   pd_tensor *t = pd_tensor_alloc_struct();
-  pd_storage *s = malloc(sizeof *s);
+  pd_storage *s = pool_get(&g_storage_pool, sizeof *s);
   if (!t || !s) {
-    free(t);
-    free(s);
+    if (t) tensor_free_struct(t);
+    if (s) pool_put(&g_storage_pool, s);
     pd_set_error(PD_ERR_MEMORY, "from_blob: out of memory");
     return NULL;
   }
@@ -139,7 +206,7 @@ pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t 
   s->data = data;
   s->nbytes = (size_t)t->numel * pd_dtype_size(dt);
   s->version = 0;
-  s->free_fn = free_fn;
+  s->free_fn = free_fn ? free_fn : keep_foreign; /* NULL: the caller keeps the memory */
   s->free_ctx = free_ctx;
   t->storage = s;
   return pd_scope_track(t);
@@ -154,12 +221,12 @@ void pd_tensor_release(pd_tensor *t) {
   if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
   if (t->grad) pd_tensor_release(t->grad);
   if (t->grad_fn && !t->grad_fn_weak && g_node_release) g_node_release(t->grad_fn);
-  pd_hook_list_free(t->hooks);
-  pd_hook_list_free(t->post_hooks);
+  if (t->hooks) pd_hook_list_free(t->hooks);
+  if (t->post_hooks) pd_hook_list_free(t->post_hooks);
   if (t->dist_attr && t->dist_attr_free) t->dist_attr_free(t->dist_attr);
-  free(t->name);
+  if (t->name) free(t->name);
   storage_release(t->storage);
-  free(t);
+  tensor_free_struct(t);
 }
 
 /* ---- accessors --------------------------------------------------------- */

@@ -11,6 +11,8 @@ typedef struct pd_hook pd_hook;
 
 /* Memory shared by a tensor and its views. The version counter lives here
  * so that an inplace op on any view invalidates tensors saved from others. */
+#define PD_INLINE_BYTES 64
+
 typedef struct pd_storage {
   atomic_int refcount;
   void *data;
@@ -20,6 +22,9 @@ typedef struct pd_storage {
    * free_ctx (memory owned elsewhere, e.g. a shared segment). */
   void (*free_fn)(void *data, void *free_ctx);
   void *free_ctx;
+  /* payloads up to PD_INLINE_BYTES live here: a tiny tensor costs no
+   * allocation beyond its pooled struct and storage */
+  _Alignas(64) char inline_data[PD_INLINE_BYTES];
 } pd_storage;
 
 struct pd_tensor {
@@ -49,6 +54,15 @@ struct pd_tensor {
   char *name;
 };
 
+/* Inline versions of hot accessors for the layers of src/. */
+static inline size_t pd_dtype_size_fast(pd_dtype dt) {
+  static const unsigned char k[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  return k[dt];
+}
+static inline void *pd_data_ptr(const pd_tensor *t) {
+  return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size_fast(t->dtype);
+}
+
 /* Creation of tensor structs (internal). */
 pd_tensor *pd_tensor_alloc_struct(void);
 /* A new contiguous tensor with fresh storage (uninitialised data). The
@@ -77,5 +91,7 @@ void pd_store_from_f64(void *p, pd_dtype dt, double v);
 /* Caching allocator (64-byte aligned). */
 void *pd_alloc(size_t nbytes);
 void pd_free(void *p, size_t nbytes);
+/* Counts bytes held outside pd_alloc (inline payloads) as allocated. */
+void pd_alloc_account(size_t bytes, bool add);
 
 #endif

@@ -93,6 +93,17 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
 static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
                      int *n_out);
 
+/* Cheap test before convert_inputs: the common case is one float dtype. */
+static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_in) {
+  for (int i = 0; i < n_in; i++) {
+    pd_dtype d = in[i]->dtype;
+    if ((def->flags & PD_OPF_PROMOTE) && d != in[0]->dtype) return true;
+    if ((def->flags & PD_OPF_FLOAT_ONLY) && !pd_dtype_is_floating(d)) return true;
+    if ((def->flags & PD_OPF_HALF_VIA_F32) && (d == PD_FLOAT16 || d == PD_BFLOAT16)) return true;
+  }
+  return false;
+}
+
 pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
                       int *n_out) {
   const pd_op_def *def = pd_op_table[id];
@@ -114,7 +125,8 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
   pd_tensor *const *use = in;
   pd_dtype restore = PD_NUM_DTYPES;
   bool converted = false;
-  if (def->flags & (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | PD_OPF_FLOAT_ONLY)) {
+  if ((def->flags & (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | PD_OPF_FLOAT_ONLY)) &&
+      needs_conversion(def, in, n_in)) {
     if (n_in > PD_MAX_OUTPUTS) {
       st = pd_set_error(PD_ERR_INVALID, "%s: too many inputs (%d)", def->name, n_in);
       goto done;

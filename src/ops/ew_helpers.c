@@ -14,7 +14,17 @@ pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, co
 }
 
 static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in, pd_meta *out) {
-  out->ndim = in[0]->ndim;
+  bool same = true; /* fast path: identical shapes */
+  int nd = in[0]->ndim;
+  for (int i = 1; i < n_in && same; i++) {
+    same = in[i]->ndim == nd;
+    for (int d = 0; d < nd && same; d++) same = in[i]->shape[d] == in[0]->shape[d];
+  }
+  out->ndim = nd;
+  if (same) {
+    for (int d = 0; d < nd; d++) out->shape[d] = in[0]->shape[d];
+    return PD_OK;
+  }
   memcpy(out->shape, in[0]->shape, sizeof(int64_t) * (size_t)in[0]->ndim);
   for (int i = 1; i < n_in; i++) {
     int64_t s[PD_MAX_DIMS];

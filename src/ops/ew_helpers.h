@@ -12,8 +12,8 @@ static inline void pd_ew_geom_from(pd_ew_geom *g, pd_tensor *out, pd_tensor *con
   for (int d = 0; d < out->ndim; d++) g->shape[d] = out->shape[d];
   for (int k = 0; k <= n_in; k++) {
     pd_tensor *t = k == 0 ? out : in[k - 1];
-    g->base[k] = (char *)pd_tensor_data(t);
-    g->elsize[k] = (int64_t)pd_dtype_size(t->dtype);
+    g->base[k] = (char *)pd_data_ptr(t);
+    g->elsize[k] = (int64_t)pd_dtype_size_fast(t->dtype);
     int lead = out->ndim - t->ndim;
     for (int d = 0; d < out->ndim; d++) {
       int td = d - lead;
@@ -29,6 +29,26 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
   pd_ew_fn fn = (unsigned)dt < PD_NUM_DTYPES ? fns[dt] : NULL;
   if (!fn) return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", op, pd_dtype_name(dt));
   if (out->numel == 0) return PD_OK;
+  /* fast path: every operand contiguous with out's element count (no
+   * broadcasting) runs as one flat unit-stride loop */
+  bool flat = out->is_contiguous && n_in < PD_EW_MAX_OPERANDS;
+  for (int k = 0; k < n_in && flat; k++) flat = in[k]->is_contiguous && in[k]->numel == out->numel;
+  if (flat) {
+    char *ptr[PD_EW_MAX_OPERANDS];
+    static const int64_t unit[PD_EW_MAX_OPERANDS] = {1, 1, 1, 1};
+    int64_t es[PD_EW_MAX_OPERANDS];
+    ptr[0] = (char *)pd_data_ptr(out);
+    es[0] = (int64_t)pd_dtype_size_fast(out->dtype);
+    for (int k = 0; k < n_in; k++) {
+      ptr[k + 1] = (char *)pd_data_ptr(in[k]);
+      es[k + 1] = (int64_t)pd_dtype_size_fast(in[k]->dtype);
+    }
+    if (out->numel < PD_EW_GRAIN)
+      fn(out->numel, ptr, unit, params);
+    else
+      pd_ew_run_flat_sized(out->numel, n_in + 1, ptr, es, fn, params);
+    return PD_OK;
+  }
   pd_ew_geom g;
   pd_ew_geom_from(&g, out, in, n_in);
   pd_ew_run(&g, fn, params);

@@ -92,3 +92,24 @@ void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
     if (b < e) run_rows(g, fn, params, b, e);
   }
 }
+
+void pd_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *elsize, pd_ew_fn fn,
+                          const void *params) {
+  static const int64_t unit[PD_EW_MAX_OPERANDS] = {1, 1, 1, 1};
+  if (n < PD_EW_GRAIN) {
+    fn(n, ptr, unit, params);
+    return;
+  }
+#pragma omp parallel
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    /* chunks of 64-element multiples keep vector loops and cache lines whole */
+    int64_t chunk = ((n + nt - 1) / nt + 63) & ~(int64_t)63;
+    int64_t b = t * chunk, e = b + chunk < n ? b + chunk : n;
+    if (b < e) {
+      char *p[PD_EW_MAX_OPERANDS];
+      for (int k = 0; k < nops; k++) p[k] = ptr[k] + b * elsize[k];
+      fn(e - b, p, unit, params);
+    }
+  }
+}
