@@ -96,10 +96,23 @@ pd_tensor *pd_tensor_alloc_struct(void) {
     pd_set_error(PD_ERR_MEMORY, "tensor: out of memory");
     return NULL;
   }
-  /* shape/strides are written by whoever fills the geometry */
-  memset(t, 0, offsetof(pd_tensor, shape));
-  memset(&t->storage, 0, sizeof *t - offsetof(pd_tensor, storage));
+  /* every field but shape/strides (written by whoever fills the geometry) */
   atomic_init(&t->refcount, 1);
+  t->dtype = PD_FLOAT32;
+  t->ndim = 0;
+  t->place = PD_CPU;
+  t->numel = 1;
+  t->offset = 0;
+  t->storage = NULL;
+  t->is_contiguous = true;
+  t->grad = NULL;
+  t->grad_fn = NULL;
+  t->out_index = 0;
+  t->grad_fn_weak = false;
+  t->hooks = t->post_hooks = NULL;
+  t->dist_attr = NULL;
+  t->dist_attr_free = NULL;
+  t->name = NULL;
   t->stop_gradient = true;
   return t;
 }
