@@ -14,6 +14,12 @@ typedef struct engine {
   bool *capture;     /* per slot: an output of this node is a pd_grad input */
   uint64_t stamp;
   bool create_graph, keep_graph;
+  /* leaves: their grads are summed over all incoming edges, then hooks and
+   * accumulation run once (as Paddle's and PyTorch's accumulation nodes) */
+  pd_tensor **leaves;
+  pd_tensor **leaf_gbuf;
+  int *leaf_pending;
+  size_t nleaves, leaf_cap;
   /* pd_grad mode */
   pd_tensor *const *targets;
   int n_targets;
@@ -34,6 +40,30 @@ static pd_status add_node(engine *e, pd_node *n) {
   n->slot = (int)e->n;
   n->deps = 0;
   e->nodes[e->n++] = n;
+  return PD_OK;
+}
+
+static pd_status add_leaf_edge(engine *e, pd_tensor *leaf) {
+  if (leaf->bw_stamp == e->stamp) {
+    e->leaf_pending[leaf->bw_slot]++;
+    return PD_OK;
+  }
+  if (e->nleaves == e->leaf_cap) {
+    size_t cap = e->leaf_cap ? e->leaf_cap * 2 : 32;
+    pd_tensor **l = realloc(e->leaves, cap * sizeof *l);
+    if (l) e->leaves = l;
+    pd_tensor **g = realloc(e->leaf_gbuf, cap * sizeof *g);
+    if (g) e->leaf_gbuf = g;
+    int *p = realloc(e->leaf_pending, cap * sizeof *p);
+    if (p) e->leaf_pending = p;
+    if (!l || !g || !p) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+    e->leaf_cap = cap;
+  }
+  leaf->bw_stamp = e->stamp;
+  leaf->bw_slot = (int)e->nleaves;
+  e->leaves[e->nleaves] = leaf;
+  e->leaf_gbuf[e->nleaves] = NULL;
+  e->leaf_pending[e->nleaves++] = 1;
   return PD_OK;
 }
 
@@ -68,7 +98,9 @@ static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
     while (sp) {
       frame *f = &st[sp - 1];
       if (f->next < f->n->n_in) {
-        pd_node *c = f->n->edges[f->next++].node;
+        pd_edge *ed = &f->n->edges[f->next++];
+        if (ed->leaf && (rc = add_leaf_edge(e, ed->leaf)) != PD_OK) break;
+        pd_node *c = ed->node;
         if (!c) continue;
         if (c->stamp == e->stamp) {
           c->deps++;
@@ -272,7 +304,12 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
 propagate:
   for (int i = 0; i < n->n_in && st == PD_OK; i++) {
     pd_edge *ed = &n->edges[i];
-    if (ed->leaf && grad_in[i]) st = accumulate_leaf(e, ed->leaf, grad_in[i]);
+    if (ed->leaf) {
+      int ls = ed->leaf->bw_slot;
+      if (grad_in[i]) st = accumulate_into(&e->leaf_gbuf[ls], grad_in[i]);
+      if (st == PD_OK && --e->leaf_pending[ls] == 0 && e->leaf_gbuf[ls])
+        st = accumulate_leaf(e, ed->leaf, e->leaf_gbuf[ls]);
+    }
     if (ed->node) {
       pd_node *c = ed->node;
       if (grad_in[i]) {
@@ -361,6 +398,13 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
     }
     e->nodes[s]->slot = -1;
   }
+  for (size_t l = 0; l < e->nleaves; l++) {
+    pd_tensor_release(e->leaf_gbuf[l]);
+    e->leaves[l]->bw_stamp = 0;
+  }
+  free(e->leaves);
+  free(e->leaf_gbuf);
+  free(e->leaf_pending);
   free(e->gbuf);
   free(e->exec);
   free(e->capture);

@@ -110,6 +110,8 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   t->out_index = 0;
   t->grad_fn_weak = false;
   t->hooks = t->post_hooks = NULL;
+  t->bw_stamp = 0;
+  t->bw_slot = 0;
   t->dist_attr = NULL;
   t->dist_attr_free = NULL;
   t->name = NULL;

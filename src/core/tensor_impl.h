@@ -47,6 +47,8 @@ struct pd_tensor {
   bool grad_fn_weak;   /* saved output alias: grad_fn is not owned */
   pd_hook *hooks;      /* grad hooks (leaves; non-leaves keep them on the node) */
   pd_hook *post_hooks; /* post-accumulate hooks (leaves) */
+  uint64_t bw_stamp;   /* backward engine scratch: which run saw this leaf */
+  int bw_slot;         /* and its slot in that run */
 
   /* extension points */
   void *dist_attr; /* auto_parallel: mesh + placements + global shape */

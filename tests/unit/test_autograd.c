@@ -162,12 +162,124 @@ static void test_pylayer_cus_tanh(void **state) {
   expect_no_live_tensors();
 }
 
+static void count_post(pd_tensor *leaf, void *user) {
+  (void)leaf;
+  (*(int *)user)++;
+}
+
+static void test_post_accumulate_hook_and_removal(void **state) {
+  (void)state;
+  int posts = 0, calls = 0;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT32, 1, SHAPE(2), 1, 2);
+  pd_tensor_set_stop_gradient(x, false);
+  assert_true(pd_tensor_register_post_accumulate_hook(x, count_post, &posts) > 0);
+  int id = pd_tensor_register_hook(x, double_it, &calls);
+  assert_true(id > 0);
+  assert_int_equal(pd_tensor_remove_hook(x, id), PD_OK);
+  assert_true(pd_tensor_remove_hook(x, id) < 0); /* already gone */
+  pd_clear_error();
+  assert_int_equal(pd_backward(pd_sum(pd_multiply(x, x), NULL, 0, false), NULL, false), PD_OK);
+  EXPECT_VALUES(pd_tensor_grad(x), 0, 2, 4);
+  assert_int_equal(posts, 1);
+  assert_int_equal(calls, 0);
+  /* a non-leaf has no post-accumulate hook */
+  pd_tensor *y = pd_scale(x, 2, 0, true);
+  assert_true(pd_tensor_register_post_accumulate_hook(y, count_post, &posts) < 0);
+  pd_clear_error();
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+static void test_grad_unused_nonleaf_and_detach(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT64, 1, SHAPE(2), 1, 2);
+  pd_tensor *u = T(PD_FLOAT64, 1, SHAPE(2), 5, 5);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor_set_stop_gradient(u, false);
+  pd_tensor *h = pd_scale(x, 3, 0, true); /* non-leaf */
+  pd_tensor *f = pd_sum(pd_multiply(h, h), NULL, 0, false);
+  pd_tensor *in[2] = {h, u}, *g[2];
+  assert_true(pd_grad(&f, 1, in, 2, NULL, &(pd_grad_opts){.retain_graph = true}, g) < 0);
+  assert_non_null(strstr(pd_last_error(), "allow_unused"));
+  pd_clear_error();
+  assert_int_equal(
+      pd_grad(&f, 1, in, 2, NULL, &(pd_grad_opts){.allow_unused = true, .retain_graph = true}, g), PD_OK);
+  EXPECT_VALUES(g[0], 1e-12, 6, 12); /* d(h^2)/dh = 2h */
+  assert_null(g[1]);
+  /* detach shares data but cuts the graph */
+  pd_tensor *d = pd_detach(h);
+  assert_true(pd_tensor_stop_gradient(d));
+  assert_true(pd_tensor_shares_storage(d, h));
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+/* Double backward of an MSE loss: L = sum((w x - y)^2) / n.
+ * dL/dw = 2/n sum(x (w x - y)), d2L/dw2 = 2/n sum(x^2). */
+static void test_double_backward_mse(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT64, 1, SHAPE(4), 1, 2, 3, 4);
+  pd_tensor *y = T(PD_FLOAT64, 1, SHAPE(4), 2, 3, 7, 9);
+  pd_tensor *w = T(PD_FLOAT64, 1, SHAPE(1), 0.5);
+  pd_tensor_set_stop_gradient(w, false);
+  pd_tensor *e = pd_subtract(pd_multiply(w, x), y);
+  pd_tensor *L = pd_scale(pd_sum(pd_multiply(e, e), NULL, 0, false), 0.25, 0, true);
+  pd_tensor *g = NULL, *gg = NULL;
+  assert_int_equal(pd_grad(&L, 1, &w, 1, NULL, &(pd_grad_opts){.create_graph = true}, &g), PD_OK);
+  double want_g = 0;
+  for (int i = 0; i < 4; i++) {
+    double xi = i + 1, yi = (double[]){2, 3, 7, 9}[i];
+    want_g += 2.0 / 4 * xi * (0.5 * xi - yi);
+  }
+  EXPECT_VALUES(g, 1e-12, want_g);
+  assert_false(pd_tensor_stop_gradient(g));
+  assert_int_equal(pd_grad(&g, 1, &w, 1, NULL, NULL, &gg), PD_OK);
+  EXPECT_VALUES(gg, 1e-12, 2.0 / 4 * (1 + 4 + 9 + 16));
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+static void test_backward_errors(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT32, 1, SHAPE(3), 1, 2, 3);
+  assert_true(pd_backward(x, NULL, false) < 0); /* stop_gradient */
+  assert_non_null(strstr(pd_last_error(), "stop_gradient"));
+  pd_clear_error();
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *y = pd_scale(x, 2, 0, true);
+  assert_true(pd_backward(y, NULL, false) < 0); /* not a scalar, no grad given */
+  assert_non_null(strstr(pd_last_error(), "[3]"));
+  pd_clear_error();
+  pd_tensor *bad = T(PD_FLOAT32, 1, SHAPE(2), 1, 1);
+  assert_true(pd_backward(y, bad, false) < 0);
+  assert_non_null(strstr(pd_last_error(), "[2]"));
+  pd_clear_error();
+  pd_tensor *gy = T(PD_FLOAT32, 1, SHAPE(3), 1, 0, -1);
+  assert_int_equal(pd_backward(y, gy, false), PD_OK);
+  EXPECT_VALUES(pd_tensor_grad(x), 0, 2, 0, -2);
+  assert_true(pd_backward(NULL, NULL, false) < 0);
+  pd_clear_error();
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_backward_broadcast_mul), cmocka_unit_test(test_accumulate_and_retain),
-      cmocka_unit_test(test_subtract_divide_grad),   cmocka_unit_test(test_grad_create_graph),
-      cmocka_unit_test(test_hooks_and_no_grad),      cmocka_unit_test(test_inplace_version_error),
+      cmocka_unit_test(test_backward_broadcast_mul),
+      cmocka_unit_test(test_accumulate_and_retain),
+      cmocka_unit_test(test_subtract_divide_grad),
+      cmocka_unit_test(test_grad_create_graph),
+      cmocka_unit_test(test_hooks_and_no_grad),
+      cmocka_unit_test(test_inplace_version_error),
       cmocka_unit_test(test_pylayer_cus_tanh),
+      cmocka_unit_test(test_post_accumulate_hook_and_removal),
+      cmocka_unit_test(test_grad_unused_nonleaf_and_detach),
+      cmocka_unit_test(test_double_backward_mse),
+      cmocka_unit_test(test_backward_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
