@@ -46,8 +46,10 @@ bool pd_dtype_is_floating(pd_dtype dt);
 bool pd_dtype_is_integer(pd_dtype dt); /* excludes bool */
 /* Parses "float32", "int64", ... ; returns -1 when unknown. */
 int pd_dtype_from_name(const char *name);
-/* Paddle's promotion of two tensor dtypes (bool < ints < floats; the wider
- * wins; float16 with bfloat16 gives float32; uint8 with int8 gives int16). */
+/* Paddle's tensor-to-tensor promotion: equal dtypes stay; two floating
+ * dtypes give the wider (float16 with bfloat16 gives float32); any other mix
+ * has no common dtype and gives PD_NUM_DTYPES (binary ops then fail and ask
+ * for an explicit cast, as Paddle does). */
 pd_dtype pd_promote_types(pd_dtype a, pd_dtype b);
 
 /* float16 / bfloat16 bit conversions, round to nearest even. */

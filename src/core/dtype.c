@@ -23,22 +23,13 @@ int pd_dtype_from_name(const char *name) {
   return -1;
 }
 
+/* Paddle's tensor-to-tensor rule (guides/advanced/auto_type_promotion):
+ * only floating dtypes promote, to the wider one, with float16 + bfloat16
+ * giving float32. Any other mix of different dtypes has no common type. */
 pd_dtype pd_promote_types(pd_dtype a, pd_dtype b) {
   if (a == b) return a;
-  if (a == PD_BOOL) return b;
-  if (b == PD_BOOL) return a;
-  bool fa = pd_dtype_is_floating(a), fb = pd_dtype_is_floating(b);
-  if (fa && !fb) return a;
-  if (fb && !fa) return b;
-  if (fa && fb) {
-    if ((a == PD_FLOAT16 && b == PD_BFLOAT16) || (a == PD_BFLOAT16 && b == PD_FLOAT16)) return PD_FLOAT32;
-    return a > b ? a : b;
-  }
-  /* both integers: uint8 mixes with a signed type by widening */
-  if (a == PD_UINT8 || b == PD_UINT8) {
-    pd_dtype s = a == PD_UINT8 ? b : a;
-    return s == PD_INT8 ? PD_INT16 : s;
-  }
+  if (!pd_dtype_is_floating(a) || !pd_dtype_is_floating(b)) return PD_NUM_DTYPES;
+  if ((a == PD_FLOAT16 && b == PD_BFLOAT16) || (a == PD_BFLOAT16 && b == PD_FLOAT16)) return PD_FLOAT32;
   return a > b ? a : b;
 }
 

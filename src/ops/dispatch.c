@@ -71,7 +71,15 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
   pd_dtype common = PD_NUM_DTYPES;
   if (def->flags & PD_OPF_PROMOTE) {
     common = in[0]->dtype;
-    for (int i = 1; i < n_in; i++) common = pd_promote_types(common, in[i]->dtype);
+    for (int i = 1; i < n_in; i++) {
+      pd_dtype c = pd_promote_types(common, in[i]->dtype);
+      if (c == PD_NUM_DTYPES)
+        return pd_set_error(PD_ERR_DTYPE,
+                            "%s: input 0 is %s and input %d is %s; Paddle promotes only between "
+                            "floating dtypes, so cast one of them first",
+                            def->name, pd_dtype_name(in[0]->dtype), i, pd_dtype_name(in[i]->dtype));
+      common = c;
+    }
   }
   for (int i = 0; i < n_in; i++) {
     pd_dtype want = common != PD_NUM_DTYPES ? common : in[i]->dtype;

@@ -267,6 +267,33 @@ static void test_backward_errors(void **state) {
   expect_no_live_tensors();
 }
 
+/* Paddle promotes tensor-tensor arithmetic only between floating dtypes,
+ * and gradients flow back through the promotion cast. */
+static void test_promotion(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *h = pd_cast(T(PD_FLOAT32, 1, SHAPE(2), 1.5, 2), PD_FLOAT16);
+  pd_tensor *b = pd_cast(T(PD_FLOAT32, 1, SHAPE(2), 1, 1), PD_BFLOAT16);
+  pd_tensor *d = T(PD_FLOAT64, 1, SHAPE(2), 0.25, 0.5);
+  pd_tensor *s = pd_add(h, b);
+  assert_int_equal(pd_tensor_dtype(s), PD_FLOAT32);
+  EXPECT_VALUES(s, 0, 2.5, 3);
+  pd_tensor_set_stop_gradient(h, false);
+  pd_tensor *m = pd_multiply(h, d);
+  assert_int_equal(pd_tensor_dtype(m), PD_FLOAT64);
+  assert_int_equal(pd_backward(pd_sum(m, NULL, 0, false), NULL, false), PD_OK);
+  assert_int_equal(pd_tensor_dtype(pd_tensor_grad(h)), PD_FLOAT16);
+  EXPECT_VALUES(pd_tensor_grad(h), 0, 0.25, 0.5);
+  pd_tensor *i = T(PD_INT32, 1, SHAPE(2), 1, 2);
+  expect_error(pd_add(d, i), "add", "float64");
+  expect_error(pd_multiply(i, T(PD_INT64, 1, SHAPE(2), 1, 2)), "int32", "int64");
+  pd_tensor *ii = pd_add(i, i); /* same integer dtype: fine */
+  assert_int_equal(pd_tensor_dtype(ii), PD_INT32);
+  EXPECT_VALUES(ii, 0, 2, 4);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backward_broadcast_mul),
@@ -280,6 +307,7 @@ int main(void) {
       cmocka_unit_test(test_grad_unused_nonleaf_and_detach),
       cmocka_unit_test(test_double_backward_mse),
       cmocka_unit_test(test_backward_errors),
+      cmocka_unit_test(test_promotion),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
