@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/cpu/parallel.h"
 #include "ew_helpers.h"
 #include "paddlec/ops.h"
 
@@ -27,12 +28,12 @@ static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 
 /* Fills n elements of size es with the bit pattern of one element. */
 static void fill_pattern(char *p, int64_t n, size_t es, const char *one) {
-#define FILL(T)                                                                          \
-  do {                                                                                   \
-    T v;                                                                                 \
-    memcpy(&v, one, sizeof v);                                                           \
-    T *q = (T *)p;                                                                       \
-    _Pragma("omp parallel for if (n > 65536)") for (int64_t i = 0; i < n; i++) q[i] = v; \
+#define FILL(T)                                 \
+  do {                                          \
+    T v;                                        \
+    memcpy(&v, one, sizeof v);                  \
+    T *q = (T *)p;                              \
+    PD_PARALLEL_FOR(i, n, PD_GRAIN, q[i] = v;); \
   } while (0)
   switch (es) {
     case 1:
