@@ -28,10 +28,54 @@ typedef struct engine {
 
 static uint64_t g_stamp;
 
+/* Scratch for one backward run: a thread-local bump arena that keeps its
+ * chunks between runs, so a small backward does no malloc. Nested runs (a
+ * custom backward calling pd_grad) keep bumping; the outermost run resets. */
+typedef struct chunk {
+  struct chunk *next;
+  size_t cap, used;
+  _Alignas(16) char data[];
+} chunk;
+static _Thread_local chunk *g_chunks, *g_cur;
+static _Thread_local int g_run_depth;
+
+static void *scratch(size_t bytes) {
+  bytes = (bytes + 15) & ~(size_t)15;
+  while (g_cur && g_cur->used + bytes > g_cur->cap) g_cur = g_cur->next;
+  if (!g_cur) {
+    size_t cap = bytes > 65536 ? bytes : 65536;
+    chunk *c = malloc(sizeof(chunk) + cap);
+    if (!c) return NULL;
+    c->cap = cap;
+    c->used = 0;
+    c->next = NULL;
+    chunk **tail = &g_chunks;
+    while (*tail) tail = &(*tail)->next;
+    *tail = c;
+    g_cur = c;
+  }
+  void *p = g_cur->data + g_cur->used;
+  g_cur->used += bytes;
+  memset(p, 0, bytes);
+  return p;
+}
+
+/* A copy of old (old_bytes) in a new block of new_bytes. */
+static void *scratch_grow(void *old, size_t old_bytes, size_t new_bytes) {
+  void *p = scratch(new_bytes);
+  if (p && old) memcpy(p, old, old_bytes);
+  return p;
+}
+
+static void scratch_reset(void) {
+  for (chunk *c = g_chunks; c; c = c->next) c->used = 0;
+  g_cur = g_chunks;
+}
+
 static pd_status add_node(engine *e, pd_node *n) {
   if (e->n == e->cap) {
     size_t cap = e->cap ? e->cap * 2 : 64;
-    pd_node **nodes = realloc(e->nodes, cap * sizeof *nodes);
+    pd_node **nodes = scratch_grow(e->nodes, e->cap * sizeof *nodes, cap * sizeof *nodes);
     if (!nodes) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
     e->nodes = nodes;
     e->cap = cap;
@@ -50,11 +94,12 @@ static pd_status add_leaf_edge(engine *e, pd_tensor *leaf) {
   }
   if (e->nleaves == e->leaf_cap) {
     size_t cap = e->leaf_cap ? e->leaf_cap * 2 : 32;
-    pd_tensor **l = realloc(e->leaves, cap * sizeof *l);
+    size_t old = e->leaf_cap;
+    pd_tensor **l = scratch_grow(e->leaves, old * sizeof *l, cap * sizeof *l);
     if (l) e->leaves = l;
-    pd_tensor **g = realloc(e->leaf_gbuf, cap * sizeof *g);
+    pd_tensor **g = scratch_grow(e->leaf_gbuf, old * sizeof *g, cap * sizeof *g);
     if (g) e->leaf_gbuf = g;
-    int *p = realloc(e->leaf_pending, cap * sizeof *p);
+    int *p = scratch_grow(e->leaf_pending, old * sizeof *p, cap * sizeof *p);
     if (p) e->leaf_pending = p;
     if (!l || !g || !p) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
     e->leaf_cap = cap;
@@ -91,7 +136,7 @@ static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
     if ((rc = add_node(e, roots[r])) != PD_OK) break;
     if (sp == cap) {
       cap = cap ? cap * 2 : 64;
-      st = realloc(st, cap * sizeof *st);
+      st = scratch_grow(st, sp * sizeof *st, cap * sizeof *st);
       if (!st) abort();
     }
     st[sp++] = (frame){roots[r], 0};
@@ -110,7 +155,7 @@ static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
         c->deps = 1;
         if (sp == cap) {
           cap *= 2;
-          st = realloc(st, cap * sizeof *st);
+          st = scratch_grow(st, sp * sizeof *st, cap * sizeof *st);
           if (!st) abort();
         }
         st[sp++] = (frame){c, 0};
@@ -119,15 +164,14 @@ static pd_status collect(engine *e, pd_node *const *roots, int n_roots) {
       }
     }
   }
-  free(st);
   return rc;
 }
 
 static pd_status grow_scratch(engine *e) {
   size_t n = e->cap ? e->cap : 64;
-  e->gbuf = calloc(n, sizeof *e->gbuf);
-  e->exec = calloc(n, sizeof *e->exec);
-  e->capture = calloc(n, sizeof *e->capture);
+  e->gbuf = scratch(n * sizeof *e->gbuf);
+  e->exec = scratch(n * sizeof *e->exec);
+  e->capture = scratch(n * sizeof *e->capture);
   if (!e->gbuf || !e->exec || !e->capture) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
   return PD_OK;
 }
@@ -236,9 +280,9 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
   pd_tensor **g = e->gbuf[n->slot];
   pd_status st = PD_OK;
   pd_tensor *gin[PD_MAX_OUTPUTS];
-  pd_tensor **grad_in = n->n_in <= PD_MAX_OUTPUTS ? gin : calloc((size_t)n->n_in, sizeof *grad_in);
+  pd_tensor **grad_in = n->n_in <= PD_MAX_OUTPUTS ? gin : scratch((size_t)n->n_in * sizeof *grad_in);
   bool need_stack[PD_MAX_OUTPUTS];
-  bool *needs = n->n_in <= PD_MAX_OUTPUTS ? need_stack : calloc((size_t)n->n_in, sizeof *needs);
+  bool *needs = n->n_in <= PD_MAX_OUTPUTS ? need_stack : scratch((size_t)n->n_in * sizeof *needs);
   if (!grad_in || !needs) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
   for (int i = 0; i < n->n_in; i++) {
     grad_in[i] = NULL;
@@ -314,7 +358,7 @@ propagate:
       pd_node *c = ed->node;
       if (grad_in[i]) {
         if (!e->gbuf[c->slot]) {
-          e->gbuf[c->slot] = calloc((size_t)c->n_out, sizeof(pd_tensor *));
+          e->gbuf[c->slot] = scratch((size_t)c->n_out * sizeof(pd_tensor *));
           if (!e->gbuf[c->slot]) {
             st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
             break;
@@ -328,19 +372,20 @@ propagate:
   if (st == PD_OK && !e->keep_graph && e->exec[n->slot]) pd_node_free_saved(n);
 out:
   for (int i = 0; i < n->n_in; i++) pd_tensor_release(grad_in[i]);
-  if (grad_in != gin) free(grad_in);
-  if (needs != need_stack) free(needs);
   return st;
 }
 
 static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const *root_grads, int n_roots) {
   pd_status st = PD_OK;
   e->stamp = ++g_stamp;
-  pd_node **rn = calloc((size_t)n_roots + 1, sizeof *rn);
-  if (!rn) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  if (g_run_depth++ == 0) scratch_reset();
+  pd_node **rn = scratch(((size_t)n_roots + 1) * sizeof *rn);
+  if (!rn) {
+    g_run_depth--;
+    return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  }
   for (int r = 0; r < n_roots; r++) rn[r] = roots[r]->grad_fn;
   st = collect(e, rn, n_roots);
-  free(rn);
   if (st == PD_OK) st = grow_scratch(e);
   if (st == PD_OK && e->targets) {
     /* run only nodes that lead to an input of pd_grad */
@@ -369,7 +414,7 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
   } else if (st == PD_OK) {
     for (size_t s = 0; s < e->n; s++) e->exec[s] = true;
   }
-  pd_node **heap = st == PD_OK ? malloc((e->n + 1) * sizeof *heap) : NULL;
+  pd_node **heap = st == PD_OK ? scratch((e->n + 1) * sizeof *heap) : NULL;
   size_t hn = 0;
   if (st == PD_OK && !heap) st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
   for (int r = 0; r < n_roots && st == PD_OK; r++) {
@@ -379,7 +424,7 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
       continue;
     }
     pd_node *n = t->grad_fn;
-    if (!e->gbuf[n->slot]) e->gbuf[n->slot] = calloc((size_t)n->n_out, sizeof(pd_tensor *));
+    if (!e->gbuf[n->slot]) e->gbuf[n->slot] = scratch((size_t)n->n_out * sizeof(pd_tensor *));
     if (!e->gbuf[n->slot]) {
       st = pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
       break;
@@ -390,11 +435,9 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
     for (size_t s = 0; s < e->n; s++)
       if (e->nodes[s]->deps == 0) heap_push(heap, &hn, e->nodes[s]);
   while (st == PD_OK && hn) st = run_node(e, heap_pop(heap, &hn), heap, &hn);
-  free(heap);
   for (size_t s = 0; s < e->n; s++) {
     if (e->gbuf && e->gbuf[s]) {
       for (int k = 0; k < e->nodes[s]->n_out; k++) pd_tensor_release(e->gbuf[s][k]);
-      free(e->gbuf[s]);
     }
     e->nodes[s]->slot = -1;
   }
@@ -402,13 +445,7 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
     pd_tensor_release(e->leaf_gbuf[l]);
     e->leaves[l]->bw_stamp = 0;
   }
-  free(e->leaves);
-  free(e->leaf_gbuf);
-  free(e->leaf_pending);
-  free(e->gbuf);
-  free(e->exec);
-  free(e->capture);
-  free(e->nodes);
+  g_run_depth--;
   return st;
 }
 

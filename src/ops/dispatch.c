@@ -68,6 +68,7 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
 static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, pd_tensor **conv,
                                 pd_dtype *restore) {
   *restore = PD_NUM_DTYPES;
+  for (int i = 0; i < n_in; i++) conv[i] = NULL;
   pd_dtype common = PD_NUM_DTYPES;
   if (def->flags & PD_OPF_PROMOTE) {
     common = in[0]->dtype;
@@ -88,7 +89,6 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
       *restore = want;
       want = PD_FLOAT32;
     }
-    conv[i] = NULL;
     if (want != in[i]->dtype) {
       pd_attrs ca = {.dtype = want};
       conv[i] = pd_dispatch1(PD_OP_cast, &in[i], 1, &ca);
