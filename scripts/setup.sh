@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config clang-format
+  build-essential cmake pkg-config clang-format python3
   libdnnl-dev        # GEMM and convolution (oneDNN)
   libcjson-dev       # safetensors headers, Program files, configs
   zlib1g-dev         # gzipped datasets
