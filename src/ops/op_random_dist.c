@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "op_random_philox.h"
 #include "op_registry.h"
 #include "paddlec/ops.h"
 
@@ -78,26 +79,28 @@ static pd_status uniform_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
     double lo = a->f[0], range = a->f[1] - a->f[0];
     double *q = p;
-#pragma omp parallel for if (nb > RNG_GRAIN)
-    for (int64_t b = 0; b < nb; b++) {
-      uint32_t w[4];
-      pd_philox(first + (uint64_t)b, key, w);
+    PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
       int64_t i = 2 * b;
       q[i] = lo + range * pd_u64_to_unit_f64(w[0], w[1]);
       if (i + 1 < n) q[i + 1] = lo + range * pd_u64_to_unit_f64(w[2], w[3]);
-    }
+    });
     return PD_OK;
   }
   int64_t nb = (n + 3) / 4;
   uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
   float lo = (float)a->f[0], range = (float)(a->f[1] - a->f[0]);
-#pragma omp parallel for if (nb > RNG_GRAIN)
-  for (int64_t b = 0; b < nb; b++) {
-    uint32_t w[4];
-    pd_philox(first + (uint64_t)b, key, w);
+  if (dt == PD_FLOAT32) {
+    float *q = p;
+    PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
+      int64_t i0 = 4 * b, m = n - i0 < 4 ? n - i0 : 4;
+      for (int k = 0; k < m; k++) q[i0 + k] = lo + range * pd_u32_to_unit_f32(w[k]);
+    });
+    return PD_OK;
+  }
+  PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
     int64_t i0 = 4 * b, m = n - i0 < 4 ? n - i0 : 4;
     for (int k = 0; k < m; k++) store_f32(p, dt, i0 + k, lo + range * pd_u32_to_unit_f32(w[k]));
-  }
+  });
   return PD_OK;
 }
 
@@ -149,26 +152,20 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
     uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
     double mean = a->f[0], std = a->f[1];
     double *q = p;
-#pragma omp parallel for if (nb > RNG_GRAIN)
-    for (int64_t b = 0; b < nb; b++) {
-      uint32_t w[4];
-      pd_philox(first + (uint64_t)b, key, w);
+    PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN / 4, {
       double u1 = 1.0 - pd_u64_to_unit_f64(w[0], w[1]); /* (0, 1]: log is finite */
       double u2 = pd_u64_to_unit_f64(w[2], w[3]);
       double r = sqrt(-2.0 * log(u1)), t = TWO_PI * u2;
       int64_t i = 2 * b;
       q[i] = mean + std * (r * cos(t));
       if (i + 1 < n) q[i + 1] = mean + std * (r * sin(t));
-    }
+    });
     return PD_OK;
   }
   int64_t nb = (n + 3) / 4;
   uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
   float mean = (float)a->f[0], std = (float)a->f[1];
-#pragma omp parallel for if (nb > RNG_GRAIN / 4)
-  for (int64_t b = 0; b < nb; b++) {
-    uint32_t w[4];
-    pd_philox(first + (uint64_t)b, key, w);
+  PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN / 4, {
     float z[4];
     for (int k = 0; k < 4; k += 2) {
       float u1 = 1.0f - pd_u32_to_unit_f32(w[k]);
@@ -179,7 +176,7 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
     }
     int64_t i0 = 4 * b, m = n - i0 < 4 ? n - i0 : 4;
     for (int k = 0; k < m; k++) store_f32(p, dt, i0 + k, mean + std * z[k]);
-  }
+  });
   return PD_OK;
 }
 
@@ -237,17 +234,16 @@ static pd_status randint_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   uint64_t low = (uint64_t)a->i[0], range = (uint64_t)a->i[1] - (uint64_t)a->i[0];
   bool i64 = o->dtype == PD_INT64;
   void *p = pd_tensor_data(o);
-#pragma omp parallel for if (nb > RNG_GRAIN)
-  for (int64_t b = 0; b < nb; b++) {
-    uint32_t w[4];
-    pd_philox(first + (uint64_t)b, key, w);
+  PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
     for (int k = 0; k < 2 && 2 * b + k < n; k++) {
-      uint64_t r = ((uint64_t)w[2 * k] << 32 | w[2 * k + 1]) % range; /* bias <= range / 2^64 */
+      /* 64 random bits scaled to [0, range): bias <= range / 2^64 */
+      uint64_t bits = (uint64_t)w[2 * k] << 32 | w[2 * k + 1];
+      uint64_t r = (uint64_t)(((unsigned __int128)bits * range) >> 64);
       int64_t v = (int64_t)(low + r);
       if (i64) ((int64_t *)p)[2 * b + k] = v;
       else ((int32_t *)p)[2 * b + k] = (int32_t)v;
     }
-  }
+  });
   return PD_OK;
 }
 

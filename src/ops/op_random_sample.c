@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_random_philox.h"
 #include "op_registry.h"
 #include "paddlec/ops.h"
 
@@ -78,14 +79,11 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
     int64_t nb = (n + 1) / 2;
     uint64_t first = pd_rng_reserve((uint64_t)nb, &key);
     double *q = pd_tensor_data(o);
-#pragma omp parallel for if (nb > RNG_GRAIN)
-    for (int64_t b = 0; b < nb; b++) {
-      uint32_t w[4];
-      pd_philox(first + (uint64_t)b, key, w);
+    PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
       int64_t i = 2 * b;
       q[i] = pd_u64_to_unit_f64(w[0], w[1]) < px[i] ? 1.0 : 0.0;
       if (i + 1 < n) q[i + 1] = pd_u64_to_unit_f64(w[2], w[3]) < px[i + 1] ? 1.0 : 0.0;
-    }
+    });
   } else {
     const float *px = pd_tensor_data(x);
     FIRST_BAD(float, px, n, bad);
@@ -98,13 +96,10 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
     int64_t nb = (n + 3) / 4;
     uint64_t first = pd_rng_reserve((uint64_t)nb, &key);
     float *q = pd_tensor_data(o);
-#pragma omp parallel for if (nb > RNG_GRAIN)
-    for (int64_t b = 0; b < nb; b++) {
-      uint32_t w[4];
-      pd_philox(first + (uint64_t)b, key, w);
+    PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
       int64_t i0 = 4 * b, m = n - i0 < 4 ? n - i0 : 4;
       for (int k = 0; k < m; k++) q[i0 + k] = pd_u32_to_unit_f32(w[k]) < px[i0 + k] ? 1.0f : 0.0f;
-    }
+    });
   }
   pd_tensor_release(x);
   return PD_OK;
