@@ -12,11 +12,20 @@
  * dt (float16/bfloat16 through float32, as Paddle computes them). */
 static inline void store_f(void *p, pd_dtype dt, int64_t i, double v) {
   switch (dt) {
-    case PD_FLOAT64: ((double *)p)[i] = v; break;
-    case PD_FLOAT32: ((float *)p)[i] = (float)v; break;
-    case PD_FLOAT16: ((uint16_t *)p)[i] = pd_f32_to_f16((float)v); break;
-    case PD_BFLOAT16: ((uint16_t *)p)[i] = pd_f32_to_bf16((float)v); break;
-    default: break;
+    case PD_FLOAT64:
+      ((double *)p)[i] = v;
+      break;
+    case PD_FLOAT32:
+      ((float *)p)[i] = (float)v;
+      break;
+    case PD_FLOAT16:
+      ((uint16_t *)p)[i] = pd_f32_to_f16((float)v);
+      break;
+    case PD_BFLOAT16:
+      ((uint16_t *)p)[i] = pd_f32_to_bf16((float)v);
+      break;
+    default:
+      break;
   }
 }
 
@@ -24,11 +33,16 @@ static inline void store_f(void *p, pd_dtype dt, int64_t i, double v) {
  * and step to the output dtype before anything else). */
 static double round_to(pd_dtype dt, double v) {
   switch (dt) {
-    case PD_FLOAT64: return v;
-    case PD_FLOAT32: return (float)v;
-    case PD_FLOAT16: return pd_f16_to_f32(pd_f32_to_f16((float)v));
-    case PD_BFLOAT16: return pd_bf16_to_f32(pd_f32_to_bf16((float)v));
-    default: return trunc(v);
+    case PD_FLOAT64:
+      return v;
+    case PD_FLOAT32:
+      return (float)v;
+    case PD_FLOAT16:
+      return pd_f16_to_f32(pd_f32_to_f16((float)v));
+    case PD_BFLOAT16:
+      return pd_bf16_to_f32(pd_f32_to_bf16((float)v));
+    default:
+      return trunc(v);
   }
 }
 
@@ -52,18 +66,23 @@ static pd_status arange_size(const char *op, const pd_attrs *a, int64_t *size) {
   pd_dtype dt = a->dtype;
   double start = a->f[0], end = a->f[1], step = a->f[2];
   if (!range_dtype_ok(dt))
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported (int32, int64, float16, bfloat16, "
-                        "float32, float64)", op, pd_dtype_name(dt));
+    return pd_set_error(PD_ERR_DTYPE,
+                        "%s: dtype %s is not supported (int32, int64, float16, bfloat16, "
+                        "float32, float64)",
+                        op, pd_dtype_name(dt));
   if (!isfinite(start) || !isfinite(end) || !isfinite(step))
-    return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g and step %g must be finite", op, start, end, step);
+    return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g and step %g must be finite", op, start, end,
+                        step);
   if (pd_dtype_is_integer(dt)) {
     pd_status st;
     if ((st = check_int_range(op, "start", start, dt)) != PD_OK ||
-        (st = check_int_range(op, "end", end, dt)) != PD_OK || (st = check_int_range(op, "step", step, dt)) != PD_OK)
+        (st = check_int_range(op, "end", end, dt)) != PD_OK ||
+        (st = check_int_range(op, "step", step, dt)) != PD_OK)
       return st;
     int64_t s = (int64_t)start, e = (int64_t)end, k = (int64_t)step;
-    if (k == 0) return pd_set_error(PD_ERR_INVALID, "%s: step must not be 0 (got step %g as %s)", op, step,
-                                    pd_dtype_name(dt));
+    if (k == 0)
+      return pd_set_error(PD_ERR_INVALID, "%s: step must not be 0 (got step %g as %s)", op, step,
+                          pd_dtype_name(dt));
     if ((s < e && k < 0) || (s > e && k > 0)) {
       *size = 0;
       return PD_OK;
@@ -73,22 +92,24 @@ static pd_status arange_size(const char *op, const pd_attrs *a, int64_t *size) {
     uint64_t ak = k < 0 ? (uint64_t)0 - (uint64_t)k : (uint64_t)k;
     uint64_t n = span / ak + (span % ak != 0);
     if (n > (uint64_t)INT64_MAX / 16)
-      return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g, step %g give too many elements", op, start, end,
-                          step);
+      return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g, step %g give too many elements", op, start,
+                          end, step);
     *size = (int64_t)n;
     return PD_OK;
   }
   double s = round_to(dt, start), e = round_to(dt, end), k = round_to(dt, step);
-  if (k == 0) return pd_set_error(PD_ERR_INVALID, "%s: step must not be 0 (got step %g as %s)", op, step,
-                                  pd_dtype_name(dt));
+  if (k == 0)
+    return pd_set_error(PD_ERR_INVALID, "%s: step must not be 0 (got step %g as %s)", op, step,
+                        pd_dtype_name(dt));
   if ((s < e && k < 0) || (s > e && k > 0)) {
     *size = 0;
     return PD_OK;
   }
-  double n = dt == PD_FLOAT64 ? ceil(fabs((e - s) / k)) : (double)ceilf(fabsf(((float)e - (float)s) / (float)k));
+  double n =
+      dt == PD_FLOAT64 ? ceil(fabs((e - s) / k)) : (double)ceilf(fabsf(((float)e - (float)s) / (float)k));
   if (!(n < 4.0e18))
-    return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g, step %g give too many elements", op, start, end,
-                        step);
+    return pd_set_error(PD_ERR_INVALID, "%s: start %g, end %g, step %g give too many elements", op, start,
+                        end, step);
   *size = (int64_t)n;
   return PD_OK;
 }
@@ -144,9 +165,12 @@ static pd_status arange_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_arange = {.name = "arange", .n_in = 0, .n_out = 1,
+const pd_op_def pd_opdef_arange = {.name = "arange",
+                                   .n_in = 0,
+                                   .n_out = 1,
                                    .attr_names = "f0:start,f1:end,f2:step,dtype",
-                                   .infer_meta = arange_meta, .kernel = {[PD_PLACE_CPU] = arange_kernel}};
+                                   .infer_meta = arange_meta,
+                                   .kernel = {[PD_PLACE_CPU] = arange_kernel}};
 
 static bool integral(double v) { return isfinite(v) && floor(v) == v; }
 
@@ -163,12 +187,15 @@ static pd_status linspace_meta(const pd_op_def *def, pd_tensor *const *in, int n
   (void)n_in;
   pd_dtype dt = a->dtype;
   if (!range_dtype_ok(dt))
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported (int32, int64, float16, bfloat16, "
-                        "float32, float64)", def->name, pd_dtype_name(dt));
+    return pd_set_error(PD_ERR_DTYPE,
+                        "%s: dtype %s is not supported (int32, int64, float16, bfloat16, "
+                        "float32, float64)",
+                        def->name, pd_dtype_name(dt));
   if (a->i[0] < 0)
     return pd_set_error(PD_ERR_INVALID, "%s: num must be >= 0, got num %lld", def->name, (long long)a->i[0]);
   if (!isfinite(a->f[0]) || !isfinite(a->f[1]))
-    return pd_set_error(PD_ERR_INVALID, "%s: start %g and stop %g must be finite", def->name, a->f[0], a->f[1]);
+    return pd_set_error(PD_ERR_INVALID, "%s: start %g and stop %g must be finite", def->name, a->f[0],
+                        a->f[1]);
   if (pd_dtype_is_integer(dt)) {
     pd_status st;
     if ((st = check_int_range(def->name, "start", a->f[0], dt)) != PD_OK ||
@@ -200,7 +227,7 @@ static pd_status linspace_kernel(const pd_op_def *def, pd_tensor *const *in, int
   int64_t half = n / 2;
   void *p = pd_tensor_data(o);
   if (n == 1) half = 1;
-#define LINSPACE_VALUE(i) ((i) < half ? s + step * (double)(i) : e - step * (double)(n - (i) - 1))
+#define LINSPACE_VALUE(i) ((i) < half ? s + step * (double)(i) : e - step * (double)(n - (i)-1))
   switch (dt) {
     case PD_INT64: {
       int64_t *q = p;
@@ -223,9 +250,12 @@ static pd_status linspace_kernel(const pd_op_def *def, pd_tensor *const *in, int
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_linspace = {.name = "linspace", .n_in = 0, .n_out = 1,
+const pd_op_def pd_opdef_linspace = {.name = "linspace",
+                                     .n_in = 0,
+                                     .n_out = 1,
                                      .attr_names = "f0:start,f1:stop,i0:num,dtype",
-                                     .infer_meta = linspace_meta, .kernel = {[PD_PLACE_CPU] = linspace_kernel}};
+                                     .infer_meta = linspace_meta,
+                                     .kernel = {[PD_PLACE_CPU] = linspace_kernel}};
 
 pd_tensor *pd_linspace(double start, double stop, int64_t num, pd_dtype dt) {
   pd_attrs a = {.f = {start, stop}, .i = {num}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt};
@@ -233,8 +263,8 @@ pd_tensor *pd_linspace(double start, double stop, int64_t num, pd_dtype dt) {
 }
 
 /* ---- eye ------------------------------------------------------------------ */
-static pd_status eye_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status eye_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   (void)in;
   (void)n_in;
   if ((unsigned)a->dtype >= PD_NUM_DTYPES)
@@ -243,8 +273,9 @@ static pd_status eye_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
     return pd_set_error(PD_ERR_INVALID, "%s: num_rows must be >= 0, got num_rows %lld", def->name,
                         (long long)a->i[0]);
   if (a->i[1] < -1)
-    return pd_set_error(PD_ERR_INVALID, "%s: num_columns must be >= 0 (or -1 for num_rows), got num_columns %lld",
-                        def->name, (long long)a->i[1]);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: num_columns must be >= 0 (or -1 for num_rows), got num_columns %lld", def->name,
+                        (long long)a->i[1]);
   out->dtype = a->dtype;
   out->ndim = 2;
   out->shape[0] = a->i[0];
@@ -272,9 +303,12 @@ static pd_status eye_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_eye = {.name = "eye", .n_in = 0, .n_out = 1,
+const pd_op_def pd_opdef_eye = {.name = "eye",
+                                .n_in = 0,
+                                .n_out = 1,
                                 .attr_names = "i0:num_rows,i1:num_columns,dtype",
-                                .infer_meta = eye_meta, .kernel = {[PD_PLACE_CPU] = eye_kernel}};
+                                .infer_meta = eye_meta,
+                                .kernel = {[PD_PLACE_CPU] = eye_kernel}};
 
 pd_tensor *pd_eye(int64_t num_rows, int64_t num_columns, pd_dtype dt) {
   pd_attrs a = {.i = {num_rows, num_columns}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt};

@@ -32,7 +32,8 @@ static uint64_t reserve(uint64_t n, int64_t seed, uint64_t *key) {
 
 static pd_status shape_meta(const pd_op_def *def, const pd_attrs *a, pd_meta *out, int *n_out) {
   if (a->nv[0] < 0 || a->nv[0] > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0], PD_MAX_DIMS);
+    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0],
+                        PD_MAX_DIMS);
   for (int d = 0; d < a->nv[0]; d++)
     if (a->v[0][d] < 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", def->name, d,
@@ -56,9 +57,12 @@ static pd_status float_shape_meta(const pd_op_def *def, pd_tensor *const *in, in
 
 /* Stores float32 value v as element i of a float32/float16/bfloat16 buffer. */
 static inline void store_f32(void *p, pd_dtype dt, int64_t i, float v) {
-  if (dt == PD_FLOAT32) ((float *)p)[i] = v;
-  else if (dt == PD_FLOAT16) ((uint16_t *)p)[i] = pd_f32_to_f16(v);
-  else ((uint16_t *)p)[i] = pd_f32_to_bf16(v);
+  if (dt == PD_FLOAT32)
+    ((float *)p)[i] = v;
+  else if (dt == PD_FLOAT16)
+    ((uint16_t *)p)[i] = pd_f32_to_f16(v);
+  else
+    ((uint16_t *)p)[i] = pd_f32_to_bf16(v);
 }
 
 /* ---- uniform ------------------------------------------------------------- */
@@ -104,7 +108,10 @@ static pd_status uniform_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_uniform = {.name = "uniform", .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+const pd_op_def pd_opdef_uniform = {.name = "uniform",
+                                    .n_in = 0,
+                                    .n_out = 1,
+                                    .flags = PD_OPF_RANDOM,
                                     .attr_names = "v0:shape,f0:min,f1:max,i0:seed,dtype",
                                     .infer_meta = float_shape_meta,
                                     .kernel = {[PD_PLACE_CPU] = uniform_kernel}};
@@ -120,8 +127,8 @@ static bool shape_ok(const char *op, int ndim, const int64_t *shape) {
 static pd_tensor *uniform_impl(const char *op, int ndim, const int64_t *shape, pd_dtype dt, double min,
                                double max, uint64_t seed) {
   if (!shape_ok(op, ndim, shape)) return NULL;
-  pd_attrs a = {.f = {min, max}, .i = {(int64_t)seed}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt,
-                .nv = {ndim}};
+  pd_attrs a = {
+      .f = {min, max}, .i = {(int64_t)seed}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt, .nv = {ndim}};
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_uniform, NULL, 0, &a);
 }
@@ -180,7 +187,10 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_gaussian = {.name = "gaussian", .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+const pd_op_def pd_opdef_gaussian = {.name = "gaussian",
+                                     .n_in = 0,
+                                     .n_out = 1,
+                                     .flags = PD_OPF_RANDOM,
                                      .attr_names = "v0:shape,f0:mean,f1:std,i0:seed,dtype",
                                      .infer_meta = float_shape_meta,
                                      .kernel = {[PD_PLACE_CPU] = gaussian_kernel}};
@@ -240,15 +250,21 @@ static pd_status randint_kernel(const pd_op_def *def, pd_tensor *const *in, int 
       uint64_t bits = (uint64_t)w[2 * k] << 32 | w[2 * k + 1];
       uint64_t r = (uint64_t)(((unsigned __int128)bits * range) >> 64);
       int64_t v = (int64_t)(low + r);
-      if (i64) ((int64_t *)p)[2 * b + k] = v;
-      else ((int32_t *)p)[2 * b + k] = (int32_t)v;
+      if (i64)
+        ((int64_t *)p)[2 * b + k] = v;
+      else
+        ((int32_t *)p)[2 * b + k] = (int32_t)v;
     }
   });
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_randint = {.name = "randint", .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
-                                    .attr_names = "v0:shape,i0:low,i1:high,dtype", .infer_meta = randint_meta,
+const pd_op_def pd_opdef_randint = {.name = "randint",
+                                    .n_in = 0,
+                                    .n_out = 1,
+                                    .flags = PD_OPF_RANDOM,
+                                    .attr_names = "v0:shape,i0:low,i1:high,dtype",
+                                    .infer_meta = randint_meta,
                                     .kernel = {[PD_PLACE_CPU] = randint_kernel}};
 
 pd_tensor *pd_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, pd_dtype dt) {

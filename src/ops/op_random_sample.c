@@ -46,13 +46,13 @@ static pd_status bernoulli_meta(const pd_op_def *def, pd_tensor *const *in, int 
 }
 
 /* Finds the first element outside [0, 1] (or NaN); -1 when all are fine. */
-#define FIRST_BAD(T, q, n, bad)                                   \
-  do {                                                            \
-    for (int64_t i_ = 0; i_ < (n); i_++)                          \
-      if (!((q)[i_] >= (T)0 && (q)[i_] <= (T)1)) {                \
-        (bad) = i_;                                               \
-        break;                                                    \
-      }                                                           \
+#define FIRST_BAD(T, q, n, bad)                    \
+  do {                                             \
+    for (int64_t i_ = 0; i_ < (n); i_++)           \
+      if (!((q)[i_] >= (T)0 && (q)[i_] <= (T)1)) { \
+        (bad) = i_;                                \
+        break;                                     \
+      }                                            \
   } while (0)
 
 static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -105,7 +105,9 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_bernoulli = {.name = "bernoulli", .n_in = 1, .n_out = 1,
+const pd_op_def pd_opdef_bernoulli = {.name = "bernoulli",
+                                      .n_in = 1,
+                                      .n_out = 1,
                                       .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,
                                       .infer_meta = bernoulli_meta,
                                       .kernel = {[PD_PLACE_CPU] = bernoulli_kernel}};
@@ -130,9 +132,10 @@ static pd_status multinomial_meta(const pd_op_def *def, pd_tensor *const *in, in
   if (cats == 0)
     return pd_set_error(PD_ERR_SHAPE, "%s: x of shape %s has no categories", def->name, PD_SHAPE_STR(x));
   if (!a->i[1] && s > cats)
-    return pd_set_error(PD_ERR_INVALID, "%s: num_samples %lld is larger than the %lld categories of x "
-                        "(shape %s) when replacement is False", def->name, (long long)s, (long long)cats,
-                        PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: num_samples %lld is larger than the %lld categories of x "
+                        "(shape %s) when replacement is False",
+                        def->name, (long long)s, (long long)cats, PD_SHAPE_STR(x));
   out->dtype = PD_INT64;
   out->ndim = x->ndim;
   if (x->ndim == 2) out->shape[0] = x->shape[0];
@@ -169,8 +172,10 @@ static pd_status check_row(const char *op, const double *p, int64_t cats, int64_
     if (cum) cum[j] = total;
   }
   if (!(total > 0.0) || isinf(total))
-    return pd_set_error(PD_ERR_INVALID, "%s: the probabilities of row %lld sum to %g; the sum must be > 0 "
-                        "and finite", op, (long long)row, total);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: the probabilities of row %lld sum to %g; the sum must be > 0 "
+                        "and finite",
+                        op, (long long)row, total);
   *nonzero = nz;
   return PD_OK;
 }
@@ -185,8 +190,8 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
   if (rows == 0) return PD_OK;
   /* probabilities as contiguous float64 */
   pd_attrs ca = {.dtype = PD_FLOAT64};
-  pd_tensor *p64 = x->dtype == PD_FLOAT64 && x->is_contiguous ? pd_tensor_retain(x)
-                                                              : pd_dispatch1(PD_OP_cast, &x, 1, &ca);
+  pd_tensor *p64 =
+      x->dtype == PD_FLOAT64 && x->is_contiguous ? pd_tensor_retain(x) : pd_dispatch1(PD_OP_cast, &x, 1, &ca);
   if (!p64) return pd_last_status();
   const double *p = pd_tensor_data(p64);
   int64_t *q = pd_tensor_data(out[0]);
@@ -202,9 +207,10 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
     int64_t nz = 0;
     st = check_row(def->name, p + r * cats, cats, r, cum ? cum + r * cats : NULL, &nz);
     if (st == PD_OK && !replacement && s > nz)
-      st = pd_set_error(PD_ERR_INVALID, "%s: num_samples %lld is larger than the %lld categories with non-zero "
-                        "probability in row %lld when replacement is False", def->name, (long long)s,
-                        (long long)nz, (long long)r);
+      st = pd_set_error(PD_ERR_INVALID,
+                        "%s: num_samples %lld is larger than the %lld categories with non-zero "
+                        "probability in row %lld when replacement is False",
+                        def->name, (long long)s, (long long)nz, (long long)r);
   }
   if (st != PD_OK) goto done;
   uint64_t key;
@@ -220,8 +226,10 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
       int64_t lo = 0, hi = cats - 1;
       while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (c[mid] > t) hi = mid;
-        else lo = mid + 1;
+        if (c[mid] > t)
+          hi = mid;
+        else
+          lo = mid + 1;
       }
       while (lo > 0 && c[lo] == c[lo - 1]) lo--; /* never a zero-probability category */
       q[e] = lo;
@@ -252,8 +260,9 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
       }
       free(ki);
     }
-    if (fail) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory sorting %lld categories", def->name,
-                                (long long)cats);
+    if (fail)
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory sorting %lld categories", def->name,
+                        (long long)cats);
   }
 done:
   free(cum);
@@ -261,8 +270,11 @@ done:
   return st;
 }
 
-const pd_op_def pd_opdef_multinomial = {.name = "multinomial", .n_in = 1, .n_out = 1,
-                                        .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u,
+const pd_op_def pd_opdef_multinomial = {.name = "multinomial",
+                                        .n_in = 1,
+                                        .n_out = 1,
+                                        .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,
+                                        .nondiff_out = 1u,
                                         .attr_names = "i0:num_samples,i1:replacement",
                                         .infer_meta = multinomial_meta,
                                         .kernel = {[PD_PLACE_CPU] = multinomial_kernel}};
@@ -304,7 +316,8 @@ static pd_status randperm_kernel(const pd_op_def *def, pd_tensor *const *in, int
   if (n == 0) return PD_OK;
   pd_dtype dt = o->dtype;
   int64_t *perm = dt == PD_INT64 ? pd_tensor_data(o) : malloc(sizeof(int64_t) * (size_t)n);
-  if (!perm) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld indices", def->name, (long long)n);
+  if (!perm)
+    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld indices", def->name, (long long)n);
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   uint64_t key;
   uint64_t first = pd_rng_reserve((uint64_t)(n + 1) / 2, &key);
@@ -325,17 +338,24 @@ static pd_status randperm_kernel(const pd_op_def *def, pd_tensor *const *in, int
   if (dt != PD_INT64) {
     void *p = pd_tensor_data(o);
     for (int64_t i = 0; i < n; i++) {
-      if (dt == PD_INT32) ((int32_t *)p)[i] = (int32_t)perm[i];
-      else if (dt == PD_FLOAT32) ((float *)p)[i] = (float)perm[i];
-      else ((double *)p)[i] = (double)perm[i];
+      if (dt == PD_INT32)
+        ((int32_t *)p)[i] = (int32_t)perm[i];
+      else if (dt == PD_FLOAT32)
+        ((float *)p)[i] = (float)perm[i];
+      else
+        ((double *)p)[i] = (double)perm[i];
     }
     free(perm);
   }
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_randperm = {.name = "randperm", .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
-                                     .attr_names = "i0:n,dtype", .infer_meta = randperm_meta,
+const pd_op_def pd_opdef_randperm = {.name = "randperm",
+                                     .n_in = 0,
+                                     .n_out = 1,
+                                     .flags = PD_OPF_RANDOM,
+                                     .attr_names = "i0:n,dtype",
+                                     .infer_meta = randperm_meta,
                                      .kernel = {[PD_PLACE_CPU] = randperm_kernel}};
 
 pd_tensor *pd_randperm(int64_t n, pd_dtype dt) {

@@ -247,7 +247,8 @@ static void test_bad_constructor_inputs(void **state) {
   expect_error(pd_to_tensor(v, PD_FLOAT32, -1, SHAPE(1)), "to_tensor", "rank -1");
   expect_error(pd_to_tensor(v, PD_NUM_DTYPES, 1, SHAPE(4)), "to_tensor", "dtype");
   expect_error(pd_full(1, SHAPE(-1), 0, PD_FLOAT32), "full", "shape[0] is -1");
-  expect_error(pd_full(PD_MAX_DIMS + 1, SHAPE(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0, PD_FLOAT32), "full", "rank 10");
+  expect_error(pd_full(PD_MAX_DIMS + 1, SHAPE(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0, PD_FLOAT32), "full",
+               "rank 10");
   expect_error(pd_zeros(1, SHAPE(3), (pd_dtype)-5), "full", "dtype -5");
   /* rank 9 is the limit and works */
   pd_tensor *t9 = pd_ones(PD_MAX_DIMS, SHAPE(1, 2, 1, 2, 1, 2, 1, 2, 1), PD_INT8);

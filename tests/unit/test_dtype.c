@@ -14,8 +14,8 @@ static float bits_to_f32(uint32_t u) {
 
 static void test_names_sizes_classes(void **state) {
   (void)state;
-  static const char *names[PD_NUM_DTYPES] = {"bool",    "uint8",    "int8",    "int16",   "int32",
-                                             "int64",   "float16",  "bfloat16", "float32", "float64"};
+  static const char *names[PD_NUM_DTYPES] = {"bool",  "uint8",   "int8",     "int16",   "int32",
+                                             "int64", "float16", "bfloat16", "float32", "float64"};
   static const size_t sizes[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   for (int d = 0; d < PD_NUM_DTYPES; d++) {
     assert_string_equal(pd_dtype_name((pd_dtype)d), names[d]);
@@ -40,8 +40,18 @@ static void test_names_sizes_classes(void **state) {
  * order bool, u8, i8, i16, i32, i64, f16, bf16, f32, f64. */
 static void test_promote_table(void **state) {
   (void)state;
-  enum { b = PD_BOOL, u8 = PD_UINT8, i8 = PD_INT8, i16 = PD_INT16, i32 = PD_INT32, i64 = PD_INT64,
-         f16 = PD_FLOAT16, bf = PD_BFLOAT16, f32 = PD_FLOAT32, f64 = PD_FLOAT64 };
+  enum {
+    b = PD_BOOL,
+    u8 = PD_UINT8,
+    i8 = PD_INT8,
+    i16 = PD_INT16,
+    i32 = PD_INT32,
+    i64 = PD_INT64,
+    f16 = PD_FLOAT16,
+    bf = PD_BFLOAT16,
+    f32 = PD_FLOAT32,
+    f64 = PD_FLOAT64
+  };
   static const int want[PD_NUM_DTYPES][PD_NUM_DTYPES] = {
       /*          b    u8   i8   i16  i32  i64  f16  bf   f32  f64 */
       /* b   */ {b, u8, i8, i16, i32, i64, f16, bf, f32, f64},
@@ -96,28 +106,28 @@ static void test_f32_to_f16_rounding(void **state) {
       {1.0f, 0x3C00},
       {-2.0f, 0xC000},
       {0.5f, 0x3800},
-      {65504.0f, 0x7BFF},             /* largest finite */
-      {65519.0f, 0x7BFF},             /* below the midpoint to 65536 */
-      {65520.0f, 0x7C00},             /* the midpoint ties to even: inf */
+      {65504.0f, 0x7BFF}, /* largest finite */
+      {65519.0f, 0x7BFF}, /* below the midpoint to 65536 */
+      {65520.0f, 0x7C00}, /* the midpoint ties to even: inf */
       {1e6f, 0x7C00},
       {-1e6f, 0xFC00},
       {INFINITY, 0x7C00},
       {-INFINITY, 0xFC00},
-      {0x1p-14f, 0x0400},             /* smallest normal */
-      {0x1p-24f, 0x0001},             /* smallest subnormal */
-      {0x1p-25f, 0x0000},             /* half of it ties to even: 0 */
-      {0x1.000002p-25f, 0x0001},      /* just above the tie */
-      {0x1.8p-24f, 0x0002},           /* 1.5 ulp ties to even: 2 */
+      {0x1p-14f, 0x0400},        /* smallest normal */
+      {0x1p-24f, 0x0001},        /* smallest subnormal */
+      {0x1p-25f, 0x0000},        /* half of it ties to even: 0 */
+      {0x1.000002p-25f, 0x0001}, /* just above the tie */
+      {0x1.8p-24f, 0x0002},      /* 1.5 ulp ties to even: 2 */
       {0x1p-26f, 0x0000},
-      {1023 * 0x1p-24f, 0x03FF},      /* largest subnormal */
-      {1.0f + 0x1p-11f, 0x3C00},      /* tie: even mantissa 0 */
-      {1.0f + 3 * 0x1p-11f, 0x3C02},  /* tie: even mantissa 2 */
+      {1023 * 0x1p-24f, 0x03FF},     /* largest subnormal */
+      {1.0f + 0x1p-11f, 0x3C00},     /* tie: even mantissa 0 */
+      {1.0f + 3 * 0x1p-11f, 0x3C02}, /* tie: even mantissa 2 */
       {1.0f + 0x1p-11f + 0x1p-20f, 0x3C01},
       {1.0f + 0x1p-12f, 0x3C00},
       {0.1f, 0x2E66},
       {-0.333333343f, 0xB555},
-      {2048.0f + 1.0f, 0x6800},       /* 2049 ties to 2048 */
-      {2048.0f + 3.0f, 0x6802},       /* 2051 ties to 2052 */
+      {2048.0f + 1.0f, 0x6800}, /* 2049 ties to 2048 */
+      {2048.0f + 3.0f, 0x6802}, /* 2051 ties to 2052 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     uint16_t got = pd_f32_to_f16(cases[i].f);
@@ -190,7 +200,8 @@ static void test_bf16(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     uint16_t got = pd_f32_to_bf16(cases[i].f);
-    if (got != cases[i].h) fail_msg("bf16(%a) = 0x%04X, expected 0x%04X", (double)cases[i].f, got, cases[i].h);
+    if (got != cases[i].h)
+      fail_msg("bf16(%a) = 0x%04X, expected 0x%04X", (double)cases[i].f, got, cases[i].h);
   }
   uint16_t n = pd_f32_to_bf16(NAN);
   assert_int_equal(n & 0x7F80, 0x7F80);

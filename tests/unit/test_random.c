@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/core_internal.h"
+#include "ops/op_random_philox.h"
 #include "test_util.h"
 
 #define N 100000
@@ -25,7 +26,8 @@ static void moments(const pd_tensor *t, double *mean, double *var) {
 
 /* |got - want| within 5 standard errors. */
 static void expect_within(const char *what, double got, double want, double sigma) {
-  if (!(fabs(got - want) <= 5 * sigma)) fail_msg("%s: %.6g, expected %.6g +- 5 * %.3g", what, got, want, sigma);
+  if (!(fabs(got - want) <= 5 * sigma))
+    fail_msg("%s: %.6g, expected %.6g +- 5 * %.3g", what, got, want, sigma);
 }
 
 /* Moments of n samples of a distribution with mean mu, variance v and
@@ -54,6 +56,19 @@ static void test_philox_known_answer(void **state) {
   assert_int_equal(w[1], 0xe169c58du);
   assert_int_equal(w[2], 0xbc57ac4cu);
   assert_int_equal(w[3], 0x9b00dbd8u);
+  /* the batched form used by the kernels gives the same words, also across
+   * the 2^32 boundary of the counter and with a 64-bit key */
+  const uint64_t ctrs[3] = {0, 0xFFFFFFFCull, 123456789012345ull};
+  const uint64_t keys[3] = {0, 0x5eed, 0xDEADBEEFCAFEF00Dull};
+  for (int c = 0; c < 3; c++)
+    for (int k = 0; k < 3; k++) {
+      uint32_t lanes[PD_PHILOX_LANES][4];
+      pd_philox_lanes(ctrs[c], keys[k], lanes);
+      for (int l = 0; l < PD_PHILOX_LANES; l++) {
+        pd_philox(ctrs[c] + (uint64_t)l, keys[k], w);
+        assert_memory_equal(lanes[l], w, sizeof w);
+      }
+    }
 }
 
 /* After pd_seed(s) the generator starts at counter 0 with key s: rand's
@@ -84,6 +99,23 @@ static void test_counter_map(void **state) {
   pd_philox(1, 99, w);
   assert_true(pc[2] == pd_u64_to_unit_f64(w[0], w[1]));
   assert_int_equal(pd_get_seed(), 99);
+  /* randn float64: Box-Muller on the two 53-bit uniforms of counter i/2 */
+  pd_seed(7);
+  pd_tensor *z = pd_randn(1, SHAPE(2), PD_FLOAT64);
+  pd_philox(0, 7, w);
+  double u1 = 1.0 - pd_u64_to_unit_f64(w[0], w[1]), u2 = pd_u64_to_unit_f64(w[2], w[3]);
+  double r = sqrt(-2.0 * log(u1));
+  assert_float_equal(pd_tensor_item_at(z, 0), r * cos(2 * M_PI * u2), 1e-14);
+  assert_float_equal(pd_tensor_item_at(z, 1), r * sin(2 * M_PI * u2), 1e-14);
+  /* randint: 64 bits per element scaled to the range */
+  pd_seed(8);
+  pd_tensor *ri = pd_randint(10, 1010, 1, SHAPE(2), PD_INT64);
+  pd_philox(0, 8, w);
+  for (int i = 0; i < 2; i++) {
+    uint64_t bits = (uint64_t)w[2 * i] << 32 | w[2 * i + 1];
+    int64_t want = 10 + (int64_t)(((unsigned __int128)bits * 1000) >> 64);
+    assert_int_equal((int64_t)pd_tensor_item_at(ri, i), want);
+  }
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -91,35 +123,65 @@ static void test_counter_map(void **state) {
 /* ---- reproducibility and thread independence --------------------------- */
 typedef pd_tensor *(*make_fn)(pd_tensor *probs);
 
-static pd_tensor *mk_rand32(pd_tensor *p) { (void)p; return pd_rand(2, SHAPE(317, 331), PD_FLOAT32); }
-static pd_tensor *mk_rand64(pd_tensor *p) { (void)p; return pd_rand(1, SHAPE(N + 3), PD_FLOAT64); }
-static pd_tensor *mk_rand16(pd_tensor *p) { (void)p; return pd_rand(1, SHAPE(N + 1), PD_FLOAT16); }
-static pd_tensor *mk_randn32(pd_tensor *p) { (void)p; return pd_randn(1, SHAPE(N + 3), PD_FLOAT32); }
-static pd_tensor *mk_randn64(pd_tensor *p) { (void)p; return pd_randn(1, SHAPE(N + 1), PD_FLOAT64); }
-static pd_tensor *mk_randnbf(pd_tensor *p) { (void)p; return pd_randn(1, SHAPE(N + 2), PD_BFLOAT16); }
+static pd_tensor *mk_rand32(pd_tensor *p) {
+  (void)p;
+  return pd_rand(2, SHAPE(317, 331), PD_FLOAT32);
+}
+static pd_tensor *mk_rand64(pd_tensor *p) {
+  (void)p;
+  return pd_rand(1, SHAPE(N + 3), PD_FLOAT64);
+}
+static pd_tensor *mk_rand16(pd_tensor *p) {
+  (void)p;
+  return pd_rand(1, SHAPE(N + 1), PD_FLOAT16);
+}
+static pd_tensor *mk_randn32(pd_tensor *p) {
+  (void)p;
+  return pd_randn(1, SHAPE(N + 3), PD_FLOAT32);
+}
+static pd_tensor *mk_randn64(pd_tensor *p) {
+  (void)p;
+  return pd_randn(1, SHAPE(N + 1), PD_FLOAT64);
+}
+static pd_tensor *mk_randnbf(pd_tensor *p) {
+  (void)p;
+  return pd_randn(1, SHAPE(N + 2), PD_BFLOAT16);
+}
 static pd_tensor *mk_uniform(pd_tensor *p) {
   (void)p;
   return pd_uniform(1, SHAPE(N), PD_FLOAT32, -2, 3, 0);
 }
-static pd_tensor *mk_normal(pd_tensor *p) { (void)p; return pd_normal(1, 2, 1, SHAPE(N + 1)); }
-static pd_tensor *mk_randint(pd_tensor *p) { (void)p; return pd_randint(-7, 100, 1, SHAPE(N + 1), PD_INT64); }
-static pd_tensor *mk_randint32(pd_tensor *p) { (void)p; return pd_randint(0, 5, 1, SHAPE(N), PD_INT32); }
+static pd_tensor *mk_normal(pd_tensor *p) {
+  (void)p;
+  return pd_normal(1, 2, 1, SHAPE(N + 1));
+}
+static pd_tensor *mk_randint(pd_tensor *p) {
+  (void)p;
+  return pd_randint(-7, 100, 1, SHAPE(N + 1), PD_INT64);
+}
+static pd_tensor *mk_randint32(pd_tensor *p) {
+  (void)p;
+  return pd_randint(0, 5, 1, SHAPE(N), PD_INT32);
+}
 static pd_tensor *mk_bernoulli(pd_tensor *p) { return pd_bernoulli(p); }
 static pd_tensor *mk_multi_repl(pd_tensor *p) { return pd_multinomial(p, 40, true); }
 static pd_tensor *mk_multi_norepl(pd_tensor *p) { return pd_multinomial(p, 5, false); }
-static pd_tensor *mk_randperm(pd_tensor *p) { (void)p; return pd_randperm(N, PD_NUM_DTYPES); }
+static pd_tensor *mk_randperm(pd_tensor *p) {
+  (void)p;
+  return pd_randperm(N, PD_NUM_DTYPES);
+}
 
 static const struct {
   const char *name;
   make_fn make;
   int probs; /* 0: none, 1: [N + 3] in (0, 1), 2: [2000, 8] weights */
 } k_makers[] = {
-    {"rand float32", mk_rand32, 0},   {"rand float64", mk_rand64, 0},
-    {"rand float16", mk_rand16, 0},   {"randn float32", mk_randn32, 0},
-    {"randn float64", mk_randn64, 0}, {"randn bfloat16", mk_randnbf, 0},
-    {"uniform", mk_uniform, 0},       {"normal", mk_normal, 0},
-    {"randint int64", mk_randint, 0}, {"randint int32", mk_randint32, 0},
-    {"bernoulli", mk_bernoulli, 1},   {"multinomial replacement", mk_multi_repl, 2},
+    {"rand float32", mk_rand32, 0},      {"rand float64", mk_rand64, 0},
+    {"rand float16", mk_rand16, 0},      {"randn float32", mk_randn32, 0},
+    {"randn float64", mk_randn64, 0},    {"randn bfloat16", mk_randnbf, 0},
+    {"uniform", mk_uniform, 0},          {"normal", mk_normal, 0},
+    {"randint int64", mk_randint, 0},    {"randint int32", mk_randint32, 0},
+    {"bernoulli", mk_bernoulli, 1},      {"multinomial replacement", mk_multi_repl, 2},
     {"multinomial", mk_multi_norepl, 2}, {"randperm", mk_randperm, 0},
 };
 
@@ -280,7 +342,8 @@ static void test_randint_statistics(void **state) {
   expect_moments("randint", a, 0.5, v, m4);
   int64_t cnt[12] = {0};
   for (int64_t i = 0; i < N; i++) cnt[(int)pd_tensor_item_at(a, i) + 5]++;
-  for (int k = 0; k < 12; k++) expect_within("randint frequency", (double)cnt[k] / N, 1.0 / 12, sqrt(11.0 / 144 / N));
+  for (int k = 0; k < 12; k++)
+    expect_within("randint frequency", (double)cnt[k] / N, 1.0 / 12, sqrt(11.0 / 144 / N));
   pd_tensor *b = pd_randint(0, 2, 1, SHAPE(N), PD_INT32);
   assert_int_equal(pd_tensor_dtype(b), PD_INT32);
   expect_all_in(b, 0, 1, false);
@@ -320,7 +383,8 @@ static void test_bernoulli(void **state) {
   assert_int_equal(pd_tensor_dtype(h), PD_FLOAT16);
   EXPECT_VALUES(h, 0, 1, 0, 1);
   pd_tensor *p64 = pd_full(1, SHAPE(N), 0.8, PD_FLOAT64);
-  expect_moments("bernoulli 0.8", pd_bernoulli(p64), 0.8, 0.16, 0.8 * 0.2 * (0.2 * 0.2 * 0.2 + 0.8 * 0.8 * 0.8));
+  expect_moments("bernoulli 0.8", pd_bernoulli(p64), 0.8, 0.16,
+                 0.8 * 0.2 * (0.2 * 0.2 * 0.2 + 0.8 * 0.8 * 0.8));
   /* errors */
   expect_error(pd_bernoulli(T(PD_FLOAT32, 1, SHAPE(3), 0.5, 1.5, 0.1)), "bernoulli", "x[1] = 1.5");
   expect_error(pd_bernoulli(T(PD_FLOAT64, 1, SHAPE(2), -0.1, 0.5)), "bernoulli", "x[0] = -0.1");
@@ -375,8 +439,9 @@ static void test_multinomial_without_replacement(void **state) {
     int64_t a = (int64_t)pd_tensor_item_at(s, r * 3), b = (int64_t)pd_tensor_item_at(s, r * 3 + 1),
             c = (int64_t)pd_tensor_item_at(s, r * 3 + 2);
     assert_true(a >= 0 && a < 4 && b >= 0 && b < 4 && c >= 0 && c < 4);
-    if (a == b || a == c || b == c) fail_msg("row %lld repeats a category: %lld %lld %lld", (long long)r,
-                                             (long long)a, (long long)b, (long long)c);
+    if (a == b || a == c || b == c)
+      fail_msg("row %lld repeats a category: %lld %lld %lld", (long long)r, (long long)a, (long long)b,
+               (long long)c);
     first[a]++;
     pair01 += a == 3 && b == 2;
   }

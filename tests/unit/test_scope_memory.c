@@ -267,14 +267,10 @@ static void test_errors_are_thread_local(void **state) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--abort-child") == 0) return abort_child();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_scope_releases),
-      cmocka_unit_test(test_keep_moves_out),
-      cmocka_unit_test(test_nested_scopes),
-      cmocka_unit_test(test_internal_temporaries_not_tracked),
-      cmocka_unit_test(test_memory_counters),
-      cmocka_unit_test(test_steady_state_does_not_grow),
-      cmocka_unit_test(test_null_keeps_first_error),
-      cmocka_unit_test(test_abort_on_error),
+      cmocka_unit_test(test_scope_releases),          cmocka_unit_test(test_keep_moves_out),
+      cmocka_unit_test(test_nested_scopes),           cmocka_unit_test(test_internal_temporaries_not_tracked),
+      cmocka_unit_test(test_memory_counters),         cmocka_unit_test(test_steady_state_does_not_grow),
+      cmocka_unit_test(test_null_keeps_first_error),  cmocka_unit_test(test_abort_on_error),
       cmocka_unit_test(test_errors_are_thread_local),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
