@@ -1,7 +1,9 @@
 /* Printing like Paddle's Tensor.__str__ (python/paddle/tensor/to_string.py):
- * per-item format ("1." for integral floats, %.8f otherwise), items
- * left-justified to one width with a sign column when any is negative,
- * 80-column lines, and "..." summaries past 1000 elements (3 edge items). */
+ * per-item format ("1." for integral floats, so also "inf."; %.8f otherwise),
+ * items left-justified to one width with a sign column when any is negative
+ * (width and sign taken over the 3 edge items of every dim, as Paddle's
+ * _get_max_width(_to_summary(x))), 80-column lines, and "..." summaries past
+ * 1000 elements (3 edge items). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
