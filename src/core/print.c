@@ -1,7 +1,9 @@
 /* Printing like Paddle's Tensor.__str__ (python/paddle/tensor/to_string.py):
- * per-item format ("1." for integral floats, %.8f otherwise), items
- * left-justified to one width with a sign column when any is negative,
- * 80-column lines, and "..." summaries past 1000 elements (3 edge items). */
+ * per-item format ("1." for integral floats, so also "inf."; %.8f otherwise),
+ * items left-justified to one width with a sign column when any is negative
+ * (width and sign taken over the 3 edge items of every dim, as Paddle's
+ * _get_max_width(_to_summary(x))), 80-column lines, and "..." summaries past
+ * 1000 elements (3 edge items). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +46,37 @@ static void spaces(sbuf *b, int n) {
   for (int i = 0; i < n; i++) put(b, " ", 1);
 }
 
-static int format_item(const pd_tensor *t, double v, char *out, size_t cap) {
-  if (t->dtype == PD_BOOL) return snprintf(out, cap, "%s", v != 0 ? "True" : "False");
-  if (!pd_dtype_is_floating(t->dtype)) return snprintf(out, cap, "%lld", (long long)v);
+/* Reads one element: as an exact integer for integer/bool dtypes (int64
+ * beyond 2^53 must print exactly), as double otherwise. */
+typedef struct item {
+  double v;
+  long long i;
+} item;
+
+static item load_item(const pd_tensor *t, const char *p) {
+  item it = {0};
+  switch (t->dtype) {
+    case PD_BOOL: it.i = *(const uint8_t *)p != 0; break;
+    case PD_UINT8: it.i = *(const uint8_t *)p; break;
+    case PD_INT8: it.i = *(const int8_t *)p; break;
+    case PD_INT16: it.i = *(const int16_t *)p; break;
+    case PD_INT32: it.i = *(const int32_t *)p; break;
+    case PD_INT64: it.i = *(const int64_t *)p; break;
+    default: it.v = pd_load_as_f64(p, t->dtype); return it;
+  }
+  it.v = (double)it.i;
+  return it;
+}
+
+/* One item as Paddle's _format_item without padding: floats print "%.0f."
+ * when ceil(v) == v (so inf prints "inf."), "%.<precision>f" otherwise
+ * (so nan prints "nan"); integers in full; bools True/False. */
+static int format_item(const pd_tensor *t, item it, char *out, size_t cap) {
+  if (t->dtype == PD_BOOL) return snprintf(out, cap, "%s", it.i ? "True" : "False");
+  if (!pd_dtype_is_floating(t->dtype)) return snprintf(out, cap, "%lld", it.i);
+  double v = it.v;
   if (isnan(v)) return snprintf(out, cap, "nan");
-  if (isinf(v)) return snprintf(out, cap, v > 0 ? "inf" : "-inf");
+  if (isinf(v)) return snprintf(out, cap, v > 0 ? "inf." : "-inf.");
   if (ceil(v) == v) return snprintf(out, cap, "%.0f.", v);
   return snprintf(out, cap, "%.*f", g_precision, v);
 }
@@ -60,24 +88,26 @@ typedef struct ctx {
   sbuf *b;
 } ctx;
 
-/* Elements visited by the printer (all, or the summary's edges). */
+/* Elements that set the column width and the sign column: as Paddle's
+ * _get_max_width(_to_summary(x)), the edges of every dim longer than
+ * 2 * EDGE, whether or not the tensor is printed in summary. */
 static bool visible(const ctx *c, int d, int64_t i) {
-  return !c->summary || c->t->shape[d] <= 2 * EDGE || i < EDGE || i >= c->t->shape[d] - EDGE;
+  return c->t->shape[d] <= 2 * EDGE || i < EDGE || i >= c->t->shape[d] - EDGE;
 }
 
-static double value_at(const pd_tensor *t, const int64_t *idx) {
+static item value_at(const pd_tensor *t, const int64_t *idx) {
   int64_t off = t->offset;
   for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-  return pd_load_as_f64((const char *)t->storage->data + (size_t)off * pd_dtype_size(t->dtype), t->dtype);
+  return load_item(t, (const char *)t->storage->data + (size_t)off * pd_dtype_size(t->dtype));
 }
 
 static void measure(ctx *c, int d, int64_t *idx) {
   if (d == c->t->ndim) {
     char s[64];
-    double v = value_at(c->t, idx);
-    int w = format_item(c->t, v, s, sizeof s);
+    item it = value_at(c->t, idx);
+    int w = format_item(c->t, it, s, sizeof s);
     if (w > c->width) c->width = w;
-    if (v < 0) c->sign = true;
+    if (it.v < 0) c->sign = true;
     return;
   }
   for (int64_t i = 0; i < c->t->shape[d]; i++) {
@@ -89,9 +119,9 @@ static void measure(ctx *c, int d, int64_t *idx) {
 
 static void emit_item(ctx *c, const int64_t *idx) {
   char s[64];
-  double v = value_at(c->t, idx);
-  int w = format_item(c->t, v, s, sizeof s);
-  if (c->width > w && c->sign && !(v < 0)) {
+  item it = value_at(c->t, idx);
+  int w = format_item(c->t, it, s, sizeof s);
+  if (c->width > w && c->sign && !(it.v < 0)) {
     put(c->b, " ", 1);
     puts_(c->b, s);
     spaces(c->b, c->width - 1 - w);
@@ -169,10 +199,7 @@ char *pd_tensor_to_string(const pd_tensor *t) {
   if (t->ndim == 0) {
     c.width = 0;
     emit_item(&c, idx);
-  } else if (t->numel == 0) {
-    for (int d = 0; d < t->ndim; d++) put(&b, "[", 1);
-    for (int d = 0; d < t->ndim; d++) put(&b, "]", 1);
-  } else {
+  } else { /* empty dims print "[]" at their level, as Paddle's */
     measure(&c, 0, idx);
     emit(&c, 0, idx, 7);
   }

@@ -82,8 +82,12 @@ const pd_op_def pd_opdef_full = {.name = "full",
                                  .kernel = {[PD_PLACE_CPU] = full_kernel}};
 
 static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dtype dt, bool empty) {
-  if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
-    pd_set_error(PD_ERR_INVALID, "full: invalid shape (rank %d, shape %s)", ndim, shape ? "given" : "NULL");
+  if (ndim < 0 || ndim > PD_MAX_DIMS) {
+    pd_set_error(PD_ERR_INVALID, "full: rank %d is out of range [0, %d]", ndim, PD_MAX_DIMS);
+    return NULL;
+  }
+  if (ndim > 0 && !shape) {
+    pd_set_error(PD_ERR_INVALID, "full: shape is NULL for rank %d", ndim);
     return NULL;
   }
   pd_attrs a = {.f = {value}, .dtype = dt, .nv = {ndim}, .i = {empty}};
@@ -116,11 +120,35 @@ pd_tensor *pd_zeros_like(pd_tensor *x, pd_dtype dt) { return like(x, 0, dt, fals
 pd_tensor *pd_ones_like(pd_tensor *x, pd_dtype dt) { return like(x, 1, dt, false); }
 pd_tensor *pd_empty_like(pd_tensor *x, pd_dtype dt) { return like(x, 0, dt, true); }
 
-pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *shape) {
+/* Checks a user shape and dtype for the copy-in constructors, naming op. */
+static bool check_new(const char *op, const void *data, pd_dtype dt, int ndim, const int64_t *shape) {
   if (!data) {
-    pd_set_error(PD_ERR_INVALID, "to_tensor: data is NULL");
-    return NULL;
+    pd_set_error(PD_ERR_INVALID, "%s: data is NULL", op);
+    return false;
   }
+  if ((unsigned)dt >= PD_NUM_DTYPES) {
+    pd_set_error(PD_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt);
+    return false;
+  }
+  if (ndim < 0 || ndim > PD_MAX_DIMS) {
+    pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", op, ndim, PD_MAX_DIMS);
+    return false;
+  }
+  if (ndim > 0 && !shape) {
+    pd_set_error(PD_ERR_INVALID, "%s: shape is NULL for rank %d", op, ndim);
+    return false;
+  }
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0) {
+      pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", op, d, (long long)shape[d]);
+      return false;
+    }
+  }
+  return true;
+}
+
+pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *shape) {
+  if (!check_new("to_tensor", data, dt, ndim, shape)) return NULL;
   pd_internal_enter();
   pd_tensor *t = pd_empty(ndim, shape, dt);
   pd_internal_leave();
@@ -130,10 +158,7 @@ pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *
 }
 
 pd_tensor *pd_tensor_from_f64(const double *data, pd_dtype dt, int ndim, const int64_t *shape) {
-  if (!data) {
-    pd_set_error(PD_ERR_INVALID, "tensor_from_f64: data is NULL");
-    return NULL;
-  }
+  if (!check_new("tensor_from_f64", data, dt, ndim, shape)) return NULL;
   pd_internal_enter();
   pd_tensor *t = pd_empty(ndim, shape, dt);
   pd_internal_leave();
