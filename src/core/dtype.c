@@ -121,31 +121,59 @@ double pd_load_as_f64(const void *p, pd_dtype dt) {
   }
 }
 
+/* double -> float rounded to odd: a later rounding to half precision is
+ * then correctly rounded (no double rounding), since float keeps 13 more
+ * bits than float16 and 16 more than bfloat16. */
+static float f64_to_f32_odd(double v) {
+  float f = (float)v;
+  if ((double)f == v || isnan(v) || isinf(f)) return f;
+  if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f); /* truncate toward zero */
+  uint32_t u = f32_bits(f) | 1u;
+  return bits_f32(u);
+}
+
+/* double -> integer saturating (NaN gives 0): a plain C cast of an
+ * out-of-range value is undefined. */
+static int64_t f64_to_i64_sat(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return (int64_t)hi;
+  return (int64_t)v;
+}
+
 void pd_store_from_f64(void *p, pd_dtype dt, double v) {
   switch (dt) {
     case PD_BOOL:
       *(uint8_t *)p = v != 0.0;
       break;
     case PD_UINT8:
-      *(uint8_t *)p = (uint8_t)(int64_t)v;
+      *(uint8_t *)p = (uint8_t)f64_to_i64_sat(v, 0, 255);
       break;
     case PD_INT8:
-      *(int8_t *)p = (int8_t)(int64_t)v;
+      *(int8_t *)p = (int8_t)f64_to_i64_sat(v, -128, 127);
       break;
     case PD_INT16:
-      *(int16_t *)p = (int16_t)(int64_t)v;
+      *(int16_t *)p = (int16_t)f64_to_i64_sat(v, -32768, 32767);
       break;
     case PD_INT32:
-      *(int32_t *)p = (int32_t)(int64_t)v;
+      *(int32_t *)p = (int32_t)f64_to_i64_sat(v, -2147483648.0, 2147483647.0);
       break;
     case PD_INT64:
-      *(int64_t *)p = (int64_t)v;
+      /* 2^63 is the first double above INT64_MAX */
+      if (isnan(v))
+        *(int64_t *)p = 0;
+      else if (v >= 9223372036854775808.0)
+        *(int64_t *)p = INT64_MAX;
+      else if (v < -9223372036854775808.0)
+        *(int64_t *)p = INT64_MIN;
+      else
+        *(int64_t *)p = (int64_t)v;
       break;
     case PD_FLOAT16:
-      *(uint16_t *)p = pd_f32_to_f16((float)v);
+      *(uint16_t *)p = pd_f32_to_f16(f64_to_f32_odd(v));
       break;
     case PD_BFLOAT16:
-      *(uint16_t *)p = pd_f32_to_bf16((float)v);
+      *(uint16_t *)p = pd_f32_to_bf16(f64_to_f32_odd(v));
       break;
     case PD_FLOAT32:
       *(float *)p = (float)v;

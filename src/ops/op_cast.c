@@ -120,7 +120,10 @@ pd_tensor *pd_cast(pd_tensor *x, pd_dtype dt) {
 }
 
 pd_tensor *pd_clone(pd_tensor *x, pd_dtype dt) {
-  if (!x) return NULL;
+  if (!x) {
+    if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "clone: x is NULL");
+    return NULL;
+  }
   pd_attrs a = {.dtype = dt == PD_NUM_DTYPES ? x->dtype : dt};
   bool prev = pd_grad_mode_set(false);
   pd_tensor *r = pd_dispatch1(PD_OP_cast, &x, 1, &a);

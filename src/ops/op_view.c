@@ -256,7 +256,10 @@ pd_tensor *pd_transpose(pd_tensor *x, int nperm, const int64_t *perm) {
 }
 
 pd_tensor *pd_contiguous(pd_tensor *x) {
-  if (!x) return NULL;
+  if (!x) {
+    if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "contiguous: x is NULL");
+    return NULL;
+  }
   if (x->is_contiguous) return pd_scope_track(pd_tensor_retain(x));
   /* a differentiable copy: cast to the same dtype always writes a new buffer */
   pd_attrs a = {.dtype = x->dtype};

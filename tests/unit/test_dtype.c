@@ -36,8 +36,10 @@ static void test_names_sizes_classes(void **state) {
   assert_false(pd_dtype_is_integer(PD_BOOL));
 }
 
-/* Paddle's promotion of two tensor dtypes, written out as a table in the
- * order bool, u8, i8, i16, i32, i64, f16, bf16, f32, f64. */
+/* Paddle's tensor-to-tensor promotion (guides/advanced/auto_type_promotion),
+ * in the order bool, u8, i8, i16, i32, i64, f16, bf16, f32, f64; "-" (no
+ * common dtype: PD_NUM_DTYPES) wherever the two differ and one is not a
+ * floating dtype. */
 static void test_promote_table(void **state) {
   (void)state;
   enum {
@@ -50,20 +52,21 @@ static void test_promote_table(void **state) {
     f16 = PD_FLOAT16,
     bf = PD_BFLOAT16,
     f32 = PD_FLOAT32,
-    f64 = PD_FLOAT64
+    f64 = PD_FLOAT64,
+    no = PD_NUM_DTYPES
   };
   static const int want[PD_NUM_DTYPES][PD_NUM_DTYPES] = {
-      /*          b    u8   i8   i16  i32  i64  f16  bf   f32  f64 */
-      /* b   */ {b, u8, i8, i16, i32, i64, f16, bf, f32, f64},
-      /* u8  */ {u8, u8, i16, i16, i32, i64, f16, bf, f32, f64},
-      /* i8  */ {i8, i16, i8, i16, i32, i64, f16, bf, f32, f64},
-      /* i16 */ {i16, i16, i16, i16, i32, i64, f16, bf, f32, f64},
-      /* i32 */ {i32, i32, i32, i32, i32, i64, f16, bf, f32, f64},
-      /* i64 */ {i64, i64, i64, i64, i64, i64, f16, bf, f32, f64},
-      /* f16 */ {f16, f16, f16, f16, f16, f16, f16, f32, f32, f64},
-      /* bf  */ {bf, bf, bf, bf, bf, bf, f32, bf, f32, f64},
-      /* f32 */ {f32, f32, f32, f32, f32, f32, f32, f32, f32, f64},
-      /* f64 */ {f64, f64, f64, f64, f64, f64, f64, f64, f64, f64},
+      /*          b   u8  i8  i16 i32 i64 f16  bf   f32  f64 */
+      /* b   */ {b, no, no, no, no, no, no, no, no, no},
+      /* u8  */ {no, u8, no, no, no, no, no, no, no, no},
+      /* i8  */ {no, no, i8, no, no, no, no, no, no, no},
+      /* i16 */ {no, no, no, i16, no, no, no, no, no, no},
+      /* i32 */ {no, no, no, no, i32, no, no, no, no, no},
+      /* i64 */ {no, no, no, no, no, i64, no, no, no, no},
+      /* f16 */ {no, no, no, no, no, no, f16, f32, f32, f64},
+      /* bf  */ {no, no, no, no, no, no, f32, bf, f32, f64},
+      /* f32 */ {no, no, no, no, no, no, f32, f32, f32, f64},
+      /* f64 */ {no, no, no, no, no, no, f64, f64, f64, f64},
   };
   for (int x = 0; x < PD_NUM_DTYPES; x++)
     for (int y = 0; y < PD_NUM_DTYPES; y++) {
@@ -74,20 +77,20 @@ static void test_promote_table(void **state) {
     }
 }
 
-/* Binary ops use the table: int32 + float16 computes in float16. */
+/* Binary ops use the table: float16 * bfloat16 computes in float32, and an
+ * integer mixed with a float is refused with both dtypes named. */
 static void test_promotion_in_ops(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *i = T(PD_INT32, 1, SHAPE(2), 1, 2);
   pd_tensor *h = T(PD_FLOAT16, 1, SHAPE(2), 0.5, 0.25);
-  pd_tensor *s = pd_add(i, h);
-  assert_int_equal(pd_tensor_dtype(s), PD_FLOAT16);
-  EXPECT_VALUES(s, 0, 1.5, 2.25);
+  expect_error(pd_add(i, h), "int32", "float16");
   pd_tensor *u = T(PD_UINT8, 1, SHAPE(2), 200, 3);
   pd_tensor *k = T(PD_INT8, 1, SHAPE(2), -100, 4);
-  pd_tensor *m = pd_add(u, k);
-  assert_int_equal(pd_tensor_dtype(m), PD_INT16);
-  EXPECT_VALUES(m, 0, 100, 7);
+  expect_error(pd_add(u, k), "uint8", "int8");
+  pd_tensor *s = pd_add(h, T(PD_FLOAT32, 1, SHAPE(2), 1, 1));
+  assert_int_equal(pd_tensor_dtype(s), PD_FLOAT32);
+  EXPECT_VALUES(s, 0, 1.5, 1.25);
   pd_tensor *bb = pd_multiply(T(PD_BFLOAT16, 1, SHAPE(1), 3), T(PD_FLOAT16, 1, SHAPE(1), 2));
   assert_int_equal(pd_tensor_dtype(bb), PD_FLOAT32);
   EXPECT_VALUES(bb, 0, 6);
@@ -251,10 +254,34 @@ static void test_tensor_element_conversions(void **state) {
   expect_no_live_tensors();
 }
 
+/* Doubles narrow to half precision in one rounding, and to integers with
+ * saturation (NaN gives 0). */
+static void test_f64_narrowing(void **state) {
+  (void)state;
+  pd_scope_begin();
+  const double one_plus = 1.0 + ldexp(1.0, -11) + ldexp(1.0, -40); /* just above the f16 tie */
+  pd_tensor *h = pd_tensor_from_f64((double[]){one_plus}, PD_FLOAT16, 1, SHAPE(1));
+  uint16_t bits;
+  memcpy(&bits, pd_tensor_data(h), 2);
+  assert_int_equal(bits, 0x3C01);
+  pd_tensor *b =
+      pd_tensor_from_f64((double[]){1.0 + ldexp(1.0, -8) + ldexp(1.0, -40)}, PD_BFLOAT16, 1, SHAPE(1));
+  memcpy(&bits, pd_tensor_data(b), 2);
+  assert_int_equal(bits, 0x3F81);
+  pd_tensor *i8 = pd_tensor_from_f64((double[]){NAN, 1e9, -1e9, -3.7}, PD_INT8, 1, SHAPE(4));
+  EXPECT_VALUES(i8, 0, 0, 127, -128, -3);
+  pd_tensor *i64 = pd_tensor_from_f64((double[]){1e30, -1e30}, PD_INT64, 1, SHAPE(2));
+  assert_true(((int64_t *)pd_tensor_data(i64))[0] == INT64_MAX);
+  assert_true(((int64_t *)pd_tensor_data(i64))[1] == INT64_MIN);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names_sizes_classes),
       cmocka_unit_test(test_promote_table),
+      cmocka_unit_test(test_f64_narrowing),
       cmocka_unit_test(test_promotion_in_ops),
       cmocka_unit_test(test_f32_to_f16_rounding),
       cmocka_unit_test(test_f16_to_f32),
