@@ -11,8 +11,10 @@
  * i0 num_embeddings, i1 padding_idx (normalised), i2 has_padding. */
 static pd_status norm_padding(const char *op, int64_t pad, int64_t n, int64_t *out) {
   if (pad < -n || pad >= n)
-    return pd_set_error(PD_ERR_INDEX, "%s: padding_idx %lld is out of range for num_embeddings %lld (valid range "
-                        "[%lld, %lld))", op, (long long)pad, (long long)n, (long long)-n, (long long)n);
+    return pd_set_error(PD_ERR_INDEX,
+                        "%s: padding_idx %lld is out of range for num_embeddings %lld (valid range "
+                        "[%lld, %lld))",
+                        op, (long long)pad, (long long)n, (long long)-n, (long long)n);
   *out = pad < 0 ? pad + n : pad;
   return PD_OK;
 }
@@ -27,8 +29,8 @@ static pd_status embedding_meta(const pd_op_def *def, pd_tensor *const *in, int 
     return pd_set_error(PD_ERR_SHAPE, "%s: weight must be 2-D [num_embeddings, embedding_dim], got shape %s",
                         def->name, PD_SHAPE_STR(w));
   if (ids->ndim + 1 > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_SHAPE, "%s: the output rank %d exceeds the maximum %d", def->name, ids->ndim + 1,
-                        PD_MAX_DIMS);
+    return pd_set_error(PD_ERR_SHAPE, "%s: the output rank %d exceeds the maximum %d", def->name,
+                        ids->ndim + 1, PD_MAX_DIMS);
   int64_t pad;
   if (a->i[1] && (st = norm_padding(def->name, a->i[0], w->shape[0], &pad)) != PD_OK) return st;
   out->dtype = w->dtype;
@@ -73,7 +75,9 @@ static pd_status embedding_backward(const pd_backward_ctx *c) {
   return c->grad_in[1] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_embedding = {.name = "embedding", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_embedding = {.name = "embedding",
+                                      .n_in = 2,
+                                      .n_out = 1,
                                       .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
                                       .attr_names = "i0:padding_idx,i1:has_padding",
                                       .infer_meta = embedding_meta,
@@ -94,10 +98,11 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
   const pd_tensor *ids = in[0], *g = in[1];
   pd_status st = pd_mu_check_index_dtype(def->name, "x", ids);
   if (st != PD_OK) return st;
-  bool ok = g->ndim == ids->ndim + 1 && memcmp(g->shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim) == 0;
+  bool ok =
+      g->ndim == ids->ndim + 1 && memcmp(g->shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim) == 0;
   if (!ok)
-    return pd_set_error(PD_ERR_SHAPE, "%s: grad of shape %s does not match ids of shape %s plus one dim", def->name,
-                        PD_SHAPE_STR(g), PD_SHAPE_STR(ids));
+    return pd_set_error(PD_ERR_SHAPE, "%s: grad of shape %s does not match ids of shape %s plus one dim",
+                        def->name, PD_SHAPE_STR(g), PD_SHAPE_STR(ids));
   if (a->i[0] < 0 || (a->i[2] && (a->i[1] < 0 || a->i[1] >= a->i[0])))
     return pd_set_error(PD_ERR_INVALID, "%s: num_embeddings %lld with padding_idx %lld is invalid", def->name,
                         (long long)a->i[0], (long long)a->i[1]);
@@ -109,8 +114,8 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
   return PD_OK;
 }
 
-static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                       pd_tensor **out, int n_out) {
+static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                       const pd_attrs *a, pd_tensor **out, int n_out) {
   (void)n_in;
   (void)n_out;
   pd_tensor *o = out[0];
@@ -138,7 +143,9 @@ static pd_status embedding_grad_backward(const pd_backward_ctx *c) {
   return c->grad_in[1] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_embedding_grad = {.name = "embedding_grad", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_embedding_grad = {.name = "embedding_grad",
+                                           .n_in = 2,
+                                           .n_out = 1,
                                            .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
                                            .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding",
                                            .infer_meta = embedding_grad_meta,

@@ -41,8 +41,10 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   out->dtype = x->dtype;
   out->ndim = 0;
   for (int d = 0; d < x->ndim; d++) {
-    if (d != ax) out->shape[out->ndim++] = x->shape[d];
-    else if (idx->ndim > 0) out->shape[out->ndim++] = idx->numel;
+    if (d != ax)
+      out->shape[out->ndim++] = x->shape[d];
+    else if (idx->ndim > 0)
+      out->shape[out->ndim++] = idx->numel;
   }
   *n_out = 1;
   return PD_OK;
@@ -92,12 +94,19 @@ static pd_status gather_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_gather = {.name = "gather", .n_in = 2, .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .attr_names = "i0:axis",
-                                   .infer_meta = gather_meta, .kernel = {[PD_PLACE_CPU] = gather_kernel},
+const pd_op_def pd_opdef_gather = {.name = "gather",
+                                   .n_in = 2,
+                                   .n_out = 1,
+                                   .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                   .attr_names = "i0:axis",
+                                   .infer_meta = gather_meta,
+                                   .kernel = {[PD_PLACE_CPU] = gather_kernel},
                                    .backward = gather_backward};
-const pd_op_def pd_opdef_index_select = {.name = "index_select", .n_in = 2, .n_out = 1,
-                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .attr_names = "i0:axis",
+const pd_op_def pd_opdef_index_select = {.name = "index_select",
+                                         .n_in = 2,
+                                         .n_out = 1,
+                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                         .attr_names = "i0:axis",
                                          .infer_meta = gather_meta,
                                          .kernel = {[PD_PLACE_CPU] = gather_kernel},
                                          .backward = gather_backward};
@@ -132,8 +141,10 @@ static pd_status index_add_meta(const pd_op_def *def, pd_tensor *const *in, int 
   want[ax] = idx->numel;
   if (v->ndim != x->ndim || memcmp(v->shape, want, sizeof(int64_t) * (size_t)x->ndim) != 0) {
     char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: value has shape %s but x of shape %s with %lld indices along axis %d "
-                        "needs %s", def->name, PD_SHAPE_STR(v), PD_SHAPE_STR(x), (long long)idx->numel, ax,
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: value has shape %s but x of shape %s with %lld indices along axis %d "
+                        "needs %s",
+                        def->name, PD_SHAPE_STR(v), PD_SHAPE_STR(x), (long long)idx->numel, ax,
                         pd_shape_str(x->ndim, want, b, sizeof b));
   }
   pd_meta_of(x, out);
@@ -163,7 +174,8 @@ static pd_status index_add_kernel(const pd_op_def *def, pd_tensor *const *in, in
   pd_tensor_release(v);
   free(idx);
   if (rc != 0)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(out[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
+                        pd_dtype_name(out[0]->dtype));
   return PD_OK;
 }
 
@@ -176,9 +188,12 @@ static pd_status index_add_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_index_add = {.name = "index_add", .n_in = 3, .n_out = 1,
+const pd_op_def pd_opdef_index_add = {.name = "index_add",
+                                      .n_in = 3,
+                                      .n_out = 1,
                                       .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                      .attr_names = "i0:axis", .infer_meta = index_add_meta,
+                                      .attr_names = "i0:axis",
+                                      .infer_meta = index_add_meta,
                                       .kernel = {[PD_PLACE_CPU] = index_add_kernel},
                                       .backward = index_add_backward};
 

@@ -9,11 +9,14 @@
 static pd_status nd_check(const char *op, const pd_tensor *x, const pd_tensor *idx, int *k) {
   pd_status st = pd_mu_check_index_dtype(op, "index", idx);
   if (st != PD_OK) return st;
-  if (idx->ndim < 1) return pd_set_error(PD_ERR_SHAPE, "%s: index must have at least 1 dim, got a 0-D tensor", op);
+  if (idx->ndim < 1)
+    return pd_set_error(PD_ERR_SHAPE, "%s: index must have at least 1 dim, got a 0-D tensor", op);
   *k = (int)idx->shape[idx->ndim - 1];
   if (*k > x->ndim)
-    return pd_set_error(PD_ERR_SHAPE, "%s: the last dim of index (shape %s) is %d, more than the rank %d of x "
-                        "(shape %s)", op, PD_SHAPE_STR(idx), *k, x->ndim, PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: the last dim of index (shape %s) is %d, more than the rank %d of x "
+                        "(shape %s)",
+                        op, PD_SHAPE_STR(idx), *k, x->ndim, PD_SHAPE_STR(x));
   if (idx->ndim - 1 + x->ndim - *k > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_SHAPE, "%s: the output rank %d exceeds the maximum %d", op,
                         idx->ndim - 1 + x->ndim - *k, PD_MAX_DIMS);
@@ -123,8 +126,11 @@ static pd_status gather_nd_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_gather_nd = {.name = "gather_nd", .n_in = 2, .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .infer_meta = gather_nd_meta,
+const pd_op_def pd_opdef_gather_nd = {.name = "gather_nd",
+                                      .n_in = 2,
+                                      .n_out = 1,
+                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                      .infer_meta = gather_nd_meta,
                                       .kernel = {[PD_PLACE_CPU] = gather_nd_kernel},
                                       .backward = gather_nd_backward};
 
@@ -150,17 +156,17 @@ static pd_status scatter_nd_add_meta(const pd_op_def *def, pd_tensor *const *in,
   nd_out_shape(x, idx, k, &nd, want);
   if (u->ndim != nd || memcmp(u->shape, want, sizeof(int64_t) * (size_t)nd) != 0) {
     char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s",
-                        def->name, PD_SHAPE_STR(u), PD_SHAPE_STR(idx), PD_SHAPE_STR(x),
-                        pd_shape_str(nd, want, b, sizeof b));
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s", def->name,
+        PD_SHAPE_STR(u), PD_SHAPE_STR(idx), PD_SHAPE_STR(x), pd_shape_str(nd, want, b, sizeof b));
   }
   pd_meta_of(x, out);
   *n_out = 1;
   return PD_OK;
 }
 
-static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                       pd_tensor **out, int n_out) {
+static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                       const pd_attrs *a, pd_tensor **out, int n_out) {
   (void)n_in;
   (void)a;
   (void)n_out;
@@ -170,12 +176,14 @@ static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *i
   if (st != PD_OK) return st;
   pd_mu_copy_into(out[0], in[0]);
   pd_tensor *u = pd_mu_contig(in[2]);
-  int rc = u ? pd_k_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
+  int rc =
+      u ? pd_k_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
   pd_tensor_release(u);
   free(rows);
   if (!u) return pd_last_status();
   if (rc != 0)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(out[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
+                        pd_dtype_name(out[0]->dtype));
   return PD_OK;
 }
 
@@ -188,7 +196,9 @@ static pd_status scatter_nd_add_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scatter_nd_add = {.name = "scatter_nd_add", .n_in = 3, .n_out = 1,
+const pd_op_def pd_opdef_scatter_nd_add = {.name = "scatter_nd_add",
+                                           .n_in = 3,
+                                           .n_out = 1,
                                            .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
                                            .infer_meta = scatter_nd_add_meta,
                                            .kernel = {[PD_PLACE_CPU] = scatter_nd_add_kernel},

@@ -21,9 +21,11 @@ static pd_tensor *bcast_contig(pd_tensor *t, int nd, const int64_t *shape) {
 
 /* ---- masked_select --------------------------------------------------------------- */
 
-static pd_status masked_geom(const char *op, const pd_tensor *x, const pd_tensor *mask, int *nd, int64_t *shape) {
+static pd_status masked_geom(const char *op, const pd_tensor *x, const pd_tensor *mask, int *nd,
+                             int64_t *shape) {
   if (mask->dtype != PD_BOOL)
-    return pd_set_error(PD_ERR_DTYPE, "%s: mask must be a bool tensor, got %s", op, pd_dtype_name(mask->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: mask must be a bool tensor, got %s", op,
+                        pd_dtype_name(mask->dtype));
   return pd_broadcast_shapes(op, x->ndim, x->shape, mask->ndim, mask->shape, nd, shape);
 }
 
@@ -72,7 +74,8 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   pd_tensor *mask = c->inputs[1];
   int nd;
   int64_t shape[PD_MAX_DIMS];
-  pd_status st = pd_broadcast_shapes("masked_select", xm->ndim, xm->shape, mask->ndim, mask->shape, &nd, shape);
+  pd_status st =
+      pd_broadcast_shapes("masked_select", xm->ndim, xm->shape, mask->ndim, mask->shape, &nd, shape);
   if (st != PD_OK) return st;
   pd_tensor *m = bcast_contig(mask, nd, shape);
   if (!m) return pd_last_status();
@@ -97,7 +100,9 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_masked_select = {.name = "masked_select", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_masked_select = {.name = "masked_select",
+                                          .n_in = 2,
+                                          .n_out = 1,
                                           .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
                                           .infer_meta = masked_select_meta,
                                           .kernel = {[PD_PLACE_CPU] = masked_select_kernel},
@@ -155,7 +160,10 @@ static pd_status nonzero_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_nonzero = {.name = "nonzero", .n_in = 1, .n_out = 1, .infer_meta = nonzero_meta,
+const pd_op_def pd_opdef_nonzero = {.name = "nonzero",
+                                    .n_in = 1,
+                                    .n_out = 1,
+                                    .infer_meta = nonzero_meta,
                                     .kernel = {[PD_PLACE_CPU] = nonzero_kernel}};
 
 pd_tensor *pd_nonzero(pd_tensor *x) { return pd_dispatch1(PD_OP_nonzero, &x, 1, NULL); }
@@ -163,7 +171,8 @@ pd_tensor *pd_nonzero(pd_tensor *x) { return pd_dispatch1(PD_OP_nonzero, &x, 1, 
 int pd_nonzero_tuple(pd_tensor *x, pd_tensor **out, int cap) {
   if (!out) return pd_set_error(PD_ERR_INVALID, "nonzero: the output array is NULL");
   if (x && x->ndim > cap)
-    return pd_set_error(PD_ERR_INVALID, "nonzero: %d outputs but the output array holds only %d", x->ndim, cap);
+    return pd_set_error(PD_ERR_INVALID, "nonzero: %d outputs but the output array holds only %d", x->ndim,
+                        cap);
   pd_internal_enter();
   pd_tensor *r = pd_nonzero(x);
   int n = 0;

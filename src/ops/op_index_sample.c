@@ -12,8 +12,10 @@ static pd_status index_sample_meta(const pd_op_def *def, pd_tensor *const *in, i
   pd_status st = pd_mu_check_index_dtype(def->name, "index", idx);
   if (st != PD_OK) return st;
   if (x->ndim != 2 || idx->ndim != 2 || x->shape[0] != idx->shape[0])
-    return pd_set_error(PD_ERR_SHAPE, "%s: x (shape %s) and index (shape %s) must both be 2-D with the same first "
-                        "dim", def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(idx));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: x (shape %s) and index (shape %s) must both be 2-D with the same first "
+                        "dim",
+                        def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(idx));
   out->dtype = x->dtype;
   out->ndim = 2;
   out->shape[0] = idx->shape[0];
@@ -36,8 +38,8 @@ static pd_status index_sample_kernel(const pd_op_def *def, pd_tensor *const *in,
       free(idx);
       return pd_last_status();
     }
-    pd_k_index_sample(pd_tensor_data(x), pd_tensor_data(out[0]), idx, x->shape[0], x->shape[1], in[1]->shape[1],
-                      (int64_t)pd_dtype_size(x->dtype));
+    pd_k_index_sample(pd_tensor_data(x), pd_tensor_data(out[0]), idx, x->shape[0], x->shape[1],
+                      in[1]->shape[1], (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
   free(idx);
@@ -68,7 +70,9 @@ static pd_status index_sample_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_index_sample = {.name = "index_sample", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_index_sample = {.name = "index_sample",
+                                         .n_in = 2,
+                                         .n_out = 1,
                                          .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
                                          .infer_meta = index_sample_meta,
                                          .kernel = {[PD_PLACE_CPU] = index_sample_kernel},

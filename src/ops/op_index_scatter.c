@@ -17,10 +17,11 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   const pd_tensor *x = in[0], *idx = in[1], *u = in[2];
   pd_status st = pd_mu_check_index_dtype(def->name, "index", idx);
   if (st != PD_OK) return st;
-  if (x->ndim == 0) return pd_set_error(PD_ERR_SHAPE, "%s: x must have at least 1 dim, got a 0-D tensor", def->name);
+  if (x->ndim == 0)
+    return pd_set_error(PD_ERR_SHAPE, "%s: x must have at least 1 dim, got a 0-D tensor", def->name);
   if (!(idx->ndim <= 1 || (idx->ndim == 2 && idx->shape[1] == 1)))
-    return pd_set_error(PD_ERR_SHAPE, "%s: index must be 0-D, 1-D or of shape [n, 1], got shape %s", def->name,
-                        PD_SHAPE_STR(idx));
+    return pd_set_error(PD_ERR_SHAPE, "%s: index must be 0-D, 1-D or of shape [n, 1], got shape %s",
+                        def->name, PD_SHAPE_STR(idx));
   if (u->dtype != x->dtype)
     return pd_set_error(PD_ERR_DTYPE, "%s: updates has dtype %s but x has dtype %s", def->name,
                         pd_dtype_name(u->dtype), pd_dtype_name(x->dtype));
@@ -30,9 +31,9 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   for (int d = 1; d < x->ndim; d++) want[nd++] = x->shape[d];
   if (u->ndim != nd || memcmp(u->shape, want, sizeof(int64_t) * (size_t)nd) != 0) {
     char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s",
-                        def->name, PD_SHAPE_STR(u), PD_SHAPE_STR(idx), PD_SHAPE_STR(x),
-                        pd_shape_str(nd, want, b, sizeof b));
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s", def->name,
+        PD_SHAPE_STR(u), PD_SHAPE_STR(idx), PD_SHAPE_STR(x), pd_shape_str(nd, want, b, sizeof b));
   }
   pd_meta_of(x, out);
   *n_out = 1;
@@ -103,14 +104,21 @@ static pd_status scatter_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scatter = {.name = "scatter", .n_in = 3, .n_out = 1,
+const pd_op_def pd_opdef_scatter = {.name = "scatter",
+                                    .n_in = 3,
+                                    .n_out = 1,
                                     .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                    .attr_names = "i0:overwrite", .infer_meta = scatter_meta,
+                                    .attr_names = "i0:overwrite",
+                                    .infer_meta = scatter_meta,
                                     .kernel = {[PD_PLACE_CPU] = scatter_kernel},
                                     .backward = scatter_backward};
 
-const pd_op_def pd_opdef_scatter_ = {.name = "scatter_", .n_in = 3, .n_out = 1, .flags = PD_OPF_INPLACE,
-                                     .attr_names = "i0:overwrite", .infer_meta = scatter_meta,
+const pd_op_def pd_opdef_scatter_ = {.name = "scatter_",
+                                     .n_in = 3,
+                                     .n_out = 1,
+                                     .flags = PD_OPF_INPLACE,
+                                     .attr_names = "i0:overwrite",
+                                     .infer_meta = scatter_meta,
                                      .kernel = {[PD_PLACE_CPU] = scatter__kernel}};
 
 pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite) {

@@ -27,8 +27,12 @@ static pd_status assign_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_assign = {.name = "assign", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                   .infer_meta = assign_meta, .kernel = {[PD_PLACE_CPU] = assign_kernel},
+const pd_op_def pd_opdef_assign = {.name = "assign",
+                                   .n_in = 1,
+                                   .n_out = 1,
+                                   .flags = PD_OPF_DIFF,
+                                   .infer_meta = assign_meta,
+                                   .kernel = {[PD_PLACE_CPU] = assign_kernel},
                                    .backward = assign_backward};
 
 pd_tensor *pd_assign(pd_tensor *x) { return pd_dispatch1(PD_OP_assign, &x, 1, NULL); }

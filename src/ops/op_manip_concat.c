@@ -6,7 +6,8 @@
 #include "paddlec/ops.h"
 
 static pd_status same_dtype(const pd_op_def *def, pd_tensor *const *in, int n_in) {
-  if (n_in < 1) return pd_set_error(PD_ERR_INVALID, "%s: needs at least one input tensor, got %d", def->name, n_in);
+  if (n_in < 1)
+    return pd_set_error(PD_ERR_INVALID, "%s: needs at least one input tensor, got %d", def->name, n_in);
   for (int i = 1; i < n_in; i++)
     if (in[i]->dtype != in[0]->dtype)
       return pd_set_error(PD_ERR_DTYPE, "%s: input %d has dtype %s but input 0 has dtype %s", def->name, i,
@@ -31,8 +32,10 @@ static pd_status concat_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
     bool ok = t->ndim == x0->ndim;
     for (int d = 0; ok && d < t->ndim; d++) ok = d == ax || t->shape[d] == x0->shape[d];
     if (!ok)
-      return pd_set_error(PD_ERR_SHAPE, "%s: input %d has shape %s but input 0 has shape %s; they must match "
-                          "except along axis %d", def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0), ax);
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: input %d has shape %s but input 0 has shape %s; they must match "
+                          "except along axis %d",
+                          def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0), ax);
     out->shape[ax] += t->shape[ax];
   }
   *n_out = 1;
@@ -71,8 +74,12 @@ static pd_status concat_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_concat = {.name = "concat", .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                   .attr_names = "i0:axis", .infer_meta = concat_meta,
+const pd_op_def pd_opdef_concat = {.name = "concat",
+                                   .n_in = -1,
+                                   .n_out = 1,
+                                   .flags = PD_OPF_DIFF,
+                                   .attr_names = "i0:axis",
+                                   .infer_meta = concat_meta,
                                    .kernel = {[PD_PLACE_CPU] = concat_kernel},
                                    .backward = concat_backward};
 
@@ -95,8 +102,10 @@ static pd_status stack_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   for (int i = 1; i < n_in; i++) {
     const pd_tensor *t = in[i];
     if (t->ndim != x0->ndim || memcmp(t->shape, x0->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: input %d has shape %s but input 0 has shape %s; all inputs must "
-                          "have the same shape", def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0));
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: input %d has shape %s but input 0 has shape %s; all inputs must "
+                          "have the same shape",
+                          def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0));
   }
   if (x0->ndim + 1 > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_INVALID, "%s: the output rank %d exceeds the maximum %d", def->name,
@@ -141,8 +150,12 @@ static pd_status stack_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_stack = {.name = "stack", .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                  .attr_names = "i0:axis", .infer_meta = stack_meta,
+const pd_op_def pd_opdef_stack = {.name = "stack",
+                                  .n_in = -1,
+                                  .n_out = 1,
+                                  .flags = PD_OPF_DIFF,
+                                  .attr_names = "i0:axis",
+                                  .infer_meta = stack_meta,
                                   .kernel = {[PD_PLACE_CPU] = stack_kernel},
                                   .backward = stack_backward};
 

@@ -11,8 +11,8 @@ static pd_status flatten_range(const char *op, const pd_tensor *x, const pd_attr
   if (st == PD_OK) st = pd_norm_axis(op, a->i[1], x->ndim, e);
   if (st != PD_OK) return st;
   if (*s > *e)
-    return pd_set_error(PD_ERR_INVALID, "%s: start_axis %lld must not come after stop_axis %lld (rank %d)", op,
-                        (long long)a->i[0], (long long)a->i[1], x->ndim);
+    return pd_set_error(PD_ERR_INVALID, "%s: start_axis %lld must not come after stop_axis %lld (rank %d)",
+                        op, (long long)a->i[0], (long long)a->i[1], x->ndim);
   return PD_OK;
 }
 
@@ -83,7 +83,9 @@ static pd_status flatten_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_flatten = {.name = "flatten", .n_in = 1, .n_out = 1,
+const pd_op_def pd_opdef_flatten = {.name = "flatten",
+                                    .n_in = 1,
+                                    .n_out = 1,
                                     .flags = PD_OPF_DIFF | PD_OPF_VIEW,
                                     .attr_names = "i0:start_axis,i1:stop_axis",
                                     .infer_meta = flatten_meta,
@@ -124,8 +126,12 @@ static pd_status reshape__kernel(const pd_op_def *def, pd_tensor *const *in, int
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_reshape_ = {.name = "reshape_", .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE,
-                                     .attr_names = "v0:shape", .infer_meta = reshape__meta,
+const pd_op_def pd_opdef_reshape_ = {.name = "reshape_",
+                                     .n_in = 1,
+                                     .n_out = 1,
+                                     .flags = PD_OPF_INPLACE,
+                                     .attr_names = "v0:shape",
+                                     .infer_meta = reshape__meta,
                                      .kernel = {[PD_PLACE_CPU] = reshape__kernel}};
 
 pd_tensor *pd_reshape_(pd_tensor *x, int ndim, const int64_t *shape) {

@@ -3,8 +3,8 @@
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
-static pd_status flip_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                           int *n_out) {
+static pd_status flip_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_meta *out, int *n_out) {
   (void)n_in;
   int ax[PD_MAX_DIMS];
   bool mask[PD_MAX_DIMS];
@@ -38,9 +38,14 @@ static pd_status flip_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_flip = {.name = "flip", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                 .attr_names = "v0:axis", .infer_meta = flip_meta,
-                                 .kernel = {[PD_PLACE_CPU] = flip_kernel}, .backward = flip_backward};
+const pd_op_def pd_opdef_flip = {.name = "flip",
+                                 .n_in = 1,
+                                 .n_out = 1,
+                                 .flags = PD_OPF_DIFF,
+                                 .attr_names = "v0:axis",
+                                 .infer_meta = flip_meta,
+                                 .kernel = {[PD_PLACE_CPU] = flip_kernel},
+                                 .backward = flip_backward};
 
 pd_tensor *pd_flip(pd_tensor *x, int naxes, const int64_t *axes) {
   pd_attrs a = {0};

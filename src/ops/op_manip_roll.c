@@ -8,13 +8,14 @@
 static pd_status roll_check(const char *op, const pd_tensor *x, const pd_attrs *a) {
   if (a->nv[1] == 0) {
     if (a->nv[0] != 1)
-      return pd_set_error(PD_ERR_INVALID, "%s: shifts has %d entries but no axis is given (expected exactly 1)", op,
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: shifts has %d entries but no axis is given (expected exactly 1)", op,
                           a->nv[0]);
     return PD_OK;
   }
   if (a->nv[0] != a->nv[1])
-    return pd_set_error(PD_ERR_INVALID, "%s: shifts has %d entries but axis has %d; they must match", op, a->nv[0],
-                        a->nv[1]);
+    return pd_set_error(PD_ERR_INVALID, "%s: shifts has %d entries but axis has %d; they must match", op,
+                        a->nv[0], a->nv[1]);
   for (int k = 0; k < a->nv[1]; k++) {
     int ax;
     pd_status st = pd_norm_axis(op, a->v[1][k], x->ndim, &ax);
@@ -23,8 +24,8 @@ static pd_status roll_check(const char *op, const pd_tensor *x, const pd_attrs *
   return PD_OK;
 }
 
-static pd_status roll_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                           int *n_out) {
+static pd_status roll_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_meta *out, int *n_out) {
   (void)n_in;
   pd_meta_of(in[0], out);
   *n_out = 1;
@@ -100,9 +101,14 @@ static pd_status roll_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_roll = {.name = "roll", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                 .attr_names = "v0:shifts,v1:axis", .infer_meta = roll_meta,
-                                 .kernel = {[PD_PLACE_CPU] = roll_kernel}, .backward = roll_backward};
+const pd_op_def pd_opdef_roll = {.name = "roll",
+                                 .n_in = 1,
+                                 .n_out = 1,
+                                 .flags = PD_OPF_DIFF,
+                                 .attr_names = "v0:shifts,v1:axis",
+                                 .infer_meta = roll_meta,
+                                 .kernel = {[PD_PLACE_CPU] = roll_kernel},
+                                 .backward = roll_backward};
 
 pd_tensor *pd_roll(pd_tensor *x, int nshifts, const int64_t *shifts, int naxes, const int64_t *axes) {
   pd_attrs a = {0};

@@ -15,10 +15,13 @@ static pd_status slice_norm(const char *op, int ndim, const int64_t *shape, cons
   int n = a->nv[0];
   if (a->nv[1] != n || a->nv[2] != n || (strided && a->nv[3] != n)) {
     if (strided)
-      return pd_set_error(PD_ERR_INVALID, "%s: axes, starts, ends and strides must have the same length, got %d, "
-                          "%d, %d and %d", op, n, a->nv[1], a->nv[2], a->nv[3]);
-    return pd_set_error(PD_ERR_INVALID, "%s: axes, starts and ends must have the same length, got %d, %d and %d",
-                        op, n, a->nv[1], a->nv[2]);
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: axes, starts, ends and strides must have the same length, got %d, "
+                          "%d, %d and %d",
+                          op, n, a->nv[1], a->nv[2], a->nv[3]);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: axes, starts and ends must have the same length, got %d, %d and %d", op, n,
+                        a->nv[1], a->nv[2]);
   }
   for (int d = 0; d < ndim; d++) {
     st[d] = 0;
@@ -125,12 +128,19 @@ static pd_status slice_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_slice = {.name = "slice", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  .attr_names = "v0:axes,v1:starts,v2:ends", .infer_meta = slice_meta,
+const pd_op_def pd_opdef_slice = {.name = "slice",
+                                  .n_in = 1,
+                                  .n_out = 1,
+                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                  .attr_names = "v0:axes,v1:starts,v2:ends",
+                                  .infer_meta = slice_meta,
                                   .kernel = {[PD_PLACE_CPU] = slice_kernel},
                                   .backward = slice_backward};
 
-const pd_op_def pd_opdef_strided_slice = {.name = "strided_slice", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
+const pd_op_def pd_opdef_strided_slice = {.name = "strided_slice",
+                                          .n_in = 1,
+                                          .n_out = 1,
+                                          .flags = PD_OPF_DIFF,
                                           .attr_names = "v0:axes,v1:starts,v2:ends,v3:strides",
                                           .infer_meta = slice_meta,
                                           .kernel = {[PD_PLACE_CPU] = strided_slice_kernel},
@@ -141,14 +151,17 @@ const pd_op_def pd_opdef_strided_slice = {.name = "strided_slice", .n_in = 1, .n
 static pd_status slice_grad_check(const pd_op_def *def, const pd_tensor *g, const pd_attrs *a) {
   int nd = a->nv[0];
   if (g->ndim != nd || a->nv[1] != nd || a->nv[2] != nd)
-    return pd_set_error(PD_ERR_INVALID, "%s: grad of rank %d does not match x_shape, starts and steps of lengths "
-                        "%d, %d and %d", def->name, g->ndim, nd, a->nv[1], a->nv[2]);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: grad of rank %d does not match x_shape, starts and steps of lengths "
+                        "%d, %d and %d",
+                        def->name, g->ndim, nd, a->nv[1], a->nv[2]);
   for (int d = 0; d < nd; d++) {
     int64_t size = a->v[0][d], s = a->v[1][d], step = a->v[2][d], n = g->shape[d];
     if (n == 0) continue;
     int64_t last = s + (n - 1) * step;
     if (step == 0 || s < 0 || s >= size || last < 0 || last >= size)
-      return pd_set_error(PD_ERR_SHAPE, "%s: dim %d: %lld elements from %lld with step %lld do not fit in size %lld",
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: dim %d: %lld elements from %lld with step %lld do not fit in size %lld",
                           def->name, d, (long long)n, (long long)s, (long long)step, (long long)size);
   }
   return PD_OK;
@@ -197,7 +210,10 @@ static pd_status slice_grad_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_slice_grad = {.name = "slice_grad", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
+const pd_op_def pd_opdef_slice_grad = {.name = "slice_grad",
+                                       .n_in = 1,
+                                       .n_out = 1,
+                                       .flags = PD_OPF_DIFF,
                                        .attr_names = "v0:x_shape,v1:starts,v2:steps",
                                        .infer_meta = slice_grad_meta,
                                        .kernel = {[PD_PLACE_CPU] = slice_grad_kernel},
@@ -208,14 +224,16 @@ const pd_op_def pd_opdef_slice_grad = {.name = "slice_grad", .n_in = 1, .n_out =
 static pd_tensor *slice_call(pd_op_id id, const char *op, pd_tensor *x, int n, const int64_t *axes,
                              const int64_t *starts, const int64_t *ends, const int64_t *strides) {
   pd_attrs a = {0};
-  if (pd_mu_set_list(op, "axes", &a, 0, n, axes) != PD_OK || pd_mu_set_list(op, "starts", &a, 1, n, starts) != PD_OK ||
+  if (pd_mu_set_list(op, "axes", &a, 0, n, axes) != PD_OK ||
+      pd_mu_set_list(op, "starts", &a, 1, n, starts) != PD_OK ||
       pd_mu_set_list(op, "ends", &a, 2, n, ends) != PD_OK ||
       (id == PD_OP_strided_slice && pd_mu_set_list(op, "strides", &a, 3, n, strides) != PD_OK))
     return NULL;
   return pd_dispatch1(id, &x, 1, &a);
 }
 
-pd_tensor *pd_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts, const int64_t *ends) {
+pd_tensor *pd_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts,
+                    const int64_t *ends) {
   return slice_call(PD_OP_slice, "slice", x, naxes, axes, starts, ends, NULL);
 }
 

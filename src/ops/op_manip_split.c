@@ -20,14 +20,15 @@ static pd_status split_sizes(const char *op, const pd_tensor *x, const pd_attrs 
   if (a->i[1] != 0 || a->i[2] == 0) {
     int64_t num = a->i[1];
     if (num <= 0)
-      return pd_set_error(PD_ERR_INVALID, "%s: %s must be positive, got %lld", op, is_chunk ? "chunks" : "num",
-                          (long long)num);
+      return pd_set_error(PD_ERR_INVALID, "%s: %s must be positive, got %lld", op,
+                          is_chunk ? "chunks" : "num", (long long)num);
     if (num > PD_MAX_OUTPUTS)
       return pd_set_error(PD_ERR_INVALID, "%s: %s = %lld exceeds the maximum of %d outputs", op,
                           is_chunk ? "chunks" : "num", (long long)num, PD_MAX_OUTPUTS);
     if (dim % num != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the size %lld of axis %d (x shape %s) is not divisible by %s = %lld",
-                          op, (long long)dim, *ax, PD_SHAPE_STR(x), is_chunk ? "chunks" : "num", (long long)num);
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: the size %lld of axis %d (x shape %s) is not divisible by %s = %lld", op,
+                          (long long)dim, *ax, PD_SHAPE_STR(x), is_chunk ? "chunks" : "num", (long long)num);
     *n = (int)num;
     for (int k = 0; k < *n; k++) len[k] = dim / num;
     return PD_OK;
@@ -40,22 +41,27 @@ static pd_status split_sizes(const char *op, const pd_tensor *x, const pd_attrs 
     int64_t s = SEC(a, k);
     if (s == -1) {
       if (unknown >= 0)
-        return pd_set_error(PD_ERR_INVALID, "%s: sections[%d] and sections[%d] are both -1; at most one may be "
-                            "inferred", op, unknown, k);
+        return pd_set_error(PD_ERR_INVALID,
+                            "%s: sections[%d] and sections[%d] are both -1; at most one may be "
+                            "inferred",
+                            op, unknown, k);
       unknown = k;
       continue;
     }
-    if (s < 0) return pd_set_error(PD_ERR_INVALID, "%s: sections[%d] = %lld is negative", op, k, (long long)s);
+    if (s < 0)
+      return pd_set_error(PD_ERR_INVALID, "%s: sections[%d] = %lld is negative", op, k, (long long)s);
     sum += s;
     len[k] = s;
   }
   if (unknown >= 0) {
     if (sum > dim)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the known sections sum to %lld, more than the size %lld of axis %d",
-                          op, (long long)sum, (long long)dim, *ax);
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: the known sections sum to %lld, more than the size %lld of axis %d", op,
+                          (long long)sum, (long long)dim, *ax);
     len[unknown] = dim - sum;
   } else if (sum != dim) {
-    return pd_set_error(PD_ERR_SHAPE, "%s: the sections sum to %lld but axis %d of x (shape %s) has size %lld", op,
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: the sections sum to %lld but axis %d of x (shape %s) has size %lld", op,
                         (long long)sum, *ax, PD_SHAPE_STR(x), (long long)dim);
   }
   *n = ns;
@@ -103,15 +109,23 @@ static pd_status split_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_split = {.name = "split", .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  .attr_names = "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections,"
-                                                "v2:sections,v3:sections",
+const pd_op_def pd_opdef_split = {.name = "split",
+                                  .n_in = 1,
+                                  .n_out = -1,
+                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                  .attr_names =
+                                      "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections,"
+                                      "v2:sections,v3:sections",
                                   .infer_meta = split_meta,
                                   .kernel = {[PD_PLACE_CPU] = split_kernel},
                                   .backward = split_backward};
 
-const pd_op_def pd_opdef_chunk = {.name = "chunk", .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  .attr_names = "i0:axis,i1:chunks", .infer_meta = split_meta,
+const pd_op_def pd_opdef_chunk = {.name = "chunk",
+                                  .n_in = 1,
+                                  .n_out = -1,
+                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                  .attr_names = "i0:axis,i1:chunks",
+                                  .infer_meta = split_meta,
                                   .kernel = {[PD_PLACE_CPU] = split_kernel},
                                   .backward = split_backward};
 
@@ -122,8 +136,10 @@ static pd_status unbind_check(const char *op, const pd_tensor *x, const pd_attrs
   pd_status st = pd_norm_axis(op, a->i[0], x->ndim, ax);
   if (st != PD_OK) return st;
   if (x->shape[*ax] > PD_MAX_OUTPUTS)
-    return pd_set_error(PD_ERR_INVALID, "%s: axis %d of x (shape %s) has size %lld, more than the maximum of %d "
-                        "outputs", op, *ax, PD_SHAPE_STR(x), (long long)x->shape[*ax], PD_MAX_OUTPUTS);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: axis %d of x (shape %s) has size %lld, more than the maximum of %d "
+                        "outputs",
+                        op, *ax, PD_SHAPE_STR(x), (long long)x->shape[*ax], PD_MAX_OUTPUTS);
   return PD_OK;
 }
 
@@ -173,8 +189,12 @@ static pd_status unbind_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_unbind = {.name = "unbind", .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                   .attr_names = "i0:axis", .infer_meta = unbind_meta,
+const pd_op_def pd_opdef_unbind = {.name = "unbind",
+                                   .n_in = 1,
+                                   .n_out = -1,
+                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                   .attr_names = "i0:axis",
+                                   .infer_meta = unbind_meta,
                                    .kernel = {[PD_PLACE_CPU] = unbind_kernel},
                                    .backward = unbind_backward};
 
@@ -224,7 +244,8 @@ int pd_split(pd_tensor *x, int num_or_nsections, const int64_t *sections, int64_
   }
   /* More sections than one op's attrs hold: split off the first ones plus
    * the rest, then split the rest (gradients flow through both). */
-  if (!x) return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "split: x is NULL");
+  if (!x)
+    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "split: x is NULL");
   if (!out || cap < ns) {
     pd_set_error(PD_ERR_INVALID, "split: %d outputs but the output array holds only %d", ns, out ? cap : 0);
     return PD_ERR_INVALID;
@@ -233,8 +254,10 @@ int pd_split(pd_tensor *x, int num_or_nsections, const int64_t *sections, int64_
   bool rest_unknown = false;
   int64_t rest = 0;
   for (int k = head; k < ns; k++) {
-    if (sections[k] == -1) rest_unknown = true;
-    else rest += sections[k];
+    if (sections[k] == -1)
+      rest_unknown = true;
+    else
+      rest += sections[k];
   }
   a.i[2] = SEC_PER_OP;
   for (int k = 0; k < head; k++) SEC(&a, k) = sections[k];

@@ -34,8 +34,8 @@ static pd_status squeeze_geom(const char *op, const pd_tensor *x, const pd_attrs
 
 /* Paddle inserts the axes one after another, each counted in the rank
  * reached so far (negative: from the end of that rank + 1). */
-static pd_status unsqueeze_geom(const char *op, const pd_tensor *x, const pd_attrs *a, int *nd, int64_t *shape,
-                                int64_t *strides) {
+static pd_status unsqueeze_geom(const char *op, const pd_tensor *x, const pd_attrs *a, int *nd,
+                                int64_t *shape, int64_t *strides) {
   int n = a->nv[0], out_rank = x->ndim + n, cur_rank = x->ndim;
   if (out_rank > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_INVALID, "%s: x of rank %d with %d new axes exceeds the maximum rank %d", op,
@@ -45,8 +45,10 @@ static pd_status unsqueeze_geom(const char *op, const pd_tensor *x, const pd_att
     int64_t axis = a->v[0][k];
     int64_t cur = axis < 0 ? axis + cur_rank + 1 : axis;
     if (cur < 0 || cur > cur_rank)
-      return pd_set_error(PD_ERR_INDEX, "%s: axis %lld is out of range for a tensor of rank %d "
-                          "(expected -%d <= axis <= %d)", op, (long long)axis, cur_rank, cur_rank + 1, cur_rank);
+      return pd_set_error(PD_ERR_INDEX,
+                          "%s: axis %lld is out of range for a tensor of rank %d "
+                          "(expected -%d <= axis <= %d)",
+                          op, (long long)axis, cur_rank, cur_rank + 1, cur_rank);
     for (int i = cur_rank; i >= (int)cur; --i) {
       if (mark[i] == 1) {
         mark[i + 1] = 1;
@@ -106,34 +108,40 @@ static pd_status reshape_back(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-#define VIEW_OP(OPN, geom)                                                                                 \
+#define VIEW_OP(OPN, geom)                                                                                \
   static pd_status OPN##_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,    \
-                               pd_meta *out, int *n_out) {                                                 \
-    (void)n_in;                                                                                            \
-    return meta_with(geom, def, in, a, out, n_out);                                                        \
-  }                                                                                                        \
+                              pd_meta *out, int *n_out) {                                                 \
+    (void)n_in;                                                                                           \
+    return meta_with(geom, def, in, a, out, n_out);                                                       \
+  }                                                                                                       \
   static pd_status OPN##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,  \
-                                 pd_tensor **out, int n_out) {                                             \
-    (void)n_in;                                                                                            \
-    (void)n_out;                                                                                           \
-    return view_with(geom, def, in, a, out);                                                               \
-  }                                                                                                        \
+                                pd_tensor **out, int n_out) {                                             \
+    (void)n_in;                                                                                           \
+    (void)n_out;                                                                                          \
+    return view_with(geom, def, in, a, out);                                                              \
+  }                                                                                                       \
   static pd_status OPN##__kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                  pd_tensor **out, int n_out) {                                            \
-    (void)n_in;                                                                                            \
-    (void)n_out;                                                                                           \
-    (void)out;                                                                                             \
-    return inplace_with(geom, def, in, a);                                                                 \
-  }                                                                                                        \
-  const pd_op_def pd_opdef_##OPN = {.name = #OPN, .n_in = 1, .n_out = 1,                                 \
-                                     .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:axis",          \
-                                     .infer_meta = OPN##_meta,                                            \
-                                     .kernel = {[PD_PLACE_CPU] = OPN##_kernel},                           \
-                                     .backward = reshape_back};                                            \
-  const pd_op_def pd_opdef_##OPN##_ = {.name = #OPN "_", .n_in = 1, .n_out = 1,                          \
-                                        .flags = PD_OPF_INPLACE, .attr_names = "v0:axis",                  \
-                                        .infer_meta = OPN##_meta,                                         \
-                                        .kernel = {[PD_PLACE_CPU] = OPN##__kernel}};
+                                 pd_tensor **out, int n_out) {                                            \
+    (void)n_in;                                                                                           \
+    (void)n_out;                                                                                          \
+    (void)out;                                                                                            \
+    return inplace_with(geom, def, in, a);                                                                \
+  }                                                                                                       \
+  const pd_op_def pd_opdef_##OPN = {.name = #OPN,                                                         \
+                                    .n_in = 1,                                                            \
+                                    .n_out = 1,                                                           \
+                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW,                                   \
+                                    .attr_names = "v0:axis",                                              \
+                                    .infer_meta = OPN##_meta,                                             \
+                                    .kernel = {[PD_PLACE_CPU] = OPN##_kernel},                            \
+                                    .backward = reshape_back};                                            \
+  const pd_op_def pd_opdef_##OPN##_ = {.name = #OPN "_",                                                  \
+                                       .n_in = 1,                                                         \
+                                       .n_out = 1,                                                        \
+                                       .flags = PD_OPF_INPLACE,                                           \
+                                       .attr_names = "v0:axis",                                           \
+                                       .infer_meta = OPN##_meta,                                          \
+                                       .kernel = {[PD_PLACE_CPU] = OPN##__kernel}};
 
 VIEW_OP(squeeze, squeeze_geom)
 VIEW_OP(unsqueeze, unsqueeze_geom)

@@ -2,8 +2,8 @@
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
-static pd_status tri_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status tri_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   (void)n_in;
   (void)a;
   if (in[0]->ndim < 2)
@@ -39,12 +39,22 @@ static pd_status triu_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_tril = {.name = "tril", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                 .attr_names = "i0:diagonal", .infer_meta = tri_meta,
-                                 .kernel = {[PD_PLACE_CPU] = tri_kernel}, .backward = tril_backward};
-const pd_op_def pd_opdef_triu = {.name = "triu", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
-                                 .attr_names = "i0:diagonal", .infer_meta = tri_meta,
-                                 .kernel = {[PD_PLACE_CPU] = tri_kernel}, .backward = triu_backward};
+const pd_op_def pd_opdef_tril = {.name = "tril",
+                                 .n_in = 1,
+                                 .n_out = 1,
+                                 .flags = PD_OPF_DIFF,
+                                 .attr_names = "i0:diagonal",
+                                 .infer_meta = tri_meta,
+                                 .kernel = {[PD_PLACE_CPU] = tri_kernel},
+                                 .backward = tril_backward};
+const pd_op_def pd_opdef_triu = {.name = "triu",
+                                 .n_in = 1,
+                                 .n_out = 1,
+                                 .flags = PD_OPF_DIFF,
+                                 .attr_names = "i0:diagonal",
+                                 .infer_meta = tri_meta,
+                                 .kernel = {[PD_PLACE_CPU] = tri_kernel},
+                                 .backward = triu_backward};
 
 pd_tensor *pd_tril(pd_tensor *x, int64_t diagonal) {
   pd_attrs a = {.i = {diagonal}};

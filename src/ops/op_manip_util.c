@@ -34,7 +34,8 @@ char *pd_mu_pos_str(int ndim, const int64_t *shape, int64_t flat, char *buf, siz
 pd_status pd_mu_index_error(const char *op, const char *what, int ndim, const int64_t *shape, int64_t flat,
                             int64_t value, int axis, int64_t size, bool allow_neg) {
   char pos[160];
-  return pd_set_error(PD_ERR_INDEX, "%s: %s%s = %lld is out of range for axis %d of size %lld (valid range [%lld, %lld))",
+  return pd_set_error(PD_ERR_INDEX,
+                      "%s: %s%s = %lld is out of range for axis %d of size %lld (valid range [%lld, %lld))",
                       op, what, pd_mu_pos_str(ndim, shape, flat, pos, sizeof pos), (long long)value, axis,
                       (long long)size, (long long)(allow_neg ? -size : 0), (long long)size);
 }
@@ -47,7 +48,8 @@ pd_status pd_mu_read_raw(const char *op, const char *what, const pd_tensor *idx,
   if (!v) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op);
   if (idx->is_contiguous) {
     const void *p = pd_tensor_data(idx);
-    if (idx->dtype == PD_INT64) memcpy(v, p, sizeof(int64_t) * (size_t)n);
+    if (idx->dtype == PD_INT64)
+      memcpy(v, p, sizeof(int64_t) * (size_t)n);
     else
       for (int64_t i = 0; i < n; i++) v[i] = ((const int32_t *)p)[i];
   } else if (n > 0 && pd_tensor_copy_to(idx, v, n, PD_INT64) < 0) {

@@ -173,8 +173,8 @@ static void test_tile(void **state) {
   EXPECT_VALUES(tr, 0, 1, 4, 1, 4, 2, 5, 2, 5, 3, 6, 3, 6);
   expect_error(pd_tile(x, 2, SHAPE(2, 0)), "tile", "repeat_times[1] = 0");
   pd_tensor *xg = leaf(T(PD_FLOAT64, 1, SHAPE(2), 1, 2));
-  assert_int_equal(pd_backward(wsum(pd_tile(xg, 2, SHAPE(2, 3)), arange(PD_FLOAT64, 2, SHAPE(2, 6))), NULL, false),
-                   PD_OK);
+  assert_int_equal(
+      pd_backward(wsum(pd_tile(xg, 2, SHAPE(2, 3)), arange(PD_FLOAT64, 2, SHAPE(2, 6))), NULL, false), PD_OK);
   EXPECT_VALUES(pd_tensor_grad(xg), 0, 30, 36);
   pd_scope_end();
   expect_no_live_tensors();
@@ -196,8 +196,10 @@ static void test_concat(void **state) {
   pd_tensor *ce = pd_concat(LIST(a, pd_zeros(2, SHAPE(0, 2), PD_FLOAT32)), 2, 0);
   expect_shape(ce, 2, SHAPE(2, 2));
   EXPECT_VALUES(ce, 0, 1, 2, 3, 4);
-  expect_error(pd_concat(LIST(a, b), 2, 0), "concat", "input 1 has shape [2, 1] but input 0 has shape [2, 2]");
-  expect_error(pd_concat(LIST(a, I64(2, SHAPE(2, 2), 1, 2, 3, 4)), 2, 0), "concat", "input 1 has dtype int64");
+  expect_error(pd_concat(LIST(a, b), 2, 0), "concat",
+               "input 1 has shape [2, 1] but input 0 has shape [2, 2]");
+  expect_error(pd_concat(LIST(a, I64(2, SHAPE(2, 2), 1, 2, 3, 4)), 2, 0), "concat",
+               "input 1 has dtype int64");
   pd_tensor *s0 = T(PD_FLOAT32, 0, NULL, 1);
   expect_error(pd_concat(LIST(s0, s0), 2, 0), "concat", "0-D");
   expect_error(pd_concat(LIST(a, a), 2, 2), "concat", "axis 2");
@@ -377,14 +379,16 @@ static void test_strided_slice(void **state) {
   expect_shape(SS(v, 8, 2, 1), 1, SHAPE(0));
   EXPECT_VALUES(SS(arange(PD_INT64, 1, SHAPE(5)), 4, -1, -2), 0, 4, 2, 0);
   pd_tensor *m = arange(PD_FLOAT32, 2, SHAPE(3, 4));
-  EXPECT_VALUES(pd_strided_slice(m, 2, SHAPE(0, 1), SHAPE(2, 3), SHAPE(-1, 0), SHAPE(-2, -2)), 0, 11, 9, 3, 1);
+  EXPECT_VALUES(pd_strided_slice(m, 2, SHAPE(0, 1), SHAPE(2, 3), SHAPE(-1, 0), SHAPE(-2, -2)), 0, 11, 9, 3,
+                1);
   pd_tensor *t = pd_transpose(m, 2, SHAPE(1, 0));
-  EXPECT_VALUES(pd_strided_slice(t, 1, SHAPE(1), SHAPE(2), SHAPE(-1), SHAPE(-1)), 0, 8, 4, 0, 9, 5, 1, 10, 6, 2,
-                11, 7, 3);
+  EXPECT_VALUES(pd_strided_slice(t, 1, SHAPE(1), SHAPE(2), SHAPE(-1), SHAPE(-1)), 0, 8, 4, 0, 9, 5, 1, 10, 6,
+                2, 11, 7, 3);
   expect_error(SS(v, 0, 5, 0), "strided_slice", "strides[0] is 0");
   expect_error(pd_strided_slice(v, 1, SHAPE(1), SHAPE(0), SHAPE(1), SHAPE(1)), "strided_slice", "axis 1");
   pd_tensor *vg = leaf(arange(PD_FLOAT64, 1, SHAPE(5)));
-  assert_int_equal(pd_backward(wsum(SS(vg, 4, -1, -2), T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3)), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(wsum(SS(vg, 4, -1, -2), T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3)), NULL, false),
+                   PD_OK);
   EXPECT_VALUES(pd_tensor_grad(vg), 0, 3, 0, 2, 0, 1);
 #undef SS
   pd_scope_end();
@@ -412,9 +416,10 @@ static void test_roll(void **state) {
   expect_error(pd_roll(m, 1, SHAPE(1), 2, SHAPE(0, 1)), "roll", "shifts has 1");
   expect_error(pd_roll(m, 1, SHAPE(1), 1, SHAPE(2)), "roll", "axis 2");
   pd_tensor *vg = leaf(arange(PD_FLOAT64, 1, SHAPE(4)));
-  assert_int_equal(pd_backward(wsum(pd_roll(vg, 1, SHAPE(1), 0, NULL), T(PD_FLOAT64, 1, SHAPE(4), 1, 2, 3, 4)),
-                               NULL, false),
-                   PD_OK);
+  assert_int_equal(
+      pd_backward(wsum(pd_roll(vg, 1, SHAPE(1), 0, NULL), T(PD_FLOAT64, 1, SHAPE(4), 1, 2, 3, 4)), NULL,
+                  false),
+      PD_OK);
   EXPECT_VALUES(pd_tensor_grad(vg), 0, 2, 3, 4, 1);
   pd_scope_end();
   expect_no_live_tensors();
@@ -427,13 +432,15 @@ static void test_flip(void **state) {
   EXPECT_VALUES(pd_flip(m, 1, SHAPE(0)), 0, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
   EXPECT_VALUES(pd_flip(m, 1, SHAPE(-1)), 0, 3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8);
   EXPECT_VALUES(pd_flip(m, 2, SHAPE(0, 1)), 0, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  EXPECT_VALUES(pd_flip(pd_transpose(m, 2, SHAPE(1, 0)), 1, SHAPE(1)), 0, 8, 4, 0, 9, 5, 1, 10, 6, 2, 11, 7, 3);
+  EXPECT_VALUES(pd_flip(pd_transpose(m, 2, SHAPE(1, 0)), 1, SHAPE(1)), 0, 8, 4, 0, 9, 5, 1, 10, 6, 2, 11, 7,
+                3);
   EXPECT_VALUES(pd_flip(T(PD_BOOL, 1, SHAPE(3), 1, 1, 0), 1, SHAPE(0)), 0, 0, 1, 1);
   expect_error(pd_flip(m, 2, SHAPE(1, -1)), "flip", "twice");
   expect_error(pd_flip(m, 1, SHAPE(-3)), "flip", "axis -3");
   pd_tensor *vg = leaf(arange(PD_FLOAT64, 1, SHAPE(4)));
   assert_int_equal(
-      pd_backward(wsum(pd_flip(vg, 1, SHAPE(0)), T(PD_FLOAT64, 1, SHAPE(4), 1, 2, 3, 4)), NULL, false), PD_OK);
+      pd_backward(wsum(pd_flip(vg, 1, SHAPE(0)), T(PD_FLOAT64, 1, SHAPE(4), 1, 2, 3, 4)), NULL, false),
+      PD_OK);
   EXPECT_VALUES(pd_tensor_grad(vg), 0, 4, 3, 2, 1);
   pd_scope_end();
   expect_no_live_tensors();
@@ -499,15 +506,17 @@ static void test_gather_index_select(void **state) {
   EXPECT_VALUES(pd_gather(pd_transpose(x, 2, SHAPE(1, 0)), I64(1, SHAPE(2), 4, 0), 1), 0, 8, 0, 9, 1);
   EXPECT_VALUES(pd_gather(T(PD_BOOL, 1, SHAPE(3), 1, 0, 1), I64(1, SHAPE(2), 1, 2), 0), 0, 0, 1);
   expect_shape(pd_gather(x, pd_zeros(1, SHAPE(0), PD_INT64), 0), 2, SHAPE(0, 2));
-  expect_error(pd_gather(x, I64(1, SHAPE(4), 0, 1, 2, 7), 0), "gather: index[3] = 7 is out of range for axis 0 of size 5",
-               "valid range [-5, 5)");
-  expect_error(pd_gather(x, T(PD_FLOAT32, 1, SHAPE(1), 0), 0), "gather", "int32 or int64 tensor, got float32");
+  expect_error(pd_gather(x, I64(1, SHAPE(4), 0, 1, 2, 7), 0),
+               "gather: index[3] = 7 is out of range for axis 0 of size 5", "valid range [-5, 5)");
+  expect_error(pd_gather(x, T(PD_FLOAT32, 1, SHAPE(1), 0), 0), "gather",
+               "int32 or int64 tensor, got float32");
   expect_error(pd_gather(x, I64(2, SHAPE(2, 2), 0, 1, 0, 1), 0), "gather", "[2, 2]");
   expect_error(pd_gather(x, I64(1, SHAPE(1), 0), 2), "gather", "axis 2");
   EXPECT_VALUES(pd_index_select(x, I64(1, SHAPE(3), 4, 0, 4), 0), 0, 8, 9, 0, 1, 8, 9);
   EXPECT_VALUES(pd_index_select(arange(PD_INT64, 2, SHAPE(2, 3)), I64(1, SHAPE(2), -1, 0), 1), 0, 2, 0, 5, 3);
   expect_error(pd_index_select(x, I64(0, NULL, 1), 0), "index_select", "1-D");
-  expect_error(pd_index_select(x, I64(1, SHAPE(1), -6), 0), "index_select: index[0] = -6 is out of range", "size 5");
+  expect_error(pd_index_select(x, I64(1, SHAPE(1), -6), 0), "index_select: index[0] = -6 is out of range",
+               "size 5");
   /* grads accumulate over duplicates; double backward */
   pd_tensor *xg = leaf(T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3));
   pd_tensor *idx = I64(1, SHAPE(3), 2, 0, 2);
@@ -532,8 +541,8 @@ static void test_index_add_sample(void **state) {
   pd_tensor *v = T(PD_FLOAT32, 2, SHAPE(3, 2), 1, 2, 3, 4, 5, 6);
   EXPECT_VALUES(pd_index_add(ones, I64(1, SHAPE(3), 2, 0, 2), 0, v), 0, 4, 5, 1, 1, 7, 9);
   pd_tensor *o23 = pd_ones(2, SHAPE(2, 3), PD_INT64);
-  EXPECT_VALUES(pd_index_add(o23, I64(1, SHAPE(2), -1, 0), 1, I64(2, SHAPE(2, 2), 1, 2, 3, 4)), 0, 3, 1, 2, 5, 1,
-                4);
+  EXPECT_VALUES(pd_index_add(o23, I64(1, SHAPE(2), -1, 0), 1, I64(2, SHAPE(2, 2), 1, 2, 3, 4)), 0, 3, 1, 2, 5,
+                1, 4);
   expect_error(pd_index_add(ones, I64(1, SHAPE(2), 0, 1), 0, v), "index_add", "value has shape [3, 2]");
   expect_error(pd_index_add(ones, I64(1, SHAPE(3), 0, 3, 1), 0, v), "index_add: index[1] = 3 is out of range",
                "axis 0 of size 3");
@@ -578,12 +587,12 @@ static void test_gather_nd_scatter_nd_add(void **state) {
   pd_tensor *b = pd_ones(2, SHAPE(3, 2), PD_FLOAT32);
   pd_tensor *u = T(PD_FLOAT32, 2, SHAPE(3, 2), 1, 2, 3, 4, 5, 6);
   EXPECT_VALUES(pd_scatter_nd_add(b, I64(2, SHAPE(3, 1), 2, 0, 2), u), 0, 4, 5, 1, 1, 7, 9);
-  EXPECT_VALUES(pd_scatter_nd_add(b, I64(2, SHAPE(2, 2), 0, 1, 2, 0), T(PD_FLOAT32, 1, SHAPE(2), 10, 20)), 0, 1,
-                11, 1, 1, 21, 1);
+  EXPECT_VALUES(pd_scatter_nd_add(b, I64(2, SHAPE(2, 2), 0, 1, 2, 0), T(PD_FLOAT32, 1, SHAPE(2), 10, 20)), 0,
+                1, 11, 1, 1, 21, 1);
   expect_error(pd_scatter_nd_add(b, I64(2, SHAPE(1, 1), -1), T(PD_FLOAT32, 2, SHAPE(1, 2), 1, 1)),
                "scatter_nd_add: index[0, 0] = -1 is out of range for axis 0 of size 3", "valid range [0, 3)");
-  expect_error(pd_scatter_nd_add(b, I64(2, SHAPE(1, 1), 0), T(PD_FLOAT32, 1, SHAPE(2), 1, 1)), "scatter_nd_add",
-               "updates has shape [2]");
+  expect_error(pd_scatter_nd_add(b, I64(2, SHAPE(1, 1), 0), T(PD_FLOAT32, 1, SHAPE(2), 1, 1)),
+               "scatter_nd_add", "updates has shape [2]");
   /* grads */
   pd_tensor *xg = leaf(arange(PD_FLOAT64, 2, SHAPE(2, 2)));
   pd_tensor *y = pd_gather_nd(xg, I64(2, SHAPE(3, 2), 0, 1, 0, 1, -1, 0));
@@ -591,7 +600,8 @@ static void test_gather_nd_scatter_nd_add(void **state) {
   EXPECT_VALUES(pd_tensor_grad(xg), 0, 0, 3, 3, 0);
   pd_tensor *bg = leaf(pd_zeros(2, SHAPE(2, 2), PD_FLOAT64)), *ug = leaf(pd_ones(2, SHAPE(2, 2), PD_FLOAT64));
   pd_tensor *w = T(PD_FLOAT64, 2, SHAPE(2, 2), 1, 2, 3, 4);
-  assert_int_equal(pd_backward(wsum(pd_scatter_nd_add(bg, I64(2, SHAPE(2, 1), 1, 1), ug), w), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(wsum(pd_scatter_nd_add(bg, I64(2, SHAPE(2, 1), 1, 1), ug), w), NULL, false),
+                   PD_OK);
   EXPECT_VALUES(pd_tensor_grad(bg), 0, 1, 2, 3, 4);
   EXPECT_VALUES(pd_tensor_grad(ug), 0, 3, 4, 3, 4);
   pd_scope_end();
@@ -610,16 +620,17 @@ static void test_scatter(void **state) {
   EXPECT_VALUES(pd_scatter(x, idx, upd, true), 0, 3, 3, 4, 4, 1, 1); /* last duplicate wins */
   EXPECT_VALUES(pd_scatter(x, idx, upd, false), 0, 3, 3, 6, 6, 1, 1);
   EXPECT_VALUES(pd_scatter(x, I64(0, NULL, 1), T(PD_FLOAT32, 1, SHAPE(2), 9, 8), true), 0, 1, 1, 9, 8, 3, 3);
-  EXPECT_VALUES(pd_scatter(x, T(PD_INT32, 2, SHAPE(1, 1), 0), T(PD_FLOAT32, 2, SHAPE(1, 2), 7, 7), true), 0, 7, 7,
-                2, 2, 3, 3);
-  EXPECT_VALUES(pd_scatter(arange(PD_INT64, 1, SHAPE(3)), I64(1, SHAPE(2), 0, 0), I64(1, SHAPE(2), 5, 6), false), 0,
-                11, 1, 2);
+  EXPECT_VALUES(pd_scatter(x, T(PD_INT32, 2, SHAPE(1, 1), 0), T(PD_FLOAT32, 2, SHAPE(1, 2), 7, 7), true), 0,
+                7, 7, 2, 2, 3, 3);
+  EXPECT_VALUES(
+      pd_scatter(arange(PD_INT64, 1, SHAPE(3)), I64(1, SHAPE(2), 0, 0), I64(1, SHAPE(2), 5, 6), false), 0, 11,
+      1, 2);
   expect_error(pd_scatter(x, I64(1, SHAPE(2), 0, -1), T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 1, 1, 1), true),
                "scatter: index[1] = -1 is out of range for axis 0 of size 3", "valid range [0, 3)");
   expect_error(pd_scatter(x, I64(1, SHAPE(2), 0, 1), pd_zeros(2, SHAPE(2, 3), PD_FLOAT32), true), "scatter",
                "updates has shape [2, 3]");
-  expect_error(pd_scatter(x, T(PD_FLOAT32, 1, SHAPE(1), 0), pd_zeros(2, SHAPE(1, 2), PD_FLOAT32), true), "scatter",
-               "int32 or int64");
+  expect_error(pd_scatter(x, T(PD_FLOAT32, 1, SHAPE(1), 0), pd_zeros(2, SHAPE(1, 2), PD_FLOAT32), true),
+               "scatter", "int32 or int64");
   /* inplace */
   pd_tensor *xi = pd_clone(x, PD_NUM_DTYPES);
   uint32_t v0 = pd_tensor_version(xi);
@@ -660,11 +671,13 @@ static void test_masked_select(void **state) {
   expect_shape(m, 1, SHAPE(3));
   EXPECT_VALUES(m, 0, 0, 2, 5);
   EXPECT_VALUES(pd_masked_select(x, T(PD_BOOL, 1, SHAPE(3), 0, 1, 1)), 0, 1, 2, 4, 5);
-  EXPECT_VALUES(pd_masked_select(T(PD_FLOAT32, 1, SHAPE(3), 1, 2, 3), T(PD_BOOL, 2, SHAPE(2, 3), 1, 0, 1, 0, 1, 0)),
-                0, 1, 3, 2);
+  EXPECT_VALUES(
+      pd_masked_select(T(PD_FLOAT32, 1, SHAPE(3), 1, 2, 3), T(PD_BOOL, 2, SHAPE(2, 3), 1, 0, 1, 0, 1, 0)), 0,
+      1, 3, 2);
   expect_shape(pd_masked_select(x, pd_zeros(2, SHAPE(2, 3), PD_BOOL)), 1, SHAPE(0));
-  EXPECT_VALUES(pd_masked_select(pd_transpose(x, 2, SHAPE(1, 0)), T(PD_BOOL, 2, SHAPE(3, 2), 1, 1, 0, 0, 0, 1)), 0,
-                0, 3, 5);
+  EXPECT_VALUES(
+      pd_masked_select(pd_transpose(x, 2, SHAPE(1, 0)), T(PD_BOOL, 2, SHAPE(3, 2), 1, 1, 0, 0, 0, 1)), 0, 0,
+      3, 5);
   EXPECT_VALUES(pd_masked_select(arange(PD_INT64, 1, SHAPE(3)), T(PD_BOOL, 1, SHAPE(3), 0, 0, 1)), 0, 2);
   expect_error(pd_masked_select(x, I64(1, SHAPE(3), 1, 0, 1)), "masked_select", "bool");
   expect_error(pd_masked_select(x, T(PD_BOOL, 1, SHAPE(2), 1, 0)), "masked_select", "cannot be broadcast");
@@ -734,9 +747,10 @@ static void test_embedding(void **state) {
   EXPECT_VALUES(e, 0, 30, 31, 0, 1, 0, 1, 20, 21);
   EXPECT_VALUES(pd_embedding(ids, w, 0), 0, 30, 31, 0, 0, 0, 0, 20, 21);
   EXPECT_VALUES(pd_embedding(T(PD_INT32, 1, SHAPE(2), 3, 1), w, -1), 0, 0, 0, 10, 11);
-  EXPECT_VALUES(pd_embedding(ids, pd_transpose(T(PD_FLOAT32, 2, SHAPE(2, 4), 0, 1, 2, 3, 4, 5, 6, 7), 2, SHAPE(1, 0)),
-                             PD_NO_PADDING),
-                0, 3, 7, 0, 4, 0, 4, 2, 6);
+  EXPECT_VALUES(
+      pd_embedding(ids, pd_transpose(T(PD_FLOAT32, 2, SHAPE(2, 4), 0, 1, 2, 3, 4, 5, 6, 7), 2, SHAPE(1, 0)),
+                   PD_NO_PADDING),
+      0, 3, 7, 0, 4, 0, 4, 2, 6);
   expect_error(pd_embedding(I64(2, SHAPE(1, 2), 1, 7), w, PD_NO_PADDING),
                "embedding: x[0, 1] = 7 is out of range for axis 0 of size 4", "valid range [0, 4)");
   expect_error(pd_embedding(ids, w, 4), "embedding", "padding_idx 4");
@@ -746,7 +760,8 @@ static void test_embedding(void **state) {
   pd_tensor *wg = leaf(arange(PD_FLOAT64, 2, SHAPE(4, 2)));
   pd_tensor *y = pd_embedding(I64(1, SHAPE(4), 1, 3, 1, 2), wg, 3);
   EXPECT_VALUES(y, 0, 2, 3, 0, 0, 2, 3, 4, 5);
-  assert_int_equal(pd_backward(wsum(y, T(PD_FLOAT64, 2, SHAPE(4, 2), 1, 2, 3, 4, 5, 6, 7, 8)), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(wsum(y, T(PD_FLOAT64, 2, SHAPE(4, 2), 1, 2, 3, 4, 5, 6, 7, 8)), NULL, false),
+                   PD_OK);
   EXPECT_VALUES(pd_tensor_grad(wg), 0, 0, 0, 6, 8, 7, 8, 0, 0);
   /* double backward: L = sum(emb^2) with ids [0, 1, 0] -> dL/dW = [4 W0, 2 W1, 0, 0] */
   pd_tensor *w2 = leaf(arange(PD_FLOAT64, 2, SHAPE(4, 2)));

@@ -7,16 +7,16 @@
 
 /* ---- strided copy --------------------------------------------------------- */
 
-#define STRIDED_COPY(T)                                                       \
-  do {                                                                        \
-    T *o = (T *)p[0];                                                         \
-    const T *a = (const T *)p[1];                                             \
-    if (s[1] == 1)                                                            \
-      for (int64_t i = 0; i < n; i++) o[i * s[0]] = a[i];                     \
-    else if (s[0] == 1)                                                       \
-      for (int64_t i = 0; i < n; i++) o[i] = a[i * s[1]];                     \
-    else                                                                      \
-      for (int64_t i = 0; i < n; i++) o[i * s[0]] = a[i * s[1]];              \
+#define STRIDED_COPY(T)                                          \
+  do {                                                           \
+    T *o = (T *)p[0];                                            \
+    const T *a = (const T *)p[1];                                \
+    if (s[1] == 1)                                               \
+      for (int64_t i = 0; i < n; i++) o[i * s[0]] = a[i];        \
+    else if (s[0] == 1)                                          \
+      for (int64_t i = 0; i < n; i++) o[i] = a[i * s[1]];        \
+    else                                                         \
+      for (int64_t i = 0; i < n; i++) o[i * s[0]] = a[i * s[1]]; \
   } while (0)
 
 static void copy_run(int64_t n, char *const *p, const int64_t *s, const void *pp) {
@@ -26,10 +26,18 @@ static void copy_run(int64_t n, char *const *p, const int64_t *s, const void *pp
     return;
   }
   switch (es) {
-    case 1: STRIDED_COPY(uint8_t); break;
-    case 2: STRIDED_COPY(uint16_t); break;
-    case 4: STRIDED_COPY(uint32_t); break;
-    case 8: STRIDED_COPY(uint64_t); break;
+    case 1:
+      STRIDED_COPY(uint8_t);
+      break;
+    case 2:
+      STRIDED_COPY(uint16_t);
+      break;
+    case 4:
+      STRIDED_COPY(uint32_t);
+      break;
+    case 8:
+      STRIDED_COPY(uint64_t);
+      break;
     default:
       for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0] * es, p[1] + i * s[1] * es, (size_t)es);
   }
@@ -59,11 +67,20 @@ void pd_k_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_str
 static inline void copy_elems(char *dst, const char *src, int64_t n, int64_t es) {
   if (n == 1) {
     switch (es) {
-      case 1: *(uint8_t *)dst = *(const uint8_t *)src; return;
-      case 2: memcpy(dst, src, 2); return;
-      case 4: memcpy(dst, src, 4); return;
-      case 8: memcpy(dst, src, 8); return;
-      default: break;
+      case 1:
+        *(uint8_t *)dst = *(const uint8_t *)src;
+        return;
+      case 2:
+        memcpy(dst, src, 2);
+        return;
+      case 4:
+        memcpy(dst, src, 4);
+        return;
+      case 8:
+        memcpy(dst, src, 8);
+        return;
+      default:
+        break;
     }
   }
   memcpy(dst, src, (size_t)(n * es));
@@ -110,21 +127,20 @@ void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, 
  * deterministic (accumulation order, last writer). */
 #define COL_BLOCK 4096
 
-#define ADD_BLOCK(T, OPX)                                                          \
-  do {                                                                             \
-    T *ob = (T *)out;                                                              \
-    const T *vb = (const T *)v;                                                    \
-    _Pragma("omp parallel for if (work > PD_INDEX_GRAIN)")                         \
-    for (int64_t t = 0; t < tasks; t++) {                                          \
-      int64_t o = t / nblk, c0 = (t % nblk) * COL_BLOCK;                           \
-      int64_t cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK;                \
-      for (int64_t j = 0; j < nidx; j++) {                                         \
-        if (idx[j] == skip) continue;                                              \
-        T *d = ob + (o * n + idx[j]) * inner + c0;                                 \
-        const T *s = vb + (o * nidx + j) * inner + c0;                             \
-        for (int64_t c = 0; c < cl; c++) d[c] = OPX;                               \
-      }                                                                            \
-    }                                                                              \
+#define ADD_BLOCK(T, OPX)                                                                        \
+  do {                                                                                           \
+    T *ob = (T *)out;                                                                            \
+    const T *vb = (const T *)v;                                                                  \
+    _Pragma("omp parallel for if (work > PD_INDEX_GRAIN)") for (int64_t t = 0; t < tasks; t++) { \
+      int64_t o = t / nblk, c0 = (t % nblk) * COL_BLOCK;                                         \
+      int64_t cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK;                              \
+      for (int64_t j = 0; j < nidx; j++) {                                                       \
+        if (idx[j] == skip) continue;                                                            \
+        T *d = ob + (o * n + idx[j]) * inner + c0;                                               \
+        const T *s = vb + (o * nidx + j) * inner + c0;                                           \
+        for (int64_t c = 0; c < cl; c++) d[c] = OPX;                                             \
+      }                                                                                          \
+    }                                                                                            \
   } while (0)
 
 int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,
@@ -132,15 +148,32 @@ int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, in
   if (outer == 0 || nidx == 0 || inner == 0) return 0;
   int64_t nblk = (inner + COL_BLOCK - 1) / COL_BLOCK, tasks = outer * nblk, work = outer * nidx * inner;
   switch (dt) {
-    case PD_FLOAT32: ADD_BLOCK(float, d[c] + s[c]); break;
-    case PD_FLOAT64: ADD_BLOCK(double, d[c] + s[c]); break;
-    case PD_INT64: ADD_BLOCK(int64_t, d[c] + s[c]); break;
-    case PD_INT32: ADD_BLOCK(int32_t, d[c] + s[c]); break;
-    case PD_INT16: ADD_BLOCK(int16_t, (int16_t)(d[c] + s[c])); break;
-    case PD_INT8: ADD_BLOCK(int8_t, (int8_t)(d[c] + s[c])); break;
-    case PD_UINT8: ADD_BLOCK(uint8_t, (uint8_t)(d[c] + s[c])); break;
-    case PD_BOOL: ADD_BLOCK(uint8_t, (uint8_t)((d[c] | s[c]) != 0)); break;
-    default: return -1;
+    case PD_FLOAT32:
+      ADD_BLOCK(float, d[c] + s[c]);
+      break;
+    case PD_FLOAT64:
+      ADD_BLOCK(double, d[c] + s[c]);
+      break;
+    case PD_INT64:
+      ADD_BLOCK(int64_t, d[c] + s[c]);
+      break;
+    case PD_INT32:
+      ADD_BLOCK(int32_t, d[c] + s[c]);
+      break;
+    case PD_INT16:
+      ADD_BLOCK(int16_t, (int16_t)(d[c] + s[c]));
+      break;
+    case PD_INT8:
+      ADD_BLOCK(int8_t, (int8_t)(d[c] + s[c]));
+      break;
+    case PD_UINT8:
+      ADD_BLOCK(uint8_t, (uint8_t)(d[c] + s[c]));
+      break;
+    case PD_BOOL:
+      ADD_BLOCK(uint8_t, (uint8_t)((d[c] | s[c]) != 0));
+      break;
+    default:
+      return -1;
   }
   return 0;
 }
@@ -166,7 +199,8 @@ void pd_k_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, 
 
 /* ---- tile, tril/triu -------------------------------------------------------- */
 
-void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out, int64_t elsize) {
+void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out,
+               int64_t elsize) {
   const char *xp = x;
   char *op = out;
   if (ndim == 0) {
@@ -221,15 +255,23 @@ static inline bool is_nonzero(const char *p, pd_dtype dt) {
   switch (dt) {
     case PD_BOOL:
     case PD_UINT8:
-    case PD_INT8: return *(const uint8_t *)p != 0;
-    case PD_INT16: return *(const int16_t *)p != 0;
+    case PD_INT8:
+      return *(const uint8_t *)p != 0;
+    case PD_INT16:
+      return *(const int16_t *)p != 0;
     case PD_FLOAT16:
-    case PD_BFLOAT16: return (*(const uint16_t *)p & 0x7fff) != 0;
-    case PD_INT32: return *(const int32_t *)p != 0;
-    case PD_FLOAT32: return *(const float *)p != 0.0f;
-    case PD_INT64: return *(const int64_t *)p != 0;
-    case PD_FLOAT64: return *(const double *)p != 0.0;
-    default: return false;
+    case PD_BFLOAT16:
+      return (*(const uint16_t *)p & 0x7fff) != 0;
+    case PD_INT32:
+      return *(const int32_t *)p != 0;
+    case PD_FLOAT32:
+      return *(const float *)p != 0.0f;
+    case PD_INT64:
+      return *(const int64_t *)p != 0;
+    case PD_FLOAT64:
+      return *(const double *)p != 0.0;
+    default:
+      return false;
   }
 }
 

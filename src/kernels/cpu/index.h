@@ -45,7 +45,8 @@ void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, 
 
 /* Contiguous x of shape xshape (ndim dims, already padded to the output
  * rank) tiled reps[d] times along each dim into contiguous out. */
-void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out, int64_t elsize);
+void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out,
+               int64_t elsize);
 
 /* In place on contiguous [batch, rows, cols]: zeros the part above diagonal
  * `diag` (lower = true, tril) or below it (lower = false, triu). */
