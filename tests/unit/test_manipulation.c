@@ -317,6 +317,8 @@ static void test_chunk_unbind(void **state) {
   assert_int_equal(pd_unbind(x, -1, o, 64), 6);
   EXPECT_VALUES(o[4], 0, 4, 10);
   assert_int_equal(pd_unbind(pd_zeros(2, SHAPE(0, 3), PD_FLOAT32), 0, o, 64), 0);
+  pd_tensor *eg = leaf(pd_zeros(2, SHAPE(0, 3), PD_FLOAT64)); /* no outputs, still recorded cleanly */
+  assert_int_equal(pd_unbind(eg, 0, o, 64), 0);
   expect_status_error(pd_unbind(pd_zeros(1, SHAPE(65), PD_FLOAT32), 0, o, 64), "unbind", "65");
   expect_status_error(pd_unbind(T(PD_FLOAT32, 0, NULL, 1), 0, o, 64), "unbind", "0-D");
   pd_tensor *xg = leaf(arange(PD_FLOAT64, 2, SHAPE(2, 3)));
@@ -543,6 +545,8 @@ static void test_index_add_sample(void **state) {
   pd_tensor *o23 = pd_ones(2, SHAPE(2, 3), PD_INT64);
   EXPECT_VALUES(pd_index_add(o23, I64(1, SHAPE(2), -1, 0), 1, I64(2, SHAPE(2, 2), 1, 2, 3, 4)), 0, 3, 1, 2, 5,
                 1, 4);
+  pd_tensor *vt = pd_transpose(T(PD_FLOAT32, 2, SHAPE(2, 3), 1, 3, 5, 2, 4, 6), 2, SHAPE(1, 0)); /* == v */
+  EXPECT_VALUES(pd_index_add(ones, I64(1, SHAPE(3), 2, 0, 2), 0, vt), 0, 4, 5, 1, 1, 7, 9);
   expect_error(pd_index_add(ones, I64(1, SHAPE(2), 0, 1), 0, v), "index_add", "value has shape [3, 2]");
   expect_error(pd_index_add(ones, I64(1, SHAPE(3), 0, 3, 1), 0, v), "index_add: index[1] = 3 is out of range",
                "axis 0 of size 3");
@@ -651,6 +655,13 @@ static void test_scatter(void **state) {
   assert_int_equal(pd_backward(wsum(y, w), NULL, false), PD_OK);
   EXPECT_VALUES(pd_tensor_grad(p), 0, 0, 0, 6, 8, 0, 0);
   EXPECT_VALUES(pd_tensor_grad(u), 0, 5, 6, 1, 2);
+  /* x that needs no grad takes the node when updates does */
+  pd_tensor *xs = pd_zeros(2, SHAPE(2, 1), PD_FLOAT64), *us = leaf(T(PD_FLOAT64, 2, SHAPE(1, 1), 5));
+  assert_ptr_equal(pd_scatter_(xs, I64(1, SHAPE(1), 1), us, false), xs);
+  assert_false(pd_tensor_stop_gradient(xs));
+  EXPECT_VALUES(xs, 0, 0, 5);
+  assert_int_equal(pd_backward(wsum(xs, T(PD_FLOAT64, 2, SHAPE(2, 1), 3, 4)), NULL, false), PD_OK);
+  EXPECT_VALUES(pd_tensor_grad(us), 0, 4);
   /* overwrite with duplicates: every duplicate receives the grad (Paddle's rule) */
   pd_tensor *x3 = leaf(pd_zeros(2, SHAPE(3, 1), PD_FLOAT64)), *u3 = leaf(pd_ones(2, SHAPE(2, 1), PD_FLOAT64));
   pd_tensor *o3 = pd_scatter(x3, I64(1, SHAPE(2), 1, 1), u3, true);
