@@ -115,7 +115,7 @@ void pd_node_connect_inputs(pd_node *node, pd_tensor *const *in, int n_in) {
 void pd_node_attach_outputs(pd_node *node, pd_tensor **out, int n_out, unsigned nondiff) {
   for (int k = 0; k < n_out; k++) {
     pd_meta_of(out[k], &node->out_meta[k]);
-    if (nondiff & (1u << k)) {
+    if (k < 32 && (nondiff & (1u << k))) { /* nondiff names outputs 0..31 */
       out[k]->stop_gradient = true;
       continue;
     }
