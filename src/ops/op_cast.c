@@ -11,10 +11,17 @@ static void cast_run(int64_t n, char *const *p, const int64_t *s, const void *pp
   char *o = p[0];
   const char *a = p[1];
   if (to == from) {
-    if (s[0] == 1 && s[1] == 1)
+    if (s[0] == 1 && s[1] == 1) {
       memcpy(o, a, (size_t)n * os);
-    else
-      for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0] * (int64_t)os, a + i * s[1] * (int64_t)is, os);
+    } else if (os == 4) { /* strided copies by element size, not per-byte memcpy */
+      for (int64_t i = 0; i < n; i++) ((uint32_t *)o)[i * s[0]] = ((const uint32_t *)a)[i * s[1]];
+    } else if (os == 8) {
+      for (int64_t i = 0; i < n; i++) ((uint64_t *)o)[i * s[0]] = ((const uint64_t *)a)[i * s[1]];
+    } else if (os == 2) {
+      for (int64_t i = 0; i < n; i++) ((uint16_t *)o)[i * s[0]] = ((const uint16_t *)a)[i * s[1]];
+    } else {
+      for (int64_t i = 0; i < n; i++) o[i * s[0]] = a[i * s[1]];
+    }
   } else if (to == PD_FLOAT64 && from == PD_FLOAT32) {
     for (int64_t i = 0; i < n; i++) ((double *)o)[i * s[0]] = ((const float *)a)[i * s[1]];
   } else if (to == PD_FLOAT32 && from == PD_FLOAT64) {
