@@ -15,8 +15,8 @@
 #define EIN_NLAB 256
 
 typedef struct ein_term {
-  int n;                   /* rank */
-  int lab[PD_MAX_DIMS];    /* label code per dim */
+  int n;                /* rank */
+  int lab[PD_MAX_DIMS]; /* label code per dim */
 } ein_term;
 
 typedef struct ein_ctx {
@@ -25,8 +25,10 @@ typedef struct ein_ctx {
 } ein_ctx;
 
 static void label_name(int code, char *buf) {
-  if (code >= EIN_ELL) snprintf(buf, 16, "...[%d]", code - EIN_ELL);
-  else snprintf(buf, 16, "%c", code);
+  if (code >= EIN_ELL)
+    snprintf(buf, 16, "...[%d]", code - EIN_ELL);
+  else
+    snprintf(buf, 16, "%c", code);
 }
 
 static int term_find(const ein_term *t, int code) {
@@ -44,8 +46,9 @@ static pd_status parse_term(const char *eq, const char *s, const char *e, int *c
   for (const char *p = s; p < e;) {
     if (*p == '.') {
       if (e - p < 3 || p[1] != '.' || p[2] != '.')
-        return pd_set_error(PD_ERR_INVALID, "einsum: a '.' that is not part of '...' in %s '%.*s' of equation '%s'",
-                            what, (int)(e - s), s, eq);
+        return pd_set_error(PD_ERR_INVALID,
+                            "einsum: a '.' that is not part of '...' in %s '%.*s' of equation '%s'", what,
+                            (int)(e - s), s, eq);
       if (*ell_at >= 0)
         return pd_set_error(PD_ERR_INVALID, "einsum: '...' appears twice in %s '%.*s' of equation '%s'", what,
                             (int)(e - s), s, eq);
@@ -54,15 +57,17 @@ static pd_status parse_term(const char *eq, const char *s, const char *e, int *c
       continue;
     }
     if (!isalpha((unsigned char)*p))
-      return pd_set_error(PD_ERR_INVALID, "einsum: invalid character '%c' in equation '%s' (labels are letters)",
-                          *p, eq);
+      return pd_set_error(PD_ERR_INVALID,
+                          "einsum: invalid character '%c' in equation '%s' (labels are letters)", *p, eq);
     if (*nlab >= PD_MAX_DIMS)
       return pd_set_error(PD_ERR_INVALID, "einsum: %s '%.*s' of equation '%s' has more than %d labels", what,
                           (int)(e - s), s, eq, PD_MAX_DIMS);
     for (int k = 0; k < *nlab; k++)
       if (codes[k] == *p)
-        return pd_set_error(PD_ERR_UNIMPLEMENTED, "einsum: label '%c' repeats in %s '%.*s' of equation '%s' "
-                            "(diagonals and traces are not supported)", *p, what, (int)(e - s), s, eq);
+        return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                            "einsum: label '%c' repeats in %s '%.*s' of equation '%s' "
+                            "(diagonals and traces are not supported)",
+                            *p, what, (int)(e - s), s, eq);
     codes[(*nlab)++] = (unsigned char)*p;
     p++;
   }
@@ -75,8 +80,10 @@ static pd_tensor *sum_out(pd_tensor *t, ein_term *term, const bool *keep) {
   int na = 0;
   ein_term nt = {0};
   for (int d = 0; d < term->n; d++) {
-    if (keep[term->lab[d]]) nt.lab[nt.n++] = term->lab[d];
-    else axes[na++] = d;
+    if (keep[term->lab[d]])
+      nt.lab[nt.n++] = term->lab[d];
+    else
+      axes[na++] = d;
   }
   if (na == 0) return pd_tensor_retain(t);
   pd_tensor *r = pd_sum(t, axes, na, false);
@@ -130,8 +137,10 @@ static pd_tensor *contract(pd_tensor *a0, ein_term ta, pd_tensor *b0, ein_term t
   for (int d = 0; d < ta.n; d++) {
     int l = ta.lab[d];
     if (term_find(&tb, l) >= 0) {
-      if (keep[l]) batch[nb++] = l;
-      else con[nc++] = l;
+      if (keep[l])
+        batch[nb++] = l;
+      else
+        con[nc++] = l;
     } else {
       fa[nfa++] = l;
     }
@@ -169,7 +178,8 @@ static pd_tensor *contract(pd_tensor *a0, ein_term ta, pd_tensor *b0, ein_term t
   if (!ap || !bp) goto done;
 
   /* sizes from the operands themselves (a free dim may be a broadcast 1) */
-  int64_t sa[PD_MAX_DIMS], sb[PD_MAX_DIMS], fa_size[PD_MAX_DIMS], fb_size[PD_MAX_DIMS], mA = 1, nB = 1, kk = 1;
+  int64_t sa[PD_MAX_DIMS], sb[PD_MAX_DIMS], fa_size[PD_MAX_DIMS], fb_size[PD_MAX_DIMS], mA = 1, nB = 1,
+                                                                                        kk = 1;
   for (int i = 0; i < nb; i++) {
     sa[i] = ap->shape[i];
     sb[i] = bp->shape[i];
@@ -230,7 +240,8 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
   for (const char *p = eq; *p; p++) {
     if (isspace((unsigned char)*p)) continue;
     if (len + 1 >= sizeof buf) {
-      pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' is too long (at most %d characters)", eq, EIN_MAX_EQ - 1);
+      pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' is too long (at most %d characters)", eq,
+                   EIN_MAX_EQ - 1);
       return NULL;
     }
     buf[len++] = *p;
@@ -257,8 +268,8 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
     s = e + 1;
   }
   if (nt != n) {
-    pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' has %d input term(s) but %d operand(s) were given", eq, nt,
-                 n);
+    pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' has %d input term(s) but %d operand(s) were given",
+                 eq, nt, n);
     return NULL;
   }
   ein_ctx c = {.eq = eq};
@@ -272,7 +283,8 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
     const pd_tensor *x = ops[i];
     int e = x->ndim - nlab;
     if ((ell < 0 && e != 0) || e < 0) {
-      pd_set_error(PD_ERR_SHAPE, "einsum: term '%.*s' of equation '%s' has %d label(s)%s but operand %d has shape %s",
+      pd_set_error(PD_ERR_SHAPE,
+                   "einsum: term '%.*s' of equation '%s' has %d label(s)%s but operand %d has shape %s",
                    (int)(te[i] - ts[i]), ts[i], eq, nlab, ell >= 0 ? " and '...'" : "", i, PD_SHAPE_STR(x));
       return NULL;
     }
@@ -309,9 +321,11 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
       }
       char nm[16];
       label_name(l, nm);
-      pd_set_error(PD_ERR_SHAPE, "einsum: label '%s' of equation '%s' has size %lld in operand %d (shape %s) but %lld "
-                   "in operand %d (shape %s)", nm, eq, (long long)prev, owner[l], PD_SHAPE_STR(ops[owner[l]]),
-                   (long long)s, i, PD_SHAPE_STR(ops[i]));
+      pd_set_error(PD_ERR_SHAPE,
+                   "einsum: label '%s' of equation '%s' has size %lld in operand %d (shape %s) but %lld "
+                   "in operand %d (shape %s)",
+                   nm, eq, (long long)prev, owner[l], PD_SHAPE_STR(ops[owner[l]]), (long long)s, i,
+                   PD_SHAPE_STR(ops[i]));
       return NULL;
     }
   }
@@ -330,8 +344,8 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
         for (int j = 0; j < E; j++) outt.lab[outt.n++] = EIN_ELL + j;
       if (k == nlab) break;
       if (!count[codes[k]]) {
-        pd_set_error(PD_ERR_INVALID, "einsum: output label '%c' of equation '%s' does not appear in any input", codes[k],
-                     eq);
+        pd_set_error(PD_ERR_INVALID,
+                     "einsum: output label '%c' of equation '%s' does not appear in any input", codes[k], eq);
         return NULL;
       }
       outt.lab[outt.n++] = codes[k];
@@ -341,7 +355,8 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
     for (int l = 0; l < EIN_ELL; l++)
       if (count[l] == 1) {
         if (outt.n >= PD_MAX_DIMS) {
-          pd_set_error(PD_ERR_INVALID, "einsum: output of equation '%s' has more than %d dims", eq, PD_MAX_DIMS);
+          pd_set_error(PD_ERR_INVALID, "einsum: output of equation '%s' has more than %d dims", eq,
+                       PD_MAX_DIMS);
           return NULL;
         }
         outt.lab[outt.n++] = l;
@@ -384,8 +399,8 @@ pd_tensor *pd_einsum(const char *equation, int n, pd_tensor *const *operands) {
     return NULL;
   }
   if (n < 1 || n > PD_MAX_OUTPUTS || !operands) {
-    pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' needs 1 to %d operands, got %d", equation, PD_MAX_OUTPUTS,
-                 operands ? n : 0);
+    pd_set_error(PD_ERR_INVALID, "einsum: equation '%s' needs 1 to %d operands, got %d", equation,
+                 PD_MAX_OUTPUTS, operands ? n : 0);
     return NULL;
   }
   for (int i = 0; i < n; i++)

@@ -15,8 +15,10 @@ static pd_status dot_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   const pd_tensor *x = in[0], *y = in[1];
   *n_out = 1;
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s of x is not supported (expected float16, bfloat16, "
-                        "float32 or float64)", def->name, pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE,
+                        "%s: dtype %s of x is not supported (expected float16, bfloat16, "
+                        "float32 or float64)",
+                        def->name, pd_dtype_name(x->dtype));
   if (y->dtype != x->dtype)
     return pd_set_error(PD_ERR_DTYPE, "%s: x and y must have the same dtype, got %s and %s", def->name,
                         pd_dtype_name(x->dtype), pd_dtype_name(y->dtype));
@@ -25,39 +27,39 @@ static pd_status dot_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
                         def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(y));
   for (int d = 0; d < x->ndim; d++)
     if (x->shape[d] != y->shape[d])
-      return pd_set_error(PD_ERR_SHAPE, "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s)",
-                          def->name, d, (long long)x->shape[d], d, (long long)y->shape[d], PD_SHAPE_STR(x),
-                          PD_SHAPE_STR(y));
+      return pd_set_error(
+          PD_ERR_SHAPE, "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s)", def->name, d,
+          (long long)x->shape[d], d, (long long)y->shape[d], PD_SHAPE_STR(x), PD_SHAPE_STR(y));
   out->dtype = x->dtype;
   out->ndim = x->ndim - 1;
   if (out->ndim) out->shape[0] = x->shape[0];
   return PD_OK;
 }
 
-#define DOT_IMPL(sfx, T)                                                                               \
-  static T dot_run_##sfx(int64_t n, const T *a, int64_t sa, const T *b, int64_t sb, bool par) {        \
-    T s = 0;                                                                                          \
-    if (sa == 1 && sb == 1) {                                                                         \
-      _Pragma("omp parallel for simd reduction(+ : s) if (par)") for (int64_t k = 0; k < n; k++) s += \
-          a[k] * b[k];                                                                                \
-    } else {                                                                                          \
-      _Pragma("omp parallel for reduction(+ : s) if (par)") for (int64_t k = 0; k < n; k++) s +=      \
-          a[k * sa] * b[k * sb];                                                                      \
-    }                                                                                                 \
-    return s;                                                                                         \
-  }                                                                                                   \
-  static void dot_rows_##sfx(int64_t rows, int64_t n, const T *x, int64_t sxr, int64_t sxk,           \
-                             const T *y, int64_t syr, int64_t syk, T *o) {                            \
-    bool big = rows * n > DOT_GRAIN;                                                                  \
-    if (rows == 1) {                                                                                  \
-      o[0] = dot_run_##sfx(n, x, sxk, y, syk, big);                                                   \
-      return;                                                                                         \
-    }                                                                                                 \
-    _Pragma("omp parallel for if (big)") for (int64_t r = 0; r < rows; r++) o[r] =                    \
-        dot_run_##sfx(n, x + r * sxr, sxk, y + r * syr, syk, false);                                  \
+/* One dot product of n elements; `par` splits it over the threads. */
+static float dot_run_f32(int64_t n, const float *a, int64_t sa, const float *b, int64_t sb, bool par) {
+  float s = 0;
+  if (sa == 1 && sb == 1) {
+#pragma omp parallel for simd reduction(+ : s) if (par)
+    for (int64_t k = 0; k < n; k++) s += a[k] * b[k];
+  } else {
+#pragma omp parallel for reduction(+ : s) if (par)
+    for (int64_t k = 0; k < n; k++) s += a[k * sa] * b[k * sb];
   }
-DOT_IMPL(f32, float)
-DOT_IMPL(f64, double)
+  return s;
+}
+
+static double dot_run_f64(int64_t n, const double *a, int64_t sa, const double *b, int64_t sb, bool par) {
+  double s = 0;
+  if (sa == 1 && sb == 1) {
+#pragma omp parallel for simd reduction(+ : s) if (par)
+    for (int64_t k = 0; k < n; k++) s += a[k] * b[k];
+  } else {
+#pragma omp parallel for reduction(+ : s) if (par)
+    for (int64_t k = 0; k < n; k++) s += a[k * sa] * b[k * sb];
+  }
+  return s;
+}
 
 static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             pd_tensor **out, int n_out) {
@@ -70,12 +72,27 @@ static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   int64_t rows = x->ndim == 2 ? x->shape[0] : 1, n = x->shape[last];
   int64_t sxr = x->ndim == 2 ? x->strides[0] : 0, syr = y->ndim == 2 ? y->strides[0] : 0;
   if (rows == 0) return PD_OK;
-  if (x->dtype == PD_FLOAT32)
-    dot_rows_f32(rows, n, pd_tensor_data(x), sxr, x->strides[last], pd_tensor_data(y), syr, y->strides[last],
-                 pd_tensor_data(out[0]));
-  else
-    dot_rows_f64(rows, n, pd_tensor_data(x), sxr, x->strides[last], pd_tensor_data(y), syr, y->strides[last],
-                 pd_tensor_data(out[0]));
+  int64_t sxk = x->strides[last], syk = y->strides[last];
+  bool big = rows * n > DOT_GRAIN;
+  if (x->dtype == PD_FLOAT32) {
+    const float *xp = pd_tensor_data(x), *yp = pd_tensor_data(y);
+    float *o = pd_tensor_data(out[0]);
+    if (rows == 1) {
+      o[0] = dot_run_f32(n, xp, sxk, yp, syk, big);
+    } else {
+#pragma omp parallel for if (big)
+      for (int64_t r = 0; r < rows; r++) o[r] = dot_run_f32(n, xp + r * sxr, sxk, yp + r * syr, syk, false);
+    }
+  } else {
+    const double *xp = pd_tensor_data(x), *yp = pd_tensor_data(y);
+    double *o = pd_tensor_data(out[0]);
+    if (rows == 1) {
+      o[0] = dot_run_f64(n, xp, sxk, yp, syk, big);
+    } else {
+#pragma omp parallel for if (big)
+      for (int64_t r = 0; r < rows; r++) o[r] = dot_run_f64(n, xp + r * sxr, sxk, yp + r * syr, syk, false);
+    }
+  }
   return PD_OK;
 }
 
@@ -102,7 +119,9 @@ static double dot_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const
   return 2.0 * (double)in[0]->numel;
 }
 
-const pd_op_def pd_opdef_dot = {.name = "dot", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_dot = {.name = "dot",
+                                .n_in = 2,
+                                .n_out = 1,
                                 .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
                                 .infer_meta = dot_meta,
                                 .kernel = {[PD_PLACE_CPU] = dot_kernel},
@@ -123,8 +142,10 @@ static pd_status t_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, co
   const pd_tensor *x = in[0];
   *n_out = 1;
   if (x->ndim > 2)
-    return pd_set_error(PD_ERR_SHAPE, "%s: input must have rank <= 2, got rank %d (shape %s); use transpose "
-                        "for higher ranks", def->name, x->ndim, PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: input must have rank <= 2, got rank %d (shape %s); use transpose "
+                        "for higher ranks",
+                        def->name, x->ndim, PD_SHAPE_STR(x));
   out->dtype = x->dtype;
   out->ndim = x->ndim;
   for (int d = 0; d < x->ndim; d++) out->shape[d] = x->shape[x->ndim - 1 - d];
@@ -152,7 +173,10 @@ static pd_status t_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_t = {.name = "t", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+const pd_op_def pd_opdef_t = {.name = "t",
+                              .n_in = 1,
+                              .n_out = 1,
+                              .flags = PD_OPF_DIFF | PD_OPF_VIEW,
                               .infer_meta = t_meta,
                               .kernel = {[PD_PLACE_CPU] = t_kernel},
                               .backward = t_backward};

@@ -16,8 +16,10 @@
 
 static pd_status check_float_pair(const char *op, const pd_tensor *x, const pd_tensor *y) {
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s of x is not supported (expected float16, bfloat16, "
-                        "float32 or float64)", op, pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE,
+                        "%s: dtype %s of x is not supported (expected float16, bfloat16, "
+                        "float32 or float64)",
+                        op, pd_dtype_name(x->dtype));
   if (y->dtype != x->dtype)
     return pd_set_error(PD_ERR_DTYPE, "%s: x and y must have the same dtype, got %s and %s", op,
                         pd_dtype_name(x->dtype), pd_dtype_name(y->dtype));
@@ -37,10 +39,11 @@ pd_status pd_matmul_meta_of(const char *op, const pd_tensor *x, const pd_tensor 
   int xk = xn == 1 ? 0 : (tx ? xn - 2 : xn - 1);
   int yk = yn == 1 ? 0 : (ty ? yn - 1 : yn - 2);
   if (x->shape[xk] != y->shape[yk])
-    return pd_set_error(PD_ERR_SHAPE, "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s, "
-                        "transpose_x=%s, transpose_y=%s)", op, xk, (long long)x->shape[xk], yk,
-                        (long long)y->shape[yk], PD_SHAPE_STR(x), PD_SHAPE_STR(y), tx ? "true" : "false",
-                        ty ? "true" : "false");
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s, "
+                        "transpose_x=%s, transpose_y=%s)",
+                        op, xk, (long long)x->shape[xk], yk, (long long)y->shape[yk], PD_SHAPE_STR(x),
+                        PD_SHAPE_STR(y), tx ? "true" : "false", ty ? "true" : "false");
   int nbx = xn > 2 ? xn - 2 : 0, nby = yn > 2 ? yn - 2 : 0, nbo = nbx > nby ? nbx : nby;
   out->dtype = x->dtype;
   out->ndim = 0;
@@ -48,9 +51,10 @@ pd_status pd_matmul_meta_of(const char *op, const pd_tensor *x, const pd_tensor 
     int dx = d - (nbo - nbx), dy = d - (nbo - nby);
     int64_t sx = dx < 0 ? 1 : x->shape[dx], sy = dy < 0 ? 1 : y->shape[dy];
     if (sx != sy && sx != 1 && sy != 1)
-      return pd_set_error(PD_ERR_SHAPE, "%s: batch dims cannot be broadcast: x.shape[%d] (%lld) vs y.shape[%d] "
-                          "(%lld) (x shape %s, y shape %s)", op, dx, (long long)sx, dy, (long long)sy,
-                          PD_SHAPE_STR(x), PD_SHAPE_STR(y));
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: batch dims cannot be broadcast: x.shape[%d] (%lld) vs y.shape[%d] "
+                          "(%lld) (x shape %s, y shape %s)",
+                          op, dx, (long long)sx, dy, (long long)sy, PD_SHAPE_STR(x), PD_SHAPE_STR(y));
     out->shape[out->ndim++] = sx == 1 ? sy : sx;
   }
   if (xn > 1) out->shape[out->ndim++] = x->shape[tx ? xn - 1 : xn - 2];
@@ -112,11 +116,11 @@ static bool gemm_layout(const operand *o, bool trans, bool *gemm_trans, int64_t 
 }
 
 static int run_gemm(pd_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                    const char *A, int64_t lda, int64_t sA, const char *B, int64_t ldb, int64_t sB, double beta,
-                    char *C, int64_t ldc, int64_t sC, int64_t batch) {
+                    const char *A, int64_t lda, int64_t sA, const char *B, int64_t ldb, int64_t sB,
+                    double beta, char *C, int64_t ldc, int64_t sC, int64_t batch) {
   if (dt == PD_FLOAT32)
-    return pd_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B, ldb,
-                               sB, (float)beta, (float *)C, ldc, sC, batch);
+    return pd_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B,
+                               ldb, sB, (float)beta, (float *)C, ldc, sC, batch);
   return pd_gemm_batched_f64(ta, tb, M, N, K, alpha, (const double *)A, lda, sA, (const double *)B, ldb, sB,
                              beta, (double *)C, ldc, sC, batch);
 }
@@ -290,10 +294,10 @@ static pd_status matmul_grads(const pd_backward_ctx *c, pd_tensor *x, pd_tensor 
   pd_status st = x2 && y2 && g2 ? PD_OK : pd_last_status();
 
   if (st == PD_OK && c->needs_grad[0]) {
-    pd_tensor *r = !tx && !ty ? pd_matmul(g2, y2, false, true)
+    pd_tensor *r = !tx && !ty  ? pd_matmul(g2, y2, false, true)
                    : tx && !ty ? pd_matmul(y2, g2, false, true)
-                   : !tx      ? pd_matmul(g2, y2, false, false)
-                              : pd_matmul(y2, g2, true, true);
+                   : !tx       ? pd_matmul(g2, y2, false, false)
+                               : pd_matmul(y2, g2, true, true);
     if (r && alpha != 1.0) {
       pd_tensor *s = pd_scale(r, alpha, 0.0, true);
       pd_tensor_release(r);
@@ -312,10 +316,10 @@ static pd_status matmul_grads(const pd_backward_ctx *c, pd_tensor *x, pd_tensor 
       pd_tensor_release(xf);
       pd_tensor_release(gf);
     } else {
-      r = !tx && !ty ? pd_matmul(x2, g2, true, false)
+      r = !tx && !ty  ? pd_matmul(x2, g2, true, false)
           : tx && !ty ? pd_matmul(x2, g2, false, false)
-          : !tx      ? pd_matmul(g2, x2, true, false)
-                     : pd_matmul(g2, x2, true, true);
+          : !tx       ? pd_matmul(g2, x2, true, false)
+                      : pd_matmul(g2, x2, true, true);
     }
     if (r && yn == 1) { /* [..., K, 1] -> [..., K] */
       pd_tensor *s = pd_reshape(r, r->ndim - 1, r->shape);
@@ -341,7 +345,10 @@ static pd_status matmul_backward(const pd_backward_ctx *c) {
 
 #define MATMUL_FLAGS (PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32)
 
-const pd_op_def pd_opdef_matmul = {.name = "matmul", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS,
+const pd_op_def pd_opdef_matmul = {.name = "matmul",
+                                   .n_in = 2,
+                                   .n_out = 1,
+                                   .flags = MATMUL_FLAGS,
                                    .attr_names = "i0:transpose_x,i1:transpose_y",
                                    .infer_meta = matmul_meta,
                                    .kernel = {[PD_PLACE_CPU] = matmul_kernel},
@@ -349,7 +356,10 @@ const pd_op_def pd_opdef_matmul = {.name = "matmul", .n_in = 2, .n_out = 1, .fla
                                    .flops = matmul_flops};
 
 /* mm: Paddle's paddle.mm, matmul without transpose flags. */
-const pd_op_def pd_opdef_mm = {.name = "mm", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS,
+const pd_op_def pd_opdef_mm = {.name = "mm",
+                               .n_in = 2,
+                               .n_out = 1,
+                               .flags = MATMUL_FLAGS,
                                .infer_meta = matmul_meta,
                                .kernel = {[PD_PLACE_CPU] = matmul_kernel},
                                .backward = matmul_backward,
@@ -367,13 +377,18 @@ static pd_status bmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
     return pd_set_error(PD_ERR_SHAPE, "%s: x and y must be 3-D, got x shape %s, y shape %s", def->name,
                         PD_SHAPE_STR(x), PD_SHAPE_STR(y));
   if (x->shape[0] != y->shape[0])
-    return pd_set_error(PD_ERR_SHAPE, "%s: x.shape[0] (%lld) != y.shape[0] (%lld) (batch sizes differ; x shape "
-                        "%s, y shape %s)", def->name, (long long)x->shape[0], (long long)y->shape[0],
-                        PD_SHAPE_STR(x), PD_SHAPE_STR(y));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: x.shape[0] (%lld) != y.shape[0] (%lld) (batch sizes differ; x shape "
+                        "%s, y shape %s)",
+                        def->name, (long long)x->shape[0], (long long)y->shape[0], PD_SHAPE_STR(x),
+                        PD_SHAPE_STR(y));
   return pd_matmul_meta_of(def->name, x, y, false, false, out);
 }
 
-const pd_op_def pd_opdef_bmm = {.name = "bmm", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS,
+const pd_op_def pd_opdef_bmm = {.name = "bmm",
+                                .n_in = 2,
+                                .n_out = 1,
+                                .flags = MATMUL_FLAGS,
                                 .infer_meta = bmm_meta,
                                 .kernel = {[PD_PLACE_CPU] = matmul_kernel},
                                 .backward = matmul_backward,
@@ -388,16 +403,19 @@ static pd_status mv_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
   const pd_tensor *x = in[0], *v = in[1];
   *n_out = 1;
   if (x->ndim != 2 || v->ndim != 1)
-    return pd_set_error(PD_ERR_SHAPE, "%s: x must be 2-D and vec 1-D, got x shape %s, vec shape %s", def->name,
-                        PD_SHAPE_STR(x), PD_SHAPE_STR(v));
+    return pd_set_error(PD_ERR_SHAPE, "%s: x must be 2-D and vec 1-D, got x shape %s, vec shape %s",
+                        def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(v));
   if (x->shape[1] != v->shape[0])
-    return pd_set_error(PD_ERR_SHAPE, "%s: x.shape[1] (%lld) != vec.shape[0] (%lld) (x shape %s, vec shape %s)",
-                        def->name, (long long)x->shape[1], (long long)v->shape[0], PD_SHAPE_STR(x),
-                        PD_SHAPE_STR(v));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: x.shape[1] (%lld) != vec.shape[0] (%lld) (x shape %s, vec shape %s)", def->name,
+                        (long long)x->shape[1], (long long)v->shape[0], PD_SHAPE_STR(x), PD_SHAPE_STR(v));
   return pd_matmul_meta_of(def->name, x, v, false, false, out);
 }
 
-const pd_op_def pd_opdef_mv = {.name = "mv", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS,
+const pd_op_def pd_opdef_mv = {.name = "mv",
+                               .n_in = 2,
+                               .n_out = 1,
+                               .flags = MATMUL_FLAGS,
                                .infer_meta = mv_meta,
                                .kernel = {[PD_PLACE_CPU] = matmul_kernel},
                                .backward = matmul_backward,
@@ -418,8 +436,9 @@ static pd_status addmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
     return pd_set_error(PD_ERR_SHAPE, "%s: input must be 1-D or 2-D, got shape %s", def->name,
                         PD_SHAPE_STR(inp));
   if (inp->dtype != x->dtype)
-    return pd_set_error(PD_ERR_DTYPE, "%s: input, x and y must have the same dtype, got %s, %s and %s", def->name,
-                        pd_dtype_name(inp->dtype), pd_dtype_name(x->dtype), pd_dtype_name(y->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: input, x and y must have the same dtype, got %s, %s and %s",
+                        def->name, pd_dtype_name(inp->dtype), pd_dtype_name(x->dtype),
+                        pd_dtype_name(y->dtype));
   pd_status st = pd_matmul_meta_of(def->name, x, y, false, false, out);
   if (st != PD_OK) return st;
   int lead = 2 - inp->ndim;
@@ -434,19 +453,19 @@ static pd_status addmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-#define BCAST_FILL(T)                                                          \
-  do {                                                                         \
-    T *o = pd_tensor_data(out);                                                \
-    const T *p = pd_tensor_data(inp);                                          \
-    for (int64_t i = 0; i < M; i++) {                                          \
-      const T *row = p + i * si;                                               \
-      T *orow = o + i * N;                                                     \
-      if (sj == 1) {                                                           \
-        for (int64_t j = 0; j < N; j++) orow[j] = row[j];                      \
-      } else {                                                                 \
-        for (int64_t j = 0; j < N; j++) orow[j] = row[j * sj];                 \
-      }                                                                        \
-    }                                                                          \
+#define BCAST_FILL(T)                                          \
+  do {                                                         \
+    T *o = pd_tensor_data(out);                                \
+    const T *p = pd_tensor_data(inp);                          \
+    for (int64_t i = 0; i < M; i++) {                          \
+      const T *row = p + i * si;                               \
+      T *orow = o + i * N;                                     \
+      if (sj == 1) {                                           \
+        for (int64_t j = 0; j < N; j++) orow[j] = row[j];      \
+      } else {                                                 \
+        for (int64_t j = 0; j < N; j++) orow[j] = row[j * sj]; \
+      }                                                        \
+    }                                                          \
   } while (0)
 
 static pd_status addmm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -460,8 +479,10 @@ static pd_status addmm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
     int lead = 2 - inp->ndim;
     int64_t si = lead > 0 || inp->shape[0] == 1 ? 0 : inp->strides[0];
     int64_t sj = inp->shape[inp->ndim - 1] == 1 ? 0 : inp->strides[inp->ndim - 1];
-    if (out->dtype == PD_FLOAT32) BCAST_FILL(float);
-    else BCAST_FILL(double);
+    if (out->dtype == PD_FLOAT32)
+      BCAST_FILL(float);
+    else
+      BCAST_FILL(double);
   }
   return pd_matmul_into(def->name, in[1], in[2], false, false, alpha, beta, out);
 }
@@ -484,16 +505,25 @@ static pd_status addmm_backward(const pd_backward_ctx *c) {
   /* reuse the matmul rule with the x, y slots shifted by one */
   bool ng[2] = {c->needs_grad[1], c->needs_grad[2]};
   pd_tensor *gi[2] = {NULL, NULL};
-  pd_backward_ctx sub = {.attrs = c->attrs, .n_in = 2, .n_out = 1, .inputs = c->inputs + 1,
-                         .outputs = c->outputs, .in_meta = c->in_meta + 1, .grad_out = c->grad_out,
-                         .needs_grad = ng, .grad_in = gi};
+  pd_backward_ctx sub = {.attrs = c->attrs,
+                         .n_in = 2,
+                         .n_out = 1,
+                         .inputs = c->inputs + 1,
+                         .outputs = c->outputs,
+                         .in_meta = c->in_meta + 1,
+                         .grad_out = c->grad_out,
+                         .needs_grad = ng,
+                         .grad_in = gi};
   pd_status st = matmul_grads(&sub, c->inputs[1], c->inputs[2], false, false, alpha);
   c->grad_in[1] = gi[0];
   c->grad_in[2] = gi[1];
   return st;
 }
 
-const pd_op_def pd_opdef_addmm = {.name = "addmm", .n_in = 3, .n_out = 1, .flags = MATMUL_FLAGS,
+const pd_op_def pd_opdef_addmm = {.name = "addmm",
+                                  .n_in = 3,
+                                  .n_out = 1,
+                                  .flags = MATMUL_FLAGS,
                                   .attr_names = "f0:beta,f1:alpha",
                                   .infer_meta = addmm_meta,
                                   .kernel = {[PD_PLACE_CPU] = addmm_kernel},

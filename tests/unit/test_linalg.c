@@ -31,10 +31,14 @@ static pd_tensor *ref_matmul(const pd_tensor *x, const pd_tensor *y, bool tx, bo
   int xn = pd_tensor_ndim(x), yn = pd_tensor_ndim(y);
   const int64_t *xs = pd_tensor_shape(x), *ys = pd_tensor_shape(y);
   int64_t xr, xc, yr, yc;
-  if (xn == 1) xr = 1, xc = xs[0], tx = false;
-  else xr = xs[xn - 2], xc = xs[xn - 1];
-  if (yn == 1) yr = ys[0], yc = 1, ty = false;
-  else yr = ys[yn - 2], yc = ys[yn - 1];
+  if (xn == 1)
+    xr = 1, xc = xs[0], tx = false;
+  else
+    xr = xs[xn - 2], xc = xs[xn - 1];
+  if (yn == 1)
+    yr = ys[0], yc = 1, ty = false;
+  else
+    yr = ys[yn - 2], yc = ys[yn - 1];
   int64_t M = tx ? xc : xr, K = tx ? xr : xc, N = ty ? yr : yc;
   assert_int_equal(K, ty ? yc : yr);
   int bx = xn > 2 ? xn - 2 : 0, by = yn > 2 ? yn - 2 : 0, nb = bx > by ? bx : by;
@@ -117,8 +121,10 @@ static void test_matmul_against_reference(void **state) {
     /* batched, flags on batches */
     check_matmul(rnd(d, 3, SHAPE(3, 6, 5), 9), rnd(d, 3, SHAPE(3, 4, 6), 10), true, true, tol);
     /* sizes across the blocking of the float64 kernel and oneDNN's threads */
-    check_matmul(rnd(d, 2, SHAPE(70, 300), 11), rnd(d, 2, SHAPE(300, 260), 12), false, false, dt ? 1e-11 : 1e-4);
-    check_matmul(rnd(d, 2, SHAPE(300, 70), 13), rnd(d, 2, SHAPE(260, 300), 14), true, true, dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(70, 300), 11), rnd(d, 2, SHAPE(300, 260), 12), false, false,
+                 dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(300, 70), 13), rnd(d, 2, SHAPE(260, 300), 14), true, true,
+                 dt ? 1e-11 : 1e-4);
     /* a weight shared by a batch (folded into one GEMM), with and without ty */
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 15), rnd(d, 2, SHAPE(20, 9), 16), false, false, tol);
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 17), rnd(d, 2, SHAPE(9, 20), 18), false, true, tol);
@@ -234,14 +240,17 @@ static void test_matmul_view_not_copied(void **state) {
 static void test_matmul_empty_and_half(void **state) {
   (void)state;
   pd_scope_begin();
-  pd_tensor *z = pd_matmul(pd_zeros(2, SHAPE(0, 3), PD_FLOAT32), pd_ones(2, SHAPE(3, 4), PD_FLOAT32), false, false);
+  pd_tensor *z =
+      pd_matmul(pd_zeros(2, SHAPE(0, 3), PD_FLOAT32), pd_ones(2, SHAPE(3, 4), PD_FLOAT32), false, false);
   expect_shape(z, 2, SHAPE(0, 4));
   /* K = 0: a sum over nothing */
-  pd_tensor *k0 = pd_matmul(pd_ones(2, SHAPE(2, 0), PD_FLOAT64), pd_ones(2, SHAPE(0, 3), PD_FLOAT64), false, false);
+  pd_tensor *k0 =
+      pd_matmul(pd_ones(2, SHAPE(2, 0), PD_FLOAT64), pd_ones(2, SHAPE(0, 3), PD_FLOAT64), false, false);
   expect_shape(k0, 2, SHAPE(2, 3));
   EXPECT_VALUES(k0, 0, 0, 0, 0, 0, 0, 0);
   /* float16 and bfloat16 compute in float32 and come back in their dtype */
-  pd_tensor *x = T(PD_FLOAT16, 2, SHAPE(2, 2), 1, 2, 3, 4), *y = T(PD_FLOAT16, 2, SHAPE(2, 2), 0.5, 1, 1.5, 2);
+  pd_tensor *x = T(PD_FLOAT16, 2, SHAPE(2, 2), 1, 2, 3, 4),
+            *y = T(PD_FLOAT16, 2, SHAPE(2, 2), 0.5, 1, 1.5, 2);
   pd_tensor *h = pd_matmul(x, y, false, false);
   assert_int_equal(pd_tensor_dtype(h), PD_FLOAT16);
   EXPECT_VALUES(h, 0, 3.5, 5, 7.5, 11);
@@ -262,9 +271,9 @@ static void test_matmul_errors(void **state) {
   /* with flags, the contracted dims are the ones named */
   expect_error(pd_matmul(a, b, true, true), "x.shape[0] (3) != y.shape[1] (4)", "transpose_x=true");
   /* batch dims that do not broadcast */
-  expect_error(pd_matmul(pd_ones(3, SHAPE(2, 3, 4), PD_FLOAT32), pd_ones(3, SHAPE(3, 4, 5), PD_FLOAT32), false,
-                         false),
-               "matmul: batch dims", "x.shape[0] (2) vs y.shape[0] (3)");
+  expect_error(
+      pd_matmul(pd_ones(3, SHAPE(2, 3, 4), PD_FLOAT32), pd_ones(3, SHAPE(3, 4, 5), PD_FLOAT32), false, false),
+      "matmul: batch dims", "x.shape[0] (2) vs y.shape[0] (3)");
   /* vectors */
   expect_error(pd_matmul(pd_ones(1, SHAPE(3), PD_FLOAT32), pd_ones(1, SHAPE(4), PD_FLOAT32), false, false),
                "matmul: x.shape[0] (3) != y.shape[0] (4)", NULL);
@@ -272,8 +281,9 @@ static void test_matmul_errors(void **state) {
   expect_error(pd_matmul(pd_ones(0, NULL, PD_FLOAT32), b, false, false), "matmul", "at least 1 dim");
   expect_error(pd_matmul(pd_ones(2, SHAPE(2, 2), PD_INT32), pd_ones(2, SHAPE(2, 2), PD_INT32), false, false),
                "matmul", "int32");
-  expect_error(pd_matmul(pd_ones(2, SHAPE(2, 2), PD_FLOAT32), pd_ones(2, SHAPE(2, 2), PD_FLOAT64), false, false),
-               "matmul", "float64");
+  expect_error(
+      pd_matmul(pd_ones(2, SHAPE(2, 2), PD_FLOAT32), pd_ones(2, SHAPE(2, 2), PD_FLOAT64), false, false),
+      "matmul", "float64");
   expect_error(pd_matmul(NULL, b, false, false), "matmul", "NULL");
   pd_scope_end();
   expect_no_live_tensors();
@@ -316,8 +326,10 @@ static void test_mm_bmm_mv(void **state) {
   expect_close(mv, ref_matmul(x, v, false, false), 1e-5, 1e-5);
   /* errors name the op and the shapes */
   expect_error(pd_bmm(x, y), "bmm: x and y must be 3-D", "[4, 6]");
-  expect_error(pd_bmm(bx, rnd(PD_FLOAT64, 3, SHAPE(2, 6, 2), 75)), "bmm: x.shape[0] (3) != y.shape[0] (2)", NULL);
-  expect_error(pd_bmm(bx, rnd(PD_FLOAT64, 3, SHAPE(3, 5, 2), 76)), "bmm: x.shape[2] (6) != y.shape[1] (5)", NULL);
+  expect_error(pd_bmm(bx, rnd(PD_FLOAT64, 3, SHAPE(2, 6, 2), 75)), "bmm: x.shape[0] (3) != y.shape[0] (2)",
+               NULL);
+  expect_error(pd_bmm(bx, rnd(PD_FLOAT64, 3, SHAPE(3, 5, 2), 76)), "bmm: x.shape[2] (6) != y.shape[1] (5)",
+               NULL);
   expect_error(pd_mv(x, rnd(PD_FLOAT32, 1, SHAPE(5), 77)), "mv: x.shape[1] (6) != vec.shape[0] (5)", NULL);
   expect_error(pd_mv(x, y), "mv: x must be 2-D and vec 1-D", "[6, 3]");
   expect_error(pd_mm(x, x), "mm: x.shape[1] (6) != y.shape[0] (4)", NULL);
@@ -332,7 +344,8 @@ static void test_dot(void **state) {
   pd_tensor *d = pd_dot(u, v);
   expect_shape(d, 0, NULL);
   EXPECT_VALUES(d, 0, 12);
-  pd_tensor *x = T(PD_FLOAT64, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6), *y = T(PD_FLOAT64, 2, SHAPE(2, 3), 1, 0, -1, 2, 2, 2);
+  pd_tensor *x = T(PD_FLOAT64, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6),
+            *y = T(PD_FLOAT64, 2, SHAPE(2, 3), 1, 0, -1, 2, 2, 2);
   pd_tensor *r = pd_dot(x, y);
   expect_shape(r, 1, SHAPE(2));
   EXPECT_VALUES(r, 0, -2, 30);
@@ -367,7 +380,8 @@ static void test_addmm(void **state) {
   EXPECT_VALUES(pd_addmm(colin, a, b, 1, 1), 0, 11, 12, 23, 24);
   /* beta = 0 ignores the input */
   EXPECT_VALUES(pd_addmm(colin, a, b, 0, 3), 0, 3, 6, 9, 12);
-  expect_error(pd_addmm(T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3), a, b, 1, 1), "addmm: input of shape [3]", "[2, 2]");
+  expect_error(pd_addmm(T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3), a, b, 1, 1), "addmm: input of shape [3]",
+               "[2, 2]");
   expect_error(pd_addmm(colin, a, T(PD_FLOAT64, 2, SHAPE(3, 1), 1, 2, 3), 1, 1),
                "addmm: x.shape[1] (2) != y.shape[0] (3)", NULL);
   expect_error(pd_addmm(colin, pd_ones(3, SHAPE(1, 2, 2), PD_FLOAT64), b, 1, 1), "addmm: x and y must be 2-D",
@@ -451,8 +465,8 @@ static void test_einsum_forms(void **state) {
   pd_tensor *a = rnd(PD_FLOAT64, 2, SHAPE(3, 4), 100), *b = rnd(PD_FLOAT64, 2, SHAPE(4, 5), 101);
   expect_close(ein2("ij,jk->ik", a, b), ref_matmul(a, b, false, false), 1e-12, 1e-12);
   expect_close(ein2("ij,jk", a, b), ref_matmul(a, b, false, false), 1e-12, 1e-12); /* implicit */
-  expect_close(ein2(" ij , jk -> ki ", a, b), pd_transpose(ref_matmul(a, b, false, false), 2, SHAPE(1, 0)), 1e-12,
-               1e-12);
+  expect_close(ein2(" ij , jk -> ki ", a, b), pd_transpose(ref_matmul(a, b, false, false), 2, SHAPE(1, 0)),
+               1e-12, 1e-12);
   expect_close(ein2("ij->ji", a, NULL), pd_transpose(a, 2, SHAPE(1, 0)), 0, 0);
   expect_close(ein2("ij->i", a, NULL), pd_sum(a, SHAPE(1), 1, false), 1e-12, 1e-12);
   expect_close(ein2("ij->", a, NULL), pd_sum(a, NULL, 0, false), 1e-12, 1e-12);
@@ -492,8 +506,8 @@ static void test_einsum_forms(void **state) {
   /* three operands */
   pd_tensor *c3 = rnd(PD_FLOAT64, 2, SHAPE(5, 2), 112);
   pd_tensor *ops3[3] = {a, b, c3};
-  expect_close(pd_einsum("ij,jk,kl->il", 3, ops3), ref_matmul(ref_matmul(a, b, false, false), c3, false, false),
-               1e-12, 1e-12);
+  expect_close(pd_einsum("ij,jk,kl->il", 3, ops3),
+               ref_matmul(ref_matmul(a, b, false, false), c3, false, false), 1e-12, 1e-12);
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -521,8 +535,10 @@ static void test_einsum_errors(void **state) {
   pd_scope_begin();
   pd_tensor *a = pd_ones(2, SHAPE(3, 4), PD_FLOAT32), *b = pd_ones(2, SHAPE(5, 6), PD_FLOAT32);
   expect_error(ein2("ij,jk->ik", a, b), "einsum: label 'j' of equation 'ij,jk->ik'", "[5, 6]");
-  expect_error(ein2("ijk,jk->i", a, b), "einsum: term 'ijk' of equation 'ijk,jk->i'", "operand 0 has shape [3, 4]");
-  expect_error(ein2("ii->i", pd_ones(2, SHAPE(3, 3), PD_FLOAT32), NULL), "einsum: label 'i' repeats", "'ii->i'");
+  expect_error(ein2("ijk,jk->i", a, b), "einsum: term 'ijk' of equation 'ijk,jk->i'",
+               "operand 0 has shape [3, 4]");
+  expect_error(ein2("ii->i", pd_ones(2, SHAPE(3, 3), PD_FLOAT32), NULL), "einsum: label 'i' repeats",
+               "'ii->i'");
   expect_error(ein2("ij,jk->iz", a, pd_ones(2, SHAPE(4, 2), PD_FLOAT32)), "output label 'z'", "'ij,jk->iz'");
   expect_error(ein2("ij->", a, b), "einsum: equation 'ij->' has 1 input term(s) but 2 operand(s)", NULL);
   expect_error(ein2("i1->i", a, NULL), "einsum: invalid character '1'", "'i1->i'");

@@ -1,23 +1,23 @@
 /* GEMM: float32 through oneDNN, float64 with a blocked kernel of our own. */
 #include "gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* C = beta * C on an M x N block (beta == 0 writes zeros, ignoring NaN). */
-#define SCALE_C(T, M, N, beta, C, ldc)                              \
-  do {                                                              \
-    if ((beta) == 1) break;                                         \
-    for (int64_t i_ = 0; i_ < (M); i_++) {                          \
-      T *c_ = (C) + i_ * (ldc);                                     \
-      if ((beta) == 0) {                                            \
-        memset(c_, 0, sizeof(T) * (size_t)(N));                     \
-      } else {                                                      \
-        for (int64_t j_ = 0; j_ < (N); j_++) c_[j_] *= (beta);      \
-      }                                                             \
-    }                                                               \
+#define SCALE_C(T, M, N, beta, C, ldc)                         \
+  do {                                                         \
+    if ((beta) == 1) break;                                    \
+    for (int64_t i_ = 0; i_ < (M); i_++) {                     \
+      T *c_ = (C) + i_ * (ldc);                                \
+      if ((beta) == 0) {                                       \
+        memset(c_, 0, sizeof(T) * (size_t)(N));                \
+      } else {                                                 \
+        for (int64_t j_ = 0; j_ < (N); j_++) c_[j_] *= (beta); \
+      }                                                        \
+    }                                                          \
   } while (0)
 
 int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
@@ -27,8 +27,8 @@ int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float
     SCALE_C(float, M, N, beta, C, ldc);
     return 0;
   }
-  dnnl_status_t st = dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                                beta, C, ldc);
+  dnnl_status_t st =
+      dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   return st == dnnl_success ? 0 : (int)st;
 }
 
@@ -42,8 +42,8 @@ int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float
 #define NB 256
 #define KB 256
 
-static void pack_a(bool transa, const double *A, int64_t lda, int64_t i0, int64_t p0, int64_t mb,
-                   int64_t kb, double alpha, double *Ap) {
+static void pack_a(bool transa, const double *A, int64_t lda, int64_t i0, int64_t p0, int64_t mb, int64_t kb,
+                   double alpha, double *Ap) {
   for (int64_t i = 0; i < mb; i++) {
     double *dst = Ap + i * kb;
     if (!transa) {
@@ -56,8 +56,8 @@ static void pack_a(bool transa, const double *A, int64_t lda, int64_t i0, int64_
   }
 }
 
-static void pack_b(bool transb, const double *B, int64_t ldb, int64_t p0, int64_t j0, int64_t kb,
-                   int64_t nb, double *Bp) {
+static void pack_b(bool transb, const double *B, int64_t ldb, int64_t p0, int64_t j0, int64_t kb, int64_t nb,
+                   double *Bp) {
   for (int64_t p = 0; p < kb; p++) {
     double *dst = Bp + p * nb;
     if (!transb) {
@@ -69,8 +69,8 @@ static void pack_b(bool transb, const double *B, int64_t ldb, int64_t p0, int64_
   }
 }
 
-static void tile_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp,
-                        double *C, int64_t ldc) {
+static void tile_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp, double *C,
+                        int64_t ldc) {
   int64_t i = 0;
   for (; i + 4 <= mb; i += 4) {
     double *restrict c0 = C + i * ldc, *restrict c1 = c0 + ldc, *restrict c2 = c1 + ldc,
@@ -142,28 +142,44 @@ int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, doubl
  * (oneDNN runs single-threaded inside a parallel region). */
 #define BATCH_PARALLEL_MAX_FLOPS (1 << 22) /* M*N*K under which batches go in parallel */
 
-#define BATCHED(sfx, T)                                                                             \
-  int pd_gemm_batched_##sfx(bool transa, bool transb, int64_t M, int64_t N, int64_t K, T alpha,    \
-                            const T *A, int64_t lda, int64_t strideA, const T *B, int64_t ldb,     \
-                            int64_t strideB, T beta, T *C, int64_t ldc, int64_t strideC,           \
-                            int64_t batch) {                                                       \
-    if (batch <= 0 || M <= 0 || N <= 0) return 0;                                                  \
-    if (batch == 1) return pd_gemm_##sfx(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
-    double work = (double)M * (double)N * (double)(K > 0 ? K : 1);                                 \
-    bool par = work < BATCH_PARALLEL_MAX_FLOPS && omp_get_max_threads() > 1 && !omp_in_parallel(); \
-    int failed = 0;                                                                                \
-    if (par) {                                                                                     \
-      _Pragma("omp parallel for schedule(static) reduction(| : failed)") for (int64_t b = 0;       \
-                                                                              b < batch; b++) {    \
-        failed |= pd_gemm_##sfx(transa, transb, M, N, K, alpha, A + b * strideA, lda,              \
-                                B + b * strideB, ldb, beta, C + b * strideC, ldc);                 \
-      }                                                                                            \
-    } else {                                                                                       \
-      for (int64_t b = 0; b < batch && !failed; b++)                                               \
-        failed = pd_gemm_##sfx(transa, transb, M, N, K, alpha, A + b * strideA, lda,               \
-                               B + b * strideB, ldb, beta, C + b * strideC, ldc);                  \
-    }                                                                                              \
-    return failed;                                                                                 \
+static bool batch_in_parallel(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
+  return batch > 1 && work < BATCH_PARALLEL_MAX_FLOPS && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
+int pd_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+  if (batch <= 0 || M <= 0 || N <= 0) return 0;
+  int failed = 0;
+  if (batch_in_parallel(M, N, K, batch)) {
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t b = 0; b < batch; b++)
+      failed |= pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
+  } else {
+    for (int64_t b = 0; b < batch && !failed; b++)
+      failed = pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                           C + b * strideC, ldc);
   }
-BATCHED(f32, float)
-BATCHED(f64, double)
+  return failed;
+}
+
+int pd_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
+                        const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
+                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
+                        int64_t batch) {
+  if (batch <= 0 || M <= 0 || N <= 0) return 0;
+  int failed = 0;
+  if (batch_in_parallel(M, N, K, batch)) {
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t b = 0; b < batch; b++)
+      failed |= pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
+  } else {
+    for (int64_t b = 0; b < batch && !failed; b++)
+      failed = pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                           C + b * strideC, ldc);
+  }
+  return failed;
+}

@@ -27,11 +27,9 @@ int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, doubl
  * strideC must keep the C matrices apart. */
 int pd_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
-                        int64_t batch);
+                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
 int pd_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
                         const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
-                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
-                        int64_t batch);
+                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC, int64_t batch);
 
 #endif
