@@ -125,6 +125,8 @@ static void test_matmul_against_reference(void **state) {
                  dt ? 1e-11 : 1e-4);
     check_matmul(rnd(d, 2, SHAPE(300, 70), 13), rnd(d, 2, SHAPE(260, 300), 14), true, true,
                  dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(67, 261), 23), rnd(d, 2, SHAPE(131, 261), 24), false, true, dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(261, 67), 25), rnd(d, 2, SHAPE(261, 131), 26), true, false, dt ? 1e-11 : 1e-4);
     /* a weight shared by a batch (folded into one GEMM), with and without ty */
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 15), rnd(d, 2, SHAPE(20, 9), 16), false, false, tol);
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 17), rnd(d, 2, SHAPE(9, 20), 18), false, true, tol);

@@ -42,61 +42,89 @@ int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float
 #define NB 256
 #define KB 256
 
+/* Ap[i][p] = alpha * op(A)[i0 + i][p0 + p], row-major mb x kb; the source
+ * is read along its unit-stride dim. */
 static void pack_a(bool transa, const double *A, int64_t lda, int64_t i0, int64_t p0, int64_t mb, int64_t kb,
                    double alpha, double *Ap) {
-  for (int64_t i = 0; i < mb; i++) {
-    double *dst = Ap + i * kb;
-    if (!transa) {
+  if (!transa) {
+    for (int64_t i = 0; i < mb; i++) {
       const double *src = A + (i0 + i) * lda + p0;
+      double *dst = Ap + i * kb;
       for (int64_t p = 0; p < kb; p++) dst[p] = alpha * src[p];
-    } else {
-      const double *src = A + p0 * lda + (i0 + i);
-      for (int64_t p = 0; p < kb; p++) dst[p] = alpha * src[p * lda];
+    }
+  } else { /* A is stored K x M: 8 source rows at a time, so reads and writes both stay in cache lines */
+    for (int64_t pp = 0; pp < kb; pp += 8) {
+      int64_t pe = pp + 8 < kb ? pp + 8 : kb;
+      const double *src = A + (p0 + pp) * lda + i0;
+      for (int64_t i = 0; i < mb; i++)
+        for (int64_t p = pp; p < pe; p++) Ap[i * kb + p] = alpha * src[(p - pp) * lda + i];
     }
   }
 }
 
+/* Bp[p][j] = op(B)[p0 + p][j0 + j], row-major kb x nb. */
 static void pack_b(bool transb, const double *B, int64_t ldb, int64_t p0, int64_t j0, int64_t kb, int64_t nb,
                    double *Bp) {
+  if (!transb) {
+    for (int64_t p = 0; p < kb; p++)
+      memcpy(Bp + p * nb, B + (p0 + p) * ldb + j0, sizeof(double) * (size_t)nb);
+  } else { /* B is stored N x K: 8 source rows at a time */
+    for (int64_t jj = 0; jj < nb; jj += 8) {
+      int64_t je = jj + 8 < nb ? jj + 8 : nb;
+      const double *src = B + (j0 + jj) * ldb + p0;
+      for (int64_t p = 0; p < kb; p++)
+        for (int64_t j = jj; j < je; j++) Bp[p * nb + j] = src[(j - jj) * ldb + p];
+    }
+  }
+}
+
+/* C[4 x 8] += A[4 x kb] B[kb x 8], the 4 x 8 accumulators held in vector
+ * registers (GCC/Clang vector extension; unaligned loads). */
+typedef double pd_v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+static inline void micro_4x8(int64_t kb, const double *restrict a, const double *restrict b, int64_t nb,
+                             double *restrict c, int64_t ldc) {
+  pd_v4d c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+  const double *a0 = a, *a1 = a + kb, *a2 = a + 2 * kb, *a3 = a + 3 * kb;
   for (int64_t p = 0; p < kb; p++) {
-    double *dst = Bp + p * nb;
-    if (!transb) {
-      memcpy(dst, B + (p0 + p) * ldb + j0, sizeof(double) * (size_t)nb);
-    } else {
-      const double *src = B + j0 * ldb + (p0 + p);
-      for (int64_t j = 0; j < nb; j++) dst[j] = src[j * ldb];
+    pd_v4d b0 = *(const pd_v4d *)(b + p * nb), b1 = *(const pd_v4d *)(b + p * nb + 4);
+    c00 += a0[p] * b0;
+    c01 += a0[p] * b1;
+    c10 += a1[p] * b0;
+    c11 += a1[p] * b1;
+    c20 += a2[p] * b0;
+    c21 += a2[p] * b1;
+    c30 += a3[p] * b0;
+    c31 += a3[p] * b1;
+  }
+  pd_v4d *r0 = (pd_v4d *)c, *r1 = (pd_v4d *)(c + ldc), *r2 = (pd_v4d *)(c + 2 * ldc),
+         *r3 = (pd_v4d *)(c + 3 * ldc);
+  r0[0] += c00, r0[1] += c01, r1[0] += c10, r1[1] += c11;
+  r2[0] += c20, r2[1] += c21, r3[0] += c30, r3[1] += c31;
+}
+
+/* Edges: C[mb x nb] += A B one row at a time, the inner loop over N. */
+static void edge_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp, int64_t ldbp,
+                        double *C, int64_t ldc) {
+  for (int64_t i = 0; i < mb; i++) {
+    double *restrict c = C + i * ldc;
+    const double *a = Ap + i * kb;
+    for (int64_t p = 0; p < kb; p++) {
+      const double *restrict b = Bp + p * ldbp;
+      double x = a[p];
+#pragma omp simd
+      for (int64_t j = 0; j < nb; j++) c[j] += x * b[j];
     }
   }
 }
 
 static void tile_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp, double *C,
                         int64_t ldc) {
-  int64_t i = 0;
-  for (; i + 4 <= mb; i += 4) {
-    double *restrict c0 = C + i * ldc, *restrict c1 = c0 + ldc, *restrict c2 = c1 + ldc,
-                     *restrict c3 = c2 + ldc;
-    const double *a0 = Ap + i * kb, *a1 = a0 + kb, *a2 = a1 + kb, *a3 = a2 + kb;
-    for (int64_t p = 0; p < kb; p++) {
-      const double *restrict b = Bp + p * nb;
-      double x0 = a0[p], x1 = a1[p], x2 = a2[p], x3 = a3[p];
-      for (int64_t j = 0; j < nb; j++) {
-        double bj = b[j];
-        c0[j] += x0 * bj;
-        c1[j] += x1 * bj;
-        c2[j] += x2 * bj;
-        c3[j] += x3 * bj;
-      }
-    }
-  }
-  for (; i < mb; i++) {
-    double *restrict c = C + i * ldc;
-    const double *a = Ap + i * kb;
-    for (int64_t p = 0; p < kb; p++) {
-      const double *restrict b = Bp + p * nb;
-      double x = a[p];
-      for (int64_t j = 0; j < nb; j++) c[j] += x * b[j];
-    }
-  }
+  int64_t m4 = mb / 4 * 4, n8 = nb / 8 * 8;
+  for (int64_t i = 0; i < m4; i += 4)
+    for (int64_t j = 0; j < n8; j += 8) micro_4x8(kb, Ap + i * kb, Bp + j, nb, C + i * ldc + j, ldc);
+  if (n8 < nb) edge_update(m4, nb - n8, kb, Ap, Bp + n8, nb, C + n8, ldc);
+  if (m4 < mb) edge_update(mb - m4, nb, kb, Ap + m4 * kb, Bp, nb, C + m4 * ldc, ldc);
 }
 
 int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
