@@ -125,8 +125,10 @@ static void test_matmul_against_reference(void **state) {
                  dt ? 1e-11 : 1e-4);
     check_matmul(rnd(d, 2, SHAPE(300, 70), 13), rnd(d, 2, SHAPE(260, 300), 14), true, true,
                  dt ? 1e-11 : 1e-4);
-    check_matmul(rnd(d, 2, SHAPE(67, 261), 23), rnd(d, 2, SHAPE(131, 261), 24), false, true, dt ? 1e-11 : 1e-4);
-    check_matmul(rnd(d, 2, SHAPE(261, 67), 25), rnd(d, 2, SHAPE(261, 131), 26), true, false, dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(67, 261), 23), rnd(d, 2, SHAPE(131, 261), 24), false, true,
+                 dt ? 1e-11 : 1e-4);
+    check_matmul(rnd(d, 2, SHAPE(261, 67), 25), rnd(d, 2, SHAPE(261, 131), 26), true, false,
+                 dt ? 1e-11 : 1e-4);
     /* a weight shared by a batch (folded into one GEMM), with and without ty */
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 15), rnd(d, 2, SHAPE(20, 9), 16), false, false, tol);
     check_matmul(rnd(d, 3, SHAPE(4, 33, 20), 17), rnd(d, 2, SHAPE(9, 20), 18), false, true, tol);
@@ -499,6 +501,15 @@ static void test_einsum_forms(void **state) {
   expect_shape(ee, 4, SHAPE(2, 5, 3, 2));
   expect_close(ee, ref_matmul(e1, e2, false, false), 1e-12, 1e-12);
   expect_close(ein2("...ij,...jk", e1, e2), ref_matmul(e1, e2, false, false), 1e-12, 1e-12);
+  /* ellipsis on one operand only, and ellipsis at the end of a term */
+  pd_tensor *w4 = rnd(PD_FLOAT64, 4, SHAPE(2, 3, 4, 5), 113), *w2 = rnd(PD_FLOAT64, 2, SHAPE(5, 6), 114);
+  pd_tensor *ew = ein2("...ij,jk->...ik", w4, w2);
+  expect_shape(ew, 4, SHAPE(2, 3, 4, 6));
+  expect_close(ew, ref_matmul(w4, w2, false, false), 1e-12, 1e-12);
+  expect_close(ein2("i...->...i", w4, NULL), pd_transpose(w4, 4, SHAPE(1, 2, 3, 0)), 0, 0);
+  /* broadcast dims summed away when the output leaves out '...' */
+  expect_close(ein2("...ij,...jk->ik", e1, e2),
+               pd_sum(ref_matmul(e1, e2, false, false), SHAPE(0, 1), 2, false), 1e-12, 1e-12);
   /* a label summed on one side only, then contracted: sum_j,k a[i,j] c[j,k] */
   pd_tensor *sk = ein2("ij,jk->i", a, b);
   expect_close(sk, pd_sum(ref_matmul(a, b, false, false), SHAPE(1), 1, false), 1e-12, 1e-12);
