@@ -4,7 +4,7 @@
  * batch 4). Each measurement: warm-up, then the median of several timed runs,
  * the libraries interleaved so that load from elsewhere hits them alike.
  *
- *   bench_matmul [runs]       (default 7)
+ *   bench_matmul [runs]       (default 21)
  */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -127,8 +127,9 @@ static void measure(ctx *c, int runs, double *sec, double *best) {
 #endif
   };
   double flops = 2.0 * (double)c->s.batch * (double)c->s.M * (double)c->s.N * (double)c->s.K;
-  /* iterations per timed run: about 40 ms of work at ~50 GFLOP/s */
-  int iters = (int)(2e9 / flops);
+  /* iterations per timed run: about 10 ms of work at ~50 GFLOP/s (short runs,
+   * many of them: the median then shrugs off bursts of load from elsewhere) */
+  int iters = (int)(5e8 / flops);
   if (iters < 1) iters = 1;
   if (iters > 2000) iters = 2000;
   double t[M_COUNT][64];
@@ -166,7 +167,7 @@ static float *filled(int64_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-  int runs = argc > 1 ? atoi(argv[1]) : 7;
+  int runs = argc > 1 ? atoi(argv[1]) : 21;
   if (runs < 1) runs = 1;
   if (runs > 64) runs = 64;
   const shape shapes[] = {
