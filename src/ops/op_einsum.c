@@ -117,8 +117,8 @@ static bool is_identity_order(const ein_term *t, const int *order) {
 
 /* One pairwise contraction; keep[] marks labels needed later. Releases
  * nothing it was given; returns a new tensor and its term in *out. */
-static pd_tensor *contract(pd_tensor *a0, ein_term ta, pd_tensor *b0, ein_term tb, const bool *keep,
-                           ein_term *out) {
+static pd_tensor *contract(const char *eq, pd_tensor *a0, ein_term ta, pd_tensor *b0, ein_term tb,
+                           const bool *keep, ein_term *out) {
   bool need_a[EIN_NLAB] = {0}, need_b[EIN_NLAB] = {0};
   for (int l = 0; l < EIN_NLAB; l++) need_a[l] = need_b[l] = keep[l];
   for (int d = 0; d < tb.n; d++) need_a[tb.lab[d]] = true;
@@ -147,6 +147,13 @@ static pd_tensor *contract(pd_tensor *a0, ein_term ta, pd_tensor *b0, ein_term t
   }
   for (int d = 0; d < tb.n; d++)
     if (term_find(&ta, tb.lab[d]) < 0) fb[nfb++] = tb.lab[d];
+  if (nb + nfa + nfb > PD_MAX_DIMS || nb + 2 > PD_MAX_DIMS) {
+    pd_set_error(PD_ERR_UNIMPLEMENTED,
+                 "einsum: equation '%s' needs an intermediate of %d dims (%d batch) for operands of shapes "
+                 "%s and %s; at most %d dims (%d batch) are supported",
+                 eq, nb + nfa + nfb, nb, PD_SHAPE_STR(a0), PD_SHAPE_STR(b0), PD_MAX_DIMS, PD_MAX_DIMS - 2);
+    goto done;
+  }
 
   /* A as [batch, free_A, con] (or [batch, con, free_A] with transpose_x) */
   int oa[PD_MAX_DIMS], ob[PD_MAX_DIMS], k = 0;
@@ -373,7 +380,7 @@ static pd_tensor *einsum_impl(const char *eq, int n, pd_tensor *const *ops) {
     for (int j = i + 1; j < n; j++)
       for (int d = 0; d < terms[j].n; d++) keep[terms[j].lab[d]] = true;
     ein_term nt2;
-    pd_tensor *r = contract(cur, ct, ops[i], terms[i], keep, &nt2);
+    pd_tensor *r = contract(eq, cur, ct, ops[i], terms[i], keep, &nt2);
     pd_tensor_release(cur);
     cur = r;
     ct = nt2;

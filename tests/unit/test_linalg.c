@@ -557,6 +557,8 @@ static void test_einsum_errors(void **state) {
   expect_error(ein2("i1->i", a, NULL), "einsum: invalid character '1'", "'i1->i'");
   expect_error(ein2("ij->ii", a, NULL), "einsum: label 'i' repeats in output", NULL);
   expect_error(ein2("...i..->i", a, NULL), "einsum", "'...i..->i'");
+  pd_tensor *o5 = pd_ones(5, SHAPE(1, 2, 1, 2, 1), PD_FLOAT32);
+  expect_error(ein2("abcde,fghij", o5, o5), "einsum: output of equation 'abcde,fghij'", "more than 9 dims");
   expect_error(pd_einsum(NULL, 1, &a), "einsum: equation is NULL", NULL);
   expect_error(ein2("ij->ij", NULL, NULL), "einsum", "NULL");
   pd_scope_end();
