@@ -1,0 +1,213 @@
+/* GEMM: float32 through oneDNN, float64 with a blocked kernel of our own. */
+#include "gemm.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* C = beta * C on an M x N block (beta == 0 writes zeros, ignoring NaN). */
+#define SCALE_C(T, M, N, beta, C, ldc)                         \
+  do {                                                         \
+    if ((beta) == 1) break;                                    \
+    for (int64_t i_ = 0; i_ < (M); i_++) {                     \
+      T *c_ = (C) + i_ * (ldc);                                \
+      if ((beta) == 0) {                                       \
+        memset(c_, 0, sizeof(T) * (size_t)(N));                \
+      } else {                                                 \
+        for (int64_t j_ = 0; j_ < (N); j_++) c_[j_] *= (beta); \
+      }                                                        \
+    }                                                          \
+  } while (0)
+
+int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f) {
+    SCALE_C(float, M, N, beta, C, ldc);
+    return 0;
+  }
+  dnnl_status_t st =
+      dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return st == dnnl_success ? 0 : (int)st;
+}
+
+/* ---- float64 ------------------------------------------------------------
+ * C is cut into MB x NB tiles, one thread per tile (no two threads write the
+ * same C element). For each KB slice of K, the tile's A and B panels are
+ * packed into unit-stride buffers (alpha folded into A, the transposes
+ * resolved), then four rows of C are updated at a time with an inner loop
+ * over N that the compiler vectorises. */
+#define MB 64
+#define NB 256
+#define KB 256
+
+/* Ap[i][p] = alpha * op(A)[i0 + i][p0 + p], row-major mb x kb; the source
+ * is read along its unit-stride dim. */
+static void pack_a(bool transa, const double *A, int64_t lda, int64_t i0, int64_t p0, int64_t mb, int64_t kb,
+                   double alpha, double *Ap) {
+  if (!transa) {
+    for (int64_t i = 0; i < mb; i++) {
+      const double *src = A + (i0 + i) * lda + p0;
+      double *dst = Ap + i * kb;
+      for (int64_t p = 0; p < kb; p++) dst[p] = alpha * src[p];
+    }
+  } else { /* A is stored K x M: 8 source rows at a time, so reads and writes both stay in cache lines */
+    for (int64_t pp = 0; pp < kb; pp += 8) {
+      int64_t pe = pp + 8 < kb ? pp + 8 : kb;
+      const double *src = A + (p0 + pp) * lda + i0;
+      for (int64_t i = 0; i < mb; i++)
+        for (int64_t p = pp; p < pe; p++) Ap[i * kb + p] = alpha * src[(p - pp) * lda + i];
+    }
+  }
+}
+
+/* Bp[p][j] = op(B)[p0 + p][j0 + j], row-major kb x nb. */
+static void pack_b(bool transb, const double *B, int64_t ldb, int64_t p0, int64_t j0, int64_t kb, int64_t nb,
+                   double *Bp) {
+  if (!transb) {
+    for (int64_t p = 0; p < kb; p++)
+      memcpy(Bp + p * nb, B + (p0 + p) * ldb + j0, sizeof(double) * (size_t)nb);
+  } else { /* B is stored N x K: 8 source rows at a time */
+    for (int64_t jj = 0; jj < nb; jj += 8) {
+      int64_t je = jj + 8 < nb ? jj + 8 : nb;
+      const double *src = B + (j0 + jj) * ldb + p0;
+      for (int64_t p = 0; p < kb; p++)
+        for (int64_t j = jj; j < je; j++) Bp[p * nb + j] = src[(j - jj) * ldb + p];
+    }
+  }
+}
+
+/* C[4 x 8] += A[4 x kb] B[kb x 8], the 4 x 8 accumulators held in vector
+ * registers (GCC/Clang vector extension; unaligned loads). */
+typedef double pd_v4d __attribute__((vector_size(32), aligned(8), may_alias));
+
+static inline void micro_4x8(int64_t kb, const double *restrict a, const double *restrict b, int64_t nb,
+                             double *restrict c, int64_t ldc) {
+  pd_v4d c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+  const double *a0 = a, *a1 = a + kb, *a2 = a + 2 * kb, *a3 = a + 3 * kb;
+  for (int64_t p = 0; p < kb; p++) {
+    pd_v4d b0 = *(const pd_v4d *)(b + p * nb), b1 = *(const pd_v4d *)(b + p * nb + 4);
+    c00 += a0[p] * b0;
+    c01 += a0[p] * b1;
+    c10 += a1[p] * b0;
+    c11 += a1[p] * b1;
+    c20 += a2[p] * b0;
+    c21 += a2[p] * b1;
+    c30 += a3[p] * b0;
+    c31 += a3[p] * b1;
+  }
+  pd_v4d *r0 = (pd_v4d *)c, *r1 = (pd_v4d *)(c + ldc), *r2 = (pd_v4d *)(c + 2 * ldc),
+         *r3 = (pd_v4d *)(c + 3 * ldc);
+  r0[0] += c00, r0[1] += c01, r1[0] += c10, r1[1] += c11;
+  r2[0] += c20, r2[1] += c21, r3[0] += c30, r3[1] += c31;
+}
+
+/* Edges: C[mb x nb] += A B one row at a time, the inner loop over N. */
+static void edge_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp, int64_t ldbp,
+                        double *C, int64_t ldc) {
+  for (int64_t i = 0; i < mb; i++) {
+    double *restrict c = C + i * ldc;
+    const double *a = Ap + i * kb;
+    for (int64_t p = 0; p < kb; p++) {
+      const double *restrict b = Bp + p * ldbp;
+      double x = a[p];
+#pragma omp simd
+      for (int64_t j = 0; j < nb; j++) c[j] += x * b[j];
+    }
+  }
+}
+
+static void tile_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, const double *Bp, double *C,
+                        int64_t ldc) {
+  int64_t m4 = mb / 4 * 4, n8 = nb / 8 * 8;
+  for (int64_t i = 0; i < m4; i += 4)
+    for (int64_t j = 0; j < n8; j += 8) micro_4x8(kb, Ap + i * kb, Bp + j, nb, C + i * ldc + j, ldc);
+  if (n8 < nb) edge_update(m4, nb - n8, kb, Ap, Bp + n8, nb, C + n8, ldc);
+  if (m4 < mb) edge_update(mb - m4, nb, kb, Ap + m4 * kb, Bp, nb, C + m4 * ldc, ldc);
+}
+
+int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  int64_t nmb = (M + MB - 1) / MB, nnb = (N + NB - 1) / NB, tiles = nmb * nnb;
+  bool par = (double)M * (double)N * (double)K > 65536.0 && tiles > 1 && !omp_in_parallel();
+  int failed = 0;
+#pragma omp parallel if (par)
+  {
+    double *Ap = NULL, *Bp = NULL;
+    if (K > 0 && alpha != 0) {
+      Ap = malloc(sizeof(double) * MB * KB);
+      Bp = malloc(sizeof(double) * KB * NB);
+      if (!Ap || !Bp) {
+#pragma omp atomic write
+        failed = 1;
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; t++) {
+      int64_t i0 = (t / nnb) * MB, j0 = (t % nnb) * NB;
+      int64_t mb = M - i0 < MB ? M - i0 : MB, nb = N - j0 < NB ? N - j0 : NB;
+      double *Ct = C + i0 * ldc + j0;
+      SCALE_C(double, mb, nb, beta, Ct, ldc);
+      if (!Ap || !Bp) continue;
+      for (int64_t p0 = 0; p0 < K; p0 += KB) {
+        int64_t kb = K - p0 < KB ? K - p0 : KB;
+        pack_a(transa, A, lda, i0, p0, mb, kb, alpha, Ap);
+        pack_b(transb, B, ldb, p0, j0, kb, nb, Bp);
+        tile_update(mb, nb, kb, Ap, Bp, Ct, ldc);
+      }
+    }
+    free(Ap);
+    free(Bp);
+  }
+  return failed;
+}
+
+/* ---- batches ------------------------------------------------------------
+ * Large matrices: one after the other, each using every thread. Small ones:
+ * the batch is split over the threads, each product running on one thread
+ * (oneDNN runs single-threaded inside a parallel region). */
+#define BATCH_PARALLEL_MAX_FLOPS (1 << 22) /* M*N*K under which batches go in parallel */
+
+static bool batch_in_parallel(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  double work = (double)M * (double)N * (double)(K > 0 ? K : 1);
+  return batch > 1 && work < BATCH_PARALLEL_MAX_FLOPS && omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
+int pd_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+  if (batch <= 0 || M <= 0 || N <= 0) return 0;
+  int failed = 0;
+  if (batch_in_parallel(M, N, K, batch)) {
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t b = 0; b < batch; b++)
+      failed |= pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
+  } else {
+    for (int64_t b = 0; b < batch && !failed; b++)
+      failed = pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                           C + b * strideC, ldc);
+  }
+  return failed;
+}
+
+int pd_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
+                        const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
+                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
+                        int64_t batch) {
+  if (batch <= 0 || M <= 0 || N <= 0) return 0;
+  int failed = 0;
+  if (batch_in_parallel(M, N, K, batch)) {
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t b = 0; b < batch; b++)
+      failed |= pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
+  } else {
+    for (int64_t b = 0; b < batch && !failed; b++)
+      failed = pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                           C + b * strideC, ldc);
+  }
+  return failed;
+}
