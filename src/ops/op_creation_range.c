@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/cpu/parallel.h"
 #include "op_registry.h"
 #include "paddlec/ops.h"
 
@@ -144,24 +145,20 @@ static pd_status arange_kernel(const pd_op_def *def, pd_tensor *const *in, int n
     int64_t s = (int64_t)a->f[0], k = (int64_t)a->f[2];
     if (dt == PD_INT64) {
       int64_t *q = p;
-#pragma omp parallel for if (n > RANGE_GRAIN)
-      for (int64_t i = 0; i < n; i++) q[i] = (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)k);
+      PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)k););
     } else {
       int32_t *q = p;
-#pragma omp parallel for if (n > RANGE_GRAIN)
-      for (int64_t i = 0; i < n; i++) q[i] = (int32_t)(s + i * k);
+      PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (int32_t)(s + i * k););
     }
     return PD_OK;
   }
   double s = round_to(dt, a->f[0]), k = round_to(dt, a->f[2]);
   if (dt == PD_FLOAT32) {
     float *q = p;
-#pragma omp parallel for if (n > RANGE_GRAIN)
-    for (int64_t i = 0; i < n; i++) q[i] = (float)(s + (double)i * k);
+    PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (float)(s + (double)i * k););
     return PD_OK;
   }
-#pragma omp parallel for if (n > RANGE_GRAIN)
-  for (int64_t i = 0; i < n; i++) store_f(p, dt, i, s + (double)i * k);
+  PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, store_f(p, dt, i, s + (double)i * k););
   return PD_OK;
 }
 
@@ -231,19 +228,16 @@ static pd_status linspace_kernel(const pd_op_def *def, pd_tensor *const *in, int
   switch (dt) {
     case PD_INT64: {
       int64_t *q = p;
-#pragma omp parallel for if (n > RANGE_GRAIN)
-      for (int64_t i = 0; i < n; i++) q[i] = (int64_t)LINSPACE_VALUE(i);
+      PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (int64_t)LINSPACE_VALUE(i););
       break;
     }
     case PD_INT32: {
       int32_t *q = p;
-#pragma omp parallel for if (n > RANGE_GRAIN)
-      for (int64_t i = 0; i < n; i++) q[i] = (int32_t)LINSPACE_VALUE(i);
+      PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (int32_t)LINSPACE_VALUE(i););
       break;
     }
     default:
-#pragma omp parallel for if (n > RANGE_GRAIN)
-      for (int64_t i = 0; i < n; i++) store_f(p, dt, i, LINSPACE_VALUE(i));
+      PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, store_f(p, dt, i, LINSPACE_VALUE(i)););
       break;
   }
 #undef LINSPACE_VALUE

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/cpu/parallel.h"
 #include "op_random_philox.h"
 #include "op_registry.h"
 #include "paddlec/ops.h"
@@ -218,22 +219,16 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
     /* inverse CDF: the first category whose cumulative sum exceeds u * total */
     int64_t nd = rows * s;
     uint64_t first = pd_rng_reserve((uint64_t)(nd + 1) / 2, &key);
-#pragma omp parallel for if (nd > RNG_GRAIN)
-    for (int64_t e = 0; e < nd; e++) {
-      int64_t r = e / s;
-      const double *c = cum + r * cats;
-      double t = unit_f64_at(first, key, e) * c[cats - 1];
-      int64_t lo = 0, hi = cats - 1;
-      while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (c[mid] > t)
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      while (lo > 0 && c[lo] == c[lo - 1]) lo--; /* never a zero-probability category */
-      q[e] = lo;
-    }
+    PD_PARALLEL_FOR_IF(
+        nd > RNG_GRAIN, e, nd, int64_t r = e / s; const double *c = cum + r * cats;
+        double t = unit_f64_at(first, key, e) * c[cats - 1]; int64_t lo = 0, hi = cats - 1; while (lo < hi) {
+          int64_t mid = lo + (hi - lo) / 2;
+          if (c[mid] > t)
+            hi = mid;
+          else
+            lo = mid + 1;
+        } while (lo > 0 && c[lo] == c[lo - 1]) lo--; /* never a zero-probability category */
+        q[e] = lo;);
   } else {
     /* exponential race: category j gets key E_j / p_j with E_j ~ Exp(1); the
      * num_samples smallest keys in order are a draw without replacement */

@@ -1,4 +1,5 @@
 /* Copy, gather and scatter loops on raw buffers. */
+#include "parallel.h"
 #include "index.h"
 
 #include <string.h>
@@ -92,32 +93,26 @@ void pd_k_gather_axis(const void *x, void *out, const int64_t *idx, int64_t oute
   char *op = out;
   int64_t rows = outer * nidx;
   if (inner == 1 && elsize == 4) {
-#pragma omp parallel for if (rows > PD_INDEX_GRAIN)
-    for (int64_t r = 0; r < rows; r++)
-      ((uint32_t *)op)[r] = ((const uint32_t *)xp)[(r / nidx) * n + idx[r % nidx]];
+    PD_PARALLEL_FOR_IF(rows > PD_INDEX_GRAIN, r, rows,
+                       ((uint32_t *)op)[r] = ((const uint32_t *)xp)[(r / nidx) * n + idx[r % nidx]];);
     return;
   }
   if (inner == 1 && elsize == 8) {
-#pragma omp parallel for if (rows > PD_INDEX_GRAIN)
-    for (int64_t r = 0; r < rows; r++)
-      ((uint64_t *)op)[r] = ((const uint64_t *)xp)[(r / nidx) * n + idx[r % nidx]];
+    PD_PARALLEL_FOR_IF(rows > PD_INDEX_GRAIN, r, rows,
+                       ((uint64_t *)op)[r] = ((const uint64_t *)xp)[(r / nidx) * n + idx[r % nidx]];);
     return;
   }
-#pragma omp parallel for if (rows * inner > PD_INDEX_GRAIN)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t o = r / nidx, j = r % nidx;
-    copy_elems(op + r * inner * elsize, xp + (o * n + idx[j]) * inner * elsize, inner, elsize);
-  }
+  PD_PARALLEL_FOR_IF(rows * inner > PD_INDEX_GRAIN, r, rows, int64_t o = r / nidx, j = r % nidx; copy_elems(
+                         op + r * inner * elsize, xp + (o * n + idx[j]) * inner * elsize, inner, elsize););
 }
 
 void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, int64_t n, int64_t k,
                        int64_t elsize) {
   const char *xp = x;
   char *op = out;
-#pragma omp parallel for if (b * k > PD_INDEX_GRAIN)
-  for (int64_t i = 0; i < b; i++)
-    for (int64_t j = 0; j < k; j++)
-      copy_elems(op + (i * k + j) * elsize, xp + (i * n + idx[i * k + j]) * elsize, 1, elsize);
+  PD_PARALLEL_FOR_IF(b * k > PD_INDEX_GRAIN, i, b,
+                     for (int64_t j = 0; j < k; j++) copy_elems(
+                         op + (i * k + j) * elsize, xp + (i * n + idx[i * k + j]) * elsize, 1, elsize););
 }
 
 /* ---- scatter -------------------------------------------------------------- */
@@ -184,12 +179,10 @@ void pd_k_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nid
   const char *vp = v;
   if (inner == 0) return;
   int64_t nblk = (inner + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for if (nidx * inner > PD_INDEX_GRAIN && nblk > 1)
-  for (int64_t b = 0; b < nblk; b++) {
-    int64_t c0 = b * COL_BLOCK, cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK;
-    for (int64_t j = 0; j < nidx; j++)
-      copy_elems(op + (idx[j] * inner + c0) * elsize, vp + (j * inner + c0) * elsize, cl, elsize);
-  }
+  PD_PARALLEL_FOR_IF(nidx * inner > PD_INDEX_GRAIN && nblk > 1, b, nblk, int64_t c0 = b * COL_BLOCK,
+                     cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK;
+                     for (int64_t j = 0; j < nidx; j++) copy_elems(
+                         op + (idx[j] * inner + c0) * elsize, vp + (j * inner + c0) * elsize, cl, elsize););
 }
 
 void pd_k_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, int64_t elsize) {
@@ -216,37 +209,30 @@ void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *re
   for (int d = ndim - 2; d >= 0; d--) xstr[d] = xstr[d + 1] * xshape[d + 1];
   for (int d = 0; d < ndim - 1; d++) rows *= oshape[d];
   int64_t xlast = xshape[ndim - 1], olast = oshape[ndim - 1], rb = xlast * elsize;
-#pragma omp parallel for if (rows * olast > PD_INDEX_GRAIN)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t rem = r, src = 0;
-    for (int d = ndim - 2; d >= 0; d--) {
-      int64_t i = rem % oshape[d];
-      rem /= oshape[d];
-      src += (i % xshape[d]) * xstr[d];
-    }
-    char *dst = op + r * olast * elsize;
-    for (int64_t k = 0; k < reps[ndim - 1]; k++) memcpy(dst + k * rb, xp + src * elsize, (size_t)rb);
-  }
+  PD_PARALLEL_FOR_IF(
+      rows * olast > PD_INDEX_GRAIN, r, rows, int64_t rem = r, src = 0; for (int d = ndim - 2; d >= 0; d--) {
+        int64_t i = rem % oshape[d];
+        rem /= oshape[d];
+        src += (i % xshape[d]) * xstr[d];
+      } char *dst = op + r * olast * elsize;
+      for (int64_t k = 0; k < reps[ndim - 1]; k++) memcpy(dst + k * rb, xp + src * elsize, (size_t)rb););
 }
 
 void pd_k_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diag, bool lower,
                    int64_t elsize) {
   char *op = out;
   int64_t total = batch * rows;
-#pragma omp parallel for if (total * cols > PD_INDEX_GRAIN)
-  for (int64_t t = 0; t < total; t++) {
-    int64_t r = t % rows, c0, c1;
-    if (lower) { /* keep c <= r + diag */
-      c0 = r + diag + 1;
-      c1 = cols;
-    } else { /* keep c >= r + diag */
-      c0 = 0;
-      c1 = r + diag;
-    }
-    if (c0 < 0) c0 = 0;
-    if (c1 > cols) c1 = cols;
-    if (c1 > c0) memset(op + (t * cols + c0) * elsize, 0, (size_t)((c1 - c0) * elsize));
-  }
+  PD_PARALLEL_FOR_IF(
+      total * cols > PD_INDEX_GRAIN, t, total, int64_t r = t % rows, c0, c1;
+      if (lower) { /* keep c <= r + diag */
+                   c0 = r + diag + 1;
+                   c1 = cols;
+      } else { /* keep c >= r + diag */
+               c0 = 0;
+               c1 = r + diag;
+      } if (c0 < 0) c0 = 0;
+      if (c1 > cols) c1 = cols;
+      if (c1 > c0) memset(op + (t * cols + c0) * elsize, 0, (size_t)((c1 - c0) * elsize)););
 }
 
 /* ---- nonzero, masked_select, one_hot ---------------------------------------- */

@@ -23,4 +23,17 @@
     }                                                                                                  \
   } while (0)
 
+/* The same with an explicit condition for going parallel. */
+#define PD_PARALLEL_FOR_IF(cond, i, n, ...)                                                            \
+  do {                                                                                                 \
+    int64_t pd_n_ = (n);                                                                               \
+    if ((cond) && omp_get_max_threads() > 1) {                                                         \
+      _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < pd_n_; i++) { __VA_ARGS__ } \
+    } else {                                                                                           \
+      for (int64_t i = 0; i < pd_n_; i++) {                                                            \
+        __VA_ARGS__                                                                                    \
+      }                                                                                                \
+    }                                                                                                  \
+  } while (0)
+
 #endif
