@@ -1,15 +1,17 @@
 /* gelu(x, approximate): x Phi(x) with Phi from erf, or Paddle's tanh
- * approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+ * approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * Computed as 0.5 x erfc(-x / sqrt 2) and x sigmoid(2u), which equal the
+ * above but keep their accuracy for negative x (no 1 - 0.99... cancel). */
 #include "op_elementwise_util.h"
 
 #define GELU_K 0.79788456080286535588 /* sqrt(2/pi) */
 #define GELU_C 0.044715
 
-PD_EWV_UNARY(gelu_erf_f32, float, float, 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)))
-PD_EWV_UNARY(gelu_erf_f64, double, double, 0.5 * x * (1.0 + erf(x * M_SQRT1_2)))
+PD_EWV_UNARY(gelu_erf_f32, float, float, 0.5f * x * erfcf(-x * (float)M_SQRT1_2))
+PD_EWV_UNARY(gelu_erf_f64, double, double, 0.5 * x * erfc(-x * M_SQRT1_2))
 PD_EWV_UNARY(gelu_tanh_f32, float, float,
-             0.5f * x * (1.0f + pd_vtanhf((float)GELU_K * (x + (float)GELU_C * x * x * x))))
-PD_EWV_UNARY(gelu_tanh_f64, double, double, 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x))))
+             x / (1.0f + pd_vexpf(-2.0f * (float)GELU_K * (x + (float)GELU_C * x * x * x))))
+PD_EWV_UNARY(gelu_tanh_f64, double, double, x / (1.0 + exp(-2.0 * GELU_K * (x + GELU_C * x * x * x))))
 static const pd_ew_fn k_gelu_erf[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_erf);
 static const pd_ew_fn k_gelu_tanh[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_tanh);
 
