@@ -4,9 +4,9 @@
  * tanh from vmath.h); backward formulas are written with public ops. */
 #include "op_elementwise_util.h"
 
-#define GEN(name, EXPR_F, EXPR_D)                                           \
-  PD_EWV_UNARY(name##_f32, float, float, EXPR_F)                            \
-  PD_EWV_UNARY(name##_f64, double, double, EXPR_D)                          \
+#define GEN(name, EXPR_F, EXPR_D)                                          \
+  PD_EWV_UNARY(name##_f32, float, float, EXPR_F)                           \
+  PD_EWV_UNARY(name##_f64, double, double, EXPR_D)                         \
   static const pd_ew_fn k_##name[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(name); \
   PD_EW_KERNEL(name, k_##name)
 
@@ -34,10 +34,9 @@ static inline float hardsigmoid_f(float x, float s, float o) {
 
 GEN(relu, pd_self(x > 0.0f, x, 0.0f), pd_seld(x > 0.0, x, 0.0))
 GEN(relu6, pd_self(x < 6.0f, pd_self(x > 0.0f, x, 0.0f), 6.0f), fmin(fmax(x, 0.0), 6.0))
-GEN(leaky_relu, pd_self(x > 0.0f, x, x * (float)P[0]), x > 0.0 ? x : x * P[0])
+GEN(leaky_relu, pd_self(x > 0.0f, x, x *(float)P[0]), x > 0.0 ? x : x * P[0])
 GEN(elu, pd_self(x > 0.0f, x, (float)P[0] * expm1f(x)), x > 0.0 ? x : P[0] * expm1(x))
-GEN(selu, (float)P[0] * pd_self(x > 0.0f, x, (float)P[1] * expm1f(x)),
-    P[0] * (x > 0.0 ? x : P[1] * expm1(x)))
+GEN(selu, (float)P[0] * pd_self(x > 0.0f, x, (float)P[1] * expm1f(x)), P[0] * (x > 0.0 ? x : P[1] * expm1(x)))
 GEN(sigmoid, pd_vsigmoidf(x), pd_sigmoidd(x))
 GEN(silu, x / (1.0f + pd_vexpf(-x)), x / (1.0 + exp(-x)))
 GEN(softplus, softplus_f(x, (float)P[0], (float)P[1]), softplus_d(x, P[0], P[1]))
@@ -49,105 +48,107 @@ GEN(logsigmoid, fminf(x, 0.0f) - log1pf(pd_vexpf(-fabsf(x))), fmin(x, 0.0) - log
 #undef GEN
 
 /* ---- backward ----------------------------------------------------------- */
-#define BWD_BEGIN(name)                                                     \
-  static pd_status name##_backward(const pd_backward_ctx *c) {              \
-    if (!c->needs_grad[0]) return PD_OK;                                    \
-    pd_tensor *g = c->grad_out[0], *x = c->inputs[0], *out = c->outputs[0]; \
-    const double *P = c->attrs->f;                                          \
-    (void)x;                                                                \
-    (void)out;                                                              \
-    (void)P;                                                                \
-    pd_tmps T = {0};                                                        \
-    pd_tensor *dx;
-#define BWD_END                              \
-  pd_status st = pd_ew_set_grad(c, 0, dx);   \
-  pd_tmps_free(&T);                          \
-  return st;                                 \
-  }
-#define K(t) pd_tk(&T, (t))
-#define S(v, like) K(pd_ew_scalar((v), (like)))
+#define K PD_K
+#define S PD_S
 
 /* relu: g where out > 0 */
-BWD_BEGIN(relu)
-dx = pd_ew_masked(K(pd_greater_than(out, S(0.0, out))), g);
-BWD_END
+static pd_status relu_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  return pd_unary_bwd_finish(c, &T, pd_ew_masked(K(pd_greater_than(out, S(0.0, out))), g));
+}
 
 /* relu6: g where 0 < out < 6 */
-BWD_BEGIN(relu6)
-pd_tensor *m = K(pd_logical_and(K(pd_greater_than(out, S(0.0, out))), K(pd_less_than(out, S(6.0, out)))));
-dx = pd_ew_masked(m, g);
-BWD_END
+static pd_status relu6_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *m = K(pd_logical_and(K(pd_greater_than(out, S(0.0, out))), K(pd_less_than(out, S(6.0, out)))));
+  return pd_unary_bwd_finish(c, &T, pd_ew_masked(m, g));
+}
 
 /* leaky_relu: x > 0 ? g : slope g */
-BWD_BEGIN(leaky_relu)
-dx = pd_where(K(pd_greater_than(x, S(0.0, x))), g, K(pd_scale(g, P[0], 0.0, true)));
-BWD_END
+static pd_status leaky_relu_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  return pd_unary_bwd_finish(c, &T,
+                             pd_where(K(pd_greater_than(x, S(0.0, x))), g, K(pd_scale(g, P[0], 0.0, true))));
+}
 
 /* elu: x > 0 ? g : g (out + alpha) */
-BWD_BEGIN(elu)
-pd_tensor *neg = K(pd_multiply(g, K(pd_scale(out, 1.0, P[0], true))));
-dx = pd_where(K(pd_greater_than(x, S(0.0, x))), g, neg);
-BWD_END
+static pd_status elu_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *neg = K(pd_multiply(g, K(pd_scale(out, 1.0, P[0], true))));
+  return pd_unary_bwd_finish(c, &T, pd_where(K(pd_greater_than(x, S(0.0, x))), g, neg));
+}
 
 /* selu: x > 0 ? scale g : g (out + scale alpha) */
-BWD_BEGIN(selu)
-pd_tensor *neg = K(pd_multiply(g, K(pd_scale(out, 1.0, P[0] * P[1], true))));
-dx = pd_where(K(pd_greater_than(x, S(0.0, x))), K(pd_scale(g, P[0], 0.0, true)), neg);
-BWD_END
+static pd_status selu_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *neg = K(pd_multiply(g, K(pd_scale(out, 1.0, P[0] * P[1], true))));
+  return pd_unary_bwd_finish(
+      c, &T, pd_where(K(pd_greater_than(x, S(0.0, x))), K(pd_scale(g, P[0], 0.0, true)), neg));
+}
 
 /* sigmoid: g out (1 - out) */
-BWD_BEGIN(sigmoid)
-dx = pd_multiply(g, K(pd_multiply(out, K(pd_scale(out, -1.0, 1.0, true)))));
-BWD_END
+static pd_status sigmoid_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  return pd_unary_bwd_finish(c, &T, pd_multiply(g, K(pd_multiply(out, K(pd_scale(out, -1.0, 1.0, true))))));
+}
 
 /* silu: g s (1 + x (1 - s)), s = sigmoid(x) */
-BWD_BEGIN(silu)
-pd_tensor *s = K(pd_sigmoid(x));
-pd_tensor *v = K(pd_scale(K(pd_multiply(x, K(pd_scale(s, -1.0, 1.0, true)))), 1.0, 1.0, true));
-dx = pd_multiply(g, K(pd_multiply(s, v)));
-BWD_END
+static pd_status silu_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *s = K(pd_sigmoid(x));
+  pd_tensor *v = K(pd_scale(K(pd_multiply(x, K(pd_scale(s, -1.0, 1.0, true)))), 1.0, 1.0, true));
+  return pd_unary_bwd_finish(c, &T, pd_multiply(g, K(pd_multiply(s, v))));
+}
 
 /* softplus: beta x > threshold ? g : g sigmoid(beta x) */
-BWD_BEGIN(softplus)
-pd_tensor *bx = K(pd_scale(x, P[0], 0.0, true));
-pd_tensor *gs = K(pd_multiply(g, K(pd_sigmoid(bx))));
-dx = pd_where(K(pd_greater_than(bx, S(P[1], bx))), g, gs);
-BWD_END
+static pd_status softplus_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *bx = K(pd_scale(x, P[0], 0.0, true));
+  pd_tensor *gs = K(pd_multiply(g, K(pd_sigmoid(bx))));
+  return pd_unary_bwd_finish(c, &T, pd_where(K(pd_greater_than(bx, S(P[1], bx))), g, gs));
+}
 
 /* softsign: g / (1 + |x|)^2 */
-BWD_BEGIN(softsign)
-dx = pd_divide(g, K(pd_square(K(pd_scale(K(pd_abs(x)), 1.0, 1.0, true)))));
-BWD_END
+static pd_status softsign_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  return pd_unary_bwd_finish(c, &T, pd_divide(g, K(pd_square(K(pd_scale(K(pd_abs(x)), 1.0, 1.0, true))))));
+}
 
 /* hardswish: 0 for x + 3 <= 0, g (2x + 3) / 6 for 0 < x + 3 < 6, g above */
-BWD_BEGIN(hardswish)
-pd_tensor *xp3 = K(pd_scale(x, 1.0, 3.0, true));
-pd_tensor *lin = K(pd_multiply(g, K(pd_scale(x, 2.0 / 6.0, 3.0 / 6.0, true))));
-pd_tensor *inner = K(pd_where(K(pd_less_than(xp3, S(6.0, x))), lin, g));
-dx = pd_ew_masked(K(pd_greater_than(xp3, S(0.0, x))), inner);
-BWD_END
+static pd_status hardswish_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *xp3 = K(pd_scale(x, 1.0, 3.0, true));
+  pd_tensor *lin = K(pd_multiply(g, K(pd_scale(x, 2.0 / 6.0, 3.0 / 6.0, true))));
+  pd_tensor *inner = K(pd_where(K(pd_less_than(xp3, S(6.0, x))), lin, g));
+  return pd_unary_bwd_finish(c, &T, pd_ew_masked(K(pd_greater_than(xp3, S(0.0, x))), inner));
+}
 
 /* hardsigmoid: slope g where 0 < out < 1 */
-BWD_BEGIN(hardsigmoid)
-pd_tensor *m = K(pd_logical_and(K(pd_greater_than(out, S(0.0, out))), K(pd_less_than(out, S(1.0, out)))));
-dx = pd_ew_masked(m, K(pd_scale(g, P[0], 0.0, true)));
-BWD_END
+static pd_status hardsigmoid_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  pd_tensor *m = K(pd_logical_and(K(pd_greater_than(out, S(0.0, out))), K(pd_less_than(out, S(1.0, out)))));
+  return pd_unary_bwd_finish(c, &T, pd_ew_masked(m, K(pd_scale(g, P[0], 0.0, true))));
+}
 
 /* log_sigmoid: g sigmoid(-x) */
-BWD_BEGIN(logsigmoid)
-dx = pd_multiply(g, K(pd_sigmoid(K(pd_scale(x, -1.0, 0.0, true)))));
-BWD_END
-#undef BWD_BEGIN
-#undef BWD_END
+static pd_status logsigmoid_backward(const pd_backward_ctx *c) {
+  PD_UNARY_BWD_PROLOGUE;
+  return pd_unary_bwd_finish(c, &T, pd_multiply(g, K(pd_sigmoid(K(pd_scale(x, -1.0, 0.0, true))))));
+}
+#undef K
+#undef S
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define ACT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32)
-#define ACT(opname, kname, save, attrs)                                                       \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 1, .n_out = 1,                \
-                                       .flags = ACT_FLAGS | (save), .attr_names = attrs,      \
-                                       .infer_meta = pd_meta_unary,                           \
-                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel},           \
-                                       .backward = kname##_backward,                          \
+#define ACT(opname, kname, save, attrs)                                             \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                             \
+                                       .n_in = 1,                                   \
+                                       .n_out = 1,                                  \
+                                       .flags = ACT_FLAGS | (save),                 \
+                                       .attr_names = attrs,                         \
+                                       .infer_meta = pd_meta_unary,                 \
+                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
+                                       .backward = kname##_backward,                \
                                        .flops = pd_flops_per_elem};
 ACT(relu, relu, PD_OPF_SAVE_OUT, NULL)
 ACT(relu_, relu, PD_OPF_SAVE_OUT | PD_OPF_INPLACE, NULL)

@@ -21,7 +21,7 @@ static pd_status gelu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   return pd_ew_apply(def->name, a->i[0] ? k_gelu_tanh : k_gelu_erf, in[0]->dtype, out[0], in, n_in, NULL);
 }
 
-#define K(t) pd_tk(&T, (t))
+#define K PD_K
 
 /* erf form: g (Phi(x) + x phi(x)), phi(x) = e^{-x^2/2} / sqrt(2 pi).
  * tanh form, u = k (x + c x^3), t = tanh(u):
@@ -41,8 +41,8 @@ static pd_status gelu_backward(const pd_backward_ctx *c) {
     d = K(pd_add(a, b));
   } else {
     pd_tensor *cdf = K(pd_scale(K(pd_erf(K(pd_scale(x, M_SQRT1_2, 0.0, true)))), 0.5, 0.5, true));
-    pd_tensor *pdf = K(pd_scale(K(pd_exp(K(pd_scale(x2, -0.5, 0.0, true)))), 0.5 * M_2_SQRTPI * M_SQRT1_2,
-                                0.0, true));
+    pd_tensor *pdf =
+        K(pd_scale(K(pd_exp(K(pd_scale(x2, -0.5, 0.0, true)))), 0.5 * M_2_SQRTPI * M_SQRT1_2, 0.0, true));
     d = K(pd_add(cdf, K(pd_multiply(x, pdf))));
   }
   pd_status st = pd_ew_set_grad(c, 0, pd_multiply(g, d));
@@ -50,14 +50,16 @@ static pd_status gelu_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_gelu = {.name = "gelu", .n_in = 1, .n_out = 1,
-                                 .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 |
-                                          PD_OPF_SAVE_IN,
-                                 .attr_names = "i0:approximate",
-                                 .infer_meta = pd_meta_unary,
-                                 .kernel = {[PD_PLACE_CPU] = gelu_kernel},
-                                 .backward = gelu_backward,
-                                 .flops = pd_flops_per_elem};
+const pd_op_def pd_opdef_gelu = {
+    .name = "gelu",
+    .n_in = 1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .attr_names = "i0:approximate",
+    .infer_meta = pd_meta_unary,
+    .kernel = {[PD_PLACE_CPU] = gelu_kernel},
+    .backward = gelu_backward,
+    .flops = pd_flops_per_elem};
 
 pd_tensor *pd_gelu(pd_tensor *x, bool approximate) {
   pd_attrs a = {.i = {approximate}};

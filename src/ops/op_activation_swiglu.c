@@ -10,29 +10,29 @@ PD_EWV_BINARY(swiglu_f64, double, double, x / (1.0 + exp(-x)) * y)
 static const pd_ew_fn k_swiglu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(swiglu);
 
 /* grad of the gate: g y s (1 + a (1 - s)), s = sigmoid(a) (operands: out, a, b, g) */
-#define GATE_GRAD(sfx, T, SIG)                                                                 \
-  static void gate_grad_##sfx(int64_t n, char *const *p, const int64_t *s, const void *pp) {   \
-    (void)pp;                                                                                  \
-    T *o = (T *)p[0];                                                                          \
-    const T *a = (const T *)p[1], *b = (const T *)p[2], *g = (const T *)p[3];                  \
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                    \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                \
-        T sg = SIG(a[i]);                                                                      \
-        o[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                                 \
-      }                                                                                        \
-    } else {                                                                                   \
-      for (int64_t i = 0; i < n; i++) {                                                        \
-        T av = a[i * s[1]], sg = SIG(av);                                                      \
-        o[i * s[0]] = g[i * s[3]] * b[i * s[2]] * sg * ((T)1 + av * ((T)1 - sg));              \
-      }                                                                                        \
-    }                                                                                          \
+#define GATE_GRAD(sfx, T, SIG)                                                               \
+  static void gate_grad_##sfx(int64_t n, char *const *p, const int64_t *s, const void *pp) { \
+    (void)pp;                                                                                \
+    T *o = (T *)p[0];                                                                        \
+    const T *a = (const T *)p[1], *b = (const T *)p[2], *g = (const T *)p[3];                \
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                  \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {                                              \
+        T sg = SIG(a[i]);                                                                    \
+        o[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                               \
+      }                                                                                      \
+    } else {                                                                                 \
+      for (int64_t i = 0; i < n; i++) {                                                      \
+        T av = a[i * s[1]], sg = SIG(av);                                                    \
+        o[i * s[0]] = g[i * s[3]] * b[i * s[2]] * sg * ((T)1 + av * ((T)1 - sg));            \
+      }                                                                                      \
+    }                                                                                        \
   }
 GATE_GRAD(f32, float, pd_vsigmoidf)
 GATE_GRAD(f64, double, pd_sigmoidd)
 static const pd_ew_fn k_gate_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gate_grad);
 /* grad of the value: g silu(a) (operands: out, a, g) */
-PD_EWV_BINARY(value_grad_f32, float, float, y * (x / (1.0f + pd_vexpf(-x))))
-PD_EWV_BINARY(value_grad_f64, double, double, y * (x / (1.0 + exp(-x))))
+PD_EWV_BINARY(value_grad_f32, float, float, y *(x / (1.0f + pd_vexpf(-x))))
+PD_EWV_BINARY(value_grad_f64, double, double, y *(x / (1.0 + exp(-x))))
 static const pd_ew_fn k_value_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(value_grad);
 
 /* Views of the two halves of t's last dim (new references). */
@@ -61,8 +61,10 @@ static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_
     return PD_OK;
   }
   if (in[0]->ndim == 0 || in[0]->shape[in[0]->ndim - 1] % 2 != 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: with y omitted the last dim of x (shape %s) must be even, "
-                        "to split into two halves", def->name, PD_SHAPE_STR(in[0]));
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: with y omitted the last dim of x (shape %s) must be even, "
+                        "to split into two halves",
+                        def->name, PD_SHAPE_STR(in[0]));
   pd_meta_of(in[0], m);
   m->shape[m->ndim - 1] /= 2;
   return PD_OK;
@@ -145,20 +147,26 @@ static pd_status swiglu_backward(const pd_backward_ctx *c) {
   pd_status st = pd_dispatch(PD_OP_swiglu_grad, in, n, NULL, outs, &no);
   if (st != PD_OK) return st;
   for (int k = 0; k < no; k++) {
-    if (c->needs_grad[k]) c->grad_in[k] = outs[k];
-    else pd_tensor_release(outs[k]);
+    if (c->needs_grad[k])
+      c->grad_in[k] = outs[k];
+    else
+      pd_tensor_release(outs[k]);
   }
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_swiglu = {.name = "swiglu", .n_in = -1, .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY |
-                                            PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                   .infer_meta = swiglu_meta,
-                                   .kernel = {[PD_PLACE_CPU] = swiglu_kernel},
-                                   .backward = swiglu_backward,
-                                   .flops = pd_flops_per_elem};
-const pd_op_def pd_opdef_swiglu_grad = {.name = "swiglu_grad", .n_in = -1, .n_out = -1,
+const pd_op_def pd_opdef_swiglu = {
+    .name = "swiglu",
+    .n_in = -1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .infer_meta = swiglu_meta,
+    .kernel = {[PD_PLACE_CPU] = swiglu_kernel},
+    .backward = swiglu_backward,
+    .flops = pd_flops_per_elem};
+const pd_op_def pd_opdef_swiglu_grad = {.name = "swiglu_grad",
+                                        .n_in = -1,
+                                        .n_out = -1,
                                         .flags = PD_OPF_FLOAT_ONLY,
                                         .infer_meta = swiglu_grad_meta,
                                         .kernel = {[PD_PLACE_CPU] = swiglu_grad_kernel}};

@@ -21,29 +21,31 @@ static inline int close_one(double a, double b, const close_params *p) {
   return left <= right || fabs(left - right) <= 1e-15;
 }
 
-#define G(sfx, T)                                                                                \
-  static void allclose_##sfx(int64_t n, char *const *ptr, const int64_t *s, const void *pp) {    \
-    close_params *p = (close_params *)(uintptr_t)pp;                                             \
-    const T *a = (const T *)ptr[0], *b = (const T *)ptr[1];                                      \
-    for (int64_t i = 0; i < n; i++)                                                              \
-      if (!close_one((double)a[i * s[0]], (double)b[i * s[1]], p)) {                             \
-        atomic_store_explicit(&p->bad, 1, memory_order_relaxed);                                 \
-        return;                                                                                  \
-      }                                                                                          \
-  }                                                                                              \
-  static void equal_all_##sfx(int64_t n, char *const *ptr, const int64_t *s, const void *pp) {   \
-    const T *a = (const T *)ptr[0], *b = (const T *)ptr[1];                                      \
-    int bad = 0;                                                                                 \
-    for (int64_t i = 0; i < n; i++) bad |= a[i * s[0]] != b[i * s[1]];                           \
-    if (bad) atomic_store_explicit((atomic_int *)(uintptr_t)pp, 1, memory_order_relaxed);       \
+#define G(sfx, T)                                                                              \
+  static void allclose_##sfx(int64_t n, char *const *ptr, const int64_t *s, const void *pp) {  \
+    close_params *p = (close_params *)(uintptr_t)pp;                                           \
+    const T *a = (const T *)ptr[0], *b = (const T *)ptr[1];                                    \
+    for (int64_t i = 0; i < n; i++)                                                            \
+      if (!close_one((double)a[i * s[0]], (double)b[i * s[1]], p)) {                           \
+        atomic_store_explicit(&p->bad, 1, memory_order_relaxed);                               \
+        return;                                                                                \
+      }                                                                                        \
+  }                                                                                            \
+  static void equal_all_##sfx(int64_t n, char *const *ptr, const int64_t *s, const void *pp) { \
+    const T *a = (const T *)ptr[0], *b = (const T *)ptr[1];                                    \
+    int bad = 0;                                                                               \
+    for (int64_t i = 0; i < n; i++) bad |= a[i * s[0]] != b[i * s[1]];                         \
+    if (bad) atomic_store_explicit((atomic_int *)(uintptr_t)pp, 1, memory_order_relaxed);      \
   }
 PD_FOR_NUMERIC_TYPES(G)
 G(b, uint8_t)
 #undef G
-#define TABLE(prefix)                                                                  \
-  {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
-   [PD_INT8] = prefix##_i8,     [PD_INT16] = prefix##_i16,   [PD_INT32] = prefix##_i32, \
-   [PD_INT64] = prefix##_i64,   [PD_BOOL] = prefix##_b}
+#define TABLE(prefix)                                                                   \
+  {                                                                                     \
+    [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
+    [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32,      \
+    [PD_INT64] = prefix##_i64, [PD_BOOL] = prefix##_b                                   \
+  }
 static const pd_ew_fn k_allclose[PD_NUM_DTYPES] = TABLE(allclose);
 static const pd_ew_fn k_equal_all[PD_NUM_DTYPES] = TABLE(equal_all);
 
@@ -105,12 +107,16 @@ static pd_status equal_all_kernel(const pd_op_def *def, pd_tensor *const *in, in
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_allclose = {.name = "allclose", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_allclose = {.name = "allclose",
+                                     .n_in = 2,
+                                     .n_out = 1,
                                      .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
                                      .attr_names = "f0:rtol,f1:atol,i0:equal_nan",
                                      .infer_meta = scalar_bool_meta,
                                      .kernel = {[PD_PLACE_CPU] = allclose_kernel}};
-const pd_op_def pd_opdef_equal_all = {.name = "equal_all", .n_in = 2, .n_out = 1,
+const pd_op_def pd_opdef_equal_all = {.name = "equal_all",
+                                      .n_in = 2,
+                                      .n_out = 1,
                                       .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
                                       .infer_meta = scalar_bool_meta,
                                       .kernel = {[PD_PLACE_CPU] = equal_all_kernel}};

@@ -5,32 +5,32 @@
 
 #include "op_elementwise_util.h"
 
-#define FOR_SIGNED(X) X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) \
-  X(i64, int64_t, uint64_t)
+#define FOR_SIGNED(X) \
+  X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
 
 /* ---- floor_divide ------------------------------------------------------- */
 /* Python's //: truncating division corrected toward -inf. b == -1 is done
  * by negation (INT_MIN / -1 overflows). */
-#define G(sfx, T, UT)                                          \
-  static inline T fdiv_##sfx(T a, T b) {                       \
-    if (b == 0) return 0;                                      \
-    if (b == -1) return (T)(0u - (UT)a);                       \
-    T q = (T)(a / b), r = (T)(a % b);                          \
-    return r != 0 && ((r < 0) != (b < 0)) ? (T)(q - 1) : q;    \
+#define G(sfx, T, UT)                                       \
+  static inline T fdiv_##sfx(T a, T b) {                    \
+    if (b == 0) return 0;                                   \
+    if (b == -1) return (T)(0u - (UT)a);                    \
+    T q = (T)(a / b), r = (T)(a % b);                       \
+    return r != 0 && ((r < 0) != (b < 0)) ? (T)(q - 1) : q; \
   }
 FOR_SIGNED(G)
 #undef G
 static inline uint8_t fdiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
 /* Floats: from fmod, so that the result is exact where a / b rounds up to
  * an integer (7.0 // 0.7 is 9, not 10); IEEE result for b == 0. */
-#define G(sfx, T, FMOD, FLOOR, COPYSIGN)                            \
-  static inline T fdiv_##sfx(T a, T b) {                            \
-    if (b == 0) return a / b;                                       \
-    T mod = FMOD(a, b), div = (a - mod) / b;                        \
-    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                 \
-    if (div == 0) return COPYSIGN((T)0, a / b);                     \
-    T fl = FLOOR(div);                                              \
-    return div - fl > (T)0.5 ? fl + 1 : fl;                         \
+#define G(sfx, T, FMOD, FLOOR, COPYSIGN)            \
+  static inline T fdiv_##sfx(T a, T b) {            \
+    if (b == 0) return a / b;                       \
+    T mod = FMOD(a, b), div = (a - mod) / b;        \
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1; \
+    if (div == 0) return COPYSIGN((T)0, a / b);     \
+    T fl = FLOOR(div);                              \
+    return div - fl > (T)0.5 ? fl + 1 : fl;         \
   }
 G(f32, float, fmodf, floorf, copysignf)
 G(f64, double, fmod, floor, copysign)
@@ -41,11 +41,11 @@ PD_FOR_NUMERIC_TYPES(G)
 static const pd_ew_fn k_floor_divide[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(floor_divide);
 
 /* ---- remainder: the sign of the divisor --------------------------------- */
-#define G(sfx, T, UT)                                          \
-  static inline T mod_##sfx(T a, T b) {                        \
-    if (b == 0 || b == -1) return 0;                           \
-    T r = (T)(a % b);                                          \
-    return r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r;    \
+#define G(sfx, T, UT)                                       \
+  static inline T mod_##sfx(T a, T b) {                     \
+    if (b == 0 || b == -1) return 0;                        \
+    T r = (T)(a % b);                                       \
+    return r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r; \
   }
 FOR_SIGNED(G)
 #undef G
@@ -108,8 +108,8 @@ PD_EWV_BINARY(maximum_f32, float, float, pd_self(x > y, x, y))
 PD_EWV_BINARY(maximum_f64, double, double, pd_seld(x > y, x, y))
 PD_EWV_BINARY(minimum_f32, float, float, pd_self(x < y, x, y))
 PD_EWV_BINARY(minimum_f64, double, double, pd_seld(x < y, x, y))
-#define G(sfx, T)                                              \
-  PD_EWV_BINARY(maximum_##sfx, T, T, x > y ? x : y)            \
+#define G(sfx, T)                                   \
+  PD_EWV_BINARY(maximum_##sfx, T, T, x > y ? x : y) \
   PD_EWV_BINARY(minimum_##sfx, T, T, x < y ? x : y)
 PD_FOR_INT_TYPES(G)
 #undef G
@@ -118,12 +118,12 @@ static const pd_ew_fn k_minimum[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(minimum);
 
 /* ---- kernels ------------------------------------------------------------ */
 /* Sets *flag when an element of the (single operand) run is zero. */
-#define G(sfx, T)                                                                     \
+#define G(sfx, T)                                                                          \
   static void anyzero_##sfx(int64_t n, char *const *p, const int64_t *s, const void *pp) { \
-    const T *a = (const T *)p[0];                                                     \
-    int z = 0;                                                                        \
-    for (int64_t i = 0; i < n; i++) z |= a[i * s[0]] == 0;                            \
-    if (z) atomic_store_explicit((atomic_int *)(uintptr_t)pp, 1, memory_order_relaxed); \
+    const T *a = (const T *)p[0];                                                          \
+    int z = 0;                                                                             \
+    for (int64_t i = 0; i < n; i++) z |= a[i * s[0]] == 0;                                 \
+    if (z) atomic_store_explicit((atomic_int *)(uintptr_t)pp, 1, memory_order_relaxed);    \
   }
 PD_FOR_INT_TYPES(G)
 #undef G
@@ -142,8 +142,8 @@ static pd_status check_int_divisor(const pd_op_def *def, pd_tensor *y) {
   return PD_OK;
 }
 
-static pd_status floor_divide_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                     const pd_attrs *a, pd_tensor **out, int n_out) {
+static pd_status floor_divide_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                     pd_tensor **out, int n_out) {
   (void)a;
   (void)n_out;
   if (check_int_divisor(def, in[1]) != PD_OK) return pd_last_status();
@@ -235,22 +235,29 @@ static pd_status minimum_backward(const pd_backward_ctx *c) { return minmax_back
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define BIN_FLAGS (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32)
-const pd_op_def pd_opdef_floor_divide = {.name = "floor_divide", .n_in = 2, .n_out = 1, .flags = BIN_FLAGS,
+const pd_op_def pd_opdef_floor_divide = {.name = "floor_divide",
+                                         .n_in = 2,
+                                         .n_out = 1,
+                                         .flags = BIN_FLAGS,
                                          .infer_meta = pd_meta_broadcast,
                                          .kernel = {[PD_PLACE_CPU] = floor_divide_kernel},
                                          .flops = pd_flops_per_elem};
-#define BIN_DEF(opname, save)                                                                 \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 2, .n_out = 1,                \
-                                       .flags = BIN_FLAGS | PD_OPF_DIFF | (save),             \
-                                       .infer_meta = pd_meta_broadcast,                       \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel},          \
-                                       .backward = opname##_backward,                         \
+#define BIN_DEF(opname, save)                                                        \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .n_in = 2,                                    \
+                                       .n_out = 1,                                   \
+                                       .flags = BIN_FLAGS | PD_OPF_DIFF | (save),    \
+                                       .infer_meta = pd_meta_broadcast,              \
+                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
+                                       .backward = opname##_backward,                \
                                        .flops = pd_flops_per_elem};
 BIN_DEF(remainder, PD_OPF_SAVE_IN)
 BIN_DEF(elementwise_pow, PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT)
 BIN_DEF(maximum, PD_OPF_SAVE_IN)
 BIN_DEF(minimum, PD_OPF_SAVE_IN)
-const pd_op_def pd_opdef_pow = {.name = "pow", .n_in = 1, .n_out = 1,
+const pd_op_def pd_opdef_pow = {.name = "pow",
+                                .n_in = 1,
+                                .n_out = 1,
                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
                                 .attr_names = "f0:factor",
                                 .infer_meta = pd_meta_unary,

@@ -6,14 +6,16 @@
 #include "op_elementwise_util.h"
 
 #define FOR_ALL_TYPES(X) PD_FOR_NUMERIC_TYPES(X) X(b, uint8_t)
-#define TABLE_ALL(prefix)                                                              \
-  {[PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
-   [PD_INT8] = prefix##_i8,     [PD_INT16] = prefix##_i16,   [PD_INT32] = prefix##_i32, \
-   [PD_INT64] = prefix##_i64,   [PD_BOOL] = prefix##_b}
+#define TABLE_ALL(prefix)                                                               \
+  {                                                                                     \
+    [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8, \
+    [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32,      \
+    [PD_INT64] = prefix##_i64, [PD_BOOL] = prefix##_b                                   \
+  }
 
-#define BIN(name, EXPR)                                                  \
-  FOR_ALL_TYPES(BIN_##name)                                              \
-  static const pd_ew_fn k_##name[PD_NUM_DTYPES] = TABLE_ALL(name);       \
+#define BIN(name, EXPR)                                            \
+  FOR_ALL_TYPES(BIN_##name)                                        \
+  static const pd_ew_fn k_##name[PD_NUM_DTYPES] = TABLE_ALL(name); \
   PD_EW_KERNEL(name, k_##name)
 #define BIN_equal(sfx, T) PD_EWV_BINARY(equal_##sfx, T, uint8_t, x == y)
 #define BIN_not_equal(sfx, T) PD_EWV_BINARY(not_equal_##sfx, T, uint8_t, x != y)
@@ -41,9 +43,9 @@ static const pd_ew_fn k_logical_not[PD_NUM_DTYPES] = TABLE_ALL(logical_not);
 PD_EW_KERNEL(logical_not, k_logical_not)
 
 /* isnan / isinf / isfinite: constant for integers and bool */
-#define G(sfx, T)                                          \
-  PD_EWV_UNARY(isnan_##sfx, T, uint8_t, ((void)x, 0))        \
-  PD_EWV_UNARY(isinf_##sfx, T, uint8_t, ((void)x, 0))        \
+#define G(sfx, T)                                     \
+  PD_EWV_UNARY(isnan_##sfx, T, uint8_t, ((void)x, 0)) \
+  PD_EWV_UNARY(isinf_##sfx, T, uint8_t, ((void)x, 0)) \
   PD_EWV_UNARY(isfinite_##sfx, T, uint8_t, ((void)x, 1))
 PD_FOR_INT_TYPES(G)
 G(b, uint8_t)
@@ -68,22 +70,26 @@ static pd_status meta_unary_bool(const pd_op_def *def, pd_tensor *const *in, int
   return st;
 }
 
-#define BIN_DEF(opname)                                                                       \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 2, .n_out = 1,                \
-                                       .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,         \
-                                       .infer_meta = pd_meta_broadcast_bool,                  \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel},          \
-                                       .flops = pd_flops_per_elem};                           \
-  pd_tensor *pd_##opname(pd_tensor *x, pd_tensor *y) {                                        \
-    pd_tensor *in[2] = {x, y};                                                                \
-    return pd_dispatch1(PD_OP_##opname, in, 2, NULL);                                         \
+#define BIN_DEF(opname)                                                               \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                               \
+                                       .n_in = 2,                                     \
+                                       .n_out = 1,                                    \
+                                       .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32, \
+                                       .infer_meta = pd_meta_broadcast_bool,          \
+                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel},  \
+                                       .flops = pd_flops_per_elem};                   \
+  pd_tensor *pd_##opname(pd_tensor *x, pd_tensor *y) {                                \
+    pd_tensor *in[2] = {x, y};                                                        \
+    return pd_dispatch1(PD_OP_##opname, in, 2, NULL);                                 \
   }
-#define UN_DEF(opname)                                                                        \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 1, .n_out = 1,                \
-                                       .flags = PD_OPF_HALF_VIA_F32,                          \
-                                       .infer_meta = meta_unary_bool,                         \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel},          \
-                                       .flops = pd_flops_per_elem};                           \
+#define UN_DEF(opname)                                                               \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .n_in = 1,                                    \
+                                       .n_out = 1,                                   \
+                                       .flags = PD_OPF_HALF_VIA_F32,                 \
+                                       .infer_meta = meta_unary_bool,                \
+                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
+                                       .flops = pd_flops_per_elem};                  \
   pd_tensor *pd_##opname(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname, &x, 1, NULL); }
 
 BIN_DEF(equal)

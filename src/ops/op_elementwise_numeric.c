@@ -4,8 +4,8 @@
 #include "op_elementwise_util.h"
 
 /* Signed types with the unsigned type their arithmetic wraps in. */
-#define FOR_SIGNED(X) X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) \
-  X(i64, int64_t, uint64_t)
+#define FOR_SIGNED(X) \
+  X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
 
 /* abs */
 PD_EWV_UNARY(abs_f32, float, float, fabsf(x))
@@ -39,7 +39,7 @@ static const pd_ew_fn k_neg[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(neg);
 /* square */
 PD_EWV_UNARY(square_f32, float, float, x *x)
 PD_EWV_UNARY(square_f64, double, double, x *x)
-PD_EWV_UNARY(square_u8, uint8_t, uint8_t, (uint32_t)x * (uint32_t)x)
+PD_EWV_UNARY(square_u8, uint8_t, uint8_t, (uint32_t)x *(uint32_t)x)
 #define G(sfx, T, UT) PD_EWV_UNARY(square_##sfx, T, T, (T)((UT)x * (UT)x))
 FOR_SIGNED(G)
 #undef G
@@ -53,10 +53,11 @@ PD_EWV_UNARY(floor_f32, float, float, floorf(x))
 PD_EWV_UNARY(floor_f64, double, double, floor(x))
 PD_EWV_UNARY(ceil_f32, float, float, ceilf(x))
 PD_EWV_UNARY(ceil_f64, double, double, ceil(x))
-#define INT_IDENT [PD_UINT8] = ident_u8, [PD_INT8] = ident_i8, [PD_INT16] = ident_i16, \
-                  [PD_INT32] = ident_i32, [PD_INT64] = ident_i64
-static const pd_ew_fn k_floor[PD_NUM_DTYPES] = {[PD_FLOAT32] = floor_f32, [PD_FLOAT64] = floor_f64,
-                                                INT_IDENT};
+#define INT_IDENT                                                                              \
+  [PD_UINT8] = ident_u8, [PD_INT8] = ident_i8, [PD_INT16] = ident_i16, [PD_INT32] = ident_i32, \
+  [PD_INT64] = ident_i64
+static const pd_ew_fn k_floor[PD_NUM_DTYPES] = {
+    [PD_FLOAT32] = floor_f32, [PD_FLOAT64] = floor_f64, INT_IDENT};
 static const pd_ew_fn k_ceil[PD_NUM_DTYPES] = {[PD_FLOAT32] = ceil_f32, [PD_FLOAT64] = ceil_f64, INT_IDENT};
 
 /* round half away from zero; with decimals d: round(x * 10^d) / 10^d for
@@ -67,15 +68,16 @@ static inline float round_half_away_f(float x) {
 }
 PD_EWV_UNARY(round_f32, float, float, round_half_away_f(x))
 PD_EWV_UNARY(round_f64, double, double, round(x))
-PD_EWV_UNARY(roundm_f32, float, float, round_half_away_f(x * (float)P[0]) / (float)P[0])
-PD_EWV_UNARY(roundm_f64, double, double, round(x * P[0]) / P[0])
+PD_EWV_UNARY(roundm_f32, float, float, round_half_away_f(x *(float)P[0]) / (float)P[0])
+PD_EWV_UNARY(roundm_f64, double, double, round(x *P[0]) / P[0])
 PD_EWV_UNARY(roundd_f32, float, float, round_half_away_f(x / (float)P[0]) * (float)P[0])
 PD_EWV_UNARY(roundd_f64, double, double, round(x / P[0]) * P[0])
-static const pd_ew_fn k_round[PD_NUM_DTYPES] = {[PD_FLOAT32] = round_f32, [PD_FLOAT64] = round_f64, INT_IDENT};
-static const pd_ew_fn k_roundm[PD_NUM_DTYPES] = {[PD_FLOAT32] = roundm_f32, [PD_FLOAT64] = roundm_f64,
-                                                 INT_IDENT};
-static const pd_ew_fn k_roundd[PD_NUM_DTYPES] = {[PD_FLOAT32] = roundd_f32, [PD_FLOAT64] = roundd_f64,
-                                                 INT_IDENT};
+static const pd_ew_fn k_round[PD_NUM_DTYPES] = {
+    [PD_FLOAT32] = round_f32, [PD_FLOAT64] = round_f64, INT_IDENT};
+static const pd_ew_fn k_roundm[PD_NUM_DTYPES] = {
+    [PD_FLOAT32] = roundm_f32, [PD_FLOAT64] = roundm_f64, INT_IDENT};
+static const pd_ew_fn k_roundd[PD_NUM_DTYPES] = {
+    [PD_FLOAT32] = roundd_f32, [PD_FLOAT64] = roundd_f64, INT_IDENT};
 
 PD_EW_KERNEL(abs, k_abs)
 PD_EW_KERNEL(sign, k_sign)
@@ -122,12 +124,16 @@ static pd_status square_backward(const pd_backward_ctx *c) { /* 2 x g */
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define NUM_FLAGS (PD_OPF_DIFF | PD_OPF_HALF_VIA_F32)
-#define UNARY(opname, kname, save, bwd, attrs)                                                \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 1, .n_out = 1,                \
-                                       .flags = NUM_FLAGS | (save), .attr_names = attrs,      \
-                                       .infer_meta = pd_meta_unary,                           \
-                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel},           \
-                                       .backward = bwd, .flops = pd_flops_per_elem};
+#define UNARY(opname, kname, save, bwd, attrs)                                      \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                             \
+                                       .n_in = 1,                                   \
+                                       .n_out = 1,                                  \
+                                       .flags = NUM_FLAGS | (save),                 \
+                                       .attr_names = attrs,                         \
+                                       .infer_meta = pd_meta_unary,                 \
+                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
+                                       .backward = bwd,                             \
+                                       .flops = pd_flops_per_elem};
 UNARY(abs, abs, PD_OPF_SAVE_IN, abs_backward, NULL)
 UNARY(sign, sign, 0, zero_backward, NULL)
 UNARY(neg, neg, 0, neg_backward, NULL)

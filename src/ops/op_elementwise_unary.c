@@ -4,9 +4,9 @@
  * differentiable again. */
 #include "op_elementwise_util.h"
 
-#define GEN(name, EXPR_F, EXPR_D)                                           \
-  PD_EWV_UNARY(name##_f32, float, float, EXPR_F)                            \
-  PD_EWV_UNARY(name##_f64, double, double, EXPR_D)                          \
+#define GEN(name, EXPR_F, EXPR_D)                                          \
+  PD_EWV_UNARY(name##_f32, float, float, EXPR_F)                           \
+  PD_EWV_UNARY(name##_f64, double, double, EXPR_D)                         \
   static const pd_ew_fn k_##name[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(name); \
   PD_EW_KERNEL(name, k_##name)
 
@@ -31,90 +31,62 @@ GEN(erf, erff(x), erf(x))
 #undef GEN
 
 /* ---- backward: dx = g * f'(x), written with ops ------------------------ */
-#define BWD_BEGIN(name)                                       \
+#define BWD(name, DX)                                          \
   static pd_status name##_backward(const pd_backward_ctx *c) { \
-    if (!c->needs_grad[0]) return PD_OK;                       \
-    pd_tensor *g = c->grad_out[0], *x = c->inputs[0], *out = c->outputs[0]; \
-    (void)x;                                                   \
-    (void)out;                                                 \
-    pd_tmps T = {0};                                           \
-    pd_tensor *dx =
-#define BWD_END                                  \
-    ;                                            \
-    pd_status st = pd_ew_set_grad(c, 0, dx);     \
-    pd_tmps_free(&T);                            \
-    return st;                                   \
+    PD_UNARY_BWD_PROLOGUE;                                     \
+    return pd_unary_bwd_finish(c, &T, (DX));                   \
   }
+#define K PD_K
 
-/* exp: g * out */
-BWD_BEGIN(exp) pd_multiply(g, out) BWD_END
-/* log: g / x */
-BWD_BEGIN(log) pd_divide(g, x) BWD_END
-/* log2: g / (x ln 2) */
-BWD_BEGIN(log2) pd_divide(g, pd_tk(&T, pd_scale(x, M_LN2, 0.0, true))) BWD_END
-/* log10: g / (x ln 10) */
-BWD_BEGIN(log10) pd_divide(g, pd_tk(&T, pd_scale(x, M_LN10, 0.0, true))) BWD_END
-/* log1p: g / (x + 1) */
-BWD_BEGIN(log1p) pd_divide(g, pd_tk(&T, pd_scale(x, 1.0, 1.0, true))) BWD_END
-/* sqrt: 0.5 g / out */
-BWD_BEGIN(sqrt) pd_scale(pd_tk(&T, pd_divide(g, out)), 0.5, 0.0, true) BWD_END
-/* rsqrt: -0.5 g out^3 */
-BWD_BEGIN(rsqrt)
-    pd_multiply(pd_tk(&T, pd_scale(g, -0.5, 0.0, true)),
-                pd_tk(&T, pd_multiply(out, pd_tk(&T, pd_multiply(out, out)))))
-BWD_END
-/* reciprocal: -g out^2 */
-BWD_BEGIN(reciprocal)
-    pd_multiply(pd_tk(&T, pd_scale(g, -1.0, 0.0, true)), pd_tk(&T, pd_multiply(out, out)))
-BWD_END
-/* sin: g cos x */
-BWD_BEGIN(sin) pd_multiply(g, pd_tk(&T, pd_cos(x))) BWD_END
-/* cos: -g sin x */
-BWD_BEGIN(cos) pd_multiply(pd_tk(&T, pd_scale(g, -1.0, 0.0, true)), pd_tk(&T, pd_sin(x))) BWD_END
-/* tan: g / cos^2 x */
-BWD_BEGIN(tan) pd_divide(g, pd_tk(&T, pd_square(pd_tk(&T, pd_cos(x))))) BWD_END
-/* asin: g / sqrt(1 - x^2) */
-BWD_BEGIN(asin)
-    pd_divide(g, pd_tk(&T, pd_sqrt(pd_tk(&T, pd_scale(pd_tk(&T, pd_square(x)), -1.0, 1.0, true)))))
-BWD_END
-/* acos: -g / sqrt(1 - x^2) */
-BWD_BEGIN(acos)
-    pd_divide(pd_tk(&T, pd_scale(g, -1.0, 0.0, true)),
-              pd_tk(&T, pd_sqrt(pd_tk(&T, pd_scale(pd_tk(&T, pd_square(x)), -1.0, 1.0, true)))))
-BWD_END
-/* atan: g / (1 + x^2) */
-BWD_BEGIN(atan) pd_divide(g, pd_tk(&T, pd_scale(pd_tk(&T, pd_square(x)), 1.0, 1.0, true))) BWD_END
-/* sinh: g cosh x; cosh: g sinh x */
-BWD_BEGIN(sinh) pd_multiply(g, pd_tk(&T, pd_cosh(x))) BWD_END
-BWD_BEGIN(cosh) pd_multiply(g, pd_tk(&T, pd_sinh(x))) BWD_END
-/* tanh: g (1 - out^2) */
-BWD_BEGIN(tanh) pd_multiply(g, pd_tk(&T, pd_scale(pd_tk(&T, pd_square(out)), -1.0, 1.0, true))) BWD_END
-/* erf: g 2/sqrt(pi) exp(-x^2) */
-BWD_BEGIN(erf)
-    pd_multiply(pd_tk(&T, pd_scale(g, M_2_SQRTPI, 0.0, true)),
-                pd_tk(&T, pd_exp(pd_tk(&T, pd_scale(pd_tk(&T, pd_square(x)), -1.0, 0.0, true)))))
-BWD_END
-#undef BWD_BEGIN
-#undef BWD_END
+BWD(exp, pd_multiply(g, out))                               /* g out */
+BWD(log, pd_divide(g, x))                                   /* g / x */
+BWD(log2, pd_divide(g, K(pd_scale(x, M_LN2, 0.0, true))))   /* g / (x ln 2) */
+BWD(log10, pd_divide(g, K(pd_scale(x, M_LN10, 0.0, true)))) /* g / (x ln 10) */
+BWD(log1p, pd_divide(g, K(pd_scale(x, 1.0, 1.0, true))))    /* g / (x + 1) */
+BWD(sqrt, pd_scale(K(pd_divide(g, out)), 0.5, 0.0, true))   /* 0.5 g / out */
+/* -0.5 g out^3 */
+BWD(rsqrt, pd_multiply(K(pd_scale(g, -0.5, 0.0, true)), K(pd_multiply(out, K(pd_square(out))))))
+/* -g out^2 */
+BWD(reciprocal, pd_multiply(K(pd_scale(g, -1.0, 0.0, true)), K(pd_square(out))))
+BWD(sin, pd_multiply(g, K(pd_cos(x))))                               /* g cos x */
+BWD(cos, pd_multiply(K(pd_scale(g, -1.0, 0.0, true)), K(pd_sin(x)))) /* -g sin x */
+BWD(tan, pd_divide(g, K(pd_square(K(pd_cos(x))))))                   /* g / cos^2 x */
+/* +-g / sqrt(1 - x^2) */
+BWD(asin, pd_divide(g, K(pd_sqrt(K(pd_scale(K(pd_square(x)), -1.0, 1.0, true))))))
+BWD(acos,
+    pd_divide(K(pd_scale(g, -1.0, 0.0, true)), K(pd_sqrt(K(pd_scale(K(pd_square(x)), -1.0, 1.0, true))))))
+BWD(atan, pd_divide(g, K(pd_scale(K(pd_square(x)), 1.0, 1.0, true))))      /* g / (1 + x^2) */
+BWD(sinh, pd_multiply(g, K(pd_cosh(x))))                                   /* g cosh x */
+BWD(cosh, pd_multiply(g, K(pd_sinh(x))))                                   /* g sinh x */
+BWD(tanh, pd_multiply(g, K(pd_scale(K(pd_square(out)), -1.0, 1.0, true)))) /* g (1 - out^2) */
+/* g 2/sqrt(pi) exp(-x^2) */
+BWD(erf, pd_multiply(K(pd_scale(g, M_2_SQRTPI, 0.0, true)),
+                     K(pd_exp(K(pd_scale(K(pd_square(x)), -1.0, 0.0, true))))))
+#undef BWD
+#undef K
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define FLOAT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32)
-#define UNARY(opname, save)                                                                   \
-  const pd_op_def pd_opdef_##opname = {.name = #opname, .n_in = 1, .n_out = 1,                \
-                                       .flags = FLOAT_FLAGS | (save),                         \
-                                       .infer_meta = pd_meta_unary,                           \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel},          \
-                                       .backward = opname##_backward,                         \
-                                       .flops = pd_flops_per_elem};                           \
+#define UNARY(opname, save)                                                          \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .n_in = 1,                                    \
+                                       .n_out = 1,                                   \
+                                       .flags = FLOAT_FLAGS | (save),                \
+                                       .infer_meta = pd_meta_unary,                  \
+                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
+                                       .backward = opname##_backward,                \
+                                       .flops = pd_flops_per_elem};                  \
   pd_tensor *pd_##opname(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname, &x, 1, NULL); }
 /* Inplace twin: same kernel; backward reads the output only. */
-#define INPLACE(opname)                                                                       \
-  const pd_op_def pd_opdef_##opname##_ = {.name = #opname "_", .n_in = 1, .n_out = 1,         \
+#define INPLACE(opname)                                                                            \
+  const pd_op_def pd_opdef_##opname##_ = {.name = #opname "_",                                     \
+                                          .n_in = 1,                                               \
+                                          .n_out = 1,                                              \
                                           .flags = FLOAT_FLAGS | PD_OPF_INPLACE | PD_OPF_SAVE_OUT, \
-                                          .infer_meta = pd_meta_unary,                        \
-                                          .kernel = {[PD_PLACE_CPU] = opname##_kernel},       \
-                                          .backward = opname##_backward,                      \
-                                          .flops = pd_flops_per_elem};                        \
+                                          .infer_meta = pd_meta_unary,                             \
+                                          .kernel = {[PD_PLACE_CPU] = opname##_kernel},            \
+                                          .backward = opname##_backward,                           \
+                                          .flops = pd_flops_per_elem};                             \
   pd_tensor *pd_##opname##_(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname##_, &x, 1, NULL); }
 
 UNARY(exp, PD_OPF_SAVE_OUT)

@@ -2,23 +2,23 @@
  * copies elements by size, so every dtype (float16 included) is served. */
 #include "op_elementwise_util.h"
 
-#define G(T)                                                                           \
-  static void where_##T(int64_t n, char *const *p, const int64_t *s, const void *pp) {  \
-    (void)pp;                                                                          \
-    T *o = (T *)p[0];                                                                  \
-    const uint8_t *c = (const uint8_t *)p[1];                                          \
-    const T *a = (const T *)p[2], *b = (const T *)p[3];                                \
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                            \
-      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];               \
-    } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {                     \
-      const T bv = b[0];                                                               \
-      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : bv;                 \
-    } else if (s[0] == 1 && s[1] == 1 && s[2] == 0 && s[3] == 1) {                     \
-      const T av = a[0];                                                               \
-      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? av : b[i];                 \
-    } else {                                                                           \
+#define G(T)                                                                                 \
+  static void where_##T(int64_t n, char *const *p, const int64_t *s, const void *pp) {       \
+    (void)pp;                                                                                \
+    T *o = (T *)p[0];                                                                        \
+    const uint8_t *c = (const uint8_t *)p[1];                                                \
+    const T *a = (const T *)p[2], *b = (const T *)p[3];                                      \
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                  \
+      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                     \
+    } else if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 0) {                           \
+      const T bv = b[0];                                                                     \
+      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : bv;                       \
+    } else if (s[0] == 1 && s[1] == 1 && s[2] == 0 && s[3] == 1) {                           \
+      const T av = a[0];                                                                     \
+      PD_SIMD for (int64_t i = 0; i < n; i++) o[i] = c[i] ? av : b[i];                       \
+    } else {                                                                                 \
       for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]]; \
-    }                                                                                  \
+    }                                                                                        \
   }
 G(uint8_t)
 G(uint16_t)
@@ -43,8 +43,8 @@ static pd_status where_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
                               pd_tensor **out, int n_out) {
   (void)a;
   (void)n_out;
-  static const pd_ew_fn by_size[9] = {[1] = where_uint8_t, [2] = where_uint16_t, [4] = where_uint32_t,
-                                      [8] = where_uint64_t};
+  static const pd_ew_fn by_size[9] = {
+      [1] = where_uint8_t, [2] = where_uint16_t, [4] = where_uint32_t, [8] = where_uint64_t};
   pd_ew_fn fns[PD_NUM_DTYPES] = {0};
   size_t es = pd_dtype_size(in[1]->dtype);
   fns[in[1]->dtype] = es <= 8 ? by_size[es] : NULL;
@@ -63,7 +63,9 @@ static pd_status where_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_where = {.name = "where", .n_in = 3, .n_out = 1,
+const pd_op_def pd_opdef_where = {.name = "where",
+                                  .n_in = 3,
+                                  .n_out = 1,
                                   .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
                                   .infer_meta = where_meta,
                                   .kernel = {[PD_PLACE_CPU] = where_kernel},
@@ -77,8 +79,8 @@ pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y) {
     pd_tensor *yc = y->dtype != dt ? pd_cast(y, dt) : NULL;
     pd_internal_leave();
     pd_tensor *in[3] = {cond, xc ? xc : x, yc ? yc : y};
-    pd_tensor *r = (x->dtype != dt && !xc) || (y->dtype != dt && !yc) ? NULL
-                                                                       : pd_dispatch1(PD_OP_where, in, 3, NULL);
+    pd_tensor *r =
+        (x->dtype != dt && !xc) || (y->dtype != dt && !yc) ? NULL : pd_dispatch1(PD_OP_where, in, 3, NULL);
     pd_tensor_release(xc);
     pd_tensor_release(yc);
     return r;

@@ -4,11 +4,11 @@
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
-#define UNIFORM(name, lo, hi)                           \
-  static int name(pd_tensor **in, pd_attrs *a) {        \
-    (void)a;                                            \
-    in[0] = sample_uniform(2, S(2, 3), (lo), (hi));     \
-    return 1;                                           \
+#define UNIFORM(name, lo, hi)                       \
+  static int name(pd_tensor **in, pd_attrs *a) {    \
+    (void)a;                                        \
+    in[0] = sample_uniform(2, S(2, 3), (lo), (hi)); \
+    return 1;                                       \
   }
 UNIFORM(s_sym, -1.0, 1.0)
 UNIFORM(s_pos, 0.5, 2.0)

@@ -131,7 +131,8 @@ static void ref_softmax(const double *x, double *y, int64_t outer, int64_t n, in
       double m = -INFINITY, s = 0;
       for (int64_t j = 0; j < n; j++) m = fmax(m, xp[j * inner]);
       for (int64_t j = 0; j < n; j++) s += exp(xp[j * inner] - m);
-      for (int64_t j = 0; j < n; j++) yp[j * inner] = lg ? xp[j * inner] - m - log(s) : exp(xp[j * inner] - m) / s;
+      for (int64_t j = 0; j < n; j++)
+        yp[j * inner] = lg ? xp[j * inner] - m - log(s) : exp(xp[j * inner] - m) / s;
     }
 }
 
@@ -152,8 +153,9 @@ static void check_softmax_large(int64_t outer, int64_t n, int64_t inner, int axi
     for (int64_t i = 0; i < total; i++) {
       double got = pd_tensor_item_at(y, i);
       if (!(fabs(got - want[i]) <= tol * (fabs(want[i]) + (lg ? 1 : 1e-3))))
-        fail_msg("%s [%lld,%lld,%lld] axis %d element %lld: got %.9g, want %.9g", lg ? "log_softmax" : "softmax",
-                 (long long)outer, (long long)n, (long long)inner, axis, (long long)i, got, want[i]);
+        fail_msg("%s [%lld,%lld,%lld] axis %d element %lld: got %.9g, want %.9g",
+                 lg ? "log_softmax" : "softmax", (long long)outer, (long long)n, (long long)inner, axis,
+                 (long long)i, got, want[i]);
     }
   }
   free(x);
@@ -168,7 +170,8 @@ static void test_softmax(void **state) {
   pd_tensor *y = pd_softmax(x, -1);
   expect_shape(y, 2, SHAPE(2, 3));
   EXPECT_VALUES(y, 1e-15, 1 / z, e1 / z, e2 / z, 1 / z, e1 / z, e2 / z); /* shift invariant, no overflow */
-  EXPECT_VALUES(pd_log_softmax(x, 1), 1e-13, -log(z), 1 - log(z), 2 - log(z), -log(z), 1 - log(z), 2 - log(z));
+  EXPECT_VALUES(pd_log_softmax(x, 1), 1e-13, -log(z), 1 - log(z), 2 - log(z), -log(z), 1 - log(z),
+                2 - log(z));
   /* along axis 0: each column of [[0,1,2],[1000,1001,1002]] */
   EXPECT_VALUES(pd_softmax(x, 0), 1e-15, 0, 0, 0, 1, 1, 1);
   EXPECT_VALUES(pd_log_softmax(x, -2), 1e-12, -1000, -1000, -1000, 0, 0, 0);
@@ -209,14 +212,16 @@ static void test_softmax_grad(void **state) {
   pd_tensor *wt = pd_tensor_from_f64(w, PD_FLOAT64, 1, SHAPE(3));
   pd_tensor_set_stop_gradient(x, false);
   /* d/dx sum(w * softmax(x)) = y (w - sum(w y)) */
-  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_softmax(x, -1), wt), NULL, 0, false), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_softmax(x, -1), wt), NULL, 0, false), NULL, false),
+                   PD_OK);
   double y[3], s = 0, dot = 0;
   for (int i = 0; i < 3; i++) s += exp(xv[i]);
   for (int i = 0; i < 3; i++) y[i] = exp(xv[i]) / s, dot += w[i] * y[i];
   EXPECT_VALUES(pd_tensor_grad(x), 1e-14, y[0] * (w[0] - dot), y[1] * (w[1] - dot), y[2] * (w[2] - dot));
   /* d/dx sum(w * log_softmax(x)) = w - y sum(w) */
   pd_tensor_clear_grad(x, false);
-  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_log_softmax(x, 0), wt), NULL, 0, false), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_log_softmax(x, 0), wt), NULL, 0, false), NULL, false),
+                   PD_OK);
   EXPECT_VALUES(pd_tensor_grad(x), 1e-14, w[0] - 2 * y[0], w[1] - 2 * y[1], w[2] - 2 * y[2]);
   pd_scope_end();
   expect_no_live_tensors();
@@ -244,7 +249,8 @@ static void test_swiglu(void **state) {
   pd_tensor_set_stop_gradient(x, false);
   pd_tensor_set_stop_gradient(y, false);
   pd_tensor *w = T(PD_FLOAT64, 2, SHAPE(2, 2), 1, -2, 3, 0.5);
-  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_swiglu(g1, NULL), w), NULL, 0, false), NULL, false), PD_OK);
+  assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_swiglu(g1, NULL), w), NULL, 0, false), NULL, false),
+                   PD_OK);
   assert_int_equal(pd_backward(pd_sum(pd_multiply(pd_swiglu(x, y), w), NULL, 0, false), NULL, false), PD_OK);
   pd_tensor *gx = pd_tensor_grad(x), *gy = pd_tensor_grad(y), *gg = pd_tensor_grad(g1);
   for (int r = 0; r < 2; r++)

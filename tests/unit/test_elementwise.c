@@ -40,15 +40,15 @@ static void test_unary_float_math(void **state) {
     double (*ref)(double);
     int domain; /* 0: any, 1: positive, 2: [-1, 1] */
   } ops[] = {
-      {"exp", pd_exp, exp, 0},          {"log", pd_log, log, 1},
-      {"log2", pd_log2, log2, 1},       {"log10", pd_log10, log10, 1},
-      {"log1p", pd_log1p, log1p, 1},    {"sqrt", pd_sqrt, sqrt, 1},
+      {"exp", pd_exp, exp, 0},           {"log", pd_log, log, 1},
+      {"log2", pd_log2, log2, 1},        {"log10", pd_log10, log10, 1},
+      {"log1p", pd_log1p, log1p, 1},     {"sqrt", pd_sqrt, sqrt, 1},
       {"rsqrt", pd_rsqrt, rsqrt_ref, 1}, {"reciprocal", pd_reciprocal, reciprocal_ref, 0},
-      {"sin", pd_sin, sin, 0},          {"cos", pd_cos, cos, 0},
-      {"tan", pd_tan, tan, 0},          {"asin", pd_asin, asin, 2},
-      {"acos", pd_acos, acos, 2},       {"atan", pd_atan, atan, 0},
-      {"sinh", pd_sinh, sinh, 0},       {"cosh", pd_cosh, cosh, 0},
-      {"tanh", pd_tanh, tanh, 0},       {"erf", pd_erf, erf, 0},
+      {"sin", pd_sin, sin, 0},           {"cos", pd_cos, cos, 0},
+      {"tan", pd_tan, tan, 0},           {"asin", pd_asin, asin, 2},
+      {"acos", pd_acos, acos, 2},        {"atan", pd_atan, atan, 0},
+      {"sinh", pd_sinh, sinh, 0},        {"cosh", pd_cosh, cosh, 0},
+      {"tanh", pd_tanh, tanh, 0},        {"erf", pd_erf, erf, 0},
   };
   static const double any[] = {-3.5, -1.25, -0.3, -1e-4, 1e-5, 0.2, 0.75, 1.5, 2.9};
   static const double pos[] = {1e-6, 0.01, 0.3, 1.0, 2.5, 10.0, 1234.5};
@@ -88,7 +88,8 @@ static void test_exp_tanh_float32_range(void **state) {
       continue;
     }
     /* 2 ulp, and denormal results within one denormal step */
-    if (!(fabs(ev[i] - want) <= 2.5e-7 * want + 1.5e-45)) fail_msg("exp(%.9g) = %.9g, want %.9g", xv[i], ev[i], want);
+    if (!(fabs(ev[i] - want) <= 2.5e-7 * want + 1.5e-45))
+      fail_msg("exp(%.9g) = %.9g, want %.9g", xv[i], ev[i], want);
     double tw = tanh((double)xv[i]);
     if (!(fabs(tv[i] - tw) <= 3.6e-7 * fabs(tw))) fail_msg("tanh(%.9g) = %.9g, want %.9g", xv[i], tv[i], tw);
   }
@@ -225,12 +226,14 @@ static void test_floor_divide_remainder(void **state) {
     EXPECT_VALUES(pd_mod(T(dts[k], 1, SHAPE(4), -7, 7, -7, 7), T(dts[k], 1, SHAPE(4), 3, -3, -3, 3)), 0, 2,
                   -2, -1, 1);
   }
-  EXPECT_VALUES(pd_floor_divide(T(PD_UINT8, 1, SHAPE(2), 250, 7), T(PD_UINT8, 1, SHAPE(2), 7, 250)), 0, 35, 0);
+  EXPECT_VALUES(pd_floor_divide(T(PD_UINT8, 1, SHAPE(2), 250, 7), T(PD_UINT8, 1, SHAPE(2), 7, 250)), 0, 35,
+                0);
   /* floats: fractional operands, exactness, division by zero */
   pd_tensor *a = T(PD_FLOAT64, 1, SHAPE(4), -7.5, 1.0, 1.0, -1.0);
   pd_tensor *b = T(PD_FLOAT64, 1, SHAPE(4), 2.0, 0.1, 0.0, 0.0);
   EXPECT_VALUES(pd_remainder(a, b), 1e-15, 0.5, fmod(1.0, 0.1), NAN, NAN);
-  EXPECT_VALUES(pd_floor_divide(a, b), 0, -4, 9, INFINITY, -INFINITY); /* 1.0 // 0.1 == 9.0 (1.0 / 0.1 == 10) */
+  EXPECT_VALUES(pd_floor_divide(a, b), 0, -4, 9, INFINITY,
+                -INFINITY); /* 1.0 // 0.1 == 9.0 (1.0 / 0.1 == 10) */
   /* broadcasting, mixed dtypes promote */
   pd_tensor *q2 = pd_floor_divide(T(PD_INT32, 2, SHAPE(2, 2), 5, -5, 9, -9), T(PD_INT64, 1, SHAPE(2), 2, 4));
   assert_int_equal(pd_tensor_dtype(q2), PD_INT64);
@@ -284,7 +287,7 @@ static void test_pow(void **state) {
   pd_tensor_set_stop_gradient(gx, false);
   pd_tensor_set_stop_gradient(gy, false);
   assert_int_equal(pd_backward(pd_sum(pd_pow(gx, gy), NULL, 0, false), NULL, false), PD_OK);
-  EXPECT_VALUES(pd_tensor_grad(gx), 1e-14, 12, 6);                    /* y x^(y-1) */
+  EXPECT_VALUES(pd_tensor_grad(gx), 1e-14, 12, 6);                      /* y x^(y-1) */
   EXPECT_VALUES(pd_tensor_grad(gy), 1e-14, 8 * log(2.0), 9 * log(3.0)); /* x^y ln x */
   pd_tensor_clear_grad(gx, false);
   assert_int_equal(pd_backward(pd_sum(pd_pow_scalar(gx, 3.0), NULL, 0, false), NULL, false), PD_OK);
@@ -326,9 +329,9 @@ static void test_maximum_minimum(void **state) {
   /* broadcast gradient sums down */
   pd_tensor *c = T(PD_FLOAT64, 1, SHAPE(1), 0);
   pd_tensor_set_stop_gradient(c, false);
-  assert_int_equal(pd_backward(pd_sum(pd_maximum(T(PD_FLOAT64, 1, SHAPE(3), -1, 2, -3), c), NULL, 0, false),
-                               NULL, false),
-                   PD_OK);
+  assert_int_equal(
+      pd_backward(pd_sum(pd_maximum(T(PD_FLOAT64, 1, SHAPE(3), -1, 2, -3), c), NULL, 0, false), NULL, false),
+      PD_OK);
   EXPECT_VALUES(pd_tensor_grad(c), 0, 2);
   expect_error(pd_maximum(x, T(PD_FLOAT32, 1, SHAPE(4), 1, 2, 3, 4)), "maximum", "[2, 3]");
   pd_scope_end();
@@ -345,13 +348,14 @@ static void test_where(void **state) {
   expect_shape(w, 2, SHAPE(2, 3));
   EXPECT_VALUES(w, 0, 1, 2, 3, -4, -5, -6);
   /* promotion of x and y (not of cond) */
-  pd_tensor *wp = pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_INT32, 1, SHAPE(2), 7, 8),
-                           T(PD_FLOAT64, 0, NULL, 0.5));
+  pd_tensor *wp =
+      pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_INT32, 1, SHAPE(2), 7, 8), T(PD_FLOAT64, 0, NULL, 0.5));
   assert_int_equal(pd_tensor_dtype(wp), PD_FLOAT64);
   EXPECT_VALUES(wp, 0, 0.5, 8);
   /* any element size: int8, float16, int64 */
-  EXPECT_VALUES(pd_where(T(PD_BOOL, 1, SHAPE(2), 1, 0), T(PD_INT8, 1, SHAPE(2), -1, -2), T(PD_INT8, 1, SHAPE(2), 3, 4)),
-                0, -1, 4);
+  EXPECT_VALUES(
+      pd_where(T(PD_BOOL, 1, SHAPE(2), 1, 0), T(PD_INT8, 1, SHAPE(2), -1, -2), T(PD_INT8, 1, SHAPE(2), 3, 4)),
+      0, -1, 4);
   pd_tensor *wh = pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_FLOAT16, 1, SHAPE(2), 1.5, 2.5),
                            T(PD_FLOAT16, 1, SHAPE(2), -1, -2));
   assert_int_equal(pd_tensor_dtype(wh), PD_FLOAT16);
@@ -425,7 +429,8 @@ static void test_logic_and_special_values(void **state) {
   assert_int_equal(pd_tensor_dtype(n), PD_BOOL);
   EXPECT_VALUES(n, 0, 1, 1, 0, 0);
   EXPECT_VALUES(pd_logical_not(T(PD_BOOL, 1, SHAPE(2), 1, 0)), 0, 0, 1);
-  EXPECT_VALUES(pd_logical_and(T(PD_BOOL, 2, SHAPE(2, 1), 1, 0), T(PD_BOOL, 1, SHAPE(2), 1, 0)), 0, 1, 0, 0, 0);
+  EXPECT_VALUES(pd_logical_and(T(PD_BOOL, 2, SHAPE(2, 1), 1, 0), T(PD_BOOL, 1, SHAPE(2), 1, 0)), 0, 1, 0, 0,
+                0);
   pd_tensor *s = T(PD_FLOAT64, 1, SHAPE(5), 1, NAN, INFINITY, -INFINITY, -0.0);
   EXPECT_VALUES(pd_isnan(s), 0, 0, 1, 0, 0, 0);
   EXPECT_VALUES(pd_isinf(s), 0, 0, 0, 1, 1, 0);
@@ -457,11 +462,13 @@ static void test_allclose_equal_all(void **state) {
   EXPECT_VALUES(pd_allclose(T(PD_FLOAT32, 1, SHAPE(2), 1, INFINITY), T(PD_FLOAT32, 1, SHAPE(2), 1, INFINITY),
                             1e-5, 1e-8, false),
                 0, 1);
-  EXPECT_VALUES(pd_allclose(T(PD_INT32, 1, SHAPE(2), 1, 2), T(PD_INT64, 1, SHAPE(2), 1, 3), 0, 0.5, false), 0, 0);
+  EXPECT_VALUES(pd_allclose(T(PD_INT32, 1, SHAPE(2), 1, 2), T(PD_INT64, 1, SHAPE(2), 1, 3), 0, 0.5, false), 0,
+                0);
   /* a transposed input */
   pd_tensor *m = T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 2, 3, 4);
-  EXPECT_VALUES(pd_allclose(pd_transpose(m, 2, SHAPE(1, 0)), T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 3, 2, 4), 0, 0, false),
-                0, 1);
+  EXPECT_VALUES(
+      pd_allclose(pd_transpose(m, 2, SHAPE(1, 0)), T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 3, 2, 4), 0, 0, false), 0,
+      1);
   expect_error(pd_allclose(x, T(PD_FLOAT64, 1, SHAPE(1), 1), 1e-5, 1e-8, false), "allclose", "[3]");
   expect_error(pd_allclose(x, y, -1, 1e-8, false), "allclose", "rtol");
   /* equal_all: shapes must match, else false */
@@ -495,9 +502,11 @@ static void test_noncontiguous_and_empty(void **state) {
   pd_tensor *e = pd_zeros(2, SHAPE(0, 3), PD_FLOAT32);
   expect_shape(pd_exp(e), 2, SHAPE(0, 3));
   expect_shape(pd_maximum(e, T(PD_FLOAT32, 1, SHAPE(3), 1, 2, 3)), 2, SHAPE(0, 3));
-  expect_shape(pd_where(pd_zeros(1, SHAPE(0), PD_BOOL), pd_zeros(1, SHAPE(0), PD_FLOAT32), pd_zeros(0, NULL, PD_FLOAT32)),
+  expect_shape(pd_where(pd_zeros(1, SHAPE(0), PD_BOOL), pd_zeros(1, SHAPE(0), PD_FLOAT32),
+                        pd_zeros(0, NULL, PD_FLOAT32)),
                1, SHAPE(0));
-  expect_shape(pd_floor_divide(pd_zeros(1, SHAPE(0), PD_INT32), pd_zeros(1, SHAPE(0), PD_INT32)), 1, SHAPE(0));
+  expect_shape(pd_floor_divide(pd_zeros(1, SHAPE(0), PD_INT32), pd_zeros(1, SHAPE(0), PD_INT32)), 1,
+               SHAPE(0));
   /* 0-d */
   pd_tensor *s = pd_sqrt(T(PD_FLOAT32, 0, NULL, 16));
   expect_shape(s, 0, NULL);

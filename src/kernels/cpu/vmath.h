@@ -69,8 +69,11 @@ static inline float pd_vexpf(float x) {
 /* tanh(x): an odd polynomial for |x| < 0.625, 1 - 2 / (e^{2|x|} + 1) above. */
 static inline float pd_vtanhf(float x) {
   float z = x * x;
-  float ps = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-               1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+  float ps =
+      ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+       3.33332819422e-1f) *
+          z * x +
+      x;
   float ax = fabsf(x);
   float e = pd_vexpf(2.0f * ax);
   float pl = 1.0f - 2.0f / (e + 1.0f);
