@@ -13,7 +13,7 @@
     [PD_INT64] = prefix##_i64, [PD_BOOL] = prefix##_b                                   \
   }
 
-#define BIN(name, EXPR)                                            \
+#define BIN(name)                                                  \
   FOR_ALL_TYPES(BIN_##name)                                        \
   static const pd_ew_fn k_##name[PD_NUM_DTYPES] = TABLE_ALL(name); \
   PD_EW_KERNEL(name, k_##name)
@@ -26,15 +26,15 @@
 #define BIN_logical_and(sfx, T) PD_EWV_BINARY(logical_and_##sfx, T, uint8_t, (x != 0) & (y != 0))
 #define BIN_logical_or(sfx, T) PD_EWV_BINARY(logical_or_##sfx, T, uint8_t, (x != 0) | (y != 0))
 #define BIN_logical_xor(sfx, T) PD_EWV_BINARY(logical_xor_##sfx, T, uint8_t, (x != 0) ^ (y != 0))
-BIN(equal, _)
-BIN(not_equal, _)
-BIN(less_than, _)
-BIN(less_equal, _)
-BIN(greater_than, _)
-BIN(greater_equal, _)
-BIN(logical_and, _)
-BIN(logical_or, _)
-BIN(logical_xor, _)
+BIN(equal)
+BIN(not_equal)
+BIN(less_than)
+BIN(less_equal)
+BIN(greater_than)
+BIN(greater_equal)
+BIN(logical_and)
+BIN(logical_or)
+BIN(logical_xor)
 
 #define G(sfx, T) PD_EWV_UNARY(logical_not_##sfx, T, uint8_t, x == 0)
 FOR_ALL_TYPES(G)
