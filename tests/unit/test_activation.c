@@ -115,6 +115,12 @@ static void test_extremes(void **state) {
     EXPECT_VALUES(pd_softsign(x), 1e-7, -big / (1 + big), big / (1 + big), NAN, NAN);
     EXPECT_VALUES(pd_tanh(x), 0, -1, 1, -1, 1);
   }
+  /* NaN propagates */
+  pd_tensor *nan = T(PD_FLOAT32, 1, SHAPE(2), NAN, 1);
+  EXPECT_VALUES(pd_gelu(nan, false), 1e-6, NAN, 0.8413447460685429);
+  EXPECT_VALUES(pd_gelu(nan, true), 1e-6, NAN, 0.8411919906082768);
+  EXPECT_VALUES(pd_sigmoid(nan), 1e-6, NAN, 1 / (1 + exp(-1.0)));
+  EXPECT_VALUES(pd_softmax(nan, 0), 0, NAN, NAN);
   /* log_sigmoid keeps the tiny tail that 1 - sigmoid would lose */
   EXPECT_VALUES(pd_log_sigmoid(T(PD_FLOAT64, 1, SHAPE(1), 40)), 1e-12, -exp(-40.0));
   EXPECT_VALUES(pd_softplus(T(PD_FLOAT64, 1, SHAPE(1), -40), 1, 20), 1e-12, exp(-40.0));

@@ -79,8 +79,8 @@ PD_VINLINE float pd_vexpf(float x) {
  * is split exactly (x truncated to 12 bits squares without rounding) and fed
  * to the exponential as a two-part argument. NaN passes through. */
 PD_VINLINE float pd_vnormcdff(float x) {
-  float ax = fabsf(x);
-  ax = pd_self(ax > 14.0f, 14.0f, ax); /* erfc(14 / sqrt 2) is below the denormals */
+  float ax = pd_self(x == x, fabsf(x), 0.0f); /* NaN is restored at the end */
+  ax = pd_self(ax > 14.0f, 14.0f, ax);        /* erfc(14 / sqrt 2) is below the denormals */
   float t = 1.0f / (1.0f + 0.5f * (float)M_SQRT1_2 * ax);
   float q = 0.17087277f;
   q = q * t - 0.82215223f;
@@ -100,7 +100,7 @@ PD_VINLINE float pd_vnormcdff(float x) {
   float hi = -0.5f * (xh * xh), lo = q - 0.5f * ((ax - xh) * (ax + xh));
   float e = 0.5f * t * pd_vexpf_core(hi, lo);
   e = pd_self(ax >= 14.0f, 0.0f, e);
-  return pd_self(x < 0.0f, e, 1.0f - e);
+  return pd_self(x == x, pd_self(x < 0.0f, e, 1.0f - e), x);
 }
 
 /* tanh(x): an odd polynomial for |x| < 0.625, 1 - 2 / (e^{2|x|} + 1) above. */
