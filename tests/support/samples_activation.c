@@ -1,6 +1,103 @@
-/* Gradcheck samples for the activation ops. */
+/* Gradcheck samples for the activation ops (inputs away from the kinks of
+ * relu-like functions and from softplus' threshold). */
 #include "op_samples.h"
 
+#define S(...) ((const int64_t[]){__VA_ARGS__})
+
+static int s_sym(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  return 1;
+}
+static int s_relu6(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 4), -2, 8);
+  return 1;
+}
+static int s_hard(pd_tensor **in, pd_attrs *a) { /* every piece of hardswish / hardsigmoid */
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 4), -4.5, 4.5);
+  a->f[0] = 0.1666667;
+  a->f[1] = 0.5;
+  return 1;
+}
+static int s_leaky(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 0.1;
+  return 1;
+}
+static int s_elu(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 1.5;
+  return 1;
+}
+static int s_selu(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 1.0507009873554804934193349852946;
+  a->f[1] = 1.6732632423543772848170429916717;
+  return 1;
+}
+static int s_gelu_tanh(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -3, 3);
+  a->i[0] = 1;
+  return 1;
+}
+static int s_softplus(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -3, 3);
+  a->f[0] = 2.0;
+  a->f[1] = 20.0;
+  return 1;
+}
+static int s_softplus_threshold(pd_tensor **in, pd_attrs *a) { /* both branches */
+  in[0] = sample_uniform(2, S(3, 4), -3, 3);
+  a->f[0] = 1.0;
+  a->f[1] = 1.0;
+  return 1;
+}
+static int s_softmax_last(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, S(2, 3, 4), -2, 2);
+  a->i[0] = -1;
+  return 1;
+}
+static int s_softmax_mid(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, S(2, 3, 4), -2, 2);
+  a->i[0] = 1;
+  return 1;
+}
+static int s_swiglu2(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(2, 3), -2, 2);
+  in[1] = sample_uniform(2, S(2, 3), -2, 2);
+  return 2;
+}
+static int s_swiglu1(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(2, 6), -2, 2);
+  return 1;
+}
+
 const pd_op_sample pd_samples_activation[] = {
+    {"relu", s_sym, 0},
+    {"relu6", s_relu6, 0},
+    {"leaky_relu", s_leaky, 0},
+    {"elu", s_elu, 0},
+    {"selu", s_selu, 0},
+    {"gelu", s_sym, 0},
+    {"gelu", s_gelu_tanh, 0},
+    {"sigmoid", s_sym, 0},
+    {"silu", s_sym, 0},
+    {"swish", s_sym, 0},
+    {"softplus", s_softplus, 0},
+    {"softplus", s_softplus_threshold, 0},
+    {"softsign", s_sym, 0},
+    {"hardswish", s_hard, 0},
+    {"hardsigmoid", s_hard, 0},
+    {"logsigmoid", s_sym, 0},
+    {"softmax", s_softmax_last, 0},
+    {"softmax", s_softmax_mid, 0},
+    {"log_softmax", s_softmax_last, 0},
+    {"log_softmax", s_softmax_mid, 0},
+    {"swiglu", s_swiglu2, 0},
+    {"swiglu", s_swiglu1, 0},
     {NULL, NULL, 0},
 };
