@@ -74,6 +74,13 @@ const pd_op_def pd_opdef_where = {.name = "where",
 pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y) {
   if (x && y && x->dtype != y->dtype) { /* promote x and y (not cond) */
     pd_dtype dt = pd_promote_types(x->dtype, y->dtype);
+    if (dt == PD_NUM_DTYPES) {
+      pd_set_error(PD_ERR_DTYPE,
+                   "where: x is %s and y is %s; Paddle promotes only between floating dtypes, "
+                   "so cast one of them first",
+                   pd_dtype_name(x->dtype), pd_dtype_name(y->dtype));
+      return NULL;
+    }
     pd_internal_enter();
     pd_tensor *xc = x->dtype != dt ? pd_cast(x, dt) : NULL;
     pd_tensor *yc = y->dtype != dt ? pd_cast(y, dt) : NULL;

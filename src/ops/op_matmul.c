@@ -157,8 +157,8 @@ pd_status pd_matmul_into(const char *op, pd_tensor *x, pd_tensor *y, bool tx, bo
   }
 
   pd_tensor *xc = NULL, *yc = NULL;
-  bool ta, tb;
-  int64_t lda, ldb;
+  bool ta = false, tb = false;
+  int64_t lda = 0, ldb = 0;
   if (!gemm_layout(&ox, tx, &ta, &lda)) {
     if (!(xc = pd_clone(x, x->dtype))) return pd_last_status();
     describe(&ox, xc, true, nbo, bshape);

@@ -234,10 +234,11 @@ static void test_floor_divide_remainder(void **state) {
   EXPECT_VALUES(pd_remainder(a, b), 1e-15, 0.5, fmod(1.0, 0.1), NAN, NAN);
   EXPECT_VALUES(pd_floor_divide(a, b), 0, -4, 9, INFINITY,
                 -INFINITY); /* 1.0 // 0.1 == 9.0 (1.0 / 0.1 == 10) */
-  /* broadcasting, mixed dtypes promote */
-  pd_tensor *q2 = pd_floor_divide(T(PD_INT32, 2, SHAPE(2, 2), 5, -5, 9, -9), T(PD_INT64, 1, SHAPE(2), 2, 4));
+  /* broadcasting; mixed integer dtypes are refused (Paddle promotes only floats) */
+  pd_tensor *q2 = pd_floor_divide(T(PD_INT64, 2, SHAPE(2, 2), 5, -5, 9, -9), T(PD_INT64, 1, SHAPE(2), 2, 4));
   assert_int_equal(pd_tensor_dtype(q2), PD_INT64);
   EXPECT_VALUES(q2, 0, 2, -2, 4, -3);
+  expect_error(pd_floor_divide(T(PD_INT32, 1, SHAPE(1), 5), T(PD_INT64, 1, SHAPE(1), 2)), "int32", "int64");
   /* INT_MIN // -1 wraps instead of trapping */
   pd_tensor *mn = T(PD_INT32, 1, SHAPE(1), -2147483648.0);
   EXPECT_VALUES(pd_floor_divide(mn, T(PD_INT32, 1, SHAPE(1), -1)), 0, -2147483648.0);
@@ -277,8 +278,9 @@ static void test_pow(void **state) {
   pd_tensor *ps = pd_pow_scalar(T(PD_INT32, 1, SHAPE(2), 3, -4), 2.0);
   assert_int_equal(pd_tensor_dtype(ps), PD_INT32);
   EXPECT_VALUES(ps, 0, 9, 16);
-  /* broadcasting and promotion: int ** float -> float */
-  pd_tensor *pb = pd_pow(T(PD_INT32, 2, SHAPE(2, 1), 2, 3), T(PD_FLOAT32, 1, SHAPE(2), 2, 0.5));
+  /* broadcasting; int ** float is refused, float ** float broadcasts */
+  expect_error(pd_pow(T(PD_INT32, 1, SHAPE(1), 2), T(PD_FLOAT32, 1, SHAPE(1), 2)), "int32", "float32");
+  pd_tensor *pb = pd_pow(T(PD_FLOAT32, 2, SHAPE(2, 1), 2, 3), T(PD_FLOAT32, 1, SHAPE(2), 2, 0.5));
   assert_int_equal(pd_tensor_dtype(pb), PD_FLOAT32);
   EXPECT_VALUES(pb, 1e-7, 4, sqrt(2.0), 9, sqrt(3.0));
   /* gradients */
@@ -347,11 +349,14 @@ static void test_where(void **state) {
   pd_tensor *w = pd_where(c, x, y);
   expect_shape(w, 2, SHAPE(2, 3));
   EXPECT_VALUES(w, 0, 1, 2, 3, -4, -5, -6);
-  /* promotion of x and y (not of cond) */
+  /* promotion of x and y (not of cond): floats promote, int with float is refused */
   pd_tensor *wp =
-      pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_INT32, 1, SHAPE(2), 7, 8), T(PD_FLOAT64, 0, NULL, 0.5));
+      pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_FLOAT32, 1, SHAPE(2), 7, 8), T(PD_FLOAT64, 0, NULL, 0.5));
   assert_int_equal(pd_tensor_dtype(wp), PD_FLOAT64);
   EXPECT_VALUES(wp, 0, 0.5, 8);
+  expect_error(
+      pd_where(T(PD_BOOL, 1, SHAPE(2), 0, 1), T(PD_INT32, 1, SHAPE(2), 7, 8), T(PD_FLOAT64, 0, NULL, 0.5)),
+      "where", "int32");
   /* any element size: int8, float16, int64 */
   EXPECT_VALUES(
       pd_where(T(PD_BOOL, 1, SHAPE(2), 1, 0), T(PD_INT8, 1, SHAPE(2), -1, -2), T(PD_INT8, 1, SHAPE(2), 3, 4)),
@@ -398,7 +403,9 @@ static void test_comparisons(void **state) {
   /* integers, mixed dtypes (promoted), bool */
   pd_tensor *i = T(PD_INT64, 1, SHAPE(3), -1, 0, 5);
   EXPECT_VALUES(pd_less_than(i, T(PD_INT64, 1, SHAPE(3), 0, 0, 4)), 0, 1, 0, 0);
-  EXPECT_VALUES(pd_equal(T(PD_INT32, 1, SHAPE(2), 1, 2), T(PD_FLOAT32, 1, SHAPE(2), 1.0, 2.5)), 0, 1, 0);
+  EXPECT_VALUES(pd_equal(T(PD_FLOAT64, 1, SHAPE(2), 1, 2), T(PD_FLOAT32, 1, SHAPE(2), 1.0, 2.5)), 0, 1, 0);
+  expect_error(pd_equal(T(PD_INT32, 1, SHAPE(2), 1, 2), T(PD_FLOAT32, 1, SHAPE(2), 1.0, 2.5)), "equal",
+               "int32");
   EXPECT_VALUES(pd_equal(T(PD_BOOL, 1, SHAPE(2), 1, 0), T(PD_BOOL, 1, SHAPE(2), 1, 1)), 0, 1, 0);
   EXPECT_VALUES(pd_greater_than(T(PD_UINT8, 1, SHAPE(2), 200, 3), T(PD_UINT8, 0, NULL, 100)), 0, 1, 0);
   EXPECT_VALUES(pd_less_equal(T(PD_FLOAT16, 1, SHAPE(2), 0.5, 1.5), T(PD_FLOAT16, 0, NULL, 1)), 0, 1, 0);
@@ -421,7 +428,8 @@ static void test_logic_and_special_values(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *a = T(PD_FLOAT32, 1, SHAPE(4), 0, 0, 2.5, NAN);
-  pd_tensor *b = T(PD_INT32, 1, SHAPE(4), 0, 3, 0, -1);
+  pd_tensor *b = T(PD_FLOAT32, 1, SHAPE(4), 0, 3, 0, -1);
+  expect_error(pd_logical_and(a, T(PD_INT32, 1, SHAPE(4), 0, 3, 0, -1)), "logical_and", "int32");
   EXPECT_VALUES(pd_logical_and(a, b), 0, 0, 0, 0, 1);
   EXPECT_VALUES(pd_logical_or(a, b), 0, 0, 1, 1, 1);
   EXPECT_VALUES(pd_logical_xor(a, b), 0, 0, 1, 1, 0);
@@ -443,7 +451,7 @@ static void test_logic_and_special_values(void **state) {
   EXPECT_VALUES(pd_isinf(i), 0, 0, 0);
   EXPECT_VALUES(pd_isfinite(i), 0, 1, 1);
   assert_int_equal(pd_tensor_dtype(pd_isfinite(i)), PD_BOOL);
-  expect_error(pd_logical_or(a, T(PD_BOOL, 1, SHAPE(3), 1, 1, 1)), "logical_or", "[4]");
+  expect_error(pd_logical_or(a, T(PD_FLOAT32, 1, SHAPE(3), 1, 1, 1)), "logical_or", "[4]");
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -462,7 +470,7 @@ static void test_allclose_equal_all(void **state) {
   EXPECT_VALUES(pd_allclose(T(PD_FLOAT32, 1, SHAPE(2), 1, INFINITY), T(PD_FLOAT32, 1, SHAPE(2), 1, INFINITY),
                             1e-5, 1e-8, false),
                 0, 1);
-  EXPECT_VALUES(pd_allclose(T(PD_INT32, 1, SHAPE(2), 1, 2), T(PD_INT64, 1, SHAPE(2), 1, 3), 0, 0.5, false), 0,
+  EXPECT_VALUES(pd_allclose(T(PD_INT64, 1, SHAPE(2), 1, 2), T(PD_INT64, 1, SHAPE(2), 1, 3), 0, 0.5, false), 0,
                 0);
   /* a transposed input */
   pd_tensor *m = T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 2, 3, 4);

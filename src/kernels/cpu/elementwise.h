@@ -41,7 +41,7 @@ void pd_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *
     const double *P = (const double *)pp;                                            \
     (void)P;                                                                         \
     if (s_[0] == 1 && s_[1] == 1) {                                                  \
-      for (int64_t i = 0; i < n; i++) {                                              \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                          \
         T x = a[i];                                                                  \
         o[i] = (OT)(EXPR);                                                           \
       }                                                                              \
@@ -61,19 +61,19 @@ void pd_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *
     const double *P = (const double *)pp;                                            \
     (void)P;                                                                         \
     if (s_[0] == 1 && s_[1] == 1 && s_[2] == 1) {                                    \
-      for (int64_t i = 0; i < n; i++) {                                              \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                          \
         T x = a[i], y = b[i];                                                        \
         o[i] = (OT)(EXPR);                                                           \
       }                                                                              \
     } else if (s_[0] == 1 && s_[1] == 1 && s_[2] == 0) {                             \
       const T y = b[0];                                                              \
-      for (int64_t i = 0; i < n; i++) {                                              \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                          \
         T x = a[i];                                                                  \
         o[i] = (OT)(EXPR);                                                           \
       }                                                                              \
     } else if (s_[0] == 1 && s_[1] == 0 && s_[2] == 1) {                             \
       const T x = a[0];                                                              \
-      for (int64_t i = 0; i < n; i++) {                                              \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                          \
         T y = b[i];                                                                  \
         o[i] = (OT)(EXPR);                                                           \
       }                                                                              \
