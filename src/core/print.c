@@ -56,13 +56,27 @@ typedef struct item {
 static item load_item(const pd_tensor *t, const char *p) {
   item it = {0};
   switch (t->dtype) {
-    case PD_BOOL: it.i = *(const uint8_t *)p != 0; break;
-    case PD_UINT8: it.i = *(const uint8_t *)p; break;
-    case PD_INT8: it.i = *(const int8_t *)p; break;
-    case PD_INT16: it.i = *(const int16_t *)p; break;
-    case PD_INT32: it.i = *(const int32_t *)p; break;
-    case PD_INT64: it.i = *(const int64_t *)p; break;
-    default: it.v = pd_load_as_f64(p, t->dtype); return it;
+    case PD_BOOL:
+      it.i = *(const uint8_t *)p != 0;
+      break;
+    case PD_UINT8:
+      it.i = *(const uint8_t *)p;
+      break;
+    case PD_INT8:
+      it.i = *(const int8_t *)p;
+      break;
+    case PD_INT16:
+      it.i = *(const int16_t *)p;
+      break;
+    case PD_INT32:
+      it.i = *(const int32_t *)p;
+      break;
+    case PD_INT64:
+      it.i = *(const int64_t *)p;
+      break;
+    default:
+      it.v = pd_load_as_f64(p, t->dtype);
+      return it;
   }
   it.v = (double)it.i;
   return it;

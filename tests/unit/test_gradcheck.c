@@ -26,7 +26,8 @@ static pd_tensor *functional(pd_op_id id, pd_tensor **in, int n_in, const pd_att
   pd_tensor *total = NULL;
   const pd_op_def *def = pd_op_table[id];
   for (int k = 0; k < n_out; k++) {
-    if ((k < 32 && ((def->nondiff_out >> k) & 1u)) || !pd_dtype_is_floating(pd_tensor_dtype(out[k]))) continue;
+    if ((k < 32 && ((def->nondiff_out >> k) & 1u)) || !pd_dtype_is_floating(pd_tensor_dtype(out[k])))
+      continue;
     if (make_w) w[k] = sample_uniform(pd_tensor_ndim(out[k]), pd_tensor_shape(out[k]), -1, 1);
     pd_tensor *o64 = pd_cast(out[k], PD_FLOAT64);
     pd_tensor *p = pd_multiply(o64, w[k]);
