@@ -8,6 +8,8 @@
 
 #include "paddlec/autograd.h"
 #include "paddlec/core.h"
+#include "paddlec/layers.h"
+#include "paddlec/nn.h"
 #include "paddlec/ops.h"
 
 #endif

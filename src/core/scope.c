@@ -37,10 +37,11 @@ void pd_scope_begin(void) {
     int cap = g_capscopes ? g_capscopes * 2 : 8;
     scope *s = realloc(g_scopes, (size_t)cap * sizeof *s);
     if (!s) abort();
+    for (int i = g_capscopes; i < cap; i++) s[i] = (scope){0};
     g_scopes = s;
     g_capscopes = cap;
   }
-  g_scopes[g_nscopes++] = (scope){0};
+  g_scopes[g_nscopes++].n = 0; /* nested scopes reuse their item buffers */
 }
 
 void pd_scope_end(void) {
@@ -50,8 +51,9 @@ void pd_scope_end(void) {
   }
   scope *s = &g_scopes[--g_nscopes];
   for (size_t i = s->n; i-- > 0;) pd_tensor_release(s->items[i]);
-  free(s->items);
-  if (g_nscopes == 0) {
+  s->n = 0;
+  if (g_nscopes == 0) { /* the outermost scope closed: give the buffers back */
+    for (int i = 0; i < g_capscopes; i++) free(g_scopes[i].items);
     free(g_scopes);
     g_scopes = NULL;
     g_capscopes = 0;

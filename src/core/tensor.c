@@ -114,6 +114,7 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   t->bw_slot = 0;
   t->dist_attr = NULL;
   t->dist_attr_free = NULL;
+  t->param_info = NULL;
   t->name = NULL;
   t->stop_gradient = true;
   return t;
@@ -240,6 +241,7 @@ void pd_tensor_release(pd_tensor *t) {
   if (t->post_hooks) pd_hook_list_free(t->post_hooks);
   if (t->dist_attr && t->dist_attr_free) t->dist_attr_free(t->dist_attr);
   if (t->name) free(t->name);
+  if (t->param_info) free(t->param_info);
   storage_release(t->storage);
   tensor_free_struct(t);
 }

@@ -53,6 +53,7 @@ struct pd_tensor {
   /* extension points */
   void *dist_attr; /* auto_parallel: mesh + placements + global shape */
   void (*dist_attr_free)(void *);
+  void *param_info; /* nn: a pd_param_info (plain memory, freed with the tensor) */
   char *name;
 };
 

@@ -1,0 +1,209 @@
+/* paddle.nn: the layer base, parameters and their attributes, initializers.
+ *
+ * A layer is a struct whose first member is a pd_layer. A user layer (the
+ * seed's LinearNet) looks like:
+ *
+ *   typedef struct { pd_layer base; pd_layer *linear1, *linear2; } linear_net;
+ *   static int linear_net_forward(pd_layer *self, pd_tensor *const *in, int n_in,
+ *                                 pd_tensor **out, int max_out) {
+ *     linear_net *net = (linear_net *)self;
+ *     out[0] = pd_layer_call1(net->linear2, pd_layer_call1(net->linear1, in[0]));
+ *     return out[0] ? 1 : pd_last_status();
+ *   }
+ *   static const pd_layer_type linear_net_type = {"LinearNet", linear_net_forward};
+ *   linear_net *net = pd_layer_new(sizeof *net, &linear_net_type);
+ *   net->linear1 = pd_layer_add_sublayer(&net->base, "linear1", pd_nn_linear(10, 10, NULL));
+ *   net->linear2 = pd_layer_add_sublayer(&net->base, "linear2", pd_nn_linear(10, 1, NULL));
+ *
+ * Forward functions run inside a scope that pd_layer_call opens: every
+ * temporary they create is released when they return, and their outputs are
+ * handed to the caller like an op's (to the caller's scope, if one is open). */
+#ifndef PADDLEC_NN_H
+#define PADDLEC_NN_H
+
+#include "paddlec/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- initializers (paddle.nn.initializer) ------------------------------- */
+typedef enum pd_init_kind {
+  PD_INIT_DEFAULT = 0, /* the layer's own default */
+  PD_INIT_CONSTANT,
+  PD_INIT_NORMAL,
+  PD_INIT_TRUNCATED_NORMAL,
+  PD_INIT_UNIFORM,
+  PD_INIT_XAVIER_NORMAL,
+  PD_INIT_XAVIER_UNIFORM,
+  PD_INIT_KAIMING_NORMAL,
+  PD_INIT_KAIMING_UNIFORM,
+  PD_INIT_ASSIGN,
+} pd_init_kind;
+
+/* One initializer; build it with the pd_nn_initializer_* functions. */
+typedef struct pd_initializer {
+  pd_init_kind kind;
+  double a, b;              /* value | mean, std | low, high | fan_in/fan_out overrides */
+  double gain;              /* xavier gain, kaiming negative_slope */
+  const char *nonlinearity; /* kaiming: "relu" (default), "leaky_relu", "tanh", ... */
+  const pd_tensor *value;   /* assign: copied into the parameter (borrowed) */
+} pd_initializer;
+
+pd_initializer pd_nn_initializer_constant(double value);
+pd_initializer pd_nn_initializer_normal(double mean, double std);
+/* Normal truncated to [mean - 2 std, mean + 2 std] (Paddle's a=-2, b=2). */
+pd_initializer pd_nn_initializer_truncated_normal(double mean, double std);
+pd_initializer pd_nn_initializer_uniform(double low, double high);
+/* fan_in / fan_out of 0 mean "computed from the shape" (Paddle's None). */
+pd_initializer pd_nn_initializer_xavier_normal(double fan_in, double fan_out, double gain);
+pd_initializer pd_nn_initializer_xavier_uniform(double fan_in, double fan_out, double gain);
+pd_initializer pd_nn_initializer_kaiming_normal(double fan_in, double negative_slope,
+                                                const char *nonlinearity);
+pd_initializer pd_nn_initializer_kaiming_uniform(double fan_in, double negative_slope,
+                                                 const char *nonlinearity);
+pd_initializer pd_nn_initializer_assign(const pd_tensor *value);
+/* Fills t (no gradient recorded). Fans as Paddle computes them: a 2-D
+ * [in, out] weight has fan_in = in, fan_out = out; higher ranks
+ * [out, in, k...] use in * prod(k) and out * prod(k). */
+pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t);
+
+/* ---- parameter attributes (paddle.ParamAttr) --------------------------- */
+typedef struct pd_param_attr {
+  const char *name;                  /* NULL: generated ("linear_0.w_0") */
+  const pd_initializer *initializer; /* NULL: the layer's default */
+  double learning_rate;              /* multiplier of the optimizer's rate; 0 means 1.0 */
+  bool not_trainable;                /* trainable=False: stop_gradient, skipped by optimizers */
+  bool no_clip;                      /* need_clip=False */
+  double l2_decay, l1_decay;         /* per-parameter regularizer coefficients (0: none) */
+} pd_param_attr;
+
+/* What a parameter carries besides its data (read by optimizers). */
+typedef struct pd_param_info {
+  double learning_rate;
+  bool trainable, need_clip;
+  double l2_decay, l1_decay;
+} pd_param_info;
+/* NULL when t is not a parameter. */
+const pd_param_info *pd_tensor_param_info(const pd_tensor *t);
+
+/* ---- the layer base ---------------------------------------------------- */
+typedef struct pd_layer pd_layer;
+
+typedef struct pd_layer_type {
+  const char *name; /* class name: "Linear", "LinearNet" */
+  /* Writes up to max_out outputs (new references or tensors created by ops in
+   * this call); returns how many, or a negative status. */
+  int (*forward)(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out);
+  /* Frees what the subtype added (optional; sublayers and parameters
+   * registered with the base are released by the base). */
+  void (*destroy)(pd_layer *self);
+  /* "in_features=10, out_features=1" for printing (malloc'ed; optional). */
+  char *(*extra_repr)(const pd_layer *self);
+} pd_layer_type;
+
+/* Opaque bookkeeping of the base (parameters, buffers, sublayers, hooks). */
+typedef struct pd_layer_state pd_layer_state;
+
+struct pd_layer {
+  const pd_layer_type *type;
+  pd_layer_state *st;
+  bool training;
+};
+
+/* A new layer of `size` bytes (>= sizeof(pd_layer), zeroed) whose base is
+ * initialised; refcount 1. Returns the struct (cast to the subtype). */
+void *pd_layer_new(size_t size, const pd_layer_type *type);
+pd_layer *pd_layer_retain(pd_layer *l);
+/* Drops one reference; the last one destroys the layer, its parameters,
+ * buffers and sublayer references. NULL is a no-op. */
+void pd_layer_release(pd_layer *l);
+
+/* layer(*inputs): pre-hooks, forward, post-hooks. */
+int pd_layer_call(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out);
+/* One tensor in, the first output back (NULL on error). */
+pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
+
+/* Registers `sub` under `name`, taking over the caller's reference; returns
+ * sub (NULL, and sub released, on error). Replaces a sublayer of that name. */
+pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub);
+/* create_parameter: a new parameter of the given shape, initialised with
+ * attr->initializer or default_init (Xavier-uniform when NULL and not bias,
+ * zeros when bias), registered under `name`. Borrowed (the layer owns it). */
+pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, const int64_t *shape,
+                                     pd_dtype dt, const pd_param_attr *attr,
+                                     const pd_initializer *default_init, bool is_bias);
+/* add_parameter: registers an existing tensor as parameter `name` (retains it;
+ * stop_gradient becomes False). Replaces a parameter of that name. */
+pd_status pd_layer_add_parameter(pd_layer *l, const char *name, pd_tensor *param);
+/* register_buffer: persistable buffers go into the state_dict. NULL removes. */
+pd_status pd_layer_register_buffer(pd_layer *l, const char *name, pd_tensor *buf, bool persistable);
+
+/* Lookups by direct name (borrowed; NULL when absent). */
+pd_tensor *pd_layer_parameter(const pd_layer *l, const char *name);
+pd_tensor *pd_layer_buffer(const pd_layer *l, const char *name);
+pd_layer *pd_layer_sublayer(const pd_layer *l, const char *name);
+/* full_name(): "linear_0" — the type name in snake case and a per-type counter. */
+const char *pd_layer_full_name(const pd_layer *l);
+
+/* A list of named tensors or layers (borrowed pointers; names owned by the list). */
+typedef struct pd_named_tensors {
+  int n;
+  char **names;
+  pd_tensor **tensors;
+} pd_named_tensors;
+typedef struct pd_named_layers {
+  int n;
+  char **names;
+  pd_layer **layers;
+} pd_named_layers;
+void pd_named_tensors_free(pd_named_tensors *list);
+void pd_named_layers_free(pd_named_layers *list);
+
+/* named_parameters(): dotted names ("linear1.weight") in registration order,
+ * sublayers depth-first, each parameter once. */
+pd_status pd_layer_named_parameters(const pd_layer *l, pd_named_tensors *out);
+/* parameters(): the same tensors; names are filled too. */
+pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out);
+pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out);
+/* named_sublayers(): every descendant with its dotted path (not l itself). */
+pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
+
+/* state_dict(): parameters and persistable buffers by structured name. */
+pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
+/* set_state_dict(): copies matching entries into the layer's tensors
+ * (shapes must match; dtypes are converted). Names the layer has but sd
+ * lacks go to *missing, names sd has but the layer lacks to *unexpected
+ * (either may be NULL). A shape mismatch is an error naming both shapes. */
+pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
+                                  pd_named_tensors *unexpected);
+
+/* train() / eval(): set the flag on l and every sublayer. */
+void pd_layer_train(pd_layer *l);
+void pd_layer_eval(pd_layer *l);
+/* apply(fn): fn on every sublayer (depth-first, children first) then on l. */
+void pd_layer_apply(pd_layer *l, void (*fn)(pd_layer *layer, void *user), void *user);
+/* clear_gradients(set_to_zero) on every parameter. */
+void pd_layer_clear_gradients(pd_layer *l, bool set_to_zero);
+
+/* Forward hooks. A pre-hook may replace the inputs (write new tensors into
+ * in[], return 1) or leave them (return 0); a post-hook may replace outputs
+ * the same way. Return value of register: hook id > 0, or negative status. */
+typedef int (*pd_forward_pre_hook_fn)(pd_layer *l, pd_tensor **in, int n_in, void *user);
+typedef int (*pd_forward_post_hook_fn)(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out,
+                                       int n_out, void *user);
+int pd_layer_register_forward_pre_hook(pd_layer *l, pd_forward_pre_hook_fn fn, void *user);
+int pd_layer_register_forward_post_hook(pd_layer *l, pd_forward_post_hook_fn fn, void *user);
+pd_status pd_layer_remove_hook(pd_layer *l, int id);
+
+/* print(layer): Paddle's repr, e.g.
+ *   LinearNet(
+ *     (linear1): Linear(in_features=10, out_features=10, dtype=float32)
+ *   )
+ * malloc'ed; the caller frees. */
+char *pd_layer_to_string(const pd_layer *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
