@@ -7,9 +7,15 @@
 #define PADDLEC_VERSION_PATCH 0
 
 #include "paddlec/autograd.h"
+#include "paddlec/conv.h"
 #include "paddlec/core.h"
+#include "paddlec/hapi.h"
+#include "paddlec/io.h"
 #include "paddlec/layers.h"
+#include "paddlec/loss.h"
 #include "paddlec/nn.h"
+#include "paddlec/norm.h"
 #include "paddlec/ops.h"
+#include "paddlec/optim.h"
 
 #endif
