@@ -269,6 +269,116 @@ static void test_large_exact(void **state) {
   expect_no_live_tensors();
 }
 
+/* the specialised loop shapes against naive loops: dense short rows, rows
+ * with a small constant stride, split argmax rows, long cumsum lines in both
+ * directions, batched strided sorts */
+static void test_loop_shapes(void **state) {
+  (void)state;
+  pd_set_num_threads(2);
+  pd_scope_begin();
+  enum { R = 1000, K = 3 };
+  double v[R * K];
+  for (int i = 0; i < R * K; i++) v[i] = 1.0 + 0.001 * sin(i * 0.37) + (i % 7 == 3 ? -2.0 : 0.0);
+  pd_tensor *x = pd_tensor_from_f64(v, PD_FLOAT64, 2, SHAPE(R, K));
+  double s[K] = {0}, p[K] = {1, 1, 1}, mx[K], mn[K], mu[K] = {0}, var[K] = {0}, lse[K] = {0};
+  for (int k = 0; k < K; k++) mx[k] = -INFINITY, mn[k] = INFINITY;
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < K; k++) {
+      double e = v[r * K + k];
+      s[k] += e;
+      p[k] *= e;
+      mx[k] = e > mx[k] ? e : mx[k];
+      mn[k] = e < mn[k] ? e : mn[k];
+    }
+  for (int k = 0; k < K; k++) mu[k] = s[k] / R;
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < K; k++) {
+      var[k] += (v[r * K + k] - mu[k]) * (v[r * K + k] - mu[k]) / (R - 1);
+      lse[k] += exp(v[r * K + k] - mx[k]);
+    }
+  for (int k = 0; k < K; k++) lse[k] = log(lse[k]) + mx[k];
+  expect_values(pd_sum(x, AX(0), false), s, K, 1e-12);
+  expect_values(pd_prod(x, AX(0), false), p, K, 1e-9);
+  expect_values(pd_max(x, AX(0), false), mx, K, 0);
+  expect_values(pd_min(x, AX(0), false), mn, K, 0);
+  expect_values(pd_var(x, AX(0), true, false), var, K, 1e-9);
+  expect_values(pd_logsumexp(x, AX(0), false), lse, K, 1e-12);
+  EXPECT_VALUES(pd_all(x, AX(0), false), 0, 1, 1, 1);
+  /* rows of 2 and 4 contiguous elements reduced (stride-2 / stride-4 loads) */
+  for (int w = 2; w <= 4; w += 2) {
+    pd_tensor *y = pd_reshape(x, 2, A(R * K / w, w));
+    pd_tensor *ys = pd_sum(y, AX(1), false), *ym = pd_max(y, AX(1), false);
+    for (int r = 0; r < R * K / w; r++) {
+      double a = 0, m = -INFINITY;
+      for (int j = 0; j < w; j++) {
+        a += v[r * w + j];
+        m = v[r * w + j] > m ? v[r * w + j] : m;
+      }
+      assert_true(fabs(pd_tensor_item_at(ys, r) - a) <= 1e-12 && pd_tensor_item_at(ym, r) == m);
+    }
+  }
+  /* argmax over a long axis 0 with few columns: rows split over threads */
+  enum { L = 20000 };
+  double *c = malloc(sizeof(double) * L * 3);
+  for (int r = 0; r < L; r++) {
+    c[r * 3] = r;
+    c[r * 3 + 1] = -r;
+    c[r * 3 + 2] = r == 12345 || r == 17000 ? 5 : 1;
+  }
+  pd_tensor *cm = pd_tensor_from_f64(c, PD_FLOAT32, 2, SHAPE(L, 3));
+  EXPECT_VALUES(pd_argmax(cm, 0, false, PD_INT64), 0, L - 1, 0, 12345);
+  EXPECT_VALUES(pd_argmin(cm, 0, false, PD_INT64), 0, 0, L - 1, 0);
+  /* long cumsum lines, forward and (through the gradient) reversed */
+  for (int i = 0; i < L; i++) c[i] = (i % 13) - 6 + 0.25;
+  pd_tensor *line = pd_tensor_from_f64(c, PD_FLOAT64, 1, SHAPE(L));
+  pd_tensor_set_stop_gradient(line, false);
+  pd_tensor *cs = pd_cumsum(line, 0, PD_NUM_DTYPES);
+  double acc = 0;
+  for (int i = 0; i < L; i++) {
+    acc += c[i];
+    if (pd_tensor_item_at(cs, i) != acc)
+      fail_msg("cumsum element %d: %g vs %g", i, pd_tensor_item_at(cs, i), acc);
+  }
+  pd_tensor *wts = pd_tensor_from_f64(c, PD_FLOAT64, 1, SHAPE(L));
+  assert_int_equal(pd_backward(pd_sum(pd_multiply(cs, wts), NULL, 0, false), NULL, false), PD_OK);
+  acc = 0;
+  for (int i = L - 1; i >= 0; i--) {
+    acc += c[i];
+    if (pd_tensor_item_at(pd_tensor_grad(line), i) != acc) fail_msg("cumsum grad element %d", i);
+  }
+  free(c);
+  /* sorts along a strided axis, lines in batches */
+  enum { N = 300, M = 40 };
+  double q[N * M];
+  for (int i = 0; i < N * M; i++) q[i] = (double)((i * 7919) % 23);
+  pd_tensor *z = pd_tensor_from_f64(q, PD_INT32, 2, SHAPE(N, M));
+  pd_tensor *zi = pd_argsort(z, 0, true, true);
+  pd_tensor *tv = NULL, *ti = NULL;
+  assert_int_equal(pd_topk(z, 3, 0, false, true, &tv, &ti), PD_OK);
+  for (int m = 0; m < M; m++) {
+    for (int r = 1; r < N; r++) {
+      int64_t a = (int64_t)pd_tensor_item_at(zi, (r - 1) * M + m),
+              b = (int64_t)pd_tensor_item_at(zi, r * M + m);
+      double va = q[a * M + m], vb = q[b * M + m];
+      assert_true(va > vb || (va == vb && a < b));
+    }
+    /* the 3 smallest of the column, earliest first among equals */
+    int64_t best[3] = {-1, -1, -1};
+    for (int j = 0; j < 3; j++)
+      for (int r = 0; r < N; r++) {
+        bool used = false;
+        for (int u = 0; u < j; u++) used |= best[u] == r;
+        if (!used && (best[j] < 0 || q[r * M + m] < q[best[j] * M + m])) best[j] = r;
+      }
+    for (int j = 0; j < 3; j++) {
+      assert_true((int64_t)pd_tensor_item_at(ti, j * M + m) == best[j]);
+      assert_true(pd_tensor_item_at(tv, j * M + m) == q[best[j] * M + m]);
+    }
+  }
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_argmax_argmin(void **state) {
   (void)state;
   pd_scope_begin();
@@ -604,6 +714,7 @@ int main(void) {
       cmocka_unit_test(test_transposed),
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_large_exact),
+      cmocka_unit_test(test_loop_shapes),
       cmocka_unit_test(test_argmax_argmin),
       cmocka_unit_test(test_logsumexp),
       cmocka_unit_test(test_var_std),

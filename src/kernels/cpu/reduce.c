@@ -1,4 +1,7 @@
 /* The reduction driver (see reduce.h for the loop shapes). */
+/* Floating-point exceptions are never inspected: without this GCC keeps the
+ * selects of exp_vec as branches and the loops around it scalar. */
+#pragma GCC optimize("no-trapping-math")
 #include "reduce.h"
 
 #include <math.h>
@@ -10,8 +13,12 @@
 
 /* Below this many input elements a reduction runs on one thread. */
 #define GRAIN 32768
-/* Outputs folded per finalize call / kept elements per row tile. */
+/* Outputs folded per finalize call. */
 #define CHUNK 256
+/* Rows mode: outputs (kept elements) per tile; their accumulators stay in L1. */
+#define RTILE 2048
+/* Unit-stride reduced runs at least this long fold per output. */
+#define MIN_RUN 64
 /* float32 sums: float partials over blocks of this many, then double. */
 #define FBLOCK 1024
 
@@ -70,12 +77,50 @@ int64_t pd_reduce_red_offset(const pd_reduce_geom *g, int64_t j) {
   return offset_of(g->nred, g->red_shape, g->red_stride, j);
 }
 
+/* exp(x) written so that loops over it vectorise (libm's exp does not):
+ * Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, a degree-13 Taylor
+ * polynomial (error below 1e-17 relative), then scaling by 2^k through the
+ * exponent bits. Results below 2^-1021 flush to 0 (they only ever add to
+ * sums of at least 1 here); above 709 give +inf; NaN propagates. */
+static inline double exp_vec(double x) {
+  const double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01,
+               ln2_lo = 1.90821492927058770002e-10, shifter = 6755399441055744.0; /* 1.5 * 2^52 */
+  double xc = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
+  double t = xc * log2e + shifter;
+  double kf = t - shifter;
+  double r = (xc - kf * ln2_hi) - kf * ln2_lo;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  int64_t tb, sb;
+  memcpy(&tb, &t, 8);
+  memcpy(&sb, &shifter, 8);
+  int64_t eb = (tb - sb + 1023) << 52;
+  double scale;
+  memcpy(&scale, &eb, 8);
+  double res = p * scale;
+  res = x < -708.0 ? 0.0 : res;
+  res = x > 709.0 ? INFINITY : res;
+  return x != x ? x : res;
+}
+
 /* ---- per-kind loop bodies -------------------------------------------------
  * acc is double for float inputs, int64 for integers/bool. Integer sums and
  * products wrap (computed unsigned), as Paddle's int kernels do. */
 typedef void (*run_fn)(void *acc, const void *p, int64_t n, int64_t st, double c, double P);
-typedef void (*rows_fn)(void *acc, const void *p, int64_t K, int64_t nrows, int64_t rst, const double *c,
-                        double P);
+typedef void (*rows_fn)(void *acc, const void *p, int64_t K, int64_t kst, int64_t nrows, int64_t rst,
+                        const double *c, double P);
 
 #define STEP_SUM(a, v, c) (a) += (v)
 #define STEP_PROD(a, v, c) (a) *= (v)
@@ -90,7 +135,7 @@ typedef void (*rows_fn)(void *acc, const void *p, int64_t K, int64_t nrows, int6
     double d_ = (v) - (c);      \
     (a) += d_ * d_;             \
   }
-#define STEP_SUMEXP_DEV(a, v, c) (a) += exp((v) - (c))
+#define STEP_SUMEXP_DEV(a, v, c) (a) += exp_vec((v) - (c))
 #define STEP_ABS_SUM(a, v, c) (a) += fabs(v)
 #define STEP_ABS_POW(a, v, c) (a) += pow(fabs(v), P)
 #define STEP_ABS_MAX(a, v, c)                \
@@ -106,22 +151,67 @@ typedef void (*rows_fn)(void *acc, const void *p, int64_t K, int64_t nrows, int6
 /* integer sums/products wrap instead of overflowing */
 #define STEP_ISUM(a, v, c) (a) = (int64_t)((uint64_t)(a) + (uint64_t)(v))
 #define STEP_IPROD(a, v, c) (a) = (int64_t)((uint64_t)(a) * (uint64_t)(v))
+#define COMB_ADD(a, b, c) (a) += (b)
 
-/* rows: acc[k] op= x[r * rst + k] for every row r, vectorised over k. */
-#define GEN_ROWS(name, T, ACC, STEP)                                                                   \
-  static void name(void *accv, const void *pv, int64_t K, int64_t nrows, int64_t rst, const double *c, \
-                   double P) {                                                                         \
-    ACC *acc = (ACC *)accv;                                                                            \
-    const T *p = (const T *)pv;                                                                        \
-    (void)c;                                                                                           \
-    (void)P;                                                                                           \
-    for (int64_t r = 0; r < nrows; r++) {                                                              \
-      const T *q = p + r * rst;                                                                        \
-      _Pragma("omp simd") for (int64_t k = 0; k < K; k++) {                                            \
-        ACC v = (ACC)q[k];                                                                             \
-        STEP(acc[k], v, c[k]);                                                                         \
-      }                                                                                                \
-    }                                                                                                  \
+/* rows: acc[k] op= x[r * rst + k * kst] for every row r, vectorised over k
+ * (unit kst: contiguous rows of kept elements). A dense block of short rows
+ * (rst == K < 16) is folded as one flat run into W >= 32 interleaved
+ * accumulators (W a multiple of K), then combined per k. */
+#define SHORT_K 16
+#define GEN_ROWS(name, T, ACC, STEP, COMB, INIT)                                                   \
+  static void name(void *accv, const void *pv, int64_t K, int64_t kst, int64_t nrows, int64_t rst, \
+                   const double *c, double P) {                                                    \
+    ACC *acc = (ACC *)accv;                                                                        \
+    const T *p = (const T *)pv;                                                                    \
+    (void)c;                                                                                       \
+    (void)P;                                                                                       \
+    if (kst == 1 && rst == K && K < SHORT_K && nrows * K >= 8 * SHORT_K) {                         \
+      int64_t W = K * ((2 * SHORT_K + K - 1) / K), n = nrows * K, full = n / W * W;                \
+      ACC a2[3 * SHORT_K];                                                                         \
+      double c2[3 * SHORT_K];                                                                      \
+      (void)c2;                                                                                    \
+      for (int64_t w = 0; w < W; w++) {                                                            \
+        a2[w] = INIT;                                                                              \
+        c2[w] = c ? c[w % K] : 0.0;                                                                \
+      }                                                                                            \
+      for (int64_t i0 = 0; i0 < full; i0 += W) {                                                   \
+        const T *q = p + i0;                                                                       \
+        _Pragma("omp simd") for (int64_t w = 0; w < W; w++) {                                      \
+          ACC v = (ACC)q[w];                                                                       \
+          STEP(a2[w], v, c2[w]);                                                                   \
+        }                                                                                          \
+      }                                                                                            \
+      for (int64_t i = full; i < n; i++) {                                                         \
+        ACC v = (ACC)p[i];                                                                         \
+        STEP(a2[i - full], v, c2[i - full]);                                                       \
+      }                                                                                            \
+      for (int64_t w = 0; w < W; w++) COMB(acc[w % K], a2[w], 0);                                  \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t r = 0; r < nrows; r++) {                                                          \
+      const T *q = p + r * rst;                                                                    \
+      if (kst == 1) {                                                                              \
+        _Pragma("omp simd") for (int64_t k = 0; k < K; k++) {                                      \
+          ACC v = (ACC)q[k];                                                                       \
+          STEP(acc[k], v, c[k]);                                                                   \
+        }                                                                                          \
+      } else if (kst == 2) { /* constant strides vectorise with interleaved loads */               \
+        _Pragma("omp simd") for (int64_t k = 0; k < K; k++) {                                      \
+          ACC v = (ACC)q[2 * k];                                                                   \
+          STEP(acc[k], v, c[k]);                                                                   \
+        }                                                                                          \
+      } else if (kst == 4) {                                                                       \
+        _Pragma("omp simd") for (int64_t k = 0; k < K; k++) {                                      \
+          ACC v = (ACC)q[4 * k];                                                                   \
+          STEP(acc[k], v, c[k]);                                                                   \
+        }                                                                                          \
+      } else {                                                                                     \
+        for (int64_t k = 0; k < K; k++) {                                                          \
+          ACC v = (ACC)q[k * kst];                                                                 \
+          STEP(acc[k], v, c[k]);                                                                   \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
   }
 
 /* additive kinds: a += sum of terms, vectorised with a simd reduction */
@@ -255,45 +345,74 @@ static void run_sum_f32(void *accv, const void *pv, int64_t n, int64_t st, doubl
   *(double *)accv = a;
 }
 
+/* float32 row sums: float partials over blocks of rows, added into the
+ * double accumulators (twice the vector width of double adds) */
+#define RBLOCK 64
+static void rows_sumd_f32(void *accv, const void *pv, int64_t K, int64_t kst, int64_t nrows, int64_t rst,
+                          const double *c, double P);
+static void rows_sum_f32(void *accv, const void *pv, int64_t K, int64_t kst, int64_t nrows, int64_t rst,
+                         const double *c, double P) {
+  if (kst != 1 || K > RTILE || (rst == K && K < SHORT_K)) {
+    rows_sumd_f32(accv, pv, K, kst, nrows, rst, c, P);
+    return;
+  }
+  double *acc = accv;
+  const float *p = pv;
+  float tmp[RTILE];
+  for (int64_t r0 = 0; r0 < nrows; r0 += RBLOCK) {
+    int64_t r1 = r0 + RBLOCK < nrows ? r0 + RBLOCK : nrows;
+    const float *q0 = p + r0 * rst;
+#pragma omp simd
+    for (int64_t k = 0; k < K; k++) tmp[k] = q0[k];
+    for (int64_t r = r0 + 1; r < r1; r++) {
+      const float *q = p + r * rst;
+#pragma omp simd
+      for (int64_t k = 0; k < K; k++) tmp[k] += q[k];
+    }
+#pragma omp simd
+    for (int64_t k = 0; k < K; k++) acc[k] += tmp[k];
+  }
+}
+
 /* float types: every kind */
-#define GEN_FLOAT(sfx, T)                                              \
-  GEN_ROWS(rows_sum_##sfx, T, double, STEP_SUM)                        \
-  GEN_ROWS(rows_prod_##sfx, T, double, STEP_PROD)                      \
-  GEN_ROWS(rows_max_##sfx, T, double, STEP_MAX)                        \
-  GEN_ROWS(rows_min_##sfx, T, double, STEP_MIN)                        \
-  GEN_ROWS(rows_all_##sfx, T, double, STEP_ALL)                        \
-  GEN_ROWS(rows_any_##sfx, T, double, STEP_ANY)                        \
-  GEN_ROWS(rows_cnz_##sfx, T, double, STEP_COUNT_NZ)                   \
-  GEN_ROWS(rows_sq_##sfx, T, double, STEP_SUMSQ)                       \
-  GEN_ROWS(rows_sqd_##sfx, T, double, STEP_SUMSQ_DEV)                  \
-  GEN_ROWS(rows_exd_##sfx, T, double, STEP_SUMEXP_DEV)                 \
-  GEN_ROWS(rows_abs_##sfx, T, double, STEP_ABS_SUM)                    \
-  GEN_ROWS(rows_apw_##sfx, T, double, STEP_ABS_POW)                    \
-  GEN_ROWS(rows_amx_##sfx, T, double, STEP_ABS_MAX)                    \
-  GEN_ROWS(rows_amn_##sfx, T, double, STEP_ABS_MIN)                    \
-  GEN_RUN_ADD(run_cnz_##sfx, T, double, STEP_COUNT_NZ)                 \
-  GEN_RUN_ADD(run_sq_##sfx, T, double, STEP_SUMSQ)                     \
-  GEN_RUN_ADD(run_sqd_##sfx, T, double, STEP_SUMSQ_DEV)                \
-  GEN_RUN_ADD(run_exd_##sfx, T, double, STEP_SUMEXP_DEV)               \
-  GEN_RUN_ADD(run_abs_##sfx, T, double, STEP_ABS_SUM)                  \
-  GEN_RUN_ADD(run_apw_##sfx, T, double, STEP_ABS_POW)                  \
-  GEN_RUN_PROD(run_prod_##sfx, T, double, double)                      \
-  GEN_RUN_EXT(run_max_##sfx, T, double, max, >, -INFINITY, IDENT, NAN) \
-  GEN_RUN_EXT(run_min_##sfx, T, double, min, <, INFINITY, IDENT, NAN)  \
-  GEN_RUN_EXT(run_amx_##sfx, T, double, max, >, -INFINITY, fabs, NAN)  \
-  GEN_RUN_EXT(run_amn_##sfx, T, double, min, <, INFINITY, fabs, NAN)   \
-  GEN_RUN_LOGIC(run_all_##sfx, T, double, v == 0, 0.0)                 \
+#define GEN_FLOAT(sfx, T)                                                \
+  GEN_ROWS(rows_sumd_##sfx, T, double, STEP_SUM, COMB_ADD, 0.0)          \
+  GEN_ROWS(rows_prod_##sfx, T, double, STEP_PROD, STEP_PROD, 1.0)        \
+  GEN_ROWS(rows_max_##sfx, T, double, STEP_MAX, STEP_MAX, -INFINITY)     \
+  GEN_ROWS(rows_min_##sfx, T, double, STEP_MIN, STEP_MIN, INFINITY)      \
+  GEN_ROWS(rows_all_##sfx, T, double, STEP_ALL, STEP_ALL, 1.0)           \
+  GEN_ROWS(rows_any_##sfx, T, double, STEP_ANY, STEP_ANY, 0.0)           \
+  GEN_ROWS(rows_cnz_##sfx, T, double, STEP_COUNT_NZ, COMB_ADD, 0.0)      \
+  GEN_ROWS(rows_sq_##sfx, T, double, STEP_SUMSQ, COMB_ADD, 0.0)          \
+  GEN_ROWS(rows_sqd_##sfx, T, double, STEP_SUMSQ_DEV, COMB_ADD, 0.0)     \
+  GEN_ROWS(rows_exd_##sfx, T, double, STEP_SUMEXP_DEV, COMB_ADD, 0.0)    \
+  GEN_ROWS(rows_abs_##sfx, T, double, STEP_ABS_SUM, COMB_ADD, 0.0)       \
+  GEN_ROWS(rows_apw_##sfx, T, double, STEP_ABS_POW, COMB_ADD, 0.0)       \
+  GEN_ROWS(rows_amx_##sfx, T, double, STEP_ABS_MAX, STEP_MAX, -INFINITY) \
+  GEN_ROWS(rows_amn_##sfx, T, double, STEP_ABS_MIN, STEP_MIN, INFINITY)  \
+  GEN_RUN_ADD(run_cnz_##sfx, T, double, STEP_COUNT_NZ)                   \
+  GEN_RUN_ADD(run_sq_##sfx, T, double, STEP_SUMSQ)                       \
+  GEN_RUN_ADD(run_sqd_##sfx, T, double, STEP_SUMSQ_DEV)                  \
+  GEN_RUN_ADD(run_exd_##sfx, T, double, STEP_SUMEXP_DEV)                 \
+  GEN_RUN_ADD(run_abs_##sfx, T, double, STEP_ABS_SUM)                    \
+  GEN_RUN_ADD(run_apw_##sfx, T, double, STEP_ABS_POW)                    \
+  GEN_RUN_PROD(run_prod_##sfx, T, double, double)                        \
+  GEN_RUN_EXT(run_max_##sfx, T, double, max, >, -INFINITY, IDENT, NAN)   \
+  GEN_RUN_EXT(run_min_##sfx, T, double, min, <, INFINITY, IDENT, NAN)    \
+  GEN_RUN_EXT(run_amx_##sfx, T, double, max, >, -INFINITY, fabs, NAN)    \
+  GEN_RUN_EXT(run_amn_##sfx, T, double, min, <, INFINITY, fabs, NAN)     \
+  GEN_RUN_LOGIC(run_all_##sfx, T, double, v == 0, 0.0)                   \
   GEN_RUN_LOGIC(run_any_##sfx, T, double, v != 0, 1.0)
 
 /* integer types (and bool as uint8): the integer kinds */
 #define GEN_INT(sfx, T)                                               \
-  GEN_ROWS(rows_sum_##sfx, T, int64_t, STEP_ISUM)                     \
-  GEN_ROWS(rows_prod_##sfx, T, int64_t, STEP_IPROD)                   \
-  GEN_ROWS(rows_max_##sfx, T, int64_t, STEP_MAX)                      \
-  GEN_ROWS(rows_min_##sfx, T, int64_t, STEP_MIN)                      \
-  GEN_ROWS(rows_all_##sfx, T, int64_t, STEP_ALL)                      \
-  GEN_ROWS(rows_any_##sfx, T, int64_t, STEP_ANY)                      \
-  GEN_ROWS(rows_cnz_##sfx, T, int64_t, STEP_COUNT_NZ)                 \
+  GEN_ROWS(rows_sum_##sfx, T, int64_t, STEP_ISUM, STEP_ISUM, 0)       \
+  GEN_ROWS(rows_prod_##sfx, T, int64_t, STEP_IPROD, STEP_IPROD, 1)    \
+  GEN_ROWS(rows_max_##sfx, T, int64_t, STEP_MAX, STEP_MAX, INT64_MIN) \
+  GEN_ROWS(rows_min_##sfx, T, int64_t, STEP_MIN, STEP_MIN, INT64_MAX) \
+  GEN_ROWS(rows_all_##sfx, T, int64_t, STEP_ALL, STEP_ALL, 1)         \
+  GEN_ROWS(rows_any_##sfx, T, int64_t, STEP_ANY, STEP_ANY, 0)         \
+  GEN_ROWS(rows_cnz_##sfx, T, int64_t, STEP_COUNT_NZ, STEP_ISUM, 0)   \
   GEN_RUN_IADD(run_sum_##sfx, T, v)                                   \
   GEN_RUN_IADD(run_cnz_##sfx, T, v != 0)                              \
   GEN_RUN_PROD(run_prod_##sfx, T, int64_t, uint64_t)                  \
@@ -305,6 +424,7 @@ static void run_sum_f32(void *accv, const void *pv, int64_t n, int64_t st, doubl
 GEN_FLOAT(f32, float)
 GEN_FLOAT(f64, double)
 GEN_RUN_ADD(run_sumd_f64, double, double, STEP_SUM)
+#define rows_sum_f64 rows_sumd_f64
 GEN_INT(u8, uint8_t)
 GEN_INT(i8, int8_t)
 GEN_INT(i16, int16_t)
@@ -490,8 +610,9 @@ typedef struct walk {
   const pd_reduce_geom *g;
   const pd_reduce_spec *s;
   kernel_pair k;
-  bool fl;   /* double accumulators */
-  size_t es; /* input element size */
+  bool fl;     /* double accumulators */
+  size_t es;   /* input element size */
+  int64_t kst; /* rows mode: stride of the innermost kept dim */
   pd_dtype odt;
   void *out;
 } walk;
@@ -514,7 +635,7 @@ static void fold_range(const walk *w, void *acc, const char *base, int64_t K, co
     int64_t n = L - pos < j1 - j ? L - pos : j1 - j;
     const char *p = base + (off + pos * st) * es;
     if (K > 0)
-      w->k.rows(acc, p, K, n, st, crow, w->s->p);
+      w->k.rows(acc, p, K, w->kst, n, st, crow, w->s->p);
     else
       w->k.run(acc, p, n, st, c, w->s->p);
     j += n;
@@ -579,46 +700,44 @@ static void per_output_split(const walk *w, const char *x, int64_t i, int nt) {
   }
 }
 
-/* Rows mode: task = (outer kept index o, tile of the innermost kept dim). */
-static void rows_task(const walk *w, const char *x, int64_t o, int64_t k0, int64_t tk, int64_t kin) {
+/* Rows mode: task = (outer kept index o, tile [k0, k0 + tk) of the innermost
+ * kept dim), folded over the reduced range [j0, j1) into acc. */
+static void rows_fold(const walk *w, const char *x, void *acc, int64_t o, int64_t k0, int64_t tk, int64_t kin,
+                      int64_t j0, int64_t j1) {
   const pd_reduce_geom *g = w->g;
-  double accd[CHUNK];
-  int64_t acci[CHUNK];
   int64_t i0 = o * kin + k0;
-  const char *base = x + (offset_of(g->nkeep - 1, g->keep_shape, g->keep_stride, o) + k0) * (int64_t)w->es;
+  const char *base =
+      x + (offset_of(g->nkeep - 1, g->keep_shape, g->keep_stride, o) + k0 * w->kst) * (int64_t)w->es;
   const double *crow = w->s->center ? w->s->center + i0 : NULL;
   if (w->fl)
-    for (int64_t k = 0; k < tk; k++) accd[k] = init_d(w->s->kind);
+    for (int64_t k = 0; k < tk; k++) ((double *)acc)[k] = init_d(w->s->kind);
   else
-    for (int64_t k = 0; k < tk; k++) acci[k] = init_i(w->s->kind);
-  fold_range(w, w->fl ? (void *)accd : (void *)acci, base, tk, crow, 0, 0, g->n_red);
-  if (w->fl)
-    finalize_d(w->s, accd, i0, tk, w->out, w->odt);
-  else
-    finalize_i(w->s, acci, i0, tk, w->out, w->odt);
+    for (int64_t k = 0; k < tk; k++) ((int64_t *)acc)[k] = init_i(w->s->kind);
+  fold_range(w, acc, base, tk, crow, 0, j0, j1);
 }
 
-/* Rows mode with few tasks: the reduced rows of one task split over threads,
- * partials in buf (nt * CHUNK accumulators). */
+static void rows_task(const walk *w, const char *x, int64_t o, int64_t k0, int64_t tk, int64_t kin) {
+  union {
+    double d[RTILE];
+    int64_t i[RTILE];
+  } acc;
+  rows_fold(w, x, &acc, o, k0, tk, kin, 0, w->g->n_red);
+  if (w->fl)
+    finalize_d(w->s, acc.d, o * kin + k0, tk, w->out, w->odt);
+  else
+    finalize_i(w->s, acc.i, o * kin + k0, tk, w->out, w->odt);
+}
+
+/* Rows mode with few tasks: the reduced rows of one task split over nt
+ * threads, partials in buf (nt * RTILE accumulators), combined in order. */
 static void rows_task_split(const walk *w, const char *x, int64_t o, int64_t k0, int64_t tk, int64_t kin,
                             int nt, void *buf) {
-  const pd_reduce_geom *g = w->g;
-  double(*pd)[CHUNK] = buf;
-  int64_t(*pi)[CHUNK] = buf;
-  int64_t i0 = o * kin + k0, n = g->n_red;
-  const char *base = x + (offset_of(g->nkeep - 1, g->keep_shape, g->keep_stride, o) + k0) * (int64_t)w->es;
-  const double *crow = w->s->center ? w->s->center + i0 : NULL;
+  double(*pd)[RTILE] = buf;
+  int64_t(*pi)[RTILE] = buf;
+  int64_t n = w->g->n_red;
 #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; t++) {
-    int64_t j0 = n * t / nt, j1 = n * (t + 1) / nt;
-    for (int64_t k = 0; k < tk; k++) {
-      if (w->fl)
-        pd[t][k] = init_d(w->s->kind);
-      else
-        pi[t][k] = init_i(w->s->kind);
-    }
-    fold_range(w, w->fl ? (void *)pd[t] : (void *)pi[t], base, tk, crow, 0, j0, j1);
-  }
+  for (int t = 0; t < nt; t++)
+    rows_fold(w, x, w->fl ? (void *)pd[t] : (void *)pi[t], o, k0, tk, kin, n * t / nt, n * (t + 1) / nt);
   for (int t = 1; t < nt; t++)
     for (int64_t k = 0; k < tk; k++) {
       if (w->fl)
@@ -627,9 +746,31 @@ static void rows_task_split(const walk *w, const char *x, int64_t o, int64_t k0,
         pi[0][k] = combine_i(w->s->kind, pi[0][k], pi[t][k]);
     }
   if (w->fl)
-    finalize_d(w->s, pd[0], i0, tk, w->out, w->odt);
+    finalize_d(w->s, pd[0], o * kin + k0, tk, w->out, w->odt);
   else
-    finalize_i(w->s, pi[0], i0, tk, w->out, w->odt);
+    finalize_i(w->s, pi[0], o * kin + k0, tk, w->out, w->odt);
+}
+
+static int run_rows(const walk *w, const char *x, int nt) {
+  const pd_reduce_geom *g = w->g;
+  int64_t kin = g->keep_shape[g->nkeep - 1], n_outer = g->n_out / kin;
+  int64_t ntile = (kin + RTILE - 1) / RTILE, tasks = n_outer * ntile;
+  if (nt == 1 || tasks >= 4 * nt || g->n_red < 64) {
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+      int64_t o = t / ntile, k0 = (t % ntile) * RTILE;
+      rows_task(w, x, o, k0, kin - k0 < RTILE ? kin - k0 : RTILE, kin);
+    }
+    return 0;
+  }
+  void *buf = malloc(sizeof(double) * RTILE * (size_t)nt);
+  if (!buf) return 2;
+  for (int64_t t = 0; t < tasks; t++) {
+    int64_t o = t / ntile, k0 = (t % ntile) * RTILE;
+    rows_task_split(w, x, o, k0, kin - k0 < RTILE ? kin - k0 : RTILE, kin, nt, buf);
+  }
+  free(buf);
+  return 0;
 }
 
 int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *x, pd_dtype xdt, void *out,
@@ -661,29 +802,16 @@ int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *
     return 0;
   }
   const char *xb = x;
-  int64_t total = g->n_out * g->n_red;
-  int nt = total < GRAIN ? 1 : omp_get_max_threads();
-  bool inner = g->nred > 0 && g->red_stride[g->nred - 1] == 1;
-  bool rows = !inner && g->nkeep > 0 && g->keep_stride[g->nkeep - 1] == 1;
-  if (rows) {
-    int64_t kin = g->keep_shape[g->nkeep - 1], n_outer = g->n_out / kin;
-    int64_t ntile = (kin + CHUNK - 1) / CHUNK, tasks = n_outer * ntile;
-    if (nt == 1 || tasks >= 4 * nt || g->n_red < 4 * CHUNK) {
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-      for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / ntile, k0 = (t % ntile) * CHUNK;
-        rows_task(&w, xb, o, k0, kin - k0 < CHUNK ? kin - k0 : CHUNK, kin);
-      }
-    } else {
-      void *buf = malloc(sizeof(double) * CHUNK * (size_t)nt);
-      if (!buf) return 2;
-      for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / ntile, k0 = (t % ntile) * CHUNK;
-        rows_task_split(&w, xb, o, k0, kin - k0 < CHUNK ? kin - k0 : CHUNK, kin, nt, buf);
-      }
-      free(buf);
-    }
-    return 0;
+  int nt = g->n_out * g->n_red < GRAIN ? 1 : omp_get_max_threads();
+  if (nt > 64) nt = 64;
+  /* loop shape: long unit-stride reduced runs fold per output; otherwise
+   * blocks of outputs along the innermost kept dim fold whole rows */
+  bool inner_unit = g->nred > 0 && g->red_stride[g->nred - 1] == 1;
+  bool keep_unit = g->nkeep > 0 && g->keep_stride[g->nkeep - 1] == 1;
+  bool long_runs = inner_unit && g->red_shape[g->nred - 1] >= MIN_RUN;
+  if (g->nkeep > 0 && (keep_unit || !long_runs)) {
+    w.kst = g->keep_stride[g->nkeep - 1];
+    return run_rows(&w, xb, nt);
   }
   if (nt == 1 || g->n_out >= 4 * nt || g->n_red < 4 * CHUNK) {
     int64_t per = (g->n_out + nt - 1) / nt;
