@@ -2,18 +2,19 @@
  *
  * The reduction geometry splits the dims of x into kept ones (one output
  * element each, outputs contiguous in row-major order) and reduced ones,
- * both coalesced. The driver picks one of three loop shapes:
- *   - inner: the innermost reduced dim is unit-stride: each output folds
- *     contiguous runs (vectorised);
- *   - rows: the innermost kept dim is unit-stride and the reduction runs over
- *     outer dims: whole rows are accumulated into a block of outputs
- *     (vectorised across the kept dim);
- *   - strided: anything else.
- * Work is split over outputs, or over the reduced range with per-thread
- * partials when there are few outputs and long reductions.
- * float32 sums accumulate in blocks of float combined in double, so sums of
- * up to ~1e9 small integers are exact; everything else accumulates in double
- * (floats) or int64 (integers and bool). */
+ * both coalesced. The driver picks one of two loop shapes:
+ *   - per output: the innermost reduced dim is unit-stride with long runs:
+ *     each output folds contiguous runs (vectorised simd reductions);
+ *   - rows: every other case. Tiles of outputs along the innermost kept dim
+ *     accumulate whole rows of the reduced range (vectorised across the
+ *     kept dim when it is unit-stride; short dense rows fold as one flat
+ *     run; small constant strides use interleaved loads).
+ * Work is split over outputs (or output tiles), or over the reduced range
+ * with per-thread partials combined in order when there are few outputs and
+ * long reductions. float32 sums add float partials of bounded blocks in
+ * double (integer-valued sums stay exact while a block partial is below
+ * 2^24, e.g. 1e7 ones); everything else accumulates in double (floats) or
+ * wrapping int64 (integers and bool). */
 #ifndef PADDLEC_KERNELS_REDUCE_H
 #define PADDLEC_KERNELS_REDUCE_H
 
@@ -101,16 +102,18 @@ int pd_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const
 /* ---- scans ---------------------------------------------------------------
  * x and out contiguous, viewed as [outer, len, inner]; out[o, l, i] = sum of
  * x[o, m, i] for m <= l (m < l when exclusive; m >= l / m > l when reverse).
- * Accumulates in double (floats) or int64. */
+ * Accumulates in double (floats) or wrapping int64. Returns 1 for an
+ * unsupported dtype (bool, half). */
 int pd_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t len, int64_t inner,
                   bool exclusive, bool reverse);
 
 /* ---- sorting --------------------------------------------------------------
  * x contiguous viewed as [outer, len, inner]. Total order: NaN above every
- * number; equal values keep their index order (stable). Values written to
- * vals ([outer, k, inner], x's dtype) and indices to idx (int64), both
- * optional. sort: k = len, ascending unless descending. topk: the k largest
- * (largest) or smallest, best first. */
+ * number, -0 equal to +0; equal values keep their index order (stable).
+ * Values written to vals ([outer, k, inner], x's dtype) and indices to idx
+ * (int64), both optional. sort: k = len, ascending unless descending. topk:
+ * the k largest (largest) or smallest, best first. Return 1 for an
+ * unsupported dtype (or k > len), 2 when out of memory. */
 int pd_sort_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, bool descending,
                 void *vals, int64_t *idx);
 int pd_topk_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, int64_t k,
