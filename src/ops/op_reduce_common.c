@@ -190,8 +190,8 @@ static pd_tensor *binary_with_reduced(const char *op, const pd_ew_fn *fns, const
   return o;
 }
 
-pd_tensor *pd_reduce_tie_weights(const pd_tensor *x, const pd_tensor *out, const bool *mask) {
-  pd_tensor *e = binary_with_reduced("max", k_eq, x, out, mask);
+pd_tensor *pd_reduce_tie_weights(const char *op, const pd_tensor *x, const pd_tensor *out, const bool *mask) {
+  pd_tensor *e = binary_with_reduced(op, k_eq, x, out, mask);
   if (!e) return NULL;
   int64_t k[PD_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) k[d] = mask[d] ? 1 : x->shape[d];
@@ -202,11 +202,11 @@ pd_tensor *pd_reduce_tie_weights(const pd_tensor *x, const pd_tensor *out, const
   if (!cnt || pd_reduce_run(&g, &s, pd_tensor_data(e), e->dtype, pd_tensor_data(cnt), cnt->dtype)) {
     pd_tensor_release(cnt);
     pd_tensor_release(e);
-    if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_MEMORY, "max: out of memory");
+    if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op);
     return NULL;
   }
   pd_tensor *in[2] = {e, cnt};
-  pd_status st = pd_ew_apply("max", k_div, e->dtype, e, in, 2, NULL);
+  pd_status st = pd_ew_apply(op, k_div, e->dtype, e, in, 2, NULL);
   pd_tensor_release(cnt);
   if (st != PD_OK) {
     pd_tensor_release(e);

@@ -37,18 +37,21 @@ static pd_status min_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
 }
 
 /* dx = expand(dy) * (x == out) / count(x == out) */
-static pd_status ext_backward(const pd_backward_ctx *c) {
+static pd_status ext_backward(const pd_backward_ctx *c, const char *op) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   bool mask[PD_MAX_DIMS];
   pd_reduce_mask(xm->ndim, c->attrs, mask);
-  pd_tensor *w = pd_reduce_tie_weights(c->inputs[0], c->outputs[0], mask);
+  pd_tensor *w = pd_reduce_tie_weights(op, c->inputs[0], c->outputs[0], mask);
   pd_tensor *g = w ? pd_reduce_unsqueeze(c->grad_out[0], xm, mask) : NULL;
   c->grad_in[0] = g ? pd_multiply(g, w) : NULL;
   pd_tensor_release(g);
   pd_tensor_release(w);
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
+
+static pd_status max_backward(const pd_backward_ctx *c) { return ext_backward(c, "max"); }
+static pd_status min_backward(const pd_backward_ctx *c) { return ext_backward(c, "min"); }
 
 #define EXT_DEF(nm)                                                                  \
   const pd_op_def pd_opdef_##nm = {                                                  \
@@ -59,7 +62,7 @@ static pd_status ext_backward(const pd_backward_ctx *c) {
       .attr_names = "v0:axis,i0:keepdim",                                            \
       .infer_meta = ext_meta,                                                        \
       .kernel = {[PD_PLACE_CPU] = nm##_kernel},                                      \
-      .backward = ext_backward,                                                      \
+      .backward = nm##_backward,                                                     \
       .flops = pd_flops_reduce};
 EXT_DEF(max)
 EXT_DEF(min)

@@ -44,7 +44,7 @@ pd_status pd_dispatch_pick2(pd_op_id id, pd_tensor *x, const pd_attrs *a, pd_ten
 
 /* ---- constants for backward (not recorded in the graph) ------------------ */
 /* Ties of max/min: (x == out) / count of ties per output, x's shape/dtype. */
-pd_tensor *pd_reduce_tie_weights(const pd_tensor *x, const pd_tensor *out, const bool *mask);
+pd_tensor *pd_reduce_tie_weights(const char *op, const pd_tensor *x, const pd_tensor *out, const bool *mask);
 /* sign(x) in x's dtype. */
 pd_tensor *pd_reduce_sign(const pd_tensor *x);
 /* sign(x) where |x| == norm (broadcast), else 0 (the inf-norm gradient). */
