@@ -461,30 +461,28 @@ static pd_status parse_entry(const source *s, const cJSON *item, entry *e) {
     return BAD("load: '%s': tensor '%s' has %d dims, more than the %d supported", s->what, name, nd,
                PD_MAX_DIMS);
   e->ndim = nd;
-  uint64_t numel = 1;
-  int overflow = 0, k = 0;
+  /* The product of the dims (zeros counted as 1, so that the strides of an
+   * empty tensor fit too) and the byte count must fit in int64. */
+  uint64_t prod = 1;
+  int overflow = 0, zero = 0, k = 0;
   for (const cJSON *c = shape->child; c; c = c->next, k++) {
     uint64_t v;
     if (!json_uint(c, &v))
       return BAD("load: '%s': tensor '%s': shape[%d] is not a non-negative integer below 2^53", s->what, name,
                  k);
     e->shape[k] = (int64_t)v;
-    if (!overflow && __builtin_mul_overflow(numel, v, &numel)) overflow = 1;
+    zero |= v == 0;
+    if (!overflow && __builtin_mul_overflow(prod, v ? v : 1, &prod)) overflow = 1;
   }
   uint64_t nbytes = 0;
-  if (overflow || numel > (uint64_t)INT64_MAX ||
-      __builtin_mul_overflow(numel, (uint64_t)pd_dtype_size_fast(e->dt), &nbytes) ||
+  if (overflow || prod > (uint64_t)INT64_MAX ||
+      __builtin_mul_overflow(prod, (uint64_t)pd_dtype_size_fast(e->dt), &nbytes) ||
       nbytes > (uint64_t)INT64_MAX) {
-    /* a zero dim makes the product 0 whatever the others are */
-    int zero = 0;
-    for (int i = 0; i < nd; i++) zero |= e->shape[i] == 0;
-    if (!zero) {
-      char sh[200];
-      return BAD("load: '%s': tensor '%s': the element count of shape %s overflows 64 bits", s->what, name,
-                 pd_shape_str(nd, e->shape, sh, sizeof sh));
-    }
-    numel = nbytes = 0;
+    char sh[200];
+    return BAD("load: '%s': tensor '%s': the size of shape %s (dtype %s) overflows int64", s->what, name,
+               pd_shape_str(nd, e->shape, sh, sizeof sh), k_st_names[e->dt]);
   }
+  if (zero) nbytes = 0;
   if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
       !json_uint(offs->child->next, &e->end))
     return BAD("load: '%s': tensor '%s': data_offsets is not a pair of non-negative integers", s->what, name);
