@@ -120,8 +120,6 @@ static void expect_same_bytes(const pd_tensor *a, const pd_tensor *b) {
   if (n) assert_memory_equal(pd_tensor_data(a), pd_tensor_data(b), n);
 }
 
-static void free_list(pd_named_tensors *l) { free(l->names), free(l->tensors); }
-
 /* Every dtype, bit for bit (NaN payloads, -0, subnormals included: the bytes
  * are random), 0-d and empty shapes, a transposed view saved row-major. */
 static void test_roundtrip_every_dtype(void **state) {
@@ -763,8 +761,8 @@ static void expect_same_params(pd_layer *a, pd_layer *b) {
     assert_string_equal(x.names[i], y.names[i]);
     expect_same_bytes(x.tensors[i], y.tensors[i]);
   }
-  free_list(&x);
-  free_list(&y);
+  pd_named_tensors_free(&x);
+  pd_named_tensors_free(&y);
 }
 
 static void test_layer_save_load(void **state) {
@@ -808,7 +806,7 @@ static void test_layer_save_load(void **state) {
   /* not strict: the matching entry is loaded, the rest ignored */
   assert_int_equal(pd_layer_load(&c->base, q, false), PD_OK);
   expect_same_bytes(pd_layer_parameter(c->linear1, "weight"), w);
-  free_list(&before);
+  pd_named_tensors_free(&before);
   pd_tensor_release(w_before);
 
   /* shape mismatch: both shapes named */
