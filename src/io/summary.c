@@ -60,7 +60,7 @@ static int summary_hook(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor *
     pd_sb_shape(&ins, pd_tensor_ndim(in[i]), pd_tensor_shape(in[i]));
   }
   pd_sb_puts(&ins, "]");
-  int64_t elems = 0;
+  int64_t elems = n_out == 0; /* no output: Python's np.prod([]) counts 1 */
   if (n_out == 1) {
     pd_sb_shape(&outs, pd_tensor_ndim(out[0]), pd_tensor_shape(out[0]));
     elems = shape_prod(out[0]);
@@ -236,8 +236,9 @@ static char *run_summary(pd_layer *net, pd_tensor *const *in, int n_in, double i
     else
       hs[nh++] = (hooked){l, id};
   }
+  /* Paddle switches to eval only a net in training mode, and back after */
   bool was_training = net->training;
-  pd_layer_eval(net);
+  if (was_training) pd_layer_eval(net);
   pd_no_grad_begin();
   if (st == PD_OK) {
     pd_tensor *out[MAX_IO];

@@ -10,7 +10,7 @@
  *
  *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPADDLEC_SANITIZE=ON
  *   cmake --build build-fuzz -j2 --target fuzz_safetensors
- *   mkdir -p /tmp/st-corpus && cp tests/fuzz/corpus/* /tmp/st-corpus/
+ *   cp -r tests/fuzz/corpus /tmp/st-corpus
  *   ./build-fuzz/tests/fuzz/fuzz_safetensors -dict=tests/fuzz/safetensors.dict \
  *       -max_len=4096 -max_total_time=600 /tmp/st-corpus
  *

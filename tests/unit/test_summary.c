@@ -415,6 +415,11 @@ static void test_summary_modes_and_errors(void **state) {
   s = pd_summary_string(&net->base, 1, (int[]){2}, (const int64_t *[]){SHAPE(1, 10)}, NULL, NULL);
   free(s);
   assert_false(net->base.training || net->linear1->training);
+  /* a net in eval mode is left as it is, sublayers included */
+  net->linear1->training = true;
+  s = pd_summary_string(&net->base, 1, (int[]){2}, (const int64_t *[]){SHAPE(1, 10)}, NULL, NULL);
+  free(s);
+  assert_true(!net->base.training && net->linear1->training && !net->linear2->training);
   pd_layer_train(&net->base);
   /* bad input sizes */
   assert_null(pd_summary_string(&net->base, 1, (int[]){2}, (const int64_t *[]){SHAPE(-1, -1)}, NULL, NULL));
