@@ -20,8 +20,11 @@ pd_tensor *pd_cosine_similarity(pd_tensor *x1, pd_tensor *x2, int axis, double e
     pd_set_error(PD_ERR_SHAPE, "%s: x1 and x2 are 0-D; expected at least 1 dimension", op);
     return NULL;
   }
-  if (pd_norm_axis(op, axis, nd, &ax) != PD_OK) return NULL;
-  int64_t a = ax;
+  /* each sum takes axis as given, counted in its own operand's rank (as Paddle) */
+  if (pd_norm_axis(op, axis, nd, &ax) != PD_OK || pd_norm_axis(op, axis, x1->ndim, &ax) != PD_OK ||
+      pd_norm_axis(op, axis, x2->ndim, &ax) != PD_OK)
+    return NULL;
+  int64_t a = axis;
   pd_internal_enter();
   pd_tmps T = {0};
   pd_tensor *w12 = PD_K(pd_sum(PD_K(pd_multiply(x1, x2)), &a, 1, false));
