@@ -381,7 +381,8 @@ pd_tensor *pd_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weigh
       }
       lab = oh;
     }
-    if (lab && lab->dtype != input->dtype && pd_dtype_is_floating(lab->dtype)) lab = K(pd_cast(lab, input->dtype));
+    if (lab && lab->dtype != input->dtype && pd_dtype_is_floating(lab->dtype))
+      lab = K(pd_cast(lab, input->dtype));
     lab = K(pd_scale(lab, 1.0 - label_smoothing, label_smoothing / (double)C, true));
     soft = true;
     squeeze_out = false;

@@ -57,6 +57,9 @@ static double lse_ref(const double *x, int64_t n, int64_t s) {
 
 static void test_mse_l1(void **state) {
   (void)state;
+  assert_string_equal(pd_loss_reduction_name(MEAN), "mean");
+  assert_string_equal(pd_loss_reduction_name(PD_REDUCTION_BATCHMEAN), "batchmean");
+  assert_null(pd_loss_reduction_name((pd_loss_reduction)9));
   pd_scope_begin();
   double x[6], y[3];
   fill(x, 6, -2, 2);
