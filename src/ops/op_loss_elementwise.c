@@ -328,9 +328,7 @@ pd_tensor *pd_margin_ranking_loss(pd_tensor *input, pd_tensor *other, pd_tensor 
 
 /* loss (a new reference, reduction none) times the weights, then reduced;
  * releases loss. Depth > 0. */
-static pd_tensor *weigh_and_reduce(const char *op, pd_tensor *loss, pd_tensor *w1, pd_tensor *w2,
-                                   pd_loss_reduction r) {
-  (void)op;
+static pd_tensor *weigh_and_reduce(pd_tensor *loss, pd_tensor *w1, pd_tensor *w2, pd_loss_reduction r) {
   pd_tensor *cur = loss;
   pd_tensor *ws[2] = {w1, w2};
   for (int k = 0; k < 2 && cur; k++) {
@@ -351,7 +349,7 @@ pd_tensor *pd_binary_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor
   if (pd_loss_check_reduction("binary_cross_entropy", reduction, false) != PD_OK) return NULL;
   pd_internal_enter();
   pd_tensor *l = run2(PD_OP_binary_cross_entropy, input, label, PD_REDUCTION_NONE, 0, 0);
-  pd_tensor *out = l ? weigh_and_reduce("binary_cross_entropy", l, weight, NULL, reduction) : NULL;
+  pd_tensor *out = l ? weigh_and_reduce(l, weight, NULL, reduction) : NULL;
   pd_internal_leave();
   return pd_scope_track(out);
 }
@@ -375,7 +373,7 @@ pd_tensor *pd_binary_cross_entropy_with_logits(pd_tensor *logit, pd_tensor *labe
       l = NULL;
     }
   }
-  pd_tensor *out = l ? weigh_and_reduce("binary_cross_entropy_with_logits", l, lw, weight, reduction) : NULL;
+  pd_tensor *out = l ? weigh_and_reduce(l, lw, weight, reduction) : NULL;
   pd_tensor_release(lw);
   pd_internal_leave();
   return pd_scope_track(out);

@@ -44,7 +44,7 @@ double pd_loss_sum_all(const pd_tensor *t) {
   return s;
 }
 
-/* Calls test(v) on the elements in order until it holds. */
+/* The first element (row-major) inside (lo, hi] or, with !inside, outside [lo, hi]. */
 static pd_status find_first(pd_tensor *t, double lo, double hi, bool inside, int64_t *idx, double *v) {
   *idx = -1;
   if (t->numel == 0) return PD_OK;
