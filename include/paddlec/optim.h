@@ -120,8 +120,8 @@ pd_lr_scheduler *pd_optimizer_lr_cosine_annealing_decay(double learning_rate, in
 /* LinearWarmup: start_lr -> end_lr linearly over warmup_steps, then `after`
  * stepped to epoch - warmup_steps (retained), or the float learning_rate
  * when `after` is NULL. end_lr must exceed start_lr. */
-pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate, int64_t warmup_steps,
-                                               double start_lr, double end_lr);
+pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate,
+                                               int64_t warmup_steps, double start_lr, double end_lr);
 /* NoamDecay(d_model, warmup_steps, learning_rate):
  * lr * d_model^-0.5 * min(epoch^-0.5, epoch * warmup_steps^-1.5) (epoch 0 uses 1 for the first). */
 pd_lr_scheduler *pd_optimizer_lr_noam_decay(double d_model, int64_t warmup_steps, double learning_rate);
@@ -133,11 +133,12 @@ pd_lr_scheduler *pd_optimizer_lr_polynomial_decay(double learning_rate, int64_t 
 pd_lr_scheduler *pd_optimizer_lr_piecewise_decay(const int64_t *boundaries, int n_boundaries,
                                                  const double *values, int n_values);
 /* LambdaDecay: lr * lr_lambda(epoch). */
-pd_lr_scheduler *pd_optimizer_lr_lambda_decay(double learning_rate, double (*lr_lambda)(int64_t epoch, void *user),
-                                              void *user);
+pd_lr_scheduler *pd_optimizer_lr_lambda_decay(double learning_rate,
+                                              double (*lr_lambda)(int64_t epoch, void *user), void *user);
 /* MultiplicativeDecay: last_lr * lr_lambda(epoch) for epoch > 0. */
 pd_lr_scheduler *pd_optimizer_lr_multiplicative_decay(double learning_rate,
-                                                      double (*lr_lambda)(int64_t epoch, void *user), void *user);
+                                                      double (*lr_lambda)(int64_t epoch, void *user),
+                                                      void *user);
 /* LinearLR(learning_rate, total_steps, start_factor, end_factor): Paddle's
  * defaults are 1/3 and 1.0 (here too when both are 0). */
 pd_lr_scheduler *pd_optimizer_lr_linear_lr(double learning_rate, int64_t total_steps, double start_factor,

@@ -7,8 +7,8 @@ static void adagrad_prep(const pd_attrs *at, double lr, const double *pows, pd_o
   (void)pows;
   a->s[0] = at->f[0];
 }
-static const pd_optim_op_desc k_adagrad = {1, 0, "param, grad, learning_rate, moment", adagrad_prep, NULL,
-                                           &pd_optim_adagrad_rule};
+static const pd_optim_op_desc k_adagrad = {
+    1, 0, "param, grad, learning_rate, moment", adagrad_prep, NULL, &pd_optim_adagrad_rule};
 
 /* adadelta_: f0 rho, f1 epsilon. */
 static void adadelta_prep(const pd_attrs *at, double lr, const double *pows, pd_optim_args *a) {
@@ -17,9 +17,13 @@ static void adadelta_prep(const pd_attrs *at, double lr, const double *pows, pd_
   a->s[0] = at->f[0];
   a->s[1] = at->f[1];
 }
-static const pd_optim_op_desc k_adadelta = {2, 0,
-                                            "param, grad, learning_rate, avg_squared_grad, avg_squared_update",
-                                            adadelta_prep, NULL, &pd_optim_adadelta_rule};
+static const pd_optim_op_desc k_adadelta = {
+    2,
+    0,
+    "param, grad, learning_rate, avg_squared_grad, avg_squared_update",
+    adadelta_prep,
+    NULL,
+    &pd_optim_adadelta_rule};
 
 /* rmsprop_: f0 rho, f1 epsilon, f2 momentum, i2 centered. */
 static void rmsprop_prep(const pd_attrs *at, double lr, const double *pows, pd_optim_args *a) {
@@ -30,11 +34,14 @@ static void rmsprop_prep(const pd_attrs *at, double lr, const double *pows, pd_o
   a->s[2] = at->f[2];
   a->flag = at->i[2] != 0;
 }
-static const pd_optim_op_desc k_rmsprop = {3, 0, "param, grad, learning_rate, moment, mean_square, mean_grad",
-                                           rmsprop_prep, NULL, &pd_optim_rmsprop_rule};
-
+static const pd_optim_op_desc k_rmsprop = {3,
+                                           0,
+                                           "param, grad, learning_rate, moment, mean_square, mean_grad",
+                                           rmsprop_prep,
+                                           NULL,
+                                           &pd_optim_rmsprop_rule};
 
 PD_OPTIM_OP(adagrad, k_adagrad, "i0:multi_precision,i1:has_grad_scale,f0:epsilon,s:grad_transform")
 PD_OPTIM_OP(adadelta, k_adadelta, "i0:multi_precision,i1:has_grad_scale,f0:rho,f1:epsilon,s:grad_transform")
 PD_OPTIM_OP(rmsprop, k_rmsprop,
-         "i0:multi_precision,i1:has_grad_scale,i2:centered,f0:rho,f1:epsilon,f2:momentum,s:grad_transform")
+            "i0:multi_precision,i1:has_grad_scale,i2:centered,f0:rho,f1:epsilon,f2:momentum,s:grad_transform")

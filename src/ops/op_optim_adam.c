@@ -38,8 +38,9 @@ static void adamax_prep(const pd_attrs *at, double lr, const double *pows, pd_op
 static void adamax_post(const pd_attrs *at, double *pows, bool f32) {
   pows[0] = pd_optim_pow_step(at->f[0], pows[0], f32);
 }
-static const pd_optim_op_desc k_adamax = {2, 1, "param, grad, learning_rate, moment, inf_norm, beta1_pow",
-                                          adamax_prep, adamax_post, &pd_optim_adamax_rule};
+static const pd_optim_op_desc k_adamax = {
+    2,           1,           "param, grad, learning_rate, moment, inf_norm, beta1_pow",
+    adamax_prep, adamax_post, &pd_optim_adamax_rule};
 
 /* lamb_: f0 beta1, f1 beta2, f2 epsilon, f3 weight_decay, i2 always_adapt. */
 static void lamb_prep(const pd_attrs *at, double lr, const double *pows, pd_optim_args *a) {
@@ -54,14 +55,14 @@ static void lamb_prep(const pd_attrs *at, double lr, const double *pows, pd_opti
 }
 static const pd_optim_op_desc k_lamb = {2, 2, ADAM_INPUTS, lamb_prep, two_pows_post, NULL};
 
-
 PD_OPTIM_OP(adam, k_adam,
-         "i0:multi_precision,i1:has_grad_scale,f0:beta1,f1:beta2,f2:epsilon,s:grad_transform")
+            "i0:multi_precision,i1:has_grad_scale,f0:beta1,f1:beta2,f2:epsilon,s:grad_transform")
 PD_OPTIM_OP(adamw, k_adamw,
-         "i0:multi_precision,i1:has_grad_scale,i2:with_decay,f0:beta1,f1:beta2,f2:epsilon,f3:coeff,"
-         "s:grad_transform")
+            "i0:multi_precision,i1:has_grad_scale,i2:with_decay,f0:beta1,f1:beta2,f2:epsilon,f3:coeff,"
+            "s:grad_transform")
 PD_OPTIM_OP(adamax, k_adamax,
-         "i0:multi_precision,i1:has_grad_scale,f0:beta1,f1:beta2,f2:epsilon,s:grad_transform")
-PD_OPTIM_OP(lamb, k_lamb,
-         "i0:multi_precision,i1:has_grad_scale,i2:always_adapt,f0:beta1,f1:beta2,f2:epsilon,f3:weight_decay,"
-         "s:grad_transform")
+            "i0:multi_precision,i1:has_grad_scale,f0:beta1,f1:beta2,f2:epsilon,s:grad_transform")
+PD_OPTIM_OP(
+    lamb, k_lamb,
+    "i0:multi_precision,i1:has_grad_scale,i2:always_adapt,f0:beta1,f1:beta2,f2:epsilon,f3:weight_decay,"
+    "s:grad_transform")

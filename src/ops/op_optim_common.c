@@ -39,28 +39,30 @@ pd_status pd_optim_meta(const pd_optim_op_desc *d, const pd_op_def *def, pd_tens
   if (!p->is_contiguous || !g->is_contiguous)
     return pd_set_error(PD_ERR_INVALID, "%s: %s must be contiguous", op, p->is_contiguous ? "grad" : "param");
   if (lr->numel != 1 || !pd_dtype_is_floating(lr->dtype))
-    return pd_set_error(PD_ERR_INVALID, "%s: learning_rate must be one floating value, got %s of shape %s", op,
-                        pd_dtype_name(lr->dtype), PD_SHAPE_STR(lr));
+    return pd_set_error(PD_ERR_INVALID, "%s: learning_rate must be one floating value, got %s of shape %s",
+                        op, pd_dtype_name(lr->dtype), PD_SHAPE_STR(lr));
   pd_dtype adt = acc_dtype(p->dtype);
   for (int k = 0; k < d->n_acc; k++) {
     pd_tensor *t = in[3 + k];
     if (!same_shape(t, p) || t->dtype != adt || !t->is_contiguous)
-      return pd_set_error(PD_ERR_SHAPE,
-                          "%s: accumulator %d must be a contiguous %s tensor of the param's shape %s, got %s %s",
-                          op, k, pd_dtype_name(adt), PD_SHAPE_STR(p), pd_dtype_name(t->dtype), PD_SHAPE_STR(t));
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: accumulator %d must be a contiguous %s tensor of the param's shape %s, got %s %s", op, k,
+          pd_dtype_name(adt), PD_SHAPE_STR(p), pd_dtype_name(t->dtype), PD_SHAPE_STR(t));
   }
   for (int k = 0; k < d->n_pow; k++) {
     pd_tensor *t = in[3 + d->n_acc + k];
     if (t->numel != 1 || !pd_dtype_is_floating(t->dtype) || is_half(t->dtype))
-      return pd_set_error(PD_ERR_SHAPE, "%s: beta power %d must be one float32/float64 value, got %s of shape %s",
-                          op, k, pd_dtype_name(t->dtype), PD_SHAPE_STR(t));
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: beta power %d must be one float32/float64 value, got %s of shape %s", op, k,
+                          pd_dtype_name(t->dtype), PD_SHAPE_STR(t));
   }
   int idx = 3 + d->n_acc + d->n_pow;
   if (a->i[0]) {
     pd_tensor *m = in[idx++];
     if (!is_half(p->dtype))
-      return pd_set_error(PD_ERR_INVALID, "%s: master weights are for float16/bfloat16 params, param is %s", op,
-                          pd_dtype_name(p->dtype));
+      return pd_set_error(PD_ERR_INVALID, "%s: master weights are for float16/bfloat16 params, param is %s",
+                          op, pd_dtype_name(p->dtype));
     if (m->dtype != PD_FLOAT32 || !same_shape(m, p) || !m->is_contiguous)
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: master_param must be a contiguous float32 tensor of shape %s, got %s %s", op,
@@ -144,8 +146,9 @@ pd_status pd_optim_format_transform(char *s, size_t cap, double clip_min, double
   return PD_OK;
 full:
   s[0] = 0;
-  return pd_set_error(PD_ERR_INVALID, "optimizer: gradient transform (clip %g..%g, l1 %g, l2 %g) does not fit",
-                      clip_min, clip_max, l1, l2);
+  return pd_set_error(PD_ERR_INVALID,
+                      "optimizer: gradient transform (clip %g..%g, l1 %g, l2 %g) does not fit", clip_min,
+                      clip_max, l1, l2);
 }
 
 pd_status pd_optim_parse_transform(const char *op, const char *s, pd_optim_args *a) {

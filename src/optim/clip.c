@@ -107,7 +107,8 @@ pd_status pd_nn_clip_grad_apply(const pd_grad_clip *clip, pd_tensor *const *para
         }
         s = pd_grad_clip_scale(clip, v);
       }
-      out[i] = s == 1.0 && clip->kind == PD_GRAD_CLIP_BY_NORM ? pd_tensor_retain(g) : pd_scale(g, s, 0.0, true);
+      out[i] =
+          s == 1.0 && clip->kind == PD_GRAD_CLIP_BY_NORM ? pd_tensor_retain(g) : pd_scale(g, s, 0.0, true);
     }
     if (!out[i]) st = pd_last_status();
   }

@@ -28,9 +28,10 @@ typedef enum lr_kind {
 } lr_kind;
 
 static const char *const k_names[] = {
-    "StepDecay",  "MultiStepDecay", "ExponentialDecay", "NaturalExpDecay",     "InverseTimeDecay",
-    "CosineAnnealingDecay", "LinearWarmup",   "NoamDecay",        "PolynomialDecay", "PiecewiseDecay",
-    "LambdaDecay", "MultiplicativeDecay", "LinearLR", "OneCycleLR", "ReduceOnPlateau",
+    "StepDecay",        "MultiStepDecay",       "ExponentialDecay", "NaturalExpDecay",
+    "InverseTimeDecay", "CosineAnnealingDecay", "LinearWarmup",     "NoamDecay",
+    "PolynomialDecay",  "PiecewiseDecay",       "LambdaDecay",      "MultiplicativeDecay",
+    "LinearLR",         "OneCycleLR",           "ReduceOnPlateau",
 };
 
 struct pd_lr_scheduler {
@@ -93,7 +94,8 @@ static pd_status get_lr(pd_lr_scheduler *s, double *out) {
       else if (pymod(e - 1 - s->steps, 2 * s->steps) == 0)
         *out = s->last_lr + (s->base_lr - eta) * (1 - cos(M_PI / T)) / 2;
       else
-        *out = (1 + cos(M_PI * (double)e / T)) / (1 + cos(M_PI * (double)(e - 1) / T)) * (s->last_lr - eta) + eta;
+        *out = (1 + cos(M_PI * (double)e / T)) / (1 + cos(M_PI * (double)(e - 1) / T)) * (s->last_lr - eta) +
+               eta;
       return PD_OK;
     }
     case LR_WARMUP:
@@ -276,7 +278,8 @@ static bool plateau_better(const pd_lr_scheduler *s, double cur, double best) {
 pd_status pd_lr_step_metric(pd_lr_scheduler *s, double metric) {
   if (!s) return pd_set_error(PD_ERR_INVALID, "lr scheduler step: scheduler is NULL");
   if (s->kind != LR_PLATEAU)
-    return pd_set_error(PD_ERR_INVALID, "%s: step takes no metric (only ReduceOnPlateau does)", k_names[s->kind]);
+    return pd_set_error(PD_ERR_INVALID, "%s: step takes no metric (only ReduceOnPlateau does)",
+                        k_names[s->kind]);
   s->last_epoch++;
   if (s->cooldown_counter > 0) {
     s->cooldown_counter--;
@@ -300,12 +303,12 @@ pd_status pd_lr_step_metric(pd_lr_scheduler *s, double metric) {
 }
 
 /* ---- constructors ---------------------------------------------------------------- */
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      pd_set_error(PD_ERR_INVALID, __VA_ARGS__);         \
-      return NULL;                                       \
-    }                                                    \
+#define CHECK(cond, ...)                         \
+  do {                                           \
+    if (!(cond)) {                               \
+      pd_set_error(PD_ERR_INVALID, __VA_ARGS__); \
+      return NULL;                               \
+    }                                            \
   } while (0)
 
 pd_lr_scheduler *pd_optimizer_lr_step_decay(double learning_rate, int64_t step_size, double gamma) {
@@ -373,8 +376,8 @@ pd_lr_scheduler *pd_optimizer_lr_cosine_annealing_decay(double learning_rate, in
   return lr_start(s);
 }
 
-pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate, int64_t warmup_steps,
-                                               double start_lr, double end_lr) {
+pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate,
+                                               int64_t warmup_steps, double start_lr, double end_lr) {
   CHECK(warmup_steps > 0, "LinearWarmup: warmup_steps must be a positive integer, got %lld",
         (long long)warmup_steps);
   CHECK(end_lr > start_lr, "LinearWarmup: end_lr %g must be greater than start_lr %g", end_lr, start_lr);
@@ -392,7 +395,8 @@ pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double le
 
 pd_lr_scheduler *pd_optimizer_lr_noam_decay(double d_model, int64_t warmup_steps, double learning_rate) {
   CHECK(d_model > 0, "NoamDecay: d_model should be greater than 0, got %g", d_model);
-  CHECK(warmup_steps > 0, "NoamDecay: warmup_steps must be a positive integer, got %lld", (long long)warmup_steps);
+  CHECK(warmup_steps > 0, "NoamDecay: warmup_steps must be a positive integer, got %lld",
+        (long long)warmup_steps);
   pd_lr_scheduler *s = lr_new(LR_NOAM, learning_rate);
   if (!s) return NULL;
   s->a = d_model;
@@ -446,8 +450,8 @@ pd_lr_scheduler *pd_optimizer_lr_lambda_decay(double learning_rate, double (*lr_
   return lr_start(s);
 }
 
-pd_lr_scheduler *pd_optimizer_lr_multiplicative_decay(double learning_rate, double (*lr_lambda)(int64_t, void *),
-                                                      void *user) {
+pd_lr_scheduler *pd_optimizer_lr_multiplicative_decay(double learning_rate,
+                                                      double (*lr_lambda)(int64_t, void *), void *user) {
   CHECK(lr_lambda, "MultiplicativeDecay: lr_lambda is NULL");
   pd_lr_scheduler *s = lr_new(LR_MULTIPLICATIVE, learning_rate);
   if (!s) return NULL;
@@ -487,13 +491,14 @@ pd_lr_scheduler *pd_optimizer_lr_one_cycle_lr(double max_learning_rate, int64_t 
   }
   CHECK(isfinite(max_learning_rate) && max_learning_rate >= 0,
         "OneCycleLR: max_learning_rate must be >= 0, got %g", max_learning_rate);
-  CHECK(total_steps > 0, "OneCycleLR: total_steps must be a positive integer, got %lld", (long long)total_steps);
+  CHECK(total_steps > 0, "OneCycleLR: total_steps must be a positive integer, got %lld",
+        (long long)total_steps);
   CHECK(o.end_learning_rate >= 0, "OneCycleLR: end_learning_rate must be >= 0, got %g", o.end_learning_rate);
   CHECK(o.phase_pct >= 0 && o.phase_pct <= 1, "OneCycleLR: phase_pct must be between 0 and 1, got %g",
         o.phase_pct);
   CHECK(o.divide_factor != 0, "OneCycleLR: divide_factor must not be 0");
-  CHECK(!o.three_phase || o.phase_pct < 0.5, "OneCycleLR: when three_phase is set, phase_pct must be < 0.5, got %g",
-        o.phase_pct);
+  CHECK(!o.three_phase || o.phase_pct < 0.5,
+        "OneCycleLR: when three_phase is set, phase_pct must be < 0.5, got %g", o.phase_pct);
   double initial = max_learning_rate / o.divide_factor, T = (double)total_steps;
   pd_lr_scheduler *s = lr_new(LR_ONE_CYCLE, initial);
   if (!s) return NULL;
@@ -539,8 +544,9 @@ pd_lr_scheduler *pd_optimizer_lr_reduce_on_plateau(double learning_rate,
   }
   CHECK(o.factor < 1.0, "ReduceOnPlateau: new_lr = origin_lr * factor and factor should be < 1.0, got %g",
         o.factor);
-  CHECK(o.patience >= 0 && o.cooldown >= 0, "ReduceOnPlateau: patience (%lld) and cooldown (%lld) must be >= 0",
-        (long long)o.patience, (long long)o.cooldown);
+  CHECK(o.patience >= 0 && o.cooldown >= 0,
+        "ReduceOnPlateau: patience (%lld) and cooldown (%lld) must be >= 0", (long long)o.patience,
+        (long long)o.cooldown);
   pd_lr_scheduler *s = lr_new(LR_PLATEAU, learning_rate);
   if (!s) return NULL;
   s->mode_max = o.mode_max;

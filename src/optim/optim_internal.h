@@ -43,8 +43,9 @@ typedef struct pd_optim_common {
   const char *name;
 } pd_optim_common;
 
-pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params, int n_params,
-                              const pd_optim_common *common, const void *opts, pd_optim_convert_fn convert);
+pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params,
+                              int n_params, const pd_optim_common *common, const void *opts,
+                              pd_optim_convert_fn convert);
 
 /* Checks a clipping strategy (op names the caller). */
 pd_status pd_grad_clip_check(const char *op, const pd_grad_clip *clip);

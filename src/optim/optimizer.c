@@ -27,14 +27,17 @@ typedef struct kind_desc {
 static const kind_desc k_kinds[] = {
     [PD_OPTIM_SGD] = {"SGD", PD_OP_sgd_, 0, 0, {NULL}, true},
     [PD_OPTIM_MOMENTUM] = {"Momentum", PD_OP_momentum_, 1, 0, {"velocity"}, true},
-    [PD_OPTIM_ADAM] = {"Adam", PD_OP_adam_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"}, true},
-    [PD_OPTIM_ADAMW] = {"AdamW", PD_OP_adamw_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"},
-                        false},
+    [PD_OPTIM_ADAM] =
+        {"Adam", PD_OP_adam_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"}, true},
+    [PD_OPTIM_ADAMW] =
+        {"AdamW", PD_OP_adamw_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"}, false},
     [PD_OPTIM_ADAMAX] = {"Adamax", PD_OP_adamax_, 2, 1, {"moment", "inf_norm", "beta1_pow_acc"}, true},
     [PD_OPTIM_ADAGRAD] = {"Adagrad", PD_OP_adagrad_, 1, 0, {"moment"}, true},
-    [PD_OPTIM_ADADELTA] = {"Adadelta", PD_OP_adadelta_, 2, 0, {"_avg_squared_grad", "_avg_squared_update"}, true},
+    [PD_OPTIM_ADADELTA] =
+        {"Adadelta", PD_OP_adadelta_, 2, 0, {"_avg_squared_grad", "_avg_squared_update"}, true},
     [PD_OPTIM_RMSPROP] = {"RMSProp", PD_OP_rmsprop_, 3, 0, {"momentum", "mean_square", "mean_grad"}, true},
-    [PD_OPTIM_LAMB] = {"Lamb", PD_OP_lamb_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"}, true},
+    [PD_OPTIM_LAMB] =
+        {"Lamb", PD_OP_lamb_, 2, 2, {"moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc"}, true},
 };
 
 typedef struct slot {
@@ -103,11 +106,13 @@ static pd_status add_slot(pd_optimizer *o, pd_tensor *p, int gi, int cap) {
   return PD_OK;
 }
 
-pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params, int n_params,
-                              const pd_optim_common *c, const void *opts, pd_optim_convert_fn convert) {
+pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params,
+                              int n_params, const pd_optim_common *c, const void *opts,
+                              pd_optim_convert_fn convert) {
   const kind_desc *d = &k_kinds[kind];
   if (!c->lr_scheduler && (!isfinite(learning_rate) || learning_rate < 0)) {
-    pd_set_error(PD_ERR_INVALID, "%s: learning_rate must be a finite value >= 0, got %g", d->cls, learning_rate);
+    pd_set_error(PD_ERR_INVALID, "%s: learning_rate must be a finite value >= 0, got %g", d->cls,
+                 learning_rate);
     return NULL;
   }
   bool groups = c->groups != NULL || c->n_groups != 0;
@@ -395,8 +400,9 @@ void pd_optimizer_clear_grad(pd_optimizer *o, bool set_to_zero) {
 
 pd_status pd_optimizer_minimize(pd_optimizer *o, pd_tensor *loss) {
   if (!o || !loss)
-    return pd_last_status() != PD_OK ? pd_last_status()
-                                     : pd_set_error(PD_ERR_INVALID, "minimize: %s is NULL", o ? "loss" : "optimizer");
+    return pd_last_status() != PD_OK
+               ? pd_last_status()
+               : pd_set_error(PD_ERR_INVALID, "minimize: %s is NULL", o ? "loss" : "optimizer");
   pd_status st = pd_backward(loss, NULL, false);
   return st != PD_OK ? st : pd_optimizer_step(o);
 }
@@ -417,7 +423,8 @@ pd_status pd_optimizer_set_lr(pd_optimizer *o, double value) {
                         "%s: set_lr cannot be used while the learning rate comes from an LRScheduler (%s)",
                         o->desc->cls, pd_lr_name(o->sched));
   if (!isfinite(value) || value < 0)
-    return pd_set_error(PD_ERR_INVALID, "%s: set_lr value must be a finite value >= 0, got %g", o->desc->cls, value);
+    return pd_set_error(PD_ERR_INVALID, "%s: set_lr value must be a finite value >= 0, got %g", o->desc->cls,
+                        value);
   o->lr = value;
   return PD_OK;
 }
@@ -505,8 +512,9 @@ static pd_status check_entry(const char *cls, const char *name, const pd_tensor 
                 : src->ndim == ndim && memcmp(src->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0;
   if (!ok) {
     char a[160], b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s set_state_dict: '%s' has shape %s in the state dict but %s here", cls,
-                        name, pd_shape_str(src->ndim, src->shape, a, sizeof a), pd_shape_str(ndim, shape, b, sizeof b));
+    return pd_set_error(PD_ERR_SHAPE, "%s set_state_dict: '%s' has shape %s in the state dict but %s here",
+                        cls, name, pd_shape_str(src->ndim, src->shape, a, sizeof a),
+                        pd_shape_str(ndim, shape, b, sizeof b));
   }
   return PD_OK;
 }
@@ -537,7 +545,8 @@ pd_status pd_optimizer_set_state_dict(pd_optimizer *o, const pd_named_tensors *s
       acc_name(o, s, k, name, sizeof name);
       int j = find(sd, name);
       if (j < 0) {
-        if (s->has_state) return pd_set_error(PD_ERR_INVALID, "%s set_state_dict: optimizer tensor %s not found", cls, name);
+        if (s->has_state)
+          return pd_set_error(PD_ERR_INVALID, "%s set_state_dict: optimizer tensor %s not found", cls, name);
         continue;
       }
       pd_tensor *p = s->param;

@@ -18,12 +18,14 @@ static pd_status check_common(const char *cls, const pd_optim_hyper *h) {
 }
 
 static pd_status check_beta(const char *cls, const char *what, double v) {
-  if (!(v >= 0 && v < 1)) return pd_set_error(PD_ERR_INVALID, "%s: %s must be in [0, 1), got %g", cls, what, v);
+  if (!(v >= 0 && v < 1))
+    return pd_set_error(PD_ERR_INVALID, "%s: %s must be in [0, 1), got %g", cls, what, v);
   return PD_OK;
 }
 
 static pd_status check_nonneg(const char *cls, const char *what, double v) {
-  if (!(v >= 0) || !isfinite(v)) return pd_set_error(PD_ERR_INVALID, "%s: %s must be >= 0, got %g", cls, what, v);
+  if (!(v >= 0) || !isfinite(v))
+    return pd_set_error(PD_ERR_INVALID, "%s: %s must be >= 0, got %g", cls, what, v);
   return PD_OK;
 }
 
@@ -31,10 +33,11 @@ static void take_clip(pd_optim_hyper *h, const pd_grad_clip *c) {
   if (c) h->clip = *c;
 }
 
-#define COMMON(opts)                                                                                     \
-  pd_optim_common c = {0};                                                                              \
-  if (opts) c = (pd_optim_common){(opts)->lr_scheduler, (opts)->multi_precision, (opts)->groups,       \
-                                  (opts)->n_groups, (opts)->name}
+#define COMMON(opts)                                                                                \
+  pd_optim_common c = {0};                                                                          \
+  if (opts) c = (pd_optim_common) {                                                                 \
+      (opts)->lr_scheduler, (opts)->multi_precision, (opts)->groups, (opts)->n_groups, (opts)->name \
+    }
 
 /* ---- SGD --------------------------------------------------------------------------- */
 static pd_status sgd_convert(const void *opts, pd_optim_hyper *h) {

@@ -20,14 +20,16 @@ static void expect_seq(pd_lr_scheduler *s, const double *want, int n, double tol
   }
   pd_lr_release(s);
 }
-#define SEQ(s, tol, ...) \
-  expect_seq((s), (const double[]){__VA_ARGS__}, (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double)), (tol))
+#define SEQ(s, tol, ...)                         \
+  expect_seq((s), (const double[]){__VA_ARGS__}, \
+             (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double)), (tol))
 
 static void test_step_and_multistep(void **state) {
   (void)state;
-  SEQ(pd_optimizer_lr_step_decay(0.5, 3, 0.1), 1e-15, 0.5, 0.5, 0.5, 0.05, 0.05, 0.05, 0.005, 0.005, 0.005, 0.0005);
-  SEQ(pd_optimizer_lr_multi_step_decay(0.5, (const int64_t[]){2, 4, 6}, 3, 0.8), 1e-15, 0.5, 0.5, 0.4, 0.4, 0.32,
-      0.32, 0.256, 0.256, 0.256, 0.256);
+  SEQ(pd_optimizer_lr_step_decay(0.5, 3, 0.1), 1e-15, 0.5, 0.5, 0.5, 0.05, 0.05, 0.05, 0.005, 0.005, 0.005,
+      0.0005);
+  SEQ(pd_optimizer_lr_multi_step_decay(0.5, (const int64_t[]){2, 4, 6}, 3, 0.8), 1e-15, 0.5, 0.5, 0.4, 0.4,
+      0.32, 0.32, 0.256, 0.256, 0.256, 0.256);
 }
 
 static void test_exponential_family(void **state) {
@@ -80,8 +82,8 @@ static void test_noam_and_polynomial(void **state) {
   assert_true(noam[0] == 0 && fabs(noam[4] - 2.0 / sqrt(512) * 0.5) < 1e-15);
   expect_seq(pd_optimizer_lr_noam_decay(512, 4, 2.0), noam, 10, 1e-14);
 
-  SEQ(pd_optimizer_lr_polynomial_decay(0.5, 5, 0.1, 2.0, false), 1e-14, 0.5, 0.1 + 0.4 * 0.64, 0.1 + 0.4 * 0.36,
-      0.1 + 0.4 * 0.16, 0.1 + 0.4 * 0.04, 0.1, 0.1, 0.1);
+  SEQ(pd_optimizer_lr_polynomial_decay(0.5, 5, 0.1, 2.0, false), 1e-14, 0.5, 0.1 + 0.4 * 0.64,
+      0.1 + 0.4 * 0.36, 0.1 + 0.4 * 0.16, 0.1 + 0.4 * 0.04, 0.1, 0.1, 0.1);
   /* cycle: decay_steps grows to the next multiple */
   SEQ(pd_optimizer_lr_polynomial_decay(0.5, 5, 0.1, 1.0, true), 1e-14, 0.5, 0.42, 0.34, 0.26, 0.18, 0.1,
       0.1 + 0.4 * 0.4, 0.1 + 0.4 * 0.3, 0.1 + 0.4 * 0.2, 0.1 + 0.4 * 0.1, 0.1, 0.1 + 0.4 * (1 - 11.0 / 15));
@@ -89,8 +91,8 @@ static void test_noam_and_polynomial(void **state) {
 
 static void test_piecewise(void **state) {
   (void)state;
-  SEQ(pd_optimizer_lr_piecewise_decay((const int64_t[]){3, 6, 9}, 3, (const double[]){0.1, 0.2, 0.3, 0.4}, 4), 0,
-      0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4);
+  SEQ(pd_optimizer_lr_piecewise_decay((const int64_t[]){3, 6, 9}, 3, (const double[]){0.1, 0.2, 0.3, 0.4}, 4),
+      0, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3, 0.3, 0.4, 0.4);
   /* a NULL callback is refused */
   assert_null(pd_optimizer_lr_lambda_decay(0.5, NULL, NULL));
   expect_error(NULL, "LambdaDecay", "lr_lambda");
@@ -282,16 +284,11 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_step_and_multistep),
-      cmocka_unit_test(test_exponential_family),
-      cmocka_unit_test(test_cosine_annealing),
-      cmocka_unit_test(test_linear_warmup),
-      cmocka_unit_test(test_noam_and_polynomial),
-      cmocka_unit_test(test_piecewise),
-      cmocka_unit_test(test_callbacks_and_linear_lr),
-      cmocka_unit_test(test_one_cycle),
-      cmocka_unit_test(test_reduce_on_plateau),
-      cmocka_unit_test(test_scheduler_state_in_optimizer),
+      cmocka_unit_test(test_step_and_multistep),      cmocka_unit_test(test_exponential_family),
+      cmocka_unit_test(test_cosine_annealing),        cmocka_unit_test(test_linear_warmup),
+      cmocka_unit_test(test_noam_and_polynomial),     cmocka_unit_test(test_piecewise),
+      cmocka_unit_test(test_callbacks_and_linear_lr), cmocka_unit_test(test_one_cycle),
+      cmocka_unit_test(test_reduce_on_plateau),       cmocka_unit_test(test_scheduler_state_in_optimizer),
       cmocka_unit_test(test_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

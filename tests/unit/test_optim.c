@@ -200,8 +200,8 @@ static void test_adamw_decay_callback(void **state) {
   pd_tensor *w = make_param("my.weight", P0, N, PD_FLOAT64);
   pd_tensor *b = make_param("my.bias", P0, N, PD_FLOAT64);
   pd_tensor *ps[2] = {w, b};
-  pd_optimizer_adam_w_opts o = {.weight_decay = 0.25, .apply_decay_param_fun = decay_all_but_bias,
-                                .lr_ratio = half_ratio_for_bias};
+  pd_optimizer_adam_w_opts o = {
+      .weight_decay = 0.25, .apply_decay_param_fun = decay_all_but_bias, .lr_ratio = half_ratio_for_bias};
   pd_optimizer *opt = pd_optimizer_adam_w(0.01, ps, 2, &o);
   assert_non_null(opt);
   cfg cw = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.25};
@@ -377,7 +377,8 @@ static void test_lamb(void **state) {
   pd_optimizer_lamb_opts o = {.lamb_weight_decay = 0.1, .exclude_from_weight_decay_fn = exclude_bias};
   pd_optimizer *opt = pd_optimizer_lamb(0.01, ps, 2, &o);
   cfg cw = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-6, .wd = 0.1};
-  cfg cb = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-6, .wd = 0}; /* excluded: no decay, no trust ratio */
+  cfg cb = {
+      .lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-6, .wd = 0}; /* excluded: no decay, no trust ratio */
   double rw[N], rb[N], sw[2 * N] = {0}, sb[2 * N] = {0};
   memcpy(rw, P0, sizeof rw);
   memcpy(rb, P0, sizeof rb);
@@ -476,7 +477,8 @@ static void test_large_tensor_blocks(void **state) {
       double gi = pd_tensor_item_at(pd_tensor_grad(p), i);
       double want = pd_tensor_item_at(pv, i) - (gi > 0 ? 0.01 : gi < 0 ? -0.01 : 0.0);
       double got = pd_tensor_item_at(p, i);
-      if (!(fabs(got - want) < (half ? 2e-3 : 1e-6))) fail_msg("element %lld: %g vs %g", (long long)i, got, want);
+      if (!(fabs(got - want) < (half ? 2e-3 : 1e-6)))
+        fail_msg("element %lld: %g vs %g", (long long)i, got, want);
     }
     pd_optimizer_release(opt);
     pd_scope_end();
@@ -515,7 +517,8 @@ static void test_clip_by_global_norm(void **state) {
   pd_optimizer_release(opt);
 
   /* the standalone clip(params_grads) */
-  pd_tensor *grads[2] = {pd_tensor_from_f64(ga, PD_FLOAT64, 1, SHAPE(2)), pd_tensor_from_f64(gb, PD_FLOAT64, 1, SHAPE(2))};
+  pd_tensor *grads[2] = {pd_tensor_from_f64(ga, PD_FLOAT64, 1, SHAPE(2)),
+                         pd_tensor_from_f64(gb, PD_FLOAT64, 1, SHAPE(2))};
   pd_tensor *out[2];
   assert_int_equal(pd_nn_clip_grad_apply(&clip, ps, grads, 2, out), PD_OK);
   EXPECT_VALUES(out[0], 1e-14, 0.6, 0);
@@ -749,7 +752,8 @@ static void test_state_dict_round_trip(void **state) {
   pd_optimizer *B = pd_optimizer_adam(0.0, pc.tensors, pc.n, &ob);
   /* copy the parameters too */
   for (int i = 0; i < 2; i++)
-    pd_tensor_copy_to(ps.tensors[i], pd_tensor_data(pc.tensors[i]), pd_tensor_numel(pc.tensors[i]), PD_FLOAT32);
+    pd_tensor_copy_to(ps.tensors[i], pd_tensor_data(pc.tensors[i]), pd_tensor_numel(pc.tensors[i]),
+                      PD_FLOAT32);
   assert_int_equal(pd_optimizer_set_state_dict(B, &sd), PD_OK);
   pd_named_tensors_free(&sd);
   assert_true(pd_lr_get(sb) == pd_lr_get(sa));

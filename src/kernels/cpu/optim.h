@@ -37,13 +37,17 @@ typedef struct pd_optim_bufs {
 } pd_optim_bufs;
 
 /* Update rules on float32 / float64 compute buffers (p and acc updated in place). */
-typedef void (*pd_optim_core32)(const pd_optim_args *a, int64_t n, float *p, const float *g, float *const *acc);
+typedef void (*pd_optim_core32)(const pd_optim_args *a, int64_t n, float *p, const float *g,
+                                float *const *acc);
 typedef void (*pd_optim_core64)(const pd_optim_args *a, int64_t n, double *p, const double *g,
                                 double *const *acc);
 
+/* Each rule with the full gradient transform and with the identity one. */
 typedef struct pd_optim_rule {
   pd_optim_core32 f32;
   pd_optim_core64 f64;
+  pd_optim_core32 f32_plain;
+  pd_optim_core64 f64_plain;
 } pd_optim_rule;
 
 /* The rules. acc order and s[] meaning:
@@ -55,8 +59,8 @@ typedef struct pd_optim_rule {
  *  adagrad:  moment;                            s0 eps
  *  adadelta: avg_squared_grad, avg_squared_update; s0 rho, s1 eps
  *  rmsprop:  momentum, mean_square, mean_grad;  s0 rho, s1 eps, s2 momentum; flag centered */
-extern const pd_optim_rule pd_optim_sgd_rule, pd_optim_momentum_rule, pd_optim_adam_rule, pd_optim_adamax_rule,
-    pd_optim_adagrad_rule, pd_optim_adadelta_rule, pd_optim_rmsprop_rule;
+extern const pd_optim_rule pd_optim_sgd_rule, pd_optim_momentum_rule, pd_optim_adam_rule,
+    pd_optim_adamax_rule, pd_optim_adagrad_rule, pd_optim_adadelta_rule, pd_optim_rmsprop_rule;
 
 /* Runs a rule over the buffers: blocks, split over threads when large;
  * float16/bfloat16 params (grad of the param's dtype or float32) through
