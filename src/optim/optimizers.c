@@ -205,7 +205,7 @@ static pd_status adadelta_convert(const void *opts, pd_optim_hyper *h) {
   DEFAULT(epsilon, 1e-6);
   DEFAULT(rho, 0.95);
   pd_status st = check_nonneg("Adadelta", "epsilon", h->epsilon);
-  if (st == PD_OK) st = check_beta("Adadelta", "rho", h->rho);
+  if (st == PD_OK) st = check_nonneg("Adadelta", "rho", h->rho);
   return st != PD_OK ? st : check_common("Adadelta", h);
 }
 

@@ -488,6 +488,30 @@ static void test_large_tensor_blocks(void **state) {
   expect_no_live_tensors();
 }
 
+/* ---- steady state: a step allocates nothing once the state exists ------------------------- */
+static void test_steady_state_allocates_nothing(void **state) {
+  (void)state;
+  pd_scope_begin();
+  const int64_t n = 5000;
+  pd_tensor *a = pd_full(1, &n, 0.5, PD_FLOAT32), *h = pd_full(1, &n, 0.5, PD_FLOAT16);
+  pd_tensor *ps[2] = {a, h};
+  for (int i = 0; i < 2; i++) {
+    pd_tensor_set_stop_gradient(ps[i], false);
+    pd_tensor_set_grad(ps[i], pd_full(1, &n, 0.25, pd_tensor_dtype(ps[i])));
+  }
+  pd_optimizer_adam_w_opts o = {.multi_precision = true};
+  pd_optimizer *opt = pd_optimizer_adam_w(1e-3, ps, 2, &o);
+  assert_int_equal(pd_optimizer_step(opt), PD_OK); /* creates the accumulators */
+  size_t live = pd_memory_allocated();
+  pd_memory_reset_peak();
+  for (int t = 0; t < 3; t++) assert_int_equal(pd_optimizer_step(opt), PD_OK);
+  assert_int_equal(pd_memory_allocated(), live);
+  assert_int_equal(pd_memory_peak(), live);
+  pd_optimizer_release(opt);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 /* ---- clipping ---------------------------------------------------------------------------- */
 static void test_clip_by_global_norm(void **state) {
   (void)state;
@@ -702,6 +726,13 @@ static void test_clear_grad_and_lr(void **state) {
   assert_true(pd_optimizer_get_lr(opt) == 0.2);
   assert_true(pd_optimizer_set_lr(opt, -1) < 0);
   expect_error(NULL, "set_lr", "-1");
+  /* set_lr_scheduler: the rate follows the scheduler from now on */
+  pd_lr_scheduler *e = pd_optimizer_lr_exponential_decay(0.4, 0.5);
+  assert_int_equal(pd_optimizer_set_lr_scheduler(opt, e), PD_OK);
+  pd_lr_release(e);
+  assert_true(pd_optimizer_get_lr(opt) == 0.4);
+  pd_lr_step_epoch(pd_optimizer_lr_scheduler(opt), 2);
+  assert_true(pd_optimizer_get_lr(opt) == 0.1);
   pd_optimizer_release(opt);
   pd_scope_end();
   expect_no_live_tensors();
@@ -920,6 +951,7 @@ int main(void) {
       cmocka_unit_test(test_lamb),
       cmocka_unit_test(test_multi_precision_float16),
       cmocka_unit_test(test_large_tensor_blocks),
+      cmocka_unit_test(test_steady_state_allocates_nothing),
       cmocka_unit_test(test_clip_by_global_norm),
       cmocka_unit_test(test_clip_need_clip_and_kinds),
       cmocka_unit_test(test_param_attr_lr_regularizer_trainable),
