@@ -180,8 +180,11 @@ typedef struct pd_optimizer pd_optimizer;
  * of the optimizer's learning rate (Paddle's group 'learning_rate'; 0 means
  * 1.0, and it replaces the ParamAttr multiplier as in Paddle), and its own
  * options: a pointer to the same options struct type the constructor takes
- * (NULL: the optimizer's). A group's weight_decay replaces ParamAttr
- * regularizers of its parameters, as in Paddle. */
+ * (NULL: the optimizer's), which replace the optimizer's options for the
+ * group as a whole. As in Paddle, the group's weight_decay (the optimizer's
+ * when the group has no options) replaces ParamAttr regularizers of its
+ * parameters; AdamW, whose weight_decay is its decoupled coefficient, keeps
+ * them. */
 typedef struct pd_optimizer_group {
   pd_tensor *const *params;
   int n_params;

@@ -484,6 +484,39 @@ static void test_large_tensor_blocks(void **state) {
     pd_optimizer_release(opt);
     pd_scope_end();
   }
+
+  /* Lamb's two passes with the norms reduced over blocks and threads */
+  for (int half = 0; half < 2; half++) {
+    pd_dtype dt = half ? PD_BFLOAT16 : PD_FLOAT32;
+    pd_scope_begin();
+    pd_tensor *p = pd_tensor_from_f64(v, dt, 1, (const int64_t[]){n});
+    pd_tensor_set_stop_gradient(p, false);
+    pd_tensor_set_grad(p, pd_tensor_from_f64(g, dt, 1, (const int64_t[]){n}));
+    double *p0 = malloc(sizeof(double) * (size_t)n), *r = malloc(sizeof(double) * (size_t)n), pn = 0, rn = 0;
+    for (int64_t i = 0; i < n; i++) {
+      p0[i] = pd_tensor_item_at(p, i);
+      double gi = pd_tensor_item_at(pd_tensor_grad(p), i);
+      r[i] = gi / (fabs(gi) + 1e-6) + 0.01 * p0[i]; /* step 1: m^ = g, v^ = g^2 */
+      pn += p0[i] * p0[i];
+      rn += r[i] * r[i];
+    }
+    pd_optimizer_lamb_opts o = {.multi_precision = half};
+    pd_optimizer *opt = pd_optimizer_lamb(0.01, &p, 1, &o);
+    assert_int_equal(pd_optimizer_step(opt), PD_OK);
+    pd_named_tensors sd;
+    assert_int_equal(pd_optimizer_state_dict(opt, &sd), PD_OK);
+    const pd_tensor *res = half ? sd.tensors[4] : p; /* the float32 master for bfloat16 */
+    double ratio = sqrt(pn) / sqrt(rn);
+    for (int64_t i = 0; i < n; i += 101) {
+      double want = p0[i] - 0.01 * ratio * r[i], got = pd_tensor_item_at(res, i);
+      if (!(fabs(got - want) < 1e-5)) fail_msg("lamb element %lld: %g vs %g", (long long)i, got, want);
+    }
+    pd_named_tensors_free(&sd);
+    free(p0);
+    free(r);
+    pd_optimizer_release(opt);
+    pd_scope_end();
+  }
   free(v);
   free(g);
   expect_no_live_tensors();
