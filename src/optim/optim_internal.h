@@ -1,0 +1,71 @@
+/* Internals shared by the optimizer sources: the per-kind table, resolved
+ * hyperparameters, scheduler state access and the clipping scales. */
+#ifndef PADDLEC_OPTIM_INTERNAL_H
+#define PADDLEC_OPTIM_INTERNAL_H
+
+#include "../ops/op_registry.h"
+#include "paddlec/optim.h"
+
+typedef enum pd_optim_kind {
+  PD_OPTIM_SGD,
+  PD_OPTIM_MOMENTUM,
+  PD_OPTIM_ADAM,
+  PD_OPTIM_ADAMW,
+  PD_OPTIM_ADAMAX,
+  PD_OPTIM_ADAGRAD,
+  PD_OPTIM_ADADELTA,
+  PD_OPTIM_RMSPROP,
+  PD_OPTIM_LAMB,
+} pd_optim_kind;
+
+/* The hyperparameters of one parameter group, defaults filled in. */
+typedef struct pd_optim_hyper {
+  double beta1, beta2, epsilon, momentum, rho, coeff, initial_accumulator, rescale_grad;
+  bool nesterov, centered, always_adapt;
+  pd_regularizer weight_decay;
+  pd_grad_clip clip;
+  double (*lr_ratio)(const pd_tensor *param, void *user);
+  bool (*apply_decay)(const char *name, void *user);
+  bool (*exclude_decay)(const pd_tensor *param, void *user);
+  void *user;
+} pd_optim_hyper;
+
+/* Reads one options struct of the constructor's type into h (NULL opts:
+ * defaults), validating it. */
+typedef pd_status (*pd_optim_convert_fn)(const void *opts, pd_optim_hyper *h);
+
+/* What every constructor passes on besides its hyperparameters. */
+typedef struct pd_optim_common {
+  pd_lr_scheduler *lr_scheduler;
+  bool multi_precision;
+  const pd_optimizer_group *groups;
+  int n_groups;
+  const char *name;
+} pd_optim_common;
+
+pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params,
+                              int n_params, const pd_optim_common *common, const void *opts,
+                              pd_optim_convert_fn convert);
+
+/* Checks a clipping strategy (op names the caller). */
+pd_status pd_grad_clip_check(const char *op, const pd_grad_clip *clip);
+/* The multiplier norm clipping gives a gradient of squared norm sq (by norm)
+ * or a group of total squared norm sq (by global norm); 1 when none. */
+double pd_grad_clip_scale(const pd_grad_clip *clip, double sq);
+/* Squared L2 norm of g through the squared_l2_norm op; negative on error. */
+double pd_grad_squared_norm(pd_tensor *g);
+
+/* Scheduler state for state dicts: keys (prefixed) and values. */
+#define PD_LR_MAX_STATE 16
+typedef struct pd_lr_state_entry {
+  char key[96];
+  double value;
+  bool is_int;
+} pd_lr_state_entry;
+/* Lists s's state under `prefix` ("LR_Scheduler"); returns the count. */
+int pd_lr_state_list(const pd_lr_scheduler *s, const char *prefix, pd_lr_state_entry *out, int cap);
+/* Sets one entry (key without the prefix, e.g. "last_epoch" or
+ * "LinearWarmup_LR.last_lr"). */
+pd_status pd_lr_state_set(pd_lr_scheduler *s, const char *key, double value);
+
+#endif
