@@ -46,8 +46,8 @@ typedef enum pd_global_stats {
  * [N, C] either way. Paddle's defaults: training false, momentum 0.9,
  * epsilon 1e-5. */
 pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var, pd_tensor *weight,
-                         pd_tensor *bias, bool training, double momentum, double epsilon, const char *data_format,
-                         pd_global_stats use_global_stats);
+                         pd_tensor *bias, bool training, double momentum, double epsilon,
+                         const char *data_format, pd_global_stats use_global_stats);
 
 /* group_norm: channels split into num_groups groups; statistics per sample
  * and group; weight / bias of shape [C]. data_format as batch_norm (NULL =

@@ -30,13 +30,16 @@ static int batch_norm_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd
   const char *name = type_name(l->kind);
   if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", name, n_in);
   pd_tensor *x = in[0];
-  if (!x) return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
+  if (!x)
+    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
   int nd = pd_tensor_ndim(x);
   bool ok = l->kind == 1 ? (nd == 2 || nd == 3) : nd == l->kind + 2;
   if (!ok) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: expected %s input, got x of shape %s", name,
-                        l->kind == 1 ? "2-D or 3-D" : l->kind == 2 ? "4-D" : "5-D",
+                        l->kind == 1   ? "2-D or 3-D"
+                        : l->kind == 2 ? "4-D"
+                                       : "5-D",
                         pd_shape_str(nd, pd_tensor_shape(x), b, sizeof b));
   }
   out[0] = pd_batch_norm(x, l->mean, l->variance, l->weight, l->bias, self->training, l->momentum, l->epsilon,
@@ -48,9 +51,10 @@ static char *batch_norm_repr(const pd_layer *self) {
   const batch_norm_layer *l = (const batch_norm_layer *)self;
   char *s = malloc(160);
   if (!s) return NULL;
-  int k = snprintf(s, 160, "num_features=%lld, momentum=%g, epsilon=%g", (long long)l->num_features, l->momentum,
-                   l->epsilon);
-  if (strcmp(l->data_format, "NCHW") != 0) snprintf(s + k, 160 - (size_t)k, ", data_format=%s", l->data_format);
+  int k = snprintf(s, 160, "num_features=%lld, momentum=%g, epsilon=%g", (long long)l->num_features,
+                   l->momentum, l->epsilon);
+  if (strcmp(l->data_format, "NCHW") != 0)
+    snprintf(s + k, 160 - (size_t)k, ", data_format=%s", l->data_format);
   return s;
 }
 
@@ -75,8 +79,8 @@ static pd_status parse_format(int kind, const char *fmt, bool *channel_last) {
       return PD_OK;
     }
   static const char *const expect[3] = {"NC, NCL or NLC", "NCHW or NHWC", "NCDHW or NDHWC"};
-  return pd_set_error(PD_ERR_INVALID, "%s: data_format '%s' is not supported (expected %s)", type_name(kind), fmt,
-                      expect[kind - 1]);
+  return pd_set_error(PD_ERR_INVALID, "%s: data_format '%s' is not supported (expected %s)", type_name(kind),
+                      fmt, expect[kind - 1]);
 }
 
 static pd_layer *batch_norm_new(int kind, int64_t num_features, const pd_nn_batch_norm_opts *opts) {
@@ -85,7 +89,8 @@ static pd_layer *batch_norm_new(int kind, int64_t num_features, const pd_nn_batc
   if (!opts) opts = &defaults;
   const char *name = type_name(kind);
   if (num_features <= 0) {
-    pd_set_error(PD_ERR_INVALID, "%s: num_features must be positive, got %lld", name, (long long)num_features);
+    pd_set_error(PD_ERR_INVALID, "%s: num_features must be positive, got %lld", name,
+                 (long long)num_features);
     return NULL;
   }
   const char *fmt = opts->data_format ? opts->data_format : default_format[kind - 1];
@@ -113,14 +118,17 @@ static pd_layer *batch_norm_new(int kind, int64_t num_features, const pd_nn_batc
   pd_param_attr stat_one = {.initializer = &one, .not_trainable = true};
   bool ok = true;
   if (!opts->no_weight)
-    ok = (l->weight = pd_layer_create_parameter(&l->base, "weight", 1, shape, dt, opts->weight_attr, &one, false)) !=
-         NULL;
+    ok = (l->weight = pd_layer_create_parameter(&l->base, "weight", 1, shape, dt, opts->weight_attr, &one,
+                                                false)) != NULL;
   if (ok && !opts->no_bias)
-    ok = (l->bias = pd_layer_create_parameter(&l->base, "bias", 1, shape, dt, opts->bias_attr, NULL, true)) != NULL;
-  if (ok) ok = (l->mean = pd_layer_create_parameter(&l->base, "_mean", 1, shape, dt, &stat_zero, NULL, false)) != NULL;
-  if (ok)
-    ok = (l->variance = pd_layer_create_parameter(&l->base, "_variance", 1, shape, dt, &stat_one, NULL, false)) !=
+    ok = (l->bias = pd_layer_create_parameter(&l->base, "bias", 1, shape, dt, opts->bias_attr, NULL, true)) !=
          NULL;
+  if (ok)
+    ok = (l->mean = pd_layer_create_parameter(&l->base, "_mean", 1, shape, dt, &stat_zero, NULL, false)) !=
+         NULL;
+  if (ok)
+    ok = (l->variance =
+              pd_layer_create_parameter(&l->base, "_variance", 1, shape, dt, &stat_one, NULL, false)) != NULL;
   if (!ok) {
     pd_layer_release(&l->base);
     return NULL;

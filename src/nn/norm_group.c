@@ -46,13 +46,15 @@ pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels, const pd_nn
   static const char *const formats[] = {"NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC"};
   if (!opts) opts = &defaults;
   if (num_groups <= 0 || num_channels <= 0 || num_channels % num_groups != 0) {
-    pd_set_error(PD_ERR_INVALID, "GroupNorm: num_channels %lld must be a positive multiple of num_groups %lld",
+    pd_set_error(PD_ERR_INVALID,
+                 "GroupNorm: num_channels %lld must be a positive multiple of num_groups %lld",
                  (long long)num_channels, (long long)num_groups);
     return NULL;
   }
   const char *fmt = opts->data_format ? opts->data_format : "NCHW";
   if (!known_format(fmt, formats, 6)) {
-    pd_set_error(PD_ERR_INVALID, "GroupNorm: unsupported data layout '%s' (expected NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)",
+    pd_set_error(PD_ERR_INVALID,
+                 "GroupNorm: unsupported data layout '%s' (expected NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)",
                  fmt);
     return NULL;
   }
@@ -71,8 +73,8 @@ pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels, const pd_nn
   l->weight = pd_layer_create_parameter(&l->base, "weight", 1, shape, dt,
                                         opts->no_weight ? &fixed_one : opts->weight_attr, &one, false);
   if (l->weight)
-    l->bias = pd_layer_create_parameter(&l->base, "bias", 1, shape, dt, opts->no_bias ? &fixed_zero : opts->bias_attr,
-                                        NULL, true);
+    l->bias = pd_layer_create_parameter(&l->base, "bias", 1, shape, dt,
+                                        opts->no_bias ? &fixed_zero : opts->bias_attr, NULL, true);
   if (!l->weight || !l->bias) {
     pd_layer_release(&l->base);
     return NULL;
@@ -95,19 +97,23 @@ static const char *in_name(int kind) {
   return kind == 1 ? "InstanceNorm1D" : kind == 2 ? "InstanceNorm2D" : "InstanceNorm3D";
 }
 
-static int instance_norm_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
+static int instance_norm_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out,
+                                 int max_out) {
   (void)max_out;
   instance_norm_layer *l = (instance_norm_layer *)self;
   const char *name = in_name(l->kind);
   if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", name, n_in);
   pd_tensor *x = in[0];
-  if (!x) return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
+  if (!x)
+    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
   int nd = pd_tensor_ndim(x);
   bool ok = l->kind == 1 ? (nd == 2 || nd == 3) : nd == l->kind + 2;
   if (!ok) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: expected %s input, got x of shape %s", name,
-                        l->kind == 1 ? "2-D or 3-D" : l->kind == 2 ? "4-D" : "5-D",
+                        l->kind == 1   ? "2-D or 3-D"
+                        : l->kind == 2 ? "4-D"
+                                       : "5-D",
                         pd_shape_str(nd, pd_tensor_shape(x), b, sizeof b));
   }
   out[0] = pd_instance_norm(x, NULL, NULL, l->scale, l->bias, true, l->momentum, l->epsilon, l->data_format);
@@ -134,12 +140,14 @@ static pd_layer *instance_norm_new(int kind, int64_t num_features, const pd_nn_i
   if (!opts) opts = &defaults;
   const char *name = in_name(kind);
   if (num_features <= 0) {
-    pd_set_error(PD_ERR_INVALID, "%s: num_features must be positive, got %lld", name, (long long)num_features);
+    pd_set_error(PD_ERR_INVALID, "%s: num_features must be positive, got %lld", name,
+                 (long long)num_features);
     return NULL;
   }
   const char *fmt = opts->data_format ? opts->data_format : default_format[kind - 1];
   if (!known_format(fmt, formats, 7)) {
-    pd_set_error(PD_ERR_INVALID, "%s: data_format '%s' is not supported (expected NC, NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)",
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: data_format '%s' is not supported (expected NC, NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)",
                  name, fmt);
     return NULL;
   }

@@ -40,7 +40,8 @@ static const pd_layer_type rms_norm_type = {"RMSNorm", row_norm_forward, NULL, r
 static row_norm_layer *row_norm_new(const char *name, const pd_layer_type *type, int nshape,
                                     const int64_t *normalized_shape, double epsilon, pd_dtype dtype) {
   if (nshape < 1 || nshape > PD_MAX_DIMS || !normalized_shape) {
-    pd_set_error(PD_ERR_INVALID, "%s: normalized_shape must have 1 to %d dims, got %d", name, PD_MAX_DIMS, nshape);
+    pd_set_error(PD_ERR_INVALID, "%s: normalized_shape must have 1 to %d dims, got %d", name, PD_MAX_DIMS,
+                 nshape);
     return NULL;
   }
   for (int d = 0; d < nshape; d++)
@@ -65,16 +66,19 @@ static row_norm_layer *row_norm_new(const char *name, const pd_layer_type *type,
 pd_layer *pd_nn_layer_norm(int nshape, const int64_t *normalized_shape, const pd_nn_layer_norm_opts *opts) {
   static const pd_nn_layer_norm_opts defaults;
   if (!opts) opts = &defaults;
-  row_norm_layer *l = row_norm_new("LayerNorm", &layer_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
+  row_norm_layer *l =
+      row_norm_new("LayerNorm", &layer_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
   if (!l) return NULL;
   pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
   int64_t n = pd_shape_numel(nshape, normalized_shape);
   pd_initializer one = pd_nn_initializer_constant(1.0);
   bool ok = true;
   if (!opts->no_weight)
-    ok = (l->weight = pd_layer_create_parameter(&l->base, "weight", 1, &n, dt, opts->weight_attr, &one, false)) != NULL;
+    ok = (l->weight = pd_layer_create_parameter(&l->base, "weight", 1, &n, dt, opts->weight_attr, &one,
+                                                false)) != NULL;
   if (ok && !opts->no_bias)
-    ok = (l->bias = pd_layer_create_parameter(&l->base, "bias", 1, &n, dt, opts->bias_attr, NULL, true)) != NULL;
+    ok = (l->bias = pd_layer_create_parameter(&l->base, "bias", 1, &n, dt, opts->bias_attr, NULL, true)) !=
+         NULL;
   if (!ok) {
     pd_layer_release(&l->base);
     return NULL;
@@ -85,14 +89,15 @@ pd_layer *pd_nn_layer_norm(int nshape, const int64_t *normalized_shape, const pd
 pd_layer *pd_nn_rms_norm(int nshape, const int64_t *normalized_shape, const pd_nn_rms_norm_opts *opts) {
   static const pd_nn_rms_norm_opts defaults;
   if (!opts) opts = &defaults;
-  row_norm_layer *l = row_norm_new("RMSNorm", &rms_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
+  row_norm_layer *l =
+      row_norm_new("RMSNorm", &rms_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
   if (!l) return NULL;
   l->rms = true;
   pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
   pd_initializer one = pd_nn_initializer_constant(1.0);
   if (!opts->no_weight &&
-      !(l->weight = pd_layer_create_parameter(&l->base, "weight", nshape, normalized_shape, dt, opts->weight_attr,
-                                              &one, false))) {
+      !(l->weight = pd_layer_create_parameter(&l->base, "weight", nshape, normalized_shape, dt,
+                                              opts->weight_attr, &one, false))) {
     pd_layer_release(&l->base);
     return NULL;
   }

@@ -48,8 +48,8 @@ static pd_status check_x(const char *op, const pd_tensor *x) {
 }
 
 /* Checks inputs x, `fixed` per-channel statistics, then [weight], [bias]. */
-static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, int fixed,
-                              const char *const *stat_names) {
+static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                              int fixed, const char *const *stat_names) {
   pd_status st = pd_norm_check_arity(def, n_in, fixed, a);
   if (st != PD_OK) return st;
   const char *names[5] = {"x"};
@@ -62,7 +62,8 @@ static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_
   bool cl = a->i[PD_NORM_I_AXIS];
   int64_t c = channels_of(in[0], cl);
   for (int i = 1; i < n_in; i++)
-    if ((st = pd_norm_check_channel_param(def->name, in[i], names[i], c, in[0], layout_name(in[0], cl))) != PD_OK)
+    if ((st = pd_norm_check_channel_param(def->name, in[i], names[i], c, in[0], layout_name(in[0], cl))) !=
+        PD_OK)
       return st;
   return PD_OK;
 }
@@ -83,8 +84,8 @@ static void *data_or_null(pd_tensor *t) { return t ? pd_tensor_data(t) : NULL; }
 
 /* ---- batch_norm (batch statistics) -------------------------------------------------------------- */
 
-static pd_status bn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                         int *n_out) {
+static pd_status bn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                         pd_meta *out, int *n_out) {
   pd_status st = check_inputs(def, in, n_in, a, 0, NULL);
   if (st != PD_OK) return st;
   int64_t c = channels_of(in[0], a->i[PD_NORM_I_AXIS]);
@@ -106,13 +107,14 @@ static pd_status bn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
                   ? pd_batch_norm_fwd_f32(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]), pd_tensor_data(out[2]), &g,
-                                          eps)
+                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]),
+                                          pd_tensor_data(out[2]), &g, eps)
                   : pd_batch_norm_fwd_f64(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]), pd_tensor_data(out[2]), &g,
-                                          eps);
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                               PD_SHAPE_STR(in[0]));
+                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]),
+                                          pd_tensor_data(out[2]), &g, eps);
+    if (bad)
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
+                        PD_SHAPE_STR(in[0]));
   }
   release_all(c);
   return st;
@@ -125,7 +127,8 @@ static pd_status bn_backward(const pd_backward_ctx *c) {
   gin[n++] = c->inputs[0];
   if (has_w) gin[n++] = c->inputs[1];
   gin[n++] = c->grad_out[0];
-  return pd_norm_run_grad(c, PD_OP_batch_norm_grad, gin, n, c->attrs, has_w ? 1 : -1, has_b ? (has_w ? 2 : 1) : -1);
+  return pd_norm_run_grad(c, PD_OP_batch_norm_grad, gin, n, c->attrs, has_w ? 1 : -1,
+                          has_b ? (has_w ? 2 : 1) : -1);
 }
 
 /* ---- batch_norm_grad ----------------------------------------------------------------------------- */
@@ -143,11 +146,12 @@ static pd_status bn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   if ((st = check_x(def->name, x)) != PD_OK) return st;
   bool cl = a->i[PD_NORM_I_AXIS];
   int64_t ch = channels_of(x, cl);
-  if (has_w && (st = pd_norm_check_channel_param(def->name, in[1], "weight", ch, x, layout_name(x, cl))) != PD_OK)
+  if (has_w &&
+      (st = pd_norm_check_channel_param(def->name, in[1], "weight", ch, x, layout_name(x, cl))) != PD_OK)
     return st;
   if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name, PD_SHAPE_STR(dy),
-                        PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
+                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
   int no = 0;
   pd_meta_of(x, &out[no++]);
   for (int j = 0; j < (int)has_w + (int)has_b; j++)
@@ -167,11 +171,13 @@ static pd_status bn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[n_in - 1]);
     void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
-    int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps)
-                  : pd_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps);
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                               PD_SHAPE_STR(in[0]));
+    int bad =
+        in[0]->dtype == PD_FLOAT32
+            ? pd_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps)
+            : pd_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps);
+    if (bad)
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
+                        PD_SHAPE_STR(in[0]));
   }
   release_all(c);
   return st;
@@ -213,8 +219,8 @@ static pd_status bn_grad_backward(const pd_backward_ctx *c) {
 
 static const char *const k_stat_names[2] = {"mean", "variance"};
 
-static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                            int *n_out) {
+static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_meta *out, int *n_out) {
   pd_status st = check_inputs(def, in, n_in, a, 2, k_stat_names);
   if (st != PD_OK) return st;
   pd_meta_of(in[0], out);
@@ -222,21 +228,21 @@ static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-#define AFFINE_FROM_STATS(sfx, T)                                                                                \
-  static int infer_##sfx(pd_tensor **c, bool has_w, bool has_b, T *y, const pd_bn_geom *g, double eps) {         \
-    int64_t C = g->channels;                                                                                     \
-    T *tmp = malloc(sizeof(T) * (size_t)(2 * C + 1));                                                            \
-    if (!tmp) return 1;                                                                                          \
-    const T *mean = pd_tensor_data(c[1]), *var = pd_tensor_data(c[2]);                                           \
-    const T *w = has_w ? pd_tensor_data(c[3]) : NULL, *b = has_b ? pd_tensor_data(c[has_w ? 4 : 3]) : NULL;      \
-    for (int64_t k = 0; k < C; k++) {                                                                            \
-      double r = 1.0 / sqrt((double)var[k] + eps);                                                               \
-      tmp[k] = (T)(w ? r * (double)w[k] : r);                                                                    \
-      tmp[C + k] = b ? b[k] : (T)0;                                                                              \
-    }                                                                                                            \
-    pd_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                                     \
-    free(tmp);                                                                                                   \
-    return 0;                                                                                                    \
+#define AFFINE_FROM_STATS(sfx, T)                                                                           \
+  static int infer_##sfx(pd_tensor **c, bool has_w, bool has_b, T *y, const pd_bn_geom *g, double eps) {    \
+    int64_t C = g->channels;                                                                                \
+    T *tmp = malloc(sizeof(T) * (size_t)(2 * C + 1));                                                       \
+    if (!tmp) return 1;                                                                                     \
+    const T *mean = pd_tensor_data(c[1]), *var = pd_tensor_data(c[2]);                                      \
+    const T *w = has_w ? pd_tensor_data(c[3]) : NULL, *b = has_b ? pd_tensor_data(c[has_w ? 4 : 3]) : NULL; \
+    for (int64_t k = 0; k < C; k++) {                                                                       \
+      double r = 1.0 / sqrt((double)var[k] + eps);                                                          \
+      tmp[k] = (T)(w ? r * (double)w[k] : r);                                                               \
+      tmp[C + k] = b ? b[k] : (T)0;                                                                         \
+    }                                                                                                       \
+    pd_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                                \
+    free(tmp);                                                                                              \
+    return 0;                                                                                               \
   }
 AFFINE_FROM_STATS(f32, float)
 AFFINE_FROM_STATS(f64, double)
@@ -321,24 +327,26 @@ const pd_op_def pd_opdef_batch_norm = {.name = "batch_norm",
                                        .kernel = {[PD_PLACE_CPU] = bn_kernel},
                                        .backward = bn_backward,
                                        .flops = bn_flops};
-const pd_op_def pd_opdef_batch_norm_grad = {.name = "batch_norm_grad",
-                                            .n_in = -1,
-                                            .n_out = -1,
-                                            .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                            .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
-                                            .infer_meta = bn_grad_meta,
-                                            .kernel = {[PD_PLACE_CPU] = bn_grad_kernel},
-                                            .backward = bn_grad_backward,
-                                            .flops = bn_flops};
-const pd_op_def pd_opdef_batch_norm_infer = {.name = "batch_norm_infer",
-                                             .n_in = -1,
-                                             .n_out = 1,
-                                             .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                             .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
-                                             .infer_meta = infer_meta,
-                                             .kernel = {[PD_PLACE_CPU] = infer_kernel},
-                                             .backward = infer_backward,
-                                             .flops = bn_flops};
+const pd_op_def pd_opdef_batch_norm_grad = {
+    .name = "batch_norm_grad",
+    .n_in = -1,
+    .n_out = -1,
+    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
+    .infer_meta = bn_grad_meta,
+    .kernel = {[PD_PLACE_CPU] = bn_grad_kernel},
+    .backward = bn_grad_backward,
+    .flops = bn_flops};
+const pd_op_def pd_opdef_batch_norm_infer = {
+    .name = "batch_norm_infer",
+    .n_in = -1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
+    .infer_meta = infer_meta,
+    .kernel = {[PD_PLACE_CPU] = infer_kernel},
+    .backward = infer_backward,
+    .flops = bn_flops};
 
 /* ---- pd_batch_norm --------------------------------------------------------------------------------- */
 
@@ -355,8 +363,8 @@ static pd_status update_running(pd_tensor *running, pd_tensor *batch, double mom
 }
 
 pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var, pd_tensor *weight,
-                         pd_tensor *bias, bool training, double momentum, double epsilon, const char *data_format,
-                         pd_global_stats use_global_stats) {
+                         pd_tensor *bias, bool training, double momentum, double epsilon,
+                         const char *data_format, pd_global_stats use_global_stats) {
   const char *op = "batch_norm";
   if (!x) return pd_norm_null_input(op, "x");
   if (!running_mean) return pd_norm_null_input(op, "running_mean");
@@ -367,7 +375,8 @@ pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *runni
   if (pd_norm_check_channel_param(op, running_mean, "running_mean", ch, x, layout_name(x, cl)) != PD_OK ||
       pd_norm_check_channel_param(op, running_var, "running_var", ch, x, layout_name(x, cl)) != PD_OK)
     return NULL;
-  bool batch_stats = use_global_stats == PD_GLOBAL_STATS_NONE ? training : use_global_stats == PD_GLOBAL_STATS_FALSE;
+  bool batch_stats =
+      use_global_stats == PD_GLOBAL_STATS_NONE ? training : use_global_stats == PD_GLOBAL_STATS_FALSE;
   pd_attrs a = {.i = {cl || x->ndim == 2, weight != NULL, bias != NULL}, .f = {epsilon}};
   pd_tensor *in[5];
   int n = 0;

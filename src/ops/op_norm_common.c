@@ -11,15 +11,18 @@ void pd_norm_tmps_free(pd_norm_tmps *s) {
 pd_status pd_norm_check_arity(const pd_op_def *def, int n_in, int fixed, const pd_attrs *a) {
   int want = 1 + fixed + (a->i[PD_NORM_I_HAS_W] ? 1 : 0) + (a->i[PD_NORM_I_HAS_B] ? 1 : 0);
   if (n_in != want)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (has_weight=%d, has_bias=%d), got %d", def->name,
-                        want, (int)(a->i[PD_NORM_I_HAS_W] != 0), (int)(a->i[PD_NORM_I_HAS_B] != 0), n_in);
+    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (has_weight=%d, has_bias=%d), got %d",
+                        def->name, want, (int)(a->i[PD_NORM_I_HAS_W] != 0), (int)(a->i[PD_NORM_I_HAS_B] != 0),
+                        n_in);
   return PD_OK;
 }
 
-pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n_in, const char *const *names) {
+pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                               const char *const *names) {
   pd_dtype dt = in[0]->dtype;
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: x must be a floating tensor (float16, bfloat16, float32, float64), got %s",
+    return pd_set_error(PD_ERR_DTYPE,
+                        "%s: x must be a floating tensor (float16, bfloat16, float32, float64), got %s",
                         def->name, pd_dtype_name(dt));
   for (int i = 1; i < n_in; i++)
     if (in[i]->dtype != dt)
@@ -28,11 +31,12 @@ pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what,
-                                      int64_t channels, const pd_tensor *x, const char *layout) {
+pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what, int64_t channels,
+                                      const pd_tensor *x, const char *layout) {
   if (p->ndim != 1 || p->shape[0] != channels)
-    return pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s does not match the %lld channels of x (shape %s, %s)",
-                        op, what, PD_SHAPE_STR(p), (long long)channels, PD_SHAPE_STR(x), layout);
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: %s of shape %s does not match the %lld channels of x (shape %s, %s)", op, what,
+                        PD_SHAPE_STR(p), (long long)channels, PD_SHAPE_STR(x), layout);
   return PD_OK;
 }
 
@@ -55,9 +59,9 @@ pd_status pd_norm_parse_format(const char *op, const char *fmt, const char *dflt
       *channel_last = true;
       return PD_OK;
     }
-  return pd_set_error(PD_ERR_INVALID,
-                      "%s: data_format '%s' is not supported (expected NC, NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)",
-                      op, f);
+  return pd_set_error(
+      PD_ERR_INVALID,
+      "%s: data_format '%s' is not supported (expected NC, NCL, NCHW, NCDHW, NLC, NHWC or NDHWC)", op, f);
 }
 
 void pd_norm_perm(int nd, bool to_first, int64_t *perm) {
@@ -159,7 +163,8 @@ pd_status pd_norm_grad_backward(const pd_backward_ctx *c, const pd_norm_view *v,
     pd_tensor *S = K(pd_subtract(nmean(n, K(pd_multiply(A, g))), K(pd_multiply(mAx, mgx))));
     if (v->centered) S = K(pd_subtract(S, K(pd_multiply(nmean(n, A), nmean(n, g)))));
     pd_tensor *t1 = K(pd_multiply(K(pd_multiply(K(pd_multiply(n->r, n->r)), S)), n->xh));
-    pd_tensor *t2 = K(pd_multiply(n->r, K(pd_add(K(pd_multiply(mgx, PA)), K(pd_multiply(mAx, nproj(n, g)))))));
+    pd_tensor *t2 =
+        K(pd_multiply(n->r, K(pd_add(K(pd_multiply(mgx, PA)), K(pd_multiply(mAx, nproj(n, g)))))));
     pd_tensor *gx = K(pd_scale(K(pd_add(t1, t2)), -1.0, 0.0, true));
     if (Bw) gx = K(pd_add(gx, nproj(n, K(pd_multiply(Bw, dy)))));
     st = set_grad(c, 0, gx);

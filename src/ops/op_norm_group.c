@@ -23,8 +23,8 @@ static pd_status check_groups(const char *op, const pd_tensor *x, int64_t groups
                         PD_SHAPE_STR(x));
   int64_t c = x->shape[1];
   if (groups <= 0 || c % groups != 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: num_groups %lld does not divide the %lld channels of x (shape %s)", op,
-                        (long long)groups, (long long)c, PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE, "%s: num_groups %lld does not divide the %lld channels of x (shape %s)",
+                        op, (long long)groups, (long long)c, PD_SHAPE_STR(x));
   return PD_OK;
 }
 
@@ -35,16 +35,16 @@ static void geom(const pd_tensor *x, int64_t *b, int64_t *c, int64_t *s) {
   for (int d = 2; d < x->ndim; d++) *s *= x->shape[d];
 }
 
-static pd_status gn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                         int *n_out) {
+static pd_status gn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                         pd_meta *out, int *n_out) {
   pd_status st = pd_norm_check_arity(def, n_in, 0, a);
   if (st != PD_OK) return st;
   const char *names[3] = {"x", a->i[PD_NORM_I_HAS_W] ? "weight" : "bias", "bias"};
   if ((st = pd_norm_check_dtypes(def, in, n_in, names)) != PD_OK) return st;
   if ((st = check_groups(def->name, in[0], groups_of(def, in[0], a))) != PD_OK) return st;
   for (int i = 1; i < n_in; i++)
-    if ((st = pd_norm_check_channel_param(def->name, in[i], names[i], in[0]->shape[1], in[0], "channels at dim 1")) !=
-        PD_OK)
+    if ((st = pd_norm_check_channel_param(def->name, in[i], names[i], in[0]->shape[1], in[0],
+                                          "channels at dim 1")) != PD_OK)
       return st;
   pd_meta_of(in[0], out);
   *n_out = 1;
@@ -99,12 +99,12 @@ static pd_status gn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   if (st != PD_OK) return st;
   pd_tensor *x = in[0], *dy = in[n_in - 1];
   if ((st = check_groups(def->name, x, a->i[PD_NORM_I_AXIS])) != PD_OK) return st;
-  if (has_w &&
-      (st = pd_norm_check_channel_param(def->name, in[1], "weight", x->shape[1], x, "channels at dim 1")) != PD_OK)
+  if (has_w && (st = pd_norm_check_channel_param(def->name, in[1], "weight", x->shape[1], x,
+                                                 "channels at dim 1")) != PD_OK)
     return st;
   if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name, PD_SHAPE_STR(dy),
-                        PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
+                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
   int no = 0;
   pd_meta_of(x, &out[no++]);
   for (int j = 0; j < (int)has_w + (int)has_b; j++)
@@ -128,12 +128,13 @@ static pd_status gn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C, S,
-                                          a->i[PD_NORM_I_AXIS], eps)
-                  : pd_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C, S,
-                                          a->i[PD_NORM_I_AXIS], eps);
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                               PD_SHAPE_STR(in[0]));
+                  ? pd_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
+                                          S, a->i[PD_NORM_I_AXIS], eps)
+                  : pd_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
+                                          S, a->i[PD_NORM_I_AXIS], eps);
+    if (bad)
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
+                        PD_SHAPE_STR(in[0]));
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -164,15 +165,15 @@ static double gn_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const 
   return 8.0 * (double)in[0]->numel;
 }
 
-#define GN_DEF(opname)                                                                            \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                                           \
-                                       .n_in = -1,                                                \
-                                       .n_out = 1,                                                \
-                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN, \
+#define GN_DEF(opname)                                                                                 \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                                                \
+                                       .n_in = -1,                                                     \
+                                       .n_out = 1,                                                     \
+                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,    \
                                        .attr_names = "i0:groups,i1:has_weight,i2:has_bias,f0:epsilon", \
-                                       .infer_meta = gn_meta,                                     \
-                                       .kernel = {[PD_PLACE_CPU] = gn_kernel},                    \
-                                       .backward = gn_backward,                                   \
+                                       .infer_meta = gn_meta,                                          \
+                                       .kernel = {[PD_PLACE_CPU] = gn_kernel},                         \
+                                       .backward = gn_backward,                                        \
                                        .flops = gn_flops};
 GN_DEF(group_norm)
 GN_DEF(instance_norm)
@@ -189,8 +190,8 @@ const pd_op_def pd_opdef_group_norm_grad = {.name = "group_norm_grad",
 /* ---- public functions ----------------------------------------------------------------------------- */
 
 /* Runs op on x (channel-first, transposing a channel-last x there and back). */
-static pd_tensor *run_channel_first(pd_op_id id, pd_tensor *x, pd_tensor *weight, pd_tensor *bias, bool channel_last,
-                                    const pd_attrs *a) {
+static pd_tensor *run_channel_first(pd_op_id id, pd_tensor *x, pd_tensor *weight, pd_tensor *bias,
+                                    bool channel_last, const pd_attrs *a) {
   pd_internal_enter();
   pd_tensor *xt = x, *y = NULL;
   int64_t perm[PD_MAX_DIMS];
@@ -227,8 +228,9 @@ static pd_status check_channel_last(const char *op, const pd_tensor *x, bool cha
   if (!channel_last || groups < 0) return PD_OK;
   int64_t c = x->shape[x->ndim - 1];
   if (groups == 0 || (c > 0 && c % groups != 0))
-    return pd_set_error(PD_ERR_SHAPE, "%s: num_groups %lld does not divide the %lld channels of x (shape %s, channels last)",
-                        op, (long long)groups, (long long)c, PD_SHAPE_STR(x));
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: num_groups %lld does not divide the %lld channels of x (shape %s, channels last)",
+        op, (long long)groups, (long long)c, PD_SHAPE_STR(x));
   return PD_OK;
 }
 
@@ -243,7 +245,8 @@ pd_tensor *pd_group_norm(pd_tensor *x, int64_t num_groups, double epsilon, pd_te
     int64_t c = x->shape[x->ndim - 1];
     for (int i = 0; i < 2; i++) {
       pd_tensor *p = i ? bias : weight;
-      if (p && pd_norm_check_channel_param(op, p, i ? "bias" : "weight", c, x, "channels last") != PD_OK) return NULL;
+      if (p && pd_norm_check_channel_param(op, p, i ? "bias" : "weight", c, x, "channels last") != PD_OK)
+        return NULL;
     }
   }
   pd_attrs a = {.i = {num_groups, weight != NULL, bias != NULL}, .f = {epsilon}};
@@ -269,7 +272,8 @@ pd_tensor *pd_instance_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *ru
     int64_t c = x->shape[x->ndim - 1];
     for (int i = 0; i < 2; i++) {
       pd_tensor *p = i ? bias : weight;
-      if (p && pd_norm_check_channel_param(op, p, i ? "bias" : "weight", c, x, "channels last") != PD_OK) return NULL;
+      if (p && pd_norm_check_channel_param(op, p, i ? "bias" : "weight", c, x, "channels last") != PD_OK)
+        return NULL;
     }
   }
   pd_attrs a = {.i = {0, weight != NULL, bias != NULL}, .f = {eps}};

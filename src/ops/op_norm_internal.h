@@ -21,10 +21,10 @@ void pd_norm_tmps_free(pd_norm_tmps *s);
 
 /* Attribute slots shared by the norm ops. */
 enum {
-  PD_NORM_I_AXIS = 0,   /* begin_norm_axis (layer/rms), groups (group norm), channel_last (batch norm) */
-  PD_NORM_I_HAS_W = 1,  /* weight given */
-  PD_NORM_I_HAS_B = 2,  /* bias given */
-  PD_NORM_F_EPS = 0,    /* epsilon */
+  PD_NORM_I_AXIS = 0,  /* begin_norm_axis (layer/rms), groups (group norm), channel_last (batch norm) */
+  PD_NORM_I_HAS_W = 1, /* weight given */
+  PD_NORM_I_HAS_B = 2, /* bias given */
+  PD_NORM_F_EPS = 0,   /* epsilon */
   PD_NORM_F_MOMENTUM = 1,
 };
 
@@ -33,10 +33,11 @@ enum {
 pd_status pd_norm_check_arity(const pd_op_def *def, int n_in, int fixed, const pd_attrs *a);
 /* x must be float32/float64 (half types arrive as float32); every other
  * input must have x's dtype. */
-pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n_in, const char *const *names);
+pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                               const char *const *names);
 /* A 1-D per-channel tensor of `channels` elements (weight, bias, statistics). */
-pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what,
-                                      int64_t channels, const pd_tensor *x, const char *layout);
+pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what, int64_t channels,
+                                      const pd_tensor *x, const char *layout);
 
 /* t itself (retained) when contiguous, else a contiguous copy. */
 pd_tensor *pd_norm_contig(pd_tensor *t);

@@ -13,7 +13,9 @@
 #include "op_norm_internal.h"
 #include "paddlec/norm.h"
 
-static bool is_rms(const pd_op_def *def) { return def == &pd_opdef_rms_norm || def == &pd_opdef_rms_norm_grad; }
+static bool is_rms(const pd_op_def *def) {
+  return def == &pd_opdef_rms_norm || def == &pd_opdef_rms_norm_grad;
+}
 
 /* Rows and row length of x split at begin_norm_axis. */
 static void row_geom(const pd_tensor *x, int k, int64_t *rows, int64_t *n) {
@@ -23,7 +25,8 @@ static void row_geom(const pd_tensor *x, int k, int64_t *rows, int64_t *n) {
 }
 
 /* Checks the axis and an affine parameter against x's normalized dims. */
-static pd_status check_param(const pd_op_def *def, const pd_tensor *x, int k, const pd_tensor *p, const char *what) {
+static pd_status check_param(const pd_op_def *def, const pd_tensor *x, int k, const pd_tensor *p,
+                             const char *what) {
   int64_t rows, n;
   row_geom(x, k, &rows, &n);
   bool ok = p->numel == n;
@@ -34,21 +37,22 @@ static pd_status check_param(const pd_op_def *def, const pd_tensor *x, int k, co
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: %s of shape %s does not match the normalized shape %s of x (shape %s); "
                         "expected %lld elements",
-                        def->name, what, PD_SHAPE_STR(p), pd_shape_str(x->ndim - k, x->shape + k, b, sizeof b),
-                        PD_SHAPE_STR(x), (long long)n);
+                        def->name, what, PD_SHAPE_STR(p),
+                        pd_shape_str(x->ndim - k, x->shape + k, b, sizeof b), PD_SHAPE_STR(x), (long long)n);
   }
   return PD_OK;
 }
 
 static pd_status check_axis(const pd_op_def *def, const pd_tensor *x, int64_t k) {
   if (k < 0 || k >= x->ndim || x->ndim == 0)
-    return pd_set_error(PD_ERR_INDEX, "%s: begin_norm_axis %lld is out of range for x of shape %s (expected 0 <= axis < %d)",
-                        def->name, (long long)k, PD_SHAPE_STR(x), x->ndim);
+    return pd_set_error(
+        PD_ERR_INDEX, "%s: begin_norm_axis %lld is out of range for x of shape %s (expected 0 <= axis < %d)",
+        def->name, (long long)k, PD_SHAPE_STR(x), x->ndim);
   return PD_OK;
 }
 
-static pd_status norm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                           int *n_out) {
+static pd_status norm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_meta *out, int *n_out) {
   if (is_rms(def) && a->i[PD_NORM_I_HAS_B])
     return pd_set_error(PD_ERR_INVALID, "%s: rms_norm takes no bias", def->name);
   pd_status st = pd_norm_check_arity(def, n_in, 0, a);
@@ -100,8 +104,8 @@ static pd_status norm_backward(const pd_backward_ctx *c, pd_op_id gid) {
 
 /* ---- grad ops ------------------------------------------------------------------------------------ */
 
-static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                           int *n_out) {
+static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_meta *out, int *n_out) {
   bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
   if (is_rms(def) && has_b) return pd_set_error(PD_ERR_INVALID, "%s: rms_norm takes no bias", def->name);
   if (n_in != 2 + has_w)
@@ -115,13 +119,14 @@ static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   int k = (int)a->i[PD_NORM_I_AXIS];
   if (has_w && (st = check_param(def, x, k, in[1], "weight")) != PD_OK) return st;
   if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name, PD_SHAPE_STR(dy),
-                        PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
+                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
   int64_t rows, n;
   row_geom(x, k, &rows, &n);
   int no = 0;
   pd_meta_of(x, &out[no++]);
-  for (int j = 0; j < (int)has_w + (int)has_b; j++) out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {n}};
+  for (int j = 0; j < (int)has_w + (int)has_b; j++)
+    out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {n}};
   *n_out = no;
   return PD_OK;
 }
@@ -141,12 +146,13 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n, eps,
-                                        !is_rms(def))
-                  : pd_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n, eps,
-                                        !is_rms(def));
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", def->name,
-                               (long long)rows, (long long)n);
+                  ? pd_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
+                                        eps, !is_rms(def))
+                  : pd_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
+                                        eps, !is_rms(def));
+    if (bad)
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", def->name,
+                        (long long)rows, (long long)n);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -169,7 +175,9 @@ static pd_status grad_backward(const pd_backward_ctx *c, bool centered) {
   return pd_norm_grad_backward(c, &v, a->i[PD_NORM_I_HAS_W], a->i[PD_NORM_I_HAS_B]);
 }
 
-static pd_status layer_norm_backward(const pd_backward_ctx *c) { return norm_backward(c, PD_OP_layer_norm_grad); }
+static pd_status layer_norm_backward(const pd_backward_ctx *c) {
+  return norm_backward(c, PD_OP_layer_norm_grad);
+}
 static pd_status rms_norm_backward(const pd_backward_ctx *c) { return norm_backward(c, PD_OP_rms_norm_grad); }
 static pd_status layer_norm_grad_backward(const pd_backward_ctx *c) { return grad_backward(c, true); }
 static pd_status rms_norm_grad_backward(const pd_backward_ctx *c) { return grad_backward(c, false); }
@@ -190,37 +198,41 @@ static double grad_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
   return 16.0 * (double)in[0]->numel;
 }
 
-#define NORM_DEF(opname, gradname)                                                                 \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                                            \
-                                       .n_in = -1,                                                 \
-                                       .n_out = 1,                                                 \
-                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN, \
-                                       .attr_names = "i0:begin_norm_axis,i1:has_weight,i2:has_bias," \
-                                                     "f0:epsilon",                          \
-                                       .infer_meta = norm_meta,                                    \
-                                       .kernel = {[PD_PLACE_CPU] = norm_kernel},                   \
-                                       .backward = opname##_backward,                                  \
-                                       .flops = norm_flops};                                       \
-  const pd_op_def pd_opdef_##gradname = {.name = #gradname,                                        \
-                                         .n_in = -1,                                               \
-                                         .n_out = -1,                                              \
+#define NORM_DEF(opname, gradname)                                                                    \
+  const pd_op_def pd_opdef_##opname = {.name = #opname,                                               \
+                                       .n_in = -1,                                                    \
+                                       .n_out = 1,                                                    \
+                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,   \
+                                       .attr_names =                                                  \
+                                           "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"            \
+                                           "f0:epsilon",                                              \
+                                       .infer_meta = norm_meta,                                       \
+                                       .kernel = {[PD_PLACE_CPU] = norm_kernel},                      \
+                                       .backward = opname##_backward,                                 \
+                                       .flops = norm_flops};                                          \
+  const pd_op_def pd_opdef_##gradname = {.name = #gradname,                                           \
+                                         .n_in = -1,                                                  \
+                                         .n_out = -1,                                                 \
                                          .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN, \
-                                         .attr_names = "i0:begin_norm_axis,i1:has_weight,i2:has_bias," \
-                                                       "f0:epsilon",                        \
-                                         .infer_meta = grad_meta,                                  \
-                                         .kernel = {[PD_PLACE_CPU] = grad_kernel},                 \
-                                         .backward = gradname##_backward,                                \
+                                         .attr_names =                                                \
+                                             "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"          \
+                                             "f0:epsilon",                                            \
+                                         .infer_meta = grad_meta,                                     \
+                                         .kernel = {[PD_PLACE_CPU] = grad_kernel},                    \
+                                         .backward = gradname##_backward,                             \
                                          .flops = grad_flops};
 NORM_DEF(layer_norm, layer_norm_grad)
 NORM_DEF(rms_norm, rms_norm_grad)
 
 /* ---- public functions ------------------------------------------------------------------------------ */
 
-static pd_tensor *row_norm(pd_op_id id, const char *op, pd_tensor *x, int nshape, const int64_t *normalized_shape,
-                           pd_tensor *weight, pd_tensor *bias, double epsilon) {
+static pd_tensor *row_norm(pd_op_id id, const char *op, pd_tensor *x, int nshape,
+                           const int64_t *normalized_shape, pd_tensor *weight, pd_tensor *bias,
+                           double epsilon) {
   if (!x) return pd_norm_null_input(op, "x");
   if (nshape < 1 || nshape > x->ndim || !normalized_shape) {
-    pd_set_error(PD_ERR_SHAPE, "%s: normalized_shape has %d dims but x (shape %s) has %d; expected 1 to %d dims", op,
+    pd_set_error(PD_ERR_SHAPE,
+                 "%s: normalized_shape has %d dims but x (shape %s) has %d; expected 1 to %d dims", op,
                  nshape, PD_SHAPE_STR(x), x->ndim, x->ndim);
     return NULL;
   }

@@ -68,8 +68,8 @@ int pd_batch_norm_bwd_f64(const double *x, const double *w, const double *dy, do
                           double *db, const pd_bn_geom *g, double eps);
 /* y = (x - mean[c]) * scale[c] + shift[c] per channel (inference with given
  * statistics, and the last step of the training forward). */
-void pd_channel_affine_f32(const float *x, const float *mean, const float *scale, const float *shift, float *y,
-                           const pd_bn_geom *g);
+void pd_channel_affine_f32(const float *x, const float *mean, const float *scale, const float *shift,
+                           float *y, const pd_bn_geom *g);
 void pd_channel_affine_f64(const double *x, const double *mean, const double *scale, const double *shift,
                            double *y, const pd_bn_geom *g);
 
