@@ -69,6 +69,15 @@ static int64_t task_split(int64_t work, int64_t tasks) {
     double rd = (double)r;                                                                                   \
     T cb = centered ? (T)(-rd * sg / (double)n) : (T)0;                                                      \
     T cc = (T)(-rd * rd * rd * sgx / (double)n);                                                             \
+    if (w && pw && pb) { /* the usual case: one sweep writes dx and accumulates dw, db */                    \
+      PD_NORM_SIMD for (int64_t j = 0; j < n; j++) {                                                         \
+        T d = x[j] - m, g = dy[j];                                                                           \
+        dx[j] = r * g * w[j] + cc * d + cb;                                                                  \
+        pw[j] += g * d * r;                                                                                  \
+        pb[j] += g;                                                                                          \
+      }                                                                                                      \
+      return;                                                                                                \
+    }                                                                                                        \
     if (w) {                                                                                                 \
       PD_NORM_SIMD for (int64_t j = 0; j < n; j++) dx[j] = r * dy[j] * w[j] + cc * (x[j] - m) + cb;          \
     } else {                                                                                                 \
