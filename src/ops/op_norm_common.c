@@ -1,11 +1,35 @@
 /* Helpers of the normalization ops (see op_norm_internal.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "op_norm_internal.h"
 
+pd_tensor *pd_norm_keep(pd_norm_tmps *s, pd_tensor *t) {
+  if (!t) return NULL;
+  if (s->n < PD_NORM_TMPS) {
+    s->t[s->n++] = t;
+    return t;
+  }
+  if (s->nmore == s->capmore) {
+    int cap = s->capmore ? 2 * s->capmore : 32;
+    pd_tensor **m = realloc(s->more, sizeof *m * (size_t)cap);
+    if (!m) { /* cannot keep it: release, and the formula fails as on any NULL */
+      pd_tensor_release(t);
+      pd_set_error(PD_ERR_MEMORY, "norm backward: out of memory for temporaries");
+      return NULL;
+    }
+    s->more = m;
+    s->capmore = cap;
+  }
+  s->more[s->nmore++] = t;
+  return t;
+}
+
 void pd_norm_tmps_free(pd_norm_tmps *s) {
   for (int i = 0; i < s->n; i++) pd_tensor_release(s->t[i]);
-  s->n = 0;
+  for (int i = 0; i < s->nmore; i++) pd_tensor_release(s->more[i]);
+  free(s->more);
+  *s = (pd_norm_tmps){0};
 }
 
 pd_status pd_norm_check_arity(const pd_op_def *def, int n_in, int fixed, const pd_attrs *a) {

@@ -7,16 +7,15 @@
 #include "op_registry.h"
 #include "paddlec/ops.h"
 
-/* Temporaries of a composite formula, released together. */
-#define PD_NORM_TMPS 160
+/* Temporaries of a composite formula, released together. The first
+ * PD_NORM_TMPS live inline, more spill to the heap (never dropped). */
+#define PD_NORM_TMPS 96
 typedef struct pd_norm_tmps {
   pd_tensor *t[PD_NORM_TMPS];
-  int n;
+  pd_tensor **more;
+  int n, nmore, capmore;
 } pd_norm_tmps;
-static inline pd_tensor *pd_norm_keep(pd_norm_tmps *s, pd_tensor *t) {
-  if (t && s->n < PD_NORM_TMPS) s->t[s->n++] = t;
-  return t;
-}
+pd_tensor *pd_norm_keep(pd_norm_tmps *s, pd_tensor *t);
 void pd_norm_tmps_free(pd_norm_tmps *s);
 
 /* Attribute slots shared by the norm ops. */
