@@ -116,21 +116,27 @@ pd_io_npz *pd_io_load_npz_buffer(const void *data, size_t size, const char *name
   uint64_t n_disk = rd(b + eocd + 8, 2), n_total = rd(b + eocd + 10, 2);
   uint64_t cd_size = rd(b + eocd + 12, 4), cd_off = rd(b + eocd + 16, 4);
   uint64_t cd_limit = eocd; /* the directory ends where the next record starts */
-  if (n_disk == 0xffff || n_total == 0xffff || cd_size == 0xffffffffu || cd_off == 0xffffffffu) {
-    if (eocd < 20 || rd(b + eocd - 20, 4) != SIG_LOC64)
-      BAD("ZIP64 sizes without a ZIP64 end of directory locator");
-    uint64_t z64 = rd(b + eocd - 20 + 8, 8);
-    if (rd(b + eocd - 20 + 4, 4) != 0 || rd(b + eocd - 20 + 16, 4) > 1)
-      BAD("multi-disk archives are not supported");
-    if (z64 > eocd - 20 || eocd - 20 - z64 < 56 || rd(b + z64, 4) != SIG_EOCD64)
-      BAD("bad ZIP64 end of central directory record (offset %llu)", (unsigned long long)z64);
-    disk = rd(b + z64 + 16, 4);
-    cd_disk = rd(b + z64 + 20, 4);
-    n_disk = rd(b + z64 + 24, 8);
-    n_total = rd(b + z64 + 32, 8);
-    cd_size = rd(b + z64 + 40, 8);
-    cd_off = rd(b + z64 + 48, 8);
-    cd_limit = z64;
+  /* ZIP64: a locator before the end record points at the 64-bit end record
+   * (writers add it when a value overflows, or when they choose to) */
+  bool sentinel = n_disk == 0xffff || n_total == 0xffff || cd_size == 0xffffffffu || cd_off == 0xffffffffu;
+  if (eocd >= 20 && rd(b + eocd - 20, 4) == SIG_LOC64) {
+    const unsigned char *loc = b + eocd - 20;
+    uint64_t z64 = rd(loc + 8, 8);
+    bool ok = rd(loc + 4, 4) == 0 && rd(loc + 16, 4) <= 1 && z64 <= eocd - 20 && eocd - 20 - z64 >= 56 &&
+              rd(b + z64, 4) == SIG_EOCD64;
+    if (ok) {
+      disk = rd(b + z64 + 16, 4);
+      cd_disk = rd(b + z64 + 20, 4);
+      n_disk = rd(b + z64 + 24, 8);
+      n_total = rd(b + z64 + 32, 8);
+      cd_size = rd(b + z64 + 40, 8);
+      cd_off = rd(b + z64 + 48, 8);
+      cd_limit = z64;
+    } else if (sentinel) {
+      BAD("bad ZIP64 end of central directory locator or record (offset %llu)", (unsigned long long)z64);
+    }
+  } else if (sentinel) {
+    BAD("ZIP64 sizes without a ZIP64 end of central directory locator");
   }
   if (disk != 0 || cd_disk != 0 || n_disk != n_total) BAD("multi-disk archives are not supported");
   if (cd_off > cd_limit || cd_size != cd_limit - cd_off)
