@@ -164,27 +164,28 @@ typedef struct pd_io_data_loader_opts {
   int prefetch_factor;
 } pd_io_data_loader_opts;
 
-typedef struct pd_io_data_loader pd_io_data_loader;
+/* A DataLoader; pd_io_data_loader makes one. */
+typedef struct pd_io_loader pd_io_loader;
 
 /* A DataLoader over ds (retained); opts NULL = defaults. Iterable datasets
  * take no shuffle and no batch_sampler. */
-pd_io_data_loader *pd_io_data_loader_new(pd_io_dataset *ds, const pd_io_data_loader_opts *opts);
+pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts *opts);
 /* The next batch: writes new references (owned by the innermost scope when
  * one is open) to batch and returns the number of fields; 0 at the end of
  * the epoch. The call after that starts a new epoch (a fresh pass of the
  * sampler, as iterating a DataLoader again does). On an error (e.g. from
  * get_item, the message naming the sample index) the epoch is abandoned
  * and a negative status returned. */
-int pd_io_data_loader_next(pd_io_data_loader *l, pd_tensor **batch, int max);
+int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max);
 /* Abandons the current epoch (batches loaded ahead are dropped); the next
  * call of pd_io_data_loader_next starts a new one. */
-pd_status pd_io_data_loader_reset(pd_io_data_loader *l);
+pd_status pd_io_data_loader_reset(pd_io_loader *l);
 /* len(DataLoader): batches per epoch; a negative status for iterable
  * datasets. */
-int64_t pd_io_data_loader_len(pd_io_data_loader *l);
+int64_t pd_io_data_loader_len(pd_io_loader *l);
 /* Stops the workers (waiting for the batch each is loading), drops what is
  * loaded ahead and frees the loader. NULL is a no-op. */
-void pd_io_data_loader_destroy(pd_io_data_loader *l);
+void pd_io_data_loader_destroy(pd_io_loader *l);
 
 /* ---- NumPy files ---------------------------------------------------------- */
 

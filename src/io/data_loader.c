@@ -21,7 +21,7 @@ typedef struct result {
   char *err;
 } result;
 
-struct pd_io_data_loader {
+struct pd_io_loader {
   pd_io_dataset *ds;
   pd_io_sampler *bsampler; /* NULL for iterable datasets */
   bool iterable, auto_collate, drop_last;
@@ -58,7 +58,7 @@ static void result_fail(result *r) {
 }
 
 /* Collates samples[batch * nf] (owned; released here) into r. */
-static void collate_into(pd_io_data_loader *l, pd_tensor **samples, int64_t batch, int nf, result *r) {
+static void collate_into(pd_io_loader *l, pd_tensor **samples, int64_t batch, int nf, result *r) {
   int n;
   if (l->collate)
     n = pd_io_run_collate(l->collate, l->collate_user, samples, batch, nf, r->t, PD_IO_MAX_FIELDS);
@@ -75,7 +75,7 @@ static void collate_into(pd_io_data_loader *l, pd_tensor **samples, int64_t batc
 }
 
 /* Fetches samples idx[0..n) and collates them. */
-static void load_batch(pd_io_data_loader *l, const int64_t *idx, int64_t n, result *r) {
+static void load_batch(pd_io_loader *l, const int64_t *idx, int64_t n, result *r) {
   pd_tensor **samples = malloc((size_t)(n > 0 ? n : 1) * PD_IO_MAX_FIELDS * sizeof *samples);
   if (!samples) {
     pd_set_error(PD_ERR_MEMORY, "DataLoader: out of memory for a batch of %lld", (long long)n);
@@ -106,7 +106,7 @@ static void load_batch(pd_io_data_loader *l, const int64_t *idx, int64_t n, resu
 
 /* Iterable datasets: up to batch_size samples from next(); r->end when
  * none is left (or only a short batch under drop_last). */
-static void load_iterable(pd_io_data_loader *l, result *r) {
+static void load_iterable(pd_io_loader *l, result *r) {
   int64_t want = l->auto_collate ? l->batch_size : 1, got = 0;
   pd_tensor **samples = malloc((size_t)want * PD_IO_MAX_FIELDS * sizeof *samples);
   if (!samples) {
@@ -145,13 +145,13 @@ static void load_iterable(pd_io_data_loader *l, result *r) {
 }
 
 /* ---- workers ---------------------------------------------------------------------- */
-static bool can_dispatch(const pd_io_data_loader *l) {
+static bool can_dispatch(const pd_io_loader *l) {
   if (!l->in_epoch || l->next_dispatch >= l->next_consume + l->cap) return false;
   return l->iterable ? !l->dispatch_ended : l->next_dispatch < l->ep.num_batches;
 }
 
 static void *worker_main(void *arg) {
-  pd_io_data_loader *l = arg;
+  pd_io_loader *l = arg;
   int64_t *idx = NULL, idx_cap = 0;
   pthread_mutex_lock(&l->mu);
   for (;;) {
@@ -209,7 +209,7 @@ static void *worker_main(void *arg) {
 }
 
 /* Ends the epoch and drops what was loaded ahead; the caller holds mu. */
-static void abandon_locked(pd_io_data_loader *l) {
+static void abandon_locked(pd_io_loader *l) {
   l->in_epoch = false;
   l->gen++;
   for (int i = 0; i < l->cap; i++)
@@ -217,7 +217,7 @@ static void abandon_locked(pd_io_data_loader *l) {
 }
 
 /* ---- epochs --------------------------------------------------------------------- */
-static pd_status start_epoch(pd_io_data_loader *l) {
+static pd_status start_epoch(pd_io_loader *l) {
   pd_io_epoch ep = {0};
   if (!l->iterable) {
     pd_status st = pd_io_sampler_epoch(l->bsampler, &ep);
@@ -242,7 +242,7 @@ static pd_status start_epoch(pd_io_data_loader *l) {
 }
 
 /* The next result in order: 1 with *r filled, 0 at the end of the epoch. */
-static int take_next(pd_io_data_loader *l, result *r) {
+static int take_next(pd_io_loader *l, result *r) {
   *r = (result){0};
   if (l->num_workers == 0) {
     if (l->iterable) {
@@ -278,7 +278,7 @@ static int take_next(pd_io_data_loader *l, result *r) {
   return r->end ? 0 : 1;
 }
 
-int pd_io_data_loader_next(pd_io_data_loader *l, pd_tensor **batch, int max) {
+int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: next on NULL");
   if (!batch || max < 1)
     return pd_set_error(PD_ERR_INVALID, "DataLoader: no room for the batch (max %d)", max);
@@ -305,7 +305,7 @@ int pd_io_data_loader_next(pd_io_data_loader *l, pd_tensor **batch, int max) {
   return r.n;
 }
 
-pd_status pd_io_data_loader_reset(pd_io_data_loader *l) {
+pd_status pd_io_data_loader_reset(pd_io_loader *l) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: reset on NULL");
   if (l->num_workers == 0) {
     l->in_epoch = false;
@@ -317,14 +317,14 @@ pd_status pd_io_data_loader_reset(pd_io_data_loader *l) {
   return PD_OK;
 }
 
-int64_t pd_io_data_loader_len(pd_io_data_loader *l) {
+int64_t pd_io_data_loader_len(pd_io_loader *l) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: len of NULL");
   if (l->iterable) return pd_set_error(PD_ERR_INVALID, "DataLoader: length of IterableDataset not supported");
   if (!l->auto_collate) return pd_io_dataset_len(l->ds);
   return pd_io_sampler_len(l->bsampler);
 }
 
-void pd_io_data_loader_destroy(pd_io_data_loader *l) {
+void pd_io_data_loader_destroy(pd_io_loader *l) {
   if (!l) return;
   if (l->nthreads) {
     pthread_mutex_lock(&l->mu);
@@ -348,7 +348,7 @@ void pd_io_data_loader_destroy(pd_io_data_loader *l) {
   free(l);
 }
 
-pd_io_data_loader *pd_io_data_loader_new(pd_io_dataset *ds, const pd_io_data_loader_opts *opts) {
+pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts *opts) {
   static const pd_io_data_loader_opts defaults = {0};
   const pd_io_data_loader_opts *o = opts ? opts : &defaults;
   if (!ds) {
@@ -393,7 +393,7 @@ pd_io_data_loader *pd_io_data_loader_new(pd_io_dataset *ds, const pd_io_data_loa
     pd_set_error(PD_ERR_INVALID, "DataLoader: shuffle needs batching (batch_size is None)");
     return NULL;
   }
-  pd_io_data_loader *l = calloc(1, sizeof *l);
+  pd_io_loader *l = calloc(1, sizeof *l);
   if (!l) {
     pd_set_error(PD_ERR_MEMORY, "DataLoader: out of memory");
     return NULL;

@@ -52,7 +52,7 @@ typedef struct run {
   int nv;
 } run;
 
-static void collect_epoch(pd_io_data_loader *l, run *r) {
+static void collect_epoch(pd_io_loader *l, run *r) {
   memset(r, 0, sizeof *r);
   pd_tensor *b[4];
   int n;
@@ -83,7 +83,7 @@ static void test_batches_in_order(void **state) {
   (void)state;
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 10);
-  pd_io_data_loader *l = pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 4});
+  pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4});
   assert_int_equal(pd_io_data_loader_len(l), 3);
   run r;
   collect_epoch(l, &r);
@@ -100,7 +100,7 @@ static void test_batches_in_order(void **state) {
   expect_same_run(&r, &r2);
   pd_io_data_loader_destroy(l);
   /* defaults: batch_size 1 */
-  l = pd_io_data_loader_new(ds, NULL);
+  l = pd_io_data_loader(ds, NULL);
   assert_int_equal(pd_io_data_loader_len(l), 10);
   collect_epoch(l, &r);
   assert_int_equal(r.nb, 10);
@@ -119,7 +119,7 @@ static void test_workers_same_order(void **state) {
     run ref = {0};
     const int workers[3] = {0, 1, 3};
     for (int w = 0; w < 3; w++) {
-      pd_io_data_loader *l = pd_io_data_loader_new(
+      pd_io_loader *l = pd_io_data_loader(
           ds, &(pd_io_data_loader_opts){
                   .batch_size = 5, .shuffle = true, .drop_last = drop, .num_workers = workers[w]});
       assert_non_null(l);
@@ -178,7 +178,7 @@ static void test_custom_collate(void **state) {
   pd_io_dataset *ds = toy_dataset(&t, 6);
   for (int w = 0; w < 2; w++) {
     int calls = 0;
-    pd_io_data_loader *l = pd_io_data_loader_new(
+    pd_io_loader *l = pd_io_data_loader(
         ds, &(pd_io_data_loader_opts){
                 .batch_size = 3, .collate_fn = sum_collate, .collate_user = &calls, .num_workers = w * 2});
     pd_scope_begin();
@@ -209,8 +209,8 @@ static void test_errors_propagate(void **state) {
   t.fail_at = 7;
   for (int w = 0; w < 3; w++) {
     const int workers[3] = {0, 1, 3};
-    pd_io_data_loader *l =
-        pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = workers[w]});
+    pd_io_loader *l =
+        pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = workers[w]});
     pd_scope_begin();
     pd_tensor *b[2];
     int n, got = 0;
@@ -231,7 +231,7 @@ static void test_errors_propagate(void **state) {
   pd_tensor *x = pd_zeros(2, SHAPE(4, 2), PD_FLOAT32);
   pd_io_dataset *tds = pd_io_tensor_dataset(&x, 1);
   pd_scope_end();
-  pd_io_data_loader *l = pd_io_data_loader_new(tds, &(pd_io_data_loader_opts){.batch_size = 2});
+  pd_io_loader *l = pd_io_data_loader(tds, &(pd_io_data_loader_opts){.batch_size = 2});
   pd_scope_begin();
   pd_tensor *b[1];
   assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
@@ -259,8 +259,7 @@ static void test_collate_errors(void **state) {
   pd_io_dataset *ds =
       pd_io_dataset_new(&(pd_io_dataset_fns){.len = ragged_len, .get_item = ragged_get_item}, &n);
   for (int w = 0; w < 2; w++) {
-    pd_io_data_loader *l =
-        pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = w});
+    pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = w});
     pd_tensor *b[2];
     int st = pd_io_data_loader_next(l, b, 2);
     assert_true(st < 0);
@@ -277,7 +276,7 @@ static void test_reset_and_destroy_mid_epoch(void **state) {
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 40);
   for (int w = 0; w < 4; w += 3) {
-    pd_io_data_loader *l = pd_io_data_loader_new(
+    pd_io_loader *l = pd_io_data_loader(
         ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = w, .prefetch_factor = 3});
     pd_scope_begin();
     pd_tensor *b[2];
@@ -291,8 +290,7 @@ static void test_reset_and_destroy_mid_epoch(void **state) {
     pd_io_data_loader_destroy(l); /* workers busy loading ahead */
   }
   /* destroyed before any batch is taken, and right after creation */
-  pd_io_data_loader *l =
-      pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 3, .num_workers = 3});
+  pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 3, .num_workers = 3});
   pd_io_data_loader_destroy(l);
   pd_io_dataset_release(ds);
   pd_io_data_loader_destroy(NULL);
@@ -303,7 +301,7 @@ static void test_prefetch_is_bounded(void **state) {
   (void)state;
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 100);
-  pd_io_data_loader *l = pd_io_data_loader_new(
+  pd_io_loader *l = pd_io_data_loader(
       ds, &(pd_io_data_loader_opts){.batch_size = 1, .num_workers = 2, .prefetch_factor = 2});
   pd_tensor *b[2];
   pd_scope_begin();
@@ -324,8 +322,7 @@ static void test_batch_sampler_option(void **state) {
   pd_io_dataset *ds = toy_dataset(&t, 10);
   pd_io_sampler *s = pd_io_distributed_batch_sampler(ds, 2, 3, 1, false, false);
   for (int w = 0; w < 2; w++) {
-    pd_io_data_loader *l =
-        pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .num_workers = w});
+    pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .num_workers = w});
     assert_int_equal(pd_io_data_loader_len(l), 2);
     pd_scope_begin();
     pd_tensor *b[2];
@@ -337,19 +334,18 @@ static void test_batch_sampler_option(void **state) {
     pd_scope_end();
     pd_io_data_loader_destroy(l);
   }
-  pd_io_data_loader *bad =
-      pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .batch_size = 4});
+  pd_io_loader *bad = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .batch_size = 4});
   assert_null(bad);
   assert_non_null(strstr(pd_last_error(), "batch_sampler"));
   pd_io_sampler *seq = pd_io_sequence_sampler(ds);
-  bad = pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_sampler = seq});
+  bad = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_sampler = seq});
   assert_null(bad);
   assert_non_null(strstr(pd_last_error(), "SequenceSampler"));
   pd_io_sampler_release(seq);
   pd_io_sampler_release(s);
-  assert_null(pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.num_workers = -1}));
+  assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.num_workers = -1}));
   assert_non_null(strstr(pd_last_error(), "num_workers"));
-  assert_null(pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = -2}));
+  assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = -2}));
   assert_non_null(strstr(pd_last_error(), "-2"));
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -360,7 +356,7 @@ static void test_no_batching(void **state) {
   (void)state;
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 3);
-  pd_io_data_loader *l = pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = -1});
+  pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = -1});
   assert_int_equal(pd_io_data_loader_len(l), 3);
   pd_scope_begin();
   pd_tensor *b[2];
@@ -372,7 +368,7 @@ static void test_no_batching(void **state) {
   assert_int_equal(pd_io_data_loader_next(l, b, 2), 0);
   pd_scope_end();
   pd_io_data_loader_destroy(l);
-  assert_null(pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = -1, .shuffle = true}));
+  assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = -1, .shuffle = true}));
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
 }
@@ -402,7 +398,7 @@ static void test_iterable(void **state) {
       pd_io_dataset_new(&(pd_io_dataset_fns){.next = counter_next, .reset = counter_reset}, &c);
   for (int w = 0; w < 3; w += 2) {
     for (int drop = 0; drop < 2; drop++) {
-      pd_io_data_loader *l = pd_io_data_loader_new(
+      pd_io_loader *l = pd_io_data_loader(
           ds, &(pd_io_data_loader_opts){.batch_size = 4, .drop_last = drop, .num_workers = w});
       assert_true(pd_io_data_loader_len(l) < 0);
       assert_non_null(strstr(pd_last_error(), "IterableDataset"));
@@ -425,8 +421,7 @@ static void test_iterable(void **state) {
   }
   /* errors from next */
   c.fail_at = 5;
-  pd_io_data_loader *l =
-      pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 1});
+  pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 1});
   pd_scope_begin();
   pd_tensor *b[1];
   assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
@@ -434,7 +429,7 @@ static void test_iterable(void **state) {
   assert_non_null(strstr(pd_last_error(), "stream broke at 5"));
   pd_scope_end();
   pd_io_data_loader_destroy(l);
-  assert_null(pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.shuffle = true}));
+  assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.shuffle = true}));
   assert_non_null(strstr(pd_last_error(), "shuffle"));
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -449,8 +444,7 @@ static void test_tensor_dataset_loader(void **state) {
   pd_tensor *x = pd_tensor_from_f64(xv, PD_FLOAT64, 3, SHAPE(6, 2, 2));
   pd_tensor *y = T(PD_INT32, 1, SHAPE(6), 5, 4, 3, 2, 1, 0);
   pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x, y}, 2);
-  pd_io_data_loader *l =
-      pd_io_data_loader_new(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 2});
+  pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 2});
   pd_tensor *b[2];
   assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
   expect_shape(b[0], 3, SHAPE(4, 2, 2));
