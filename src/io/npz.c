@@ -293,7 +293,7 @@ typedef struct wbuf {
 } wbuf;
 
 static void put(wbuf *w, const void *src, size_t n) {
-  if (w->oom) return;
+  if (w->oom || n == 0) return;
   if (w->n + n > w->cap) {
     size_t cap = w->cap ? w->cap : 4096;
     while (cap < w->n + n) cap *= 2;

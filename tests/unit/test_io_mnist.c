@@ -59,7 +59,7 @@ static size_t make_idx(unsigned char *out, int type, int ndim, const uint32_t *d
     out[k++] = (unsigned char)(dims[i] >> 8);
     out[k++] = (unsigned char)dims[i];
   }
-  memcpy(out + k, data, n);
+  if (n) memcpy(out + k, data, n);
   return k + n;
 }
 
