@@ -158,7 +158,8 @@ typedef struct pd_io_data_loader_opts {
   /* 0: load in the calling thread; > 0: that many worker threads load
    * batches ahead. Batches come in the sampler's order either way. An
    * iterable dataset is read by one worker thread (its next need not be
-   * thread-safe, and each sample comes once). */
+   * thread-safe, and each sample comes once). Ops called on a worker thread
+   * run single-threaded. */
   int num_workers;
   /* batches loaded ahead per worker: 0 = 2 */
   int prefetch_factor;

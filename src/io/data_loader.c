@@ -7,6 +7,7 @@
  * of workers or on which finishes first. Each epoch has a generation
  * number: a result of an abandoned epoch (reset, error) is dropped by the
  * worker that made it. */
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,9 @@ static bool can_dispatch(const pd_io_loader *l) {
 
 static void *worker_main(void *arg) {
   pd_io_loader *l = arg;
+  /* workers run side by side with the training thread: ops they call stay
+   * on one thread each rather than each starting an OpenMP team */
+  omp_set_num_threads(1);
   int64_t *idx = NULL, idx_cap = 0;
   pthread_mutex_lock(&l->mu);
   for (;;) {

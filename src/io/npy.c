@@ -302,7 +302,8 @@ pd_tensor *pd_io_load_npy_buffer(const void *data, size_t size, const char *name
       if (dst[i] > 1) {
         int v = dst[i];
         pd_tensor_release(t);
-        pd_set_error(PD_ERR_IO, "load_npy: '%s': bool element %lld holds %d (not 0 or 1)", name, (long long)i, v);
+        pd_set_error(PD_ERR_IO, "load_npy: '%s': bool element %lld holds %d (not 0 or 1)", name, (long long)i,
+                     v);
         return NULL;
       }
   return pd_scope_track(t);
