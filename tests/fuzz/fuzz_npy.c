@@ -1,13 +1,16 @@
 /* libFuzzer target for the .npy and .npz readers: any input must give a
  * tensor or a clean error, never a crash, a leak or a read out of bounds.
  *
- * Build with clang, the sanitizers on and the library instrumented too:
- *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPADDLEC_SANITIZE=ON \
- *     -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DPADDLEC_BUILD_BENCH=OFF -DPADDLEC_BUILD_EXAMPLES=OFF
- *   cmake --build build-fuzz --target fuzz_npy -j2
- * Run (a corpus folder of small .npy/.npz files helps; it grows as it runs):
- *   mkdir -p corpus && ./build-fuzz/tests/fuzz/fuzz_npy corpus -max_len=4096 -max_total_time=600
- * A crash leaves crash-<hash>; replay it with ./build-fuzz/tests/fuzz/fuzz_npy crash-<hash>. */
+ * Built only with Clang (tests/fuzz/CMakeLists.txt compiles npy.c and npz.c
+ * into it with the fuzzer's coverage instrumentation); not run by ctest.
+ * Best run from a sanitizer build:
+ *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPADDLEC_SANITIZE=ON
+ *   cmake --build build-fuzz -j2 --target fuzz_npy
+ * Run with a corpus folder of small .npy/.npz files (it grows as it runs):
+ *   mkdir -p /tmp/npy-corpus && ./build-fuzz/tests/fuzz/fuzz_npy /tmp/npy-corpus -max_len=4096 \
+ *       -max_total_time=600
+ * A crash leaves crash-<sha1> in the current directory; replay it with
+ * ./build-fuzz/tests/fuzz/fuzz_npy crash-<sha1>. */
 #include <stddef.h>
 #include <stdint.h>
 
