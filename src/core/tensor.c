@@ -1,5 +1,6 @@
 /* Tensor structs, storages, views, reference counting and accessors. */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,28 @@ typedef struct pool {
 #define POOL_CAP 4096
 static _Thread_local pool g_tensor_pool, g_storage_pool;
 
+/* A thread's pools are given back when it exits (worker threads come and go). */
+static pthread_key_t g_pool_key;
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool g_pool_registered;
+
+static void pool_drain(pool *p) {
+  while (p->head) {
+    void *x = p->head;
+    p->head = *(void **)x;
+    free(x);
+  }
+  p->n = 0;
+}
+
+static void pools_at_thread_exit(void *unused) {
+  (void)unused;
+  pool_drain(&g_tensor_pool);
+  pool_drain(&g_storage_pool);
+}
+
+static void pool_key_init(void) { pthread_key_create(&g_pool_key, pools_at_thread_exit); }
+
 static void *pool_get(pool *p, size_t size) {
 #ifndef PADDLEC_NO_CACHING
   if (p->head) {
@@ -78,6 +101,11 @@ static void *pool_get(pool *p, size_t size) {
 
 static void pool_put(pool *p, void *x) {
 #ifndef PADDLEC_NO_CACHING
+  if (!g_pool_registered) {
+    g_pool_registered = true;
+    pthread_once(&g_pool_once, pool_key_init);
+    pthread_setspecific(g_pool_key, (void *)1); /* non-NULL: the destructor runs at exit */
+  }
   if (p->n < POOL_CAP) {
     *(void **)x = p->head;
     p->head = x;

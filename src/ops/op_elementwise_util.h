@@ -3,6 +3,7 @@
 #ifndef PADDLEC_OPS_ELEMENTWISE_UTIL_H
 #define PADDLEC_OPS_ELEMENTWISE_UTIL_H
 
+#include <assert.h>
 #include "../kernels/cpu/vmath.h"
 #include "ew_helpers.h"
 #include "paddlec/ops.h"
@@ -17,6 +18,9 @@ typedef struct pd_tmps {
 } pd_tmps;
 
 static inline pd_tensor *pd_tk(pd_tmps *s, pd_tensor *t) {
+  /* a backward formula holds a handful of temporaries; overflowing the list
+   * is a bug in the formula, not a user error */
+  assert(s->n < PD_TMPS_CAP);
   if (t && s->n < PD_TMPS_CAP) s->t[s->n++] = t;
   return t;
 }
