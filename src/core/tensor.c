@@ -62,6 +62,7 @@ typedef struct pool {
 #define POOL_CAP 4096
 static _Thread_local pool g_tensor_pool, g_storage_pool;
 
+#ifndef PADDLEC_NO_CACHING
 /* A thread's pools are given back when it exits (worker threads come and go). */
 static pthread_key_t g_pool_key;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
@@ -83,6 +84,7 @@ static void pools_at_thread_exit(void *unused) {
 }
 
 static void pool_key_init(void) { pthread_key_create(&g_pool_key, pools_at_thread_exit); }
+#endif
 
 static void *pool_get(pool *p, size_t size) {
 #ifndef PADDLEC_NO_CACHING
