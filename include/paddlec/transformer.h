@@ -43,8 +43,8 @@ pd_tensor *pd_rotary_embedding(pd_tensor *x, pd_tensor *cos, pd_tensor *sin);
  * Returns PD_OK or an error status. */
 pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *sin,
                                              pd_tensor *cos, pd_tensor *position_ids,
-                                             bool use_neox_rotary_style, pd_tensor **out_q,
-                                             pd_tensor **out_k, pd_tensor **out_v);
+                                             bool use_neox_rotary_style, pd_tensor **out_q, pd_tensor **out_k,
+                                             pd_tensor **out_v);
 
 /* ---- layers ----------------------------------------------------------------
  * Dropout probabilities in the options: 0 means the layer's Paddle default

@@ -157,10 +157,12 @@ pd_layer *pd_nn_multi_head_attention(int64_t embed_dim, int64_t num_heads,
   pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
   const pd_param_attr *wa = opts->weight_attr, *ba = opts->bias_attr;
   m->q_proj = add_linear(&m->base, "q_proj", embed_dim, embed_dim, wa, ba, opts->no_bias, dt);
-  m->k_proj = m->q_proj ? add_linear(&m->base, "k_proj", m->kdim, embed_dim, wa, ba, opts->no_bias, dt) : NULL;
-  m->v_proj = m->k_proj ? add_linear(&m->base, "v_proj", m->vdim, embed_dim, wa, ba, opts->no_bias, dt) : NULL;
-  m->out_proj = m->v_proj ? add_linear(&m->base, "out_proj", embed_dim, embed_dim, wa, ba, opts->no_bias, dt)
-                          : NULL;
+  m->k_proj =
+      m->q_proj ? add_linear(&m->base, "k_proj", m->kdim, embed_dim, wa, ba, opts->no_bias, dt) : NULL;
+  m->v_proj =
+      m->k_proj ? add_linear(&m->base, "v_proj", m->vdim, embed_dim, wa, ba, opts->no_bias, dt) : NULL;
+  m->out_proj =
+      m->v_proj ? add_linear(&m->base, "out_proj", embed_dim, embed_dim, wa, ba, opts->no_bias, dt) : NULL;
   if (!m->out_proj) {
     pd_layer_release(&m->base);
     return NULL;
@@ -441,8 +443,10 @@ static pd_layer *new_stack(bool decoder, pd_layer *first, int num_layers, pd_lay
     }
   }
   s->n = num_layers;
-  if (ok && norm) ok = (s->norm = pd_layer_add_sublayer(&s->base, "norm", norm)) != NULL;
-  else if (norm && !ok) pd_layer_release(norm);
+  if (ok && norm)
+    ok = (s->norm = pd_layer_add_sublayer(&s->base, "norm", norm)) != NULL;
+  else if (norm && !ok)
+    pd_layer_release(norm);
   if (!ok) {
     pd_layer_release(&s->base);
     return NULL;
@@ -465,8 +469,7 @@ typedef struct transformer {
   pd_layer *encoder, *decoder; /* borrowed */
 } transformer;
 
-static int transformer_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out,
-                               int max_out) {
+static int transformer_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   (void)max_out;
   transformer *t = (transformer *)self;
   pd_tensor *opt[3];
@@ -485,12 +488,13 @@ pd_layer *pd_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_laye
   pd_nn_layer_norm_opts no = {.epsilon = opts ? opts->layer_norm_eps : 0.0, .dtype = dt};
   transformer *t = pd_layer_new(sizeof *t, &transformer_type);
   if (!t) return NULL;
-  pd_layer *enc = pd_nn_transformer_encoder(pd_nn_transformer_encoder_layer(d_model, nhead, dim_feedforward, opts),
-                                            num_encoder_layers, pd_nn_layer_norm(1, &d_model, &no));
+  pd_layer *enc =
+      pd_nn_transformer_encoder(pd_nn_transformer_encoder_layer(d_model, nhead, dim_feedforward, opts),
+                                num_encoder_layers, pd_nn_layer_norm(1, &d_model, &no));
   t->encoder = enc ? pd_layer_add_sublayer(&t->base, "encoder", enc) : NULL;
-  pd_layer *dec = t->encoder ? pd_nn_transformer_decoder(pd_nn_transformer_decoder_layer(d_model, nhead,
-                                                                                          dim_feedforward, opts),
-                                                         num_decoder_layers, pd_nn_layer_norm(1, &d_model, &no))
+  pd_layer *dec = t->encoder ? pd_nn_transformer_decoder(
+                                   pd_nn_transformer_decoder_layer(d_model, nhead, dim_feedforward, opts),
+                                   num_decoder_layers, pd_nn_layer_norm(1, &d_model, &no))
                              : NULL;
   t->decoder = dec ? pd_layer_add_sublayer(&t->base, "decoder", dec) : NULL;
   if (!t->decoder) {
@@ -552,8 +556,8 @@ pd_tensor *pd_nn_transformer_generate_square_subsequent_mask(int64_t n) {
   }
   double *d = malloc(sizeof *d * (size_t)(n * n > 0 ? n * n : 1));
   if (!d) {
-    pd_set_error(PD_ERR_MEMORY, "generate_square_subsequent_mask: out of memory for %lld x %lld", (long long)n,
-                 (long long)n);
+    pd_set_error(PD_ERR_MEMORY, "generate_square_subsequent_mask: out of memory for %lld x %lld",
+                 (long long)n, (long long)n);
     return NULL;
   }
   for (int64_t i = 0; i < n; i++)

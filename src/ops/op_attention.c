@@ -30,9 +30,8 @@ static pd_status check_qkv(const pd_op_def *def, pd_tensor *const *in, bool has_
                           "%s: %s must be 4-D [batch, seq_len, num_heads, head_dim], got shape %s", def->name,
                           names[i], PD_SHAPE_STR(in[i]));
     if (in[i]->dtype != PD_FLOAT32 && in[i]->dtype != PD_FLOAT64)
-      return pd_set_error(PD_ERR_DTYPE,
-                          "%s: %s has dtype %s; expected float16, bfloat16, float32 or float64", def->name,
-                          names[i], pd_dtype_name(in[i]->dtype));
+      return pd_set_error(PD_ERR_DTYPE, "%s: %s has dtype %s; expected float16, bfloat16, float32 or float64",
+                          def->name, names[i], pd_dtype_name(in[i]->dtype));
     if (in[i]->dtype != q->dtype)
       return pd_set_error(PD_ERR_DTYPE, "%s: %s has dtype %s but query has %s", def->name, names[i],
                           pd_dtype_name(in[i]->dtype), pd_dtype_name(q->dtype));
@@ -44,9 +43,9 @@ static pd_status check_qkv(const pd_op_def *def, pd_tensor *const *in, bool has_
                         "value in seq_len",
                         def->name, PD_SHAPE_STR(q), PD_SHAPE_STR(k), PD_SHAPE_STR(v));
   if (k->shape[3] != q->shape[3])
-    return pd_set_error(PD_ERR_SHAPE, "%s: query head_dim %lld (shape %s) differs from key head_dim %lld (shape %s)",
-                        def->name, (long long)q->shape[3], PD_SHAPE_STR(q), (long long)k->shape[3],
-                        PD_SHAPE_STR(k));
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: query head_dim %lld (shape %s) differs from key head_dim %lld (shape %s)",
+        def->name, (long long)q->shape[3], PD_SHAPE_STR(q), (long long)k->shape[3], PD_SHAPE_STR(k));
   if (has_mask) {
     pd_tensor *m = in[3];
     if (m->dtype != PD_BOOL && m->dtype != q->dtype)
@@ -75,7 +74,8 @@ static pd_status sdpa_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   pd_status st = check_qkv(def, in, has_mask);
   if (st != PD_OK) return st;
   const pd_tensor *q = in[0], *v = in[2];
-  out[0] = (pd_meta){.dtype = q->dtype, .ndim = 4, .shape = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]}};
+  out[0] =
+      (pd_meta){.dtype = q->dtype, .ndim = 4, .shape = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]}};
   out[1] = (pd_meta){.dtype = q->dtype, .ndim = 3, .shape = {q->shape[0], q->shape[2], q->shape[1]}};
   out[2] = (pd_meta){.dtype = PD_INT64, .ndim = 1, .shape = {2}};
   *n_out = 3;
@@ -186,8 +186,10 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_tensor *c[8] = {NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < n_in && st == PD_OK; i++) {
-    if (i == 3 && nb == 4) c[i] = pd_tensor_retain(in[i]); /* the mask is read through its strides */
-    else if (!(c[i] = dense(in[i]))) st = pd_last_status();
+    if (i == 3 && nb == 4)
+      c[i] = pd_tensor_retain(in[i]); /* the mask is read through its strides */
+    else if (!(c[i] = dense(in[i])))
+      st = pd_last_status();
   }
   if (st == PD_OK) {
     pd_attn_geom g;

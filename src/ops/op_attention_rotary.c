@@ -77,8 +77,9 @@ static pd_tensor *table(const char *op, pd_tensor *t, const pd_tensor *q, pd_ten
   int64_t rows = t->ndim == 4 ? t->shape[1] : t->ndim == 2 ? t->shape[0] : 0;
   if (ok && !pos) ok = rows == S;
   if (!ok) {
-    pd_set_error(PD_ERR_SHAPE, "%s: sin/cos of shape %s do not match q of shape %s (expected [1, %lld, 1, %lld])",
-                 op, PD_SHAPE_STR(t), PD_SHAPE_STR(q), (long long)S, (long long)D);
+    pd_set_error(PD_ERR_SHAPE,
+                 "%s: sin/cos of shape %s do not match q of shape %s (expected [1, %lld, 1, %lld])", op,
+                 PD_SHAPE_STR(t), PD_SHAPE_STR(q), (long long)S, (long long)D);
     return NULL;
   }
   if (!pos) return pd_reshape(t, 4, (int64_t[]){1, S, 1, D});
@@ -99,8 +100,8 @@ static pd_tensor *table(const char *op, pd_tensor *t, const pd_tensor *q, pd_ten
 
 pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *sin,
                                              pd_tensor *cos, pd_tensor *position_ids,
-                                             bool use_neox_rotary_style, pd_tensor **out_q,
-                                             pd_tensor **out_k, pd_tensor **out_v) {
+                                             bool use_neox_rotary_style, pd_tensor **out_q, pd_tensor **out_k,
+                                             pd_tensor **out_v) {
   const char *op = "fused_rotary_position_embedding";
   pd_tensor **outs[3] = {out_q, out_k, out_v};
   for (int i = 0; i < 3; i++)
@@ -115,8 +116,8 @@ pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, pd_tens
   for (int i = 1; i < 3; i++)
     if (xs[i] && (xs[i]->ndim != 4 || xs[i]->shape[0] != q->shape[0] || xs[i]->shape[1] != q->shape[1] ||
                   xs[i]->shape[3] != q->shape[3]))
-      return pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s does not match q of shape %s", op, i == 1 ? "k" : "v",
-                          PD_SHAPE_STR(xs[i]), PD_SHAPE_STR(q));
+      return pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s does not match q of shape %s", op,
+                          i == 1 ? "k" : "v", PD_SHAPE_STR(xs[i]), PD_SHAPE_STR(q));
   pd_internal_enter();
   pd_tensor *s = table(op, sin, q, position_ids), *c = s ? table(op, cos, q, position_ids) : NULL;
   pd_tensor *ys[3] = {NULL, NULL, NULL};

@@ -20,7 +20,7 @@ static int qkv(pd_tensor **in, pd_attrs *a, int64_t B, int64_t Sq, int64_t Sk, i
 static int s_sdpa(pd_tensor **in, pd_attrs *a) { return qkv(in, a, 2, 3, 4, 2, 3, false); }
 static int s_sdpa_causal(pd_tensor **in, pd_attrs *a) { return qkv(in, a, 1, 4, 4, 2, 2, true); }
 static int s_sdpa_mask(pd_tensor **in, pd_attrs *a) { /* a bool mask broadcast over batch and heads (the
-                                                        * mask itself gets no gradient) */
+                                                       * mask itself gets no gradient) */
   int n = qkv(in, a, 2, 3, 5, 1, 2, false);
   a->i[1] = 1;
   static const double keep[15] = {1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0};

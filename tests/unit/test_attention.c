@@ -46,12 +46,14 @@ static double *naive(const pd_tensor *q, const pd_tensor *k, const pd_tensor *v,
         double mx = -INFINITY;
         for (int64_t j = 0; j < Sk; j++) {
           double acc = 0;
-          for (int64_t d = 0; d < D; d++) acc += Q[((b * Sq + i) * H + h) * D + d] * K[((b * Sk + j) * H + h) * D + d];
+          for (int64_t d = 0; d < D; d++)
+            acc += Q[((b * Sq + i) * H + h) * D + d] * K[((b * Sk + j) * H + h) * D + d];
           acc /= sqrt((double)D);
           if (M) {
-            int64_t mi = (((ms[0] == 1 ? 0 : b) * ms[1] + (ms[1] == 1 ? 0 : h)) * ms[2] + (ms[2] == 1 ? 0 : i)) *
-                             ms[3] +
-                         (ms[3] == 1 ? 0 : j);
+            int64_t mi =
+                (((ms[0] == 1 ? 0 : b) * ms[1] + (ms[1] == 1 ? 0 : h)) * ms[2] + (ms[2] == 1 ? 0 : i)) *
+                    ms[3] +
+                (ms[3] == 1 ? 0 : j);
             if (is_bool)
               acc = M[mi] != 0 ? acc : -INFINITY;
             else
@@ -65,7 +67,8 @@ static double *naive(const pd_tensor *q, const pd_tensor *k, const pd_tensor *v,
         for (int64_t j = 0; j < Sk; j++) sum += (s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx));
         for (int64_t j = 0; j < Sk; j++)
           for (int64_t d = 0; d < Dv; d++)
-            out[((b * Sq + i) * H + h) * Dv + d] += (sum > 0 ? s[j] / sum : 0) * V[((b * Sk + j) * H + h) * Dv + d];
+            out[((b * Sq + i) * H + h) * Dv + d] +=
+                (sum > 0 ? s[j] / sum : 0) * V[((b * Sk + j) * H + h) * Dv + d];
       }
   free(Q);
   free(K);
@@ -82,7 +85,8 @@ static void check_case(pd_dtype dt, int64_t B, int64_t Sq, int64_t Sk, int64_t H
   pd_tensor *k = rand_t(dt, 4, (int64_t[]){B, Sk, H, D}, -1, 1);
   pd_tensor *v = rand_t(dt, 4, (int64_t[]){B, Sk, H, D}, -1, 1);
   pd_tensor *mask = NULL;
-  if (mask_kind == 1) mask = pd_greater_than(rand_t(PD_FLOAT64, 4, ms, 0, 1), pd_full(0, NULL, 0.3, PD_FLOAT64));
+  if (mask_kind == 1)
+    mask = pd_greater_than(rand_t(PD_FLOAT64, 4, ms, 0, 1), pd_full(0, NULL, 0.3, PD_FLOAT64));
   if (mask_kind == 2) mask = rand_t(dt, 4, ms, -2, 1);
   pd_tensor *o = pd_scaled_dot_product_attention(q, k, v, mask, 0.0, causal, true);
   assert_non_null(o);
@@ -118,7 +122,8 @@ static void test_sdpa_fully_masked_row_and_views(void **state) {
   assert_non_null(o);
   double *want = naive(q, k, v, m, (int64_t[]){1, 1, 2, 3}, true, false);
   assert_true(fabs(pd_tensor_item_at(o, 0)) < 1e-15 && fabs(pd_tensor_item_at(o, 1)) < 1e-15);
-  assert_true(fabs(pd_tensor_item_at(o, 2) - want[2]) < 1e-12 && fabs(pd_tensor_item_at(o, 3) - want[3]) < 1e-12);
+  assert_true(fabs(pd_tensor_item_at(o, 2) - want[2]) < 1e-12 &&
+              fabs(pd_tensor_item_at(o, 3) - want[3]) < 1e-12);
   free(want);
   /* a non-contiguous query: [B, H, S, D] transposed to [B, S, H, D] */
   pd_tensor *qh = rand_t(PD_FLOAT64, 4, (int64_t[]){2, 3, 5, 4}, -1, 1);
@@ -162,7 +167,8 @@ static void grads_of(pd_tensor *const *x, pd_tensor *out, pd_tensor *w, pd_tenso
 static void grad_case(pd_dtype dt, int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t D, bool with_mask,
                       bool causal, double tol) {
   pd_scope_begin();
-  pd_tensor *x[3] = {rand_t(dt, 4, (int64_t[]){B, Sq, H, D}, -1, 1), rand_t(dt, 4, (int64_t[]){B, Sk, H, D}, -1, 1),
+  pd_tensor *x[3] = {rand_t(dt, 4, (int64_t[]){B, Sq, H, D}, -1, 1),
+                     rand_t(dt, 4, (int64_t[]){B, Sk, H, D}, -1, 1),
                      rand_t(dt, 4, (int64_t[]){B, Sk, H, D}, -1, 1)};
   for (int i = 0; i < 3; i++) pd_tensor_set_stop_gradient(x[i], false);
   pd_tensor *mask = with_mask ? rand_t(dt, 4, (int64_t[]){B, 1, Sq, Sk}, -1, 1) : NULL;
@@ -203,8 +209,10 @@ static void test_sdpa_dropout(void **state) {
   double lhs = pd_tensor_item_at(loss, 0);
   double rhs = pd_tensor_item_at(pd_sum(pd_multiply(pd_tensor_grad(v), v), NULL, 0, false), 0);
   assert_true(fabs(lhs - rhs) < 1e-10);
-  assert_true(fabs(lhs - pd_tensor_item_at(pd_sum(pd_scaled_dot_product_attention(q, k, v, NULL, 0.0, false, true),
-                                                  NULL, 0, false), 0)) > 1e-6);
+  assert_true(
+      fabs(lhs - pd_tensor_item_at(
+                     pd_sum(pd_scaled_dot_product_attention(q, k, v, NULL, 0.0, false, true), NULL, 0, false),
+                     0)) > 1e-6);
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -237,7 +245,8 @@ static void test_rotary(void **state) {
   /* position_ids pick rows of the table: positions {1, 0} swap the angles */
   double pid[2] = {1, 0};
   pd_tensor *pos = pd_cast(pd_tensor_from_f64(pid, PD_FLOAT64, 2, (int64_t[]){1, 2}), PD_INT64);
-  assert_int_equal(pd_fused_rotary_position_embedding(x, NULL, NULL, s, c, pos, false, &oq, NULL, NULL), PD_OK);
+  assert_int_equal(pd_fused_rotary_position_embedding(x, NULL, NULL, s, c, pos, false, &oq, NULL, NULL),
+                   PD_OK);
   double sw[8];
   for (int p = 0; p < 2; p++) {
     const double *r = xv + 4 * p;
@@ -257,19 +266,21 @@ static void test_sdpa_bad_inputs(void **state) {
   pd_tensor *q = pd_full(4, (int64_t[]){1, 3, 2, 8}, 0.1, PD_FLOAT32);
   pd_tensor *k4 = pd_full(4, (int64_t[]){1, 5, 2, 4}, 0.1, PD_FLOAT32);
   pd_tensor *k = pd_full(4, (int64_t[]){1, 5, 2, 8}, 0.1, PD_FLOAT32);
-  expect_error(pd_scaled_dot_product_attention(q, k4, k4, NULL, 0, false, true), "scaled_dot_product_attention",
-               "[1, 5, 2, 4]");
+  expect_error(pd_scaled_dot_product_attention(q, k4, k4, NULL, 0, false, true),
+               "scaled_dot_product_attention", "[1, 5, 2, 4]");
   expect_error(pd_scaled_dot_product_attention(q, k4, k4, NULL, 0, false, true), "head_dim 8", "head_dim 4");
   expect_error(pd_scaled_dot_product_attention(pd_full(3, (int64_t[]){3, 2, 8}, 0, PD_FLOAT32), k, k, NULL, 0,
                                                false, true),
                "scaled_dot_product_attention", "[3, 2, 8]");
-  expect_error(pd_scaled_dot_product_attention(q, k, pd_full(4, (int64_t[]){1, 4, 2, 8}, 0, PD_FLOAT32), NULL, 0,
-                                               false, true),
+  expect_error(pd_scaled_dot_product_attention(q, k, pd_full(4, (int64_t[]){1, 4, 2, 8}, 0, PD_FLOAT32), NULL,
+                                               0, false, true),
                "scaled_dot_product_attention", "[1, 4, 2, 8]");
-  expect_error(pd_scaled_dot_product_attention(q, k, k, pd_full(2, (int64_t[]){3, 4}, 0, PD_FLOAT32), 0, false, true),
-               "attn_mask", "[3, 4]");
-  expect_error(pd_scaled_dot_product_attention(q, k, k, pd_full(2, (int64_t[]){3, 5}, 0, PD_INT32), 0, false, true),
-               "attn_mask", "int32");
+  expect_error(
+      pd_scaled_dot_product_attention(q, k, k, pd_full(2, (int64_t[]){3, 4}, 0, PD_FLOAT32), 0, false, true),
+      "attn_mask", "[3, 4]");
+  expect_error(
+      pd_scaled_dot_product_attention(q, k, k, pd_full(2, (int64_t[]){3, 5}, 0, PD_INT32), 0, false, true),
+      "attn_mask", "int32");
   expect_error(pd_scaled_dot_product_attention(q, pd_cast(k, PD_FLOAT64), k, NULL, 0, false, true), "key",
                "float64");
   expect_error(pd_scaled_dot_product_attention(q, k, k, NULL, 1.5, false, true), "dropout_p", "1.5");
@@ -279,7 +290,7 @@ static void test_sdpa_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sdpa_values),   cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
+      cmocka_unit_test(test_sdpa_values),    cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
       cmocka_unit_test(test_sdpa_gradients), cmocka_unit_test(test_sdpa_dropout),
       cmocka_unit_test(test_rotary),         cmocka_unit_test(test_sdpa_bad_inputs),
   };

@@ -49,8 +49,8 @@ static pd_tensor *lin(pd_layer *l, const char *name, pd_tensor *x) {
 }
 
 /* MultiHeadAttention composed: projections, softmax(q k^T / sqrt(hd) + mask) v, out_proj. */
-static pd_tensor *ref_mha(pd_layer *l, const char *pre, pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *mask,
-                          int64_t nh, pd_tensor **weights) {
+static pd_tensor *ref_mha(pd_layer *l, const char *pre, pd_tensor *q, pd_tensor *k, pd_tensor *v,
+                          pd_tensor *mask, int64_t nh, pd_tensor **weights) {
   char n[4][96];
   const char *nm[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
   for (int i = 0; i < 4; i++) snprintf(n[i], sizeof n[i], "%s%s", pre, nm[i]);
@@ -63,7 +63,8 @@ static pd_tensor *ref_mha(pd_layer *l, const char *pre, pd_tensor *q, pd_tensor 
   if (mask) s = pd_add(s, mask);
   pd_tensor *w = pd_softmax(s, -1);
   if (weights) *weights = w;
-  pd_tensor *o = pd_reshape(pd_transpose(pd_matmul(w, V, false, false), 4, perm), 3, (int64_t[]){qs[0], qs[1], E});
+  pd_tensor *o =
+      pd_reshape(pd_transpose(pd_matmul(w, V, false, false), 4, perm), 3, (int64_t[]){qs[0], qs[1], E});
   return lin(l, n[3], o);
 }
 
@@ -81,18 +82,21 @@ static void test_mha_against_composed(void **state) {
     pd_tensor *w = NULL, *wr = NULL;
     pd_tensor *out = pd_nn_multi_head_attention_call(m, q, k, v, mask, &w);
     expect_close(out, ref_mha(m, "", q, k, v, mask, 2, &wr), 1e-12, 1e-12);
-    if (nw) expect_close(w, wr, 1e-12, 1e-12);
-    else assert_null(w);
+    if (nw)
+      expect_close(w, wr, 1e-12, 1e-12);
+    else
+      assert_null(w);
     /* a bool mask: false -> -1e9 */
     double bm[12] = {1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0};
     pd_tensor *b = pd_tensor_from_f64(bm, PD_BOOL, 2, (int64_t[]){3, 4});
     pd_tensor *add = pd_scale(pd_cast(b, PD_FLOAT64), 1e9, -1.0, false);
-    expect_close(pd_nn_multi_head_attention_call(m, q, k, v, b, NULL), ref_mha(m, "", q, k, v, add, 2, NULL), 1e-12,
-                 1e-12);
-    /* self-attention with key = value = query */
-    pd_layer *s = pd_nn_multi_head_attention(8, 4, &(pd_nn_multi_head_attention_opts){.need_weights = nw, .dtype = PD_FLOAT64});
-    expect_close(pd_nn_multi_head_attention_call(s, q, NULL, NULL, NULL, NULL), ref_mha(s, "", q, q, q, NULL, 4, NULL),
+    expect_close(pd_nn_multi_head_attention_call(m, q, k, v, b, NULL), ref_mha(m, "", q, k, v, add, 2, NULL),
                  1e-12, 1e-12);
+    /* self-attention with key = value = query */
+    pd_layer *s = pd_nn_multi_head_attention(
+        8, 4, &(pd_nn_multi_head_attention_opts){.need_weights = nw, .dtype = PD_FLOAT64});
+    expect_close(pd_nn_multi_head_attention_call(s, q, NULL, NULL, NULL, NULL),
+                 ref_mha(s, "", q, q, q, NULL, 4, NULL), 1e-12, 1e-12);
     pd_layer_release(s);
     pd_layer_release(m);
   }
@@ -124,7 +128,8 @@ static void randomize_norms(pd_layer *l) { /* LayerNorm starts at ones / zeros: 
   assert_int_equal(pd_layer_named_parameters(l, &ps), PD_OK);
   for (int i = 0; i < ps.n; i++)
     if (strstr(ps.names[i], "norm")) {
-      pd_tensor *r = rand_t(PD_FLOAT64, pd_tensor_ndim(ps.tensors[i]), pd_tensor_shape(ps.tensors[i]), 0.5, 1.5);
+      pd_tensor *r =
+          rand_t(PD_FLOAT64, pd_tensor_ndim(ps.tensors[i]), pd_tensor_shape(ps.tensors[i]), 0.5, 1.5);
       pd_initializer init = pd_nn_initializer_assign(r);
       assert_int_equal(pd_initializer_apply(&init, ps.tensors[i]), PD_OK);
     }
@@ -135,23 +140,25 @@ static void test_encoder_layer_against_composed(void **state) {
   (void)state;
   pd_scope_begin();
   for (int pre = 0; pre < 2; pre++) {
-    pd_nn_transformer_opts o = {.dropout = -1, .normalize_before = pre, .activation = pre ? "gelu" : NULL,
-                                .dtype = PD_FLOAT64};
+    pd_nn_transformer_opts o = {
+        .dropout = -1, .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
     pd_layer *l = pd_nn_transformer_encoder_layer(8, 2, 16, &o);
     assert_non_null(l);
     randomize_norms(l);
     pd_tensor *x = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 5, 8}, -1, 1);
     pd_tensor *mask = pd_nn_transformer_generate_square_subsequent_mask(5);
     pd_tensor *m64 = pd_cast(mask, PD_FLOAT64);
-    expect_close(pd_nn_transformer_encoder_call(l, x, m64), ref_encoder_layer(l, x, m64, pre, pre), 1e-10, 1e-10);
+    expect_close(pd_nn_transformer_encoder_call(l, x, m64), ref_encoder_layer(l, x, m64, pre, pre), 1e-10,
+                 1e-10);
     expect_close(pd_layer_call1(l, x), ref_encoder_layer(l, x, NULL, pre, pre), 1e-10, 1e-10);
     /* a two-layer encoder: layer 0 is l, layer 1 a fresh one of the same config */
     pd_layer *enc = pd_nn_transformer_encoder(pd_layer_retain(l), 2, NULL);
     assert_non_null(enc);
     pd_layer *l1 = pd_layer_sublayer(pd_layer_sublayer(enc, "layers"), "1");
     assert_true(pd_layer_sublayer(pd_layer_sublayer(enc, "layers"), "0") == l);
-    expect_close(pd_layer_call1(enc, x), ref_encoder_layer(l1, ref_encoder_layer(l, x, NULL, pre, pre), NULL, pre, pre),
-                 1e-10, 1e-10);
+    expect_close(pd_layer_call1(enc, x),
+                 ref_encoder_layer(l1, ref_encoder_layer(l, x, NULL, pre, pre), NULL, pre, pre), 1e-10,
+                 1e-10);
     pd_layer_release(enc);
     pd_layer_release(l);
   }
@@ -181,8 +188,8 @@ static void test_parameter_names_and_counts(void **state) {
   expect_shape(par(m, "k_proj.weight"), 2, (int64_t[]){8, 8});
   pd_layer_release(m);
   pd_layer *e = pd_nn_transformer_encoder_layer(8, 2, 16, NULL);
-  const char *en[] = {"self_attn.q_proj.weight", "linear1.weight", "linear1.bias", "linear2.weight", "norm1.weight",
-                      "norm2.bias"};
+  const char *en[] = {"self_attn.q_proj.weight", "linear1.weight", "linear1.bias",
+                      "linear2.weight",          "norm1.weight",   "norm2.bias"};
   assert_int_equal(count_and_check(e, en, 6), 16);
   expect_shape(par(e, "linear1.weight"), 2, (int64_t[]){8, 16});
   pd_layer *enc = pd_nn_transformer_encoder(e, 3, pd_nn_layer_norm(1, (int64_t[]){8}, NULL));
@@ -195,8 +202,8 @@ static void test_parameter_names_and_counts(void **state) {
   pd_layer_release(d);
   pd_layer *t = pd_nn_transformer(8, 2, 2, 1, 16, NULL);
   assert_non_null(t);
-  const char *tn[] = {"encoder.layers.1.norm2.weight", "encoder.norm.bias", "decoder.layers.0.cross_attn.out_proj.bias",
-                      "decoder.norm.weight"};
+  const char *tn[] = {"encoder.layers.1.norm2.weight", "encoder.norm.bias",
+                      "decoder.layers.0.cross_attn.out_proj.bias", "decoder.norm.weight"};
   assert_int_equal(count_and_check(t, tn, 4), 2 * 16 + 2 + 26 + 2);
   pd_layer_release(t);
   pd_scope_end();
@@ -228,7 +235,8 @@ static void test_decoder_and_transformer_run(void **state) {
   pd_layer *t = pd_nn_transformer(8, 2, 1, 1, 16, NULL);
   pd_tensor *src = rand_t(PD_FLOAT32, 3, (int64_t[]){2, 5, 8}, -1, 1);
   pd_tensor *tg = rand_t(PD_FLOAT32, 3, (int64_t[]){2, 4, 8}, -1, 1);
-  pd_tensor *out = pd_nn_transformer_call(t, src, tg, NULL, pd_nn_transformer_generate_square_subsequent_mask(4), NULL);
+  pd_tensor *out =
+      pd_nn_transformer_call(t, src, tg, NULL, pd_nn_transformer_generate_square_subsequent_mask(4), NULL);
   expect_shape(out, 3, (int64_t[]){2, 4, 8});
   assert_int_equal(pd_backward(pd_sum(pd_multiply(out, out), NULL, 0, false), NULL, false), PD_OK);
   pd_named_tensors ps = {0};
@@ -250,10 +258,13 @@ static void test_square_subsequent_mask(void **state) {
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++) {
       double v = pd_tensor_item_at(m, i * 3 + j);
-      if (j > i) assert_true(isinf(v) && v < 0);
-      else assert_true(v == 0.0);
+      if (j > i)
+        assert_true(isinf(v) && v < 0);
+      else
+        assert_true(v == 0.0);
     }
-  expect_error(pd_nn_transformer_generate_square_subsequent_mask(-2), "generate_square_subsequent_mask", "-2");
+  expect_error(pd_nn_transformer_generate_square_subsequent_mask(-2), "generate_square_subsequent_mask",
+               "-2");
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -270,7 +281,8 @@ static void test_transformer_bad_inputs(void **state) {
   assert_non_null(strstr(pd_last_error(), "tanh"));
   pd_layer *m = pd_nn_multi_head_attention(8, 2, NULL);
   pd_tensor *q = pd_full(3, (int64_t[]){2, 3, 6}, 0.5, PD_FLOAT32);
-  expect_error(pd_nn_multi_head_attention_call(m, q, NULL, NULL, NULL, NULL), "MultiHeadAttention", "[2, 3, 6]");
+  expect_error(pd_nn_multi_head_attention_call(m, q, NULL, NULL, NULL, NULL), "MultiHeadAttention",
+               "[2, 3, 6]");
   pd_tensor *q8 = pd_full(3, (int64_t[]){2, 3, 8}, 0.5, PD_FLOAT32);
   pd_tensor *in[5] = {q8, q8, q8, q8, q8}, *out[2];
   assert_true(pd_layer_call(m, in, 5, out, 2) < 0);
@@ -285,9 +297,12 @@ static void test_transformer_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mha_against_composed),       cmocka_unit_test(test_encoder_layer_against_composed),
-      cmocka_unit_test(test_parameter_names_and_counts), cmocka_unit_test(test_decoder_and_transformer_run),
-      cmocka_unit_test(test_square_subsequent_mask),     cmocka_unit_test(test_transformer_bad_inputs),
+      cmocka_unit_test(test_mha_against_composed),
+      cmocka_unit_test(test_encoder_layer_against_composed),
+      cmocka_unit_test(test_parameter_names_and_counts),
+      cmocka_unit_test(test_decoder_and_transformer_run),
+      cmocka_unit_test(test_square_subsequent_mask),
+      cmocka_unit_test(test_transformer_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

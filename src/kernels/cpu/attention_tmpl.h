@@ -70,8 +70,8 @@ static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
     const int64_t qb = t % nqb, h = (t / nqb) % H, b = t / (nqb * H);
     const int64_t i0 = qb * ATTN_BQ, nq = Sq - i0 < ATTN_BQ ? Sq - i0 : ATTN_BQ;
     const int64_t kend = g->causal ? (i0 + nq < Sk ? i0 + nq : Sk) : Sk;
-    T *buf = malloc(sizeof(T) * (size_t)(ATTN_BQ * ATTN_BK + D * ATTN_BK + ATTN_BQ * Dv + 2 * ATTN_BQ + D +
-                                         ATTN_BK));
+    T *buf = malloc(sizeof(T) *
+                    (size_t)(ATTN_BQ * ATTN_BK + D * ATTN_BK + ATTN_BQ * Dv + 2 * ATTN_BQ + D + ATTN_BK));
     if (!buf) return -1;
     {
       T *S = buf, *kt = S + ATTN_BQ * ATTN_BK, *acc = kt + D * ATTN_BK, *m = acc + ATTN_BQ * Dv,
@@ -144,7 +144,7 @@ int FN(pd_attention_fwd_)(const pd_attn_geom *g, const T *q, const T *k, const T
 
 /* One backward task: head h of batch b (t = b * H + h). */
 static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
-                          const T *lse, const T *dout, T *dq, T *dk, T *dv, int64_t t) {
+                         const T *lse, const T *dout, T *dq, T *dk, T *dv, int64_t t) {
   const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv;
   const T scale = (T)g->scale;
   {
@@ -222,7 +222,8 @@ int FN(pd_attention_bwd_)(const pd_attn_geom *g, const T *q, const T *k, const T
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;
   PD_PARALLEL_FOR_IF(work > 1e5 && g->B * g->H > 1, t, g->B * g->H, {
-    if (FN(bwd_task_)(g, q, k, v, out, lse, dout, dq, dk, dv, t)) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+    if (FN(bwd_task_)(g, q, k, v, out, lse, dout, dq, dk, dv, t))
+      __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
   });
   return failed ? -1 : 0;
 }
