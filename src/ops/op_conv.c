@@ -62,13 +62,14 @@ static pd_status check_attrs(const char *op, int nsp, const pd_attrs *a, bool ne
 }
 
 static pd_status check_rank_dtype(const char *op, int nsp, bool cl, const pd_tensor *x, const char *xname,
-                                  const pd_tensor *w, const char *wname) {
+                                  const pd_tensor *w, const char *wname, bool dtypes) {
   if (x->ndim != nsp + 2)
     return pd_set_error(PD_ERR_SHAPE, "%s: %s must be a %d-D tensor (%s), got shape %s", op, xname, nsp + 2,
                         layout_name(nsp, cl), PD_SHAPE_STR(x));
   if (w->ndim != nsp + 2)
     return pd_set_error(PD_ERR_SHAPE, "%s: %s must be a %d-D tensor, got shape %s", op, wname, nsp + 2,
                         PD_SHAPE_STR(w));
+  if (!dtypes) return PD_OK;
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s of %s is not supported (expected float16, bfloat16, float32 or float64)",
                         op, pd_dtype_name(x->dtype), xname);
@@ -112,7 +113,7 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
   if ((kind == PD_CONV_BWD_WEIGHTS && n_in != 2) || (kind != PD_CONV_BWD_WEIGHTS && n_in != 2 && n_in != 3))
     return pd_set_error(PD_ERR_INVALID, "%s: expects %s inputs, got %d", op,
                         kind == PD_CONV_BWD_WEIGHTS ? "2" : "2 or 3", n_in);
-  pd_status st = check_rank_dtype(op, nsp, cl, x, "x", w, kind == PD_CONV_BWD_WEIGHTS ? "grad_out" : "weight");
+  pd_status st = check_rank_dtype(op, nsp, cl, x, "x", w, kind == PD_CONV_BWD_WEIGHTS ? "grad_out" : "weight", true);
   if (st == PD_OK) st = check_attrs(op, nsp, a, kind != PD_CONV_FWD);
   if (st != PD_OK) return st;
   memset(g, 0, sizeof *g);
@@ -525,7 +526,7 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
   if (!x || !w) return pd_dispatch1(id, in, n_in, NULL); /* reports the NULL input */
   bool cl;
   if (pd_conv_parse_format(op, o->data_format, nsp, &cl) != PD_OK) return NULL;
-  if (check_rank_dtype(op, nsp, cl, x, "x", w, "weight") != PD_OK) return NULL;
+  if (check_rank_dtype(op, nsp, cl, x, "x", w, "weight", false) != PD_OK) return NULL;
   pd_attrs a = {.nv = {nsp, nsp, 2 * nsp}};
   int64_t I[3], K[3];
   for (int d = 0; d < nsp; d++) I[d] = act_spatial(x, cl, d), K[d] = w->shape[2 + d];
