@@ -13,6 +13,7 @@ typedef struct pool_layer {
   int nsp;
   pool_kind kind;
   int64_t k[3];       /* kernel size, or the adaptive output size */
+  int nk;             /* ... as given (1 or nsp values), for printing */
   pd_pool_opts opts;  /* strings point into the buffers below */
   char data_format[8], padding_algorithm[16];
 } pool_layer;
@@ -65,12 +66,12 @@ static char *pool_repr(const pd_layer *self) {
   char *s = malloc(384), a[96], b[96], c[96];
   if (!s) return NULL;
   if (l->kind == P_AAVG || l->kind == P_AMAX) {
-    list_str(a, sizeof a, l->nsp, l->k);
+    list_str(a, sizeof a, l->nk, l->k);
     snprintf(s, 384, "output_size=%s", a);
     return s;
   }
   const pd_pool_opts *o = &l->opts;
-  list_str(a, sizeof a, l->nsp, l->k);
+  list_str(a, sizeof a, l->nk, l->k);
   if (o->n_stride)
     list_str(b, sizeof b, o->n_stride, o->stride);
   else
@@ -123,6 +124,7 @@ static pd_layer *pool_new(pool_kind kind, int nsp, int nk, const int64_t *ks, co
   if (!l) return NULL;
   l->nsp = nsp;
   l->kind = kind;
+  l->nk = nk;
   for (int d = 0; d < nsp; d++) l->k[d] = ks[nk == 1 ? 0 : d];
   l->opts = *opts;
   if (opts->data_format) {
