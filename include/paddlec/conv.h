@@ -30,8 +30,8 @@ typedef struct pd_conv_opts {
    * dilation becomes 1, as Paddle) or "VALID" (no padding); any case */
   const char *padding_algorithm;
   int n_dilation;
-  int64_t dilation[3]; /* default 1 */
-  int64_t groups;      /* 0 means 1 */
+  int64_t dilation[3];     /* default 1 */
+  int64_t groups;          /* 0 means 1 */
   const char *data_format; /* NULL: channels first */
   /* transposed convolutions only */
   int n_output_padding;
@@ -126,12 +126,12 @@ pd_layer *pd_nn_conv2d(int64_t in_channels, int64_t out_channels, int nk, const 
 pd_layer *pd_nn_conv3d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
                        const pd_nn_conv_opts *opts);
 /* Conv1DTranspose/2D/3D: weight [in, out / groups, k...], bias [out]. */
-pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts);
+pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
+pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
+pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
 /* A transposed-convolution layer's forward(x, output_size): n values (1 or
  * one per spatial dim). Runs the layer's hooks like pd_layer_call. */
 pd_tensor *pd_nn_conv_transpose_forward(pd_layer *layer, pd_tensor *x, int n, const int64_t *output_size);

@@ -25,8 +25,7 @@ typedef struct conv_layer {
 static int conv_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   (void)max_out;
   conv_layer *l = (conv_layer *)self;
-  if (n_in != 1)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", l->base.type->name, n_in);
+  if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", l->base.type->name, n_in);
   pd_conv_opts o = l->conv;
   o.n_output_size = l->n_output_size;
   memcpy(o.output_size, l->output_size, sizeof o.output_size);
@@ -36,7 +35,8 @@ static int conv_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tenso
 
 static int list_str(char *s, size_t cap, int n, const int64_t *v) {
   int w = snprintf(s, cap, "[");
-  for (int i = 0; i < n; i++) w += snprintf(s + w, cap > (size_t)w ? cap - (size_t)w : 0, "%s%lld", i ? ", " : "", (long long)v[i]);
+  for (int i = 0; i < n; i++)
+    w += snprintf(s + w, cap > (size_t)w ? cap - (size_t)w : 0, "%s%lld", i ? ", " : "", (long long)v[i]);
   w += snprintf(s + w, cap > (size_t)w ? cap - (size_t)w : 0, "]");
   return w;
 }
@@ -89,13 +89,12 @@ static char *conv_repr(const pd_layer *self) {
 
 static const char *k_names[2][3] = {{"Conv1D", "Conv2D", "Conv3D"},
                                     {"Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose"}};
-static const pd_layer_type k_types[2][3] = {
-    {{"Conv1D", conv_forward, NULL, conv_repr},
-     {"Conv2D", conv_forward, NULL, conv_repr},
-     {"Conv3D", conv_forward, NULL, conv_repr}},
-    {{"Conv1DTranspose", conv_forward, NULL, conv_repr},
-     {"Conv2DTranspose", conv_forward, NULL, conv_repr},
-     {"Conv3DTranspose", conv_forward, NULL, conv_repr}}};
+static const pd_layer_type k_types[2][3] = {{{"Conv1D", conv_forward, NULL, conv_repr},
+                                             {"Conv2D", conv_forward, NULL, conv_repr},
+                                             {"Conv3D", conv_forward, NULL, conv_repr}},
+                                            {{"Conv1DTranspose", conv_forward, NULL, conv_repr},
+                                             {"Conv2DTranspose", conv_forward, NULL, conv_repr},
+                                             {"Conv3DTranspose", conv_forward, NULL, conv_repr}}};
 
 static bool copy_list(const char *name, const char *what, int n, const int64_t *src, int max, int *dn,
                       int64_t *dst) {
@@ -141,10 +140,11 @@ static pd_layer *conv_new(int nsp, bool transpose, int64_t in_c, int64_t out_c, 
   if (opts->padding_mode && strcmp(opts->padding_mode, "zeros") != 0) {
     bool known = strcmp(opts->padding_mode, "reflect") == 0 || strcmp(opts->padding_mode, "replicate") == 0 ||
                  strcmp(opts->padding_mode, "circular") == 0;
-    pd_set_error(known ? PD_ERR_UNIMPLEMENTED : PD_ERR_INVALID,
-                 known ? "%s: padding_mode '%s' is not supported yet (only 'zeros')"
-                       : "%s: padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', got '%s'",
-                 name, opts->padding_mode);
+    pd_set_error(
+        known ? PD_ERR_UNIMPLEMENTED : PD_ERR_INVALID,
+        known ? "%s: padding_mode '%s' is not supported yet (only 'zeros')"
+              : "%s: padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', got '%s'",
+        name, opts->padding_mode);
     return NULL;
   }
   static const char *first[3] = {"NCL", "NCHW", "NCDHW"}, *last[3] = {"NLC", "NHWC", "NDHWC"};
@@ -200,7 +200,8 @@ static pd_layer *conv_new(int nsp, bool transpose, int64_t in_c, int64_t out_c, 
   l->weight = pd_layer_create_parameter(&l->base, "weight", nsp + 2, wshape, dt, opts->weight_attr,
                                         transpose ? NULL : &normal, false);
   if (l->weight && !opts->no_bias)
-    l->bias = pd_layer_create_parameter(&l->base, "bias", 1, (int64_t[]){out_c}, dt, opts->bias_attr, NULL, true);
+    l->bias =
+        pd_layer_create_parameter(&l->base, "bias", 1, (int64_t[]){out_c}, dt, opts->bias_attr, NULL, true);
   if (!l->weight || (!opts->no_bias && !l->bias)) {
     pd_layer_release(&l->base);
     return NULL;
@@ -220,16 +221,16 @@ pd_layer *pd_nn_conv3d(int64_t in_channels, int64_t out_channels, int nk, const 
                        const pd_nn_conv_opts *opts) {
   return conv_new(3, false, in_channels, out_channels, nk, kernel_size, opts);
 }
-pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts) {
+pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts) {
   return conv_new(1, true, in_channels, out_channels, nk, kernel_size, opts);
 }
-pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts) {
+pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts) {
   return conv_new(2, true, in_channels, out_channels, nk, kernel_size, opts);
 }
-pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                                 const pd_nn_conv_opts *opts) {
+pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts) {
   return conv_new(3, true, in_channels, out_channels, nk, kernel_size, opts);
 }
 
@@ -237,14 +238,16 @@ pd_tensor *pd_nn_conv_transpose_forward(pd_layer *layer, pd_tensor *x, int n, co
   bool ok = false;
   for (int d = 0; layer && d < 3; d++) ok |= layer->type == &k_types[1][d];
   if (!ok) {
-    pd_set_error(PD_ERR_INVALID, "Conv transpose forward: the layer is not a Conv1DTranspose, Conv2DTranspose or "
-                                 "Conv3DTranspose (got %s)",
+    pd_set_error(PD_ERR_INVALID,
+                 "Conv transpose forward: the layer is not a Conv1DTranspose, Conv2DTranspose or "
+                 "Conv3DTranspose (got %s)",
                  layer ? layer->type->name : "NULL");
     return NULL;
   }
   conv_layer *l = (conv_layer *)layer;
   if (n < 0 || n > 3 || (n > 0 && !output_size)) {
-    pd_set_error(PD_ERR_INVALID, "%s: output_size must have 1 or %d values, got %d", layer->type->name, l->nsp, n);
+    pd_set_error(PD_ERR_INVALID, "%s: output_size must have 1 or %d values, got %d", layer->type->name,
+                 l->nsp, n);
     return NULL;
   }
   l->n_output_size = n;

@@ -12,9 +12,9 @@ typedef struct pool_layer {
   pd_layer base;
   int nsp;
   pool_kind kind;
-  int64_t k[3];       /* kernel size, or the adaptive output size */
-  int nk;             /* ... as given (1 or nsp values), for printing */
-  pd_pool_opts opts;  /* strings point into the buffers below */
+  int64_t k[3];      /* kernel size, or the adaptive output size */
+  int nk;            /* ... as given (1 or nsp values), for printing */
+  pd_pool_opts opts; /* strings point into the buffers below */
   char data_format[8], padding_algorithm[16];
 } pool_layer;
 
@@ -33,7 +33,8 @@ static int pool_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tenso
   pd_tensor *mask = NULL;
   switch (l->kind) {
     case P_MAX:
-      out[0] = want_mask ? k_max_mask[k](in[0], nsp, l->k, &l->opts, &mask) : k_max[k](in[0], nsp, l->k, &l->opts);
+      out[0] =
+          want_mask ? k_max_mask[k](in[0], nsp, l->k, &l->opts, &mask) : k_max[k](in[0], nsp, l->k, &l->opts);
       break;
     case P_AVG:
       out[0] = k_avg[k](in[0], nsp, l->k, &l->opts);
@@ -57,7 +58,8 @@ static int pool_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tenso
 
 static void list_str(char *s, size_t cap, int n, const int64_t *v) {
   size_t w = (size_t)snprintf(s, cap, n == 1 ? "" : "[");
-  for (int i = 0; i < n && w < cap; i++) w += (size_t)snprintf(s + w, cap - w, "%s%lld", i ? ", " : "", (long long)v[i]);
+  for (int i = 0; i < n && w < cap; i++)
+    w += (size_t)snprintf(s + w, cap - w, "%s%lld", i ? ", " : "", (long long)v[i]);
   if (n != 1 && w < cap) snprintf(s + w, cap - w, "]");
 }
 
@@ -86,19 +88,18 @@ static char *pool_repr(const pd_layer *self) {
   return s;
 }
 
-static const pd_layer_type k_types[4][3] = {
-    {{"MaxPool1D", pool_forward, NULL, pool_repr},
-     {"MaxPool2D", pool_forward, NULL, pool_repr},
-     {"MaxPool3D", pool_forward, NULL, pool_repr}},
-    {{"AvgPool1D", pool_forward, NULL, pool_repr},
-     {"AvgPool2D", pool_forward, NULL, pool_repr},
-     {"AvgPool3D", pool_forward, NULL, pool_repr}},
-    {{"AdaptiveMaxPool1D", pool_forward, NULL, pool_repr},
-     {"AdaptiveMaxPool2D", pool_forward, NULL, pool_repr},
-     {"AdaptiveMaxPool3D", pool_forward, NULL, pool_repr}},
-    {{"AdaptiveAvgPool1D", pool_forward, NULL, pool_repr},
-     {"AdaptiveAvgPool2D", pool_forward, NULL, pool_repr},
-     {"AdaptiveAvgPool3D", pool_forward, NULL, pool_repr}}};
+static const pd_layer_type k_types[4][3] = {{{"MaxPool1D", pool_forward, NULL, pool_repr},
+                                             {"MaxPool2D", pool_forward, NULL, pool_repr},
+                                             {"MaxPool3D", pool_forward, NULL, pool_repr}},
+                                            {{"AvgPool1D", pool_forward, NULL, pool_repr},
+                                             {"AvgPool2D", pool_forward, NULL, pool_repr},
+                                             {"AvgPool3D", pool_forward, NULL, pool_repr}},
+                                            {{"AdaptiveMaxPool1D", pool_forward, NULL, pool_repr},
+                                             {"AdaptiveMaxPool2D", pool_forward, NULL, pool_repr},
+                                             {"AdaptiveMaxPool3D", pool_forward, NULL, pool_repr}},
+                                            {{"AdaptiveAvgPool1D", pool_forward, NULL, pool_repr},
+                                             {"AdaptiveAvgPool2D", pool_forward, NULL, pool_repr},
+                                             {"AdaptiveAvgPool3D", pool_forward, NULL, pool_repr}}};
 
 static pd_layer *pool_new(pool_kind kind, int nsp, int nk, const int64_t *ks, const pd_pool_opts *opts) {
   static const pd_pool_opts defaults;
@@ -107,7 +108,8 @@ static pd_layer *pool_new(pool_kind kind, int nsp, int nk, const int64_t *ks, co
   bool adaptive = kind == P_AMAX || kind == P_AAVG;
   const char *what = adaptive ? "output_size" : "kernel_size";
   if (!ks || (nk != 1 && nk != nsp)) {
-    pd_set_error(PD_ERR_INVALID, "%s: %s must have 1 or %d values, got %d", type->name, what, nsp, ks ? nk : 0);
+    pd_set_error(PD_ERR_INVALID, "%s: %s must have 1 or %d values, got %d", type->name, what, nsp,
+                 ks ? nk : 0);
     return NULL;
   }
   if (opts->n_stride < 0 || opts->n_stride > 3 || opts->n_padding < 0 || opts->n_padding > 6) {

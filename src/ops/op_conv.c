@@ -23,7 +23,8 @@
 #include "paddlec/reduction.h"
 
 static const pd_op_id k_conv_ids[3] = {PD_OP_conv1d, PD_OP_conv2d, PD_OP_conv3d};
-static const pd_op_id k_convt_ids[3] = {PD_OP_conv1d_transpose, PD_OP_conv2d_transpose, PD_OP_conv3d_transpose};
+static const pd_op_id k_convt_ids[3] = {PD_OP_conv1d_transpose, PD_OP_conv2d_transpose,
+                                        PD_OP_conv3d_transpose};
 
 static const char *layout_name(int nsp, bool cl) {
   static const char *first[3] = {"NCL", "NCHW", "NCDHW"}, *last[3] = {"NLC", "NHWC", "NDHWC"};
@@ -41,8 +42,8 @@ static int rank_of(const pd_op_def *def, const pd_tensor *x) {
 static pd_status check_attrs(const char *op, int nsp, const pd_attrs *a, bool need_v3) {
   if (a->nv[0] != nsp || a->nv[1] != nsp || a->nv[2] != 2 * nsp || (need_v3 && a->nv[3] != nsp))
     return pd_set_error(PD_ERR_INVALID,
-                        "%s: expects %d strides, %d dilations and %d paddings%s, got %d, %d and %d", op, nsp, nsp,
-                        2 * nsp, need_v3 ? " and sizes" : "", a->nv[0], a->nv[1], a->nv[2]);
+                        "%s: expects %d strides, %d dilations and %d paddings%s, got %d, %d and %d", op, nsp,
+                        nsp, 2 * nsp, need_v3 ? " and sizes" : "", a->nv[0], a->nv[1], a->nv[2]);
   for (int d = 0; d < nsp; d++) {
     if (a->v[0][d] < 1)
       return pd_set_error(PD_ERR_INVALID, "%s: stride %lld on spatial dim %d must be positive", op,
@@ -57,7 +58,8 @@ static pd_status check_attrs(const char *op, int nsp, const pd_attrs *a, bool ne
       return pd_set_error(PD_ERR_INVALID, "%s: size %lld on spatial dim %d must be positive", op,
                           (long long)a->v[3][d], d);
   }
-  if (a->i[0] < 1) return pd_set_error(PD_ERR_INVALID, "%s: groups (%lld) must be positive", op, (long long)a->i[0]);
+  if (a->i[0] < 1)
+    return pd_set_error(PD_ERR_INVALID, "%s: groups (%lld) must be positive", op, (long long)a->i[0]);
   return PD_OK;
 }
 
@@ -71,8 +73,9 @@ static pd_status check_rank_dtype(const char *op, int nsp, bool cl, const pd_ten
                         PD_SHAPE_STR(w));
   if (!dtypes) return PD_OK;
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s of %s is not supported (expected float16, bfloat16, float32 or float64)",
-                        op, pd_dtype_name(x->dtype), xname);
+    return pd_set_error(
+        PD_ERR_DTYPE, "%s: dtype %s of %s is not supported (expected float16, bfloat16, float32 or float64)",
+        op, pd_dtype_name(x->dtype), xname);
   if (w->dtype != x->dtype)
     return pd_set_error(PD_ERR_DTYPE, "%s: %s (%s) and %s (%s) must have the same dtype", op, xname,
                         pd_dtype_name(x->dtype), wname, pd_dtype_name(w->dtype));
@@ -96,8 +99,8 @@ static pd_status check_bias(const char *op, const pd_tensor *b, const pd_tensor 
     return pd_set_error(PD_ERR_SHAPE, "%s: bias must have shape [%lld] (the output channels), got %s", op,
                         (long long)c, PD_SHAPE_STR(b));
   if (b->dtype != x->dtype)
-    return pd_set_error(PD_ERR_DTYPE, "%s: bias (%s) must have the dtype of x (%s)", op, pd_dtype_name(b->dtype),
-                        pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: bias (%s) must have the dtype of x (%s)", op,
+                        pd_dtype_name(b->dtype), pd_dtype_name(x->dtype));
   return PD_OK;
 }
 
@@ -109,11 +112,13 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
   pd_tensor *x = in[0], *w = in[1];
   int nsp = rank_of(def, x);
   if (nsp < 1 || nsp > 3)
-    return pd_set_error(PD_ERR_SHAPE, "%s: x must be a 3-D, 4-D or 5-D tensor, got shape %s", op, PD_SHAPE_STR(x));
+    return pd_set_error(PD_ERR_SHAPE, "%s: x must be a 3-D, 4-D or 5-D tensor, got shape %s", op,
+                        PD_SHAPE_STR(x));
   if ((kind == PD_CONV_BWD_WEIGHTS && n_in != 2) || (kind != PD_CONV_BWD_WEIGHTS && n_in != 2 && n_in != 3))
     return pd_set_error(PD_ERR_INVALID, "%s: expects %s inputs, got %d", op,
                         kind == PD_CONV_BWD_WEIGHTS ? "2" : "2 or 3", n_in);
-  pd_status st = check_rank_dtype(op, nsp, cl, x, "x", w, kind == PD_CONV_BWD_WEIGHTS ? "grad_out" : "weight", true);
+  pd_status st =
+      check_rank_dtype(op, nsp, cl, x, "x", w, kind == PD_CONV_BWD_WEIGHTS ? "grad_out" : "weight", true);
   if (st == PD_OK) st = check_attrs(op, nsp, a, kind != PD_CONV_FWD);
   if (st != PD_OK) return st;
   memset(g, 0, sizeof *g);
@@ -131,28 +136,32 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     g->Ci = act_channels(x, cl);
     g->Co = w->shape[0];
     if (g->Ci % G != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the input channels (%lld, x shape %s, %s) are not divisible by groups (%lld)",
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: the input channels (%lld, x shape %s, %s) are not divisible by groups (%lld)",
                           op, (long long)g->Ci, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)G);
     if (g->Co % G != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the output channels (weight.shape[0] = %lld) are not divisible by groups (%lld)",
-                          op, (long long)g->Co, (long long)G);
+      return pd_set_error(
+          PD_ERR_SHAPE, "%s: the output channels (weight.shape[0] = %lld) are not divisible by groups (%lld)",
+          op, (long long)g->Co, (long long)G);
     if (w->shape[1] * G != g->Ci)
-      return pd_set_error(PD_ERR_SHAPE,
-                          "%s: the input has %lld channels (x shape %s, %s) but weight.shape[1] (%lld) * groups "
-                          "(%lld) = %lld (weight shape %s)",
-                          op, (long long)g->Ci, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)w->shape[1],
-                          (long long)G, (long long)(w->shape[1] * G), PD_SHAPE_STR(w));
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: the input has %lld channels (x shape %s, %s) but weight.shape[1] (%lld) * groups "
+          "(%lld) = %lld (weight shape %s)",
+          op, (long long)g->Ci, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)w->shape[1], (long long)G,
+          (long long)(w->shape[1] * G), PD_SHAPE_STR(w));
     for (int d = 0; d < nsp; d++) {
       g->in[d] = act_spatial(x, cl, d);
       g->k[d] = w->shape[2 + d];
       int64_t ext = g->dil[d] * (g->k[d] - 1) + 1, padded = g->in[d] + g->pad[d] + a->v[2][2 * d + 1];
       if (padded < ext)
-        return pd_set_error(PD_ERR_SHAPE,
-                            "%s: the kernel (size %lld, dilation %lld: extent %lld) on spatial dim %d is larger "
-                            "than the padded input (%lld + %lld + %lld = %lld; x shape %s, weight shape %s)",
-                            op, (long long)g->k[d], (long long)g->dil[d], (long long)ext, d, (long long)g->in[d],
-                            (long long)g->pad[d], (long long)a->v[2][2 * d + 1], (long long)padded, PD_SHAPE_STR(x),
-                            PD_SHAPE_STR(w));
+        return pd_set_error(
+            PD_ERR_SHAPE,
+            "%s: the kernel (size %lld, dilation %lld: extent %lld) on spatial dim %d is larger "
+            "than the padded input (%lld + %lld + %lld = %lld; x shape %s, weight shape %s)",
+            op, (long long)g->k[d], (long long)g->dil[d], (long long)ext, d, (long long)g->in[d],
+            (long long)g->pad[d], (long long)a->v[2][2 * d + 1], (long long)padded, PD_SHAPE_STR(x),
+            PD_SHAPE_STR(w));
       g->out[d] = (padded - ext) / g->stride[d] + 1;
     }
     if (n_in == 3 && (st = check_bias(op, in[2], x, g->Co)) != PD_OK) return st;
@@ -160,14 +169,15 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
   } else if (kind == PD_CONV_BWD_DATA) {
     g->Co = act_channels(x, cl);
     if (g->Co != w->shape[0])
-      return pd_set_error(PD_ERR_SHAPE,
-                          "%s: the input has %lld channels (x shape %s, %s) but weight.shape[0] is %lld (weight "
-                          "shape %s)",
-                          op, (long long)g->Co, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)w->shape[0],
-                          PD_SHAPE_STR(w));
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: the input has %lld channels (x shape %s, %s) but weight.shape[0] is %lld (weight "
+          "shape %s)",
+          op, (long long)g->Co, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)w->shape[0],
+          PD_SHAPE_STR(w));
     if (g->Co % G != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the input channels (%lld) are not divisible by groups (%lld)", op,
-                          (long long)g->Co, (long long)G);
+      return pd_set_error(PD_ERR_SHAPE, "%s: the input channels (%lld) are not divisible by groups (%lld)",
+                          op, (long long)g->Co, (long long)G);
     g->Ci = w->shape[1] * G;
     for (int d = 0; d < nsp; d++) {
       g->out[d] = act_spatial(x, cl, d);
@@ -181,11 +191,12 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     g->Ci = act_channels(x, cl);
     g->Co = act_channels(dy, cl);
     if (dy->shape[0] != g->N)
-      return pd_set_error(PD_ERR_SHAPE, "%s: x (shape %s) and grad_out (shape %s) have different batch sizes", op,
-                          PD_SHAPE_STR(x), PD_SHAPE_STR(dy));
+      return pd_set_error(PD_ERR_SHAPE, "%s: x (shape %s) and grad_out (shape %s) have different batch sizes",
+                          op, PD_SHAPE_STR(x), PD_SHAPE_STR(dy));
     if (g->Ci % G != 0 || g->Co % G != 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: the channels of x (%lld) and grad_out (%lld) must be divisible by groups (%lld)",
-                          op, (long long)g->Ci, (long long)g->Co, (long long)G);
+      return pd_set_error(
+          PD_ERR_SHAPE, "%s: the channels of x (%lld) and grad_out (%lld) must be divisible by groups (%lld)",
+          op, (long long)g->Ci, (long long)g->Co, (long long)G);
     out->dtype = x->dtype;
     out->ndim = nsp + 2;
     out->shape[0] = g->Co;
@@ -200,8 +211,8 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
   return PD_OK;
 }
 
-static pd_status meta_fwd(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status meta_fwd(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   pd_conv_geom g;
   *n_out = 1;
   return conv_geom(def, PD_CONV_FWD, in, n_in, a, &g, out);
@@ -221,8 +232,8 @@ static pd_status meta_bwd_weights(const pd_op_def *def, pd_tensor *const *in, in
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                     pd_tensor *out) {
+static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *in, int n_in,
+                     const pd_attrs *a, pd_tensor *out) {
   pd_conv_geom g;
   pd_meta m;
   pd_status st = conv_geom(def, kind, in, n_in, a, &g, &m);
@@ -242,8 +253,10 @@ static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *
   if (ta->numel == 0 || tb->numel == 0) { /* an empty reduction: zeros (plus bias) */
     memset(O, 0, (size_t)out->numel * es);
     if (bias && kind == PD_CONV_FWD) {
-      if (f32) pd_conv_add_bias_f32(&g, true, bias, O);
-      else pd_conv_add_bias_f64(&g, true, bias, O);
+      if (f32)
+        pd_conv_add_bias_f32(&g, true, bias, O);
+      else
+        pd_conv_add_bias_f64(&g, true, bias, O);
     }
   } else if (f32) {
     rc = pd_conv_dnnl_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
@@ -252,12 +265,15 @@ static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *
     rc = pd_conv_ref_f64(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
   }
   if (rc == 0 && bias && kind == PD_CONV_BWD_DATA) {
-    if (f32) pd_conv_add_bias_f32(&g, false, bias, O);
-    else pd_conv_add_bias_f64(&g, false, bias, O);
+    if (f32)
+      pd_conv_add_bias_f32(&g, false, bias, O);
+    else
+      pd_conv_add_bias_f64(&g, false, bias, O);
   }
   if (rc != 0)
-    st = pd_set_error(rc == -1 ? PD_ERR_MEMORY : PD_ERR_INVALID, "%s: the convolution kernel failed (status %d) for x shape %s",
-                      def->name, rc, PD_SHAPE_STR(in[0]));
+    st = pd_set_error(rc == -1 ? PD_ERR_MEMORY : PD_ERR_INVALID,
+                      "%s: the convolution kernel failed (status %d) for x shape %s", def->name, rc,
+                      PD_SHAPE_STR(in[0]));
 done:
   pd_tensor_release(ta);
   pd_tensor_release(tb);
@@ -265,8 +281,8 @@ done:
   return st;
 }
 
-static pd_status kernel_fwd(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
-                            int n_out) {
+static pd_status kernel_fwd(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
   (void)n_out;
   return run(def, PD_CONV_FWD, in, n_in, a, out[0]);
 }
@@ -392,12 +408,14 @@ static double flops_fwd(pd_tensor *const *in, int n_in, const pd_attrs *a, const
   const pd_tensor *w = in[1];
   return w->shape[0] ? 2.0 * numel_of(out->ndim, out->shape) * ((double)w->numel / (double)w->shape[0]) : 0;
 }
-static double flops_bwd_data(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out, int n_out) {
+static double flops_bwd_data(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out,
+                             int n_out) {
   (void)n_in, (void)a, (void)out, (void)n_out;
   const pd_tensor *w = in[1];
   return w->shape[0] ? 2.0 * (double)in[0]->numel * ((double)w->numel / (double)w->shape[0]) : 0;
 }
-static double flops_bwd_weights(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out, int n_out) {
+static double flops_bwd_weights(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out,
+                                int n_out) {
   (void)n_in, (void)a, (void)n_out;
   double co = (double)out->shape[0];
   return co ? 2.0 * (double)in[1]->numel * (numel_of(out->ndim, out->shape) / co) : 0;
@@ -406,25 +424,25 @@ static double flops_bwd_weights(pd_tensor *const *in, int n_in, const pd_attrs *
 #define CONV_FLAGS (PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32)
 #define CONV_ATTRS "v0:strides,v1:dilations,v2:paddings,i0:groups,i1:channel_last"
 
-#define DEF_CONV(NAME)                                                               \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                  \
-                                     .n_in = -1,                                     \
-                                     .n_out = 1,                                     \
-                                     .flags = CONV_FLAGS,                            \
-                                     .attr_names = CONV_ATTRS,                       \
-                                     .infer_meta = meta_fwd,                         \
-                                     .kernel = {[PD_PLACE_CPU] = kernel_fwd},        \
-                                     .backward = conv_backward,                      \
+#define DEF_CONV(NAME)                                                        \
+  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                           \
+                                     .n_in = -1,                              \
+                                     .n_out = 1,                              \
+                                     .flags = CONV_FLAGS,                     \
+                                     .attr_names = CONV_ATTRS,                \
+                                     .infer_meta = meta_fwd,                  \
+                                     .kernel = {[PD_PLACE_CPU] = kernel_fwd}, \
+                                     .backward = conv_backward,               \
                                      .flops = flops_fwd};
-#define DEF_CONVT(NAME)                                                              \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                  \
-                                     .n_in = -1,                                     \
-                                     .n_out = 1,                                     \
-                                     .flags = CONV_FLAGS,                            \
-                                     .attr_names = CONV_ATTRS ",v3:output_size",     \
-                                     .infer_meta = meta_bwd_data,                    \
-                                     .kernel = {[PD_PLACE_CPU] = kernel_bwd_data},   \
-                                     .backward = conv_transpose_backward,            \
+#define DEF_CONVT(NAME)                                                            \
+  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                \
+                                     .n_in = -1,                                   \
+                                     .n_out = 1,                                   \
+                                     .flags = CONV_FLAGS,                          \
+                                     .attr_names = CONV_ATTRS ",v3:output_size",   \
+                                     .infer_meta = meta_bwd_data,                  \
+                                     .kernel = {[PD_PLACE_CPU] = kernel_bwd_data}, \
+                                     .backward = conv_transpose_backward,          \
                                      .flops = flops_bwd_data};
 DEF_CONV(conv1d)
 DEF_CONV(conv2d)
@@ -487,8 +505,9 @@ pd_status pd_conv_parse_padding(const char *op, const char *algo, int n, const i
       return PD_OK;
     }
     if (!str_ieq(algo, "SAME"))
-      return pd_set_error(PD_ERR_INVALID, "%s: padding_algorithm must be \"EXPLICIT\", \"SAME\" or \"VALID\", got \"%s\"",
-                          op, algo);
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: padding_algorithm must be \"EXPLICIT\", \"SAME\" or \"VALID\", got \"%s\"", op,
+                          algo);
     for (int d = 0; d < nsp; d++) {
       int64_t o = (in[d] + stride[d] - 1) / stride[d];
       int64_t sum = (o - 1) * stride[d] + k[d] - in[d];
@@ -506,12 +525,13 @@ pd_status pd_conv_parse_padding(const char *op, const char *algo, int n, const i
   } else if (n == 2 * nsp) {
     for (int i = 0; i < 2 * nsp; i++) pads[i] = v[i];
   } else {
-    return pd_set_error(PD_ERR_INVALID, "%s: padding must have 1, %d or %d values, got %d", op, nsp, 2 * nsp, n);
+    return pd_set_error(PD_ERR_INVALID, "%s: padding must have 1, %d or %d values, got %d", op, nsp, 2 * nsp,
+                        n);
   }
   for (int i = 0; i < 2 * nsp; i++)
     if (pads[i] < 0)
-      return pd_set_error(PD_ERR_INVALID, "%s: padding %lld (entry %d) must be non-negative", op, (long long)pads[i],
-                          i);
+      return pd_set_error(PD_ERR_INVALID, "%s: padding %lld (entry %d) must be non-negative", op,
+                          (long long)pads[i], i);
   return PD_OK;
 }
 
@@ -535,12 +555,13 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
     return NULL;
   for (int d = 0; d < nsp; d++) {
     if (a.v[0][d] < 1) {
-      pd_set_error(PD_ERR_INVALID, "%s: stride %lld on spatial dim %d must be positive", op, (long long)a.v[0][d], d);
+      pd_set_error(PD_ERR_INVALID, "%s: stride %lld on spatial dim %d must be positive", op,
+                   (long long)a.v[0][d], d);
       return NULL;
     }
     if (a.v[1][d] < 1) {
-      pd_set_error(PD_ERR_INVALID, "%s: dilation %lld on spatial dim %d must be positive", op, (long long)a.v[1][d],
-                   d);
+      pd_set_error(PD_ERR_INVALID, "%s: dilation %lld on spatial dim %d must be positive", op,
+                   (long long)a.v[1][d], d);
       return NULL;
     }
   }
@@ -563,14 +584,16 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
       int64_t s = a.v[0][d], dl = a.v[1][d];
       int64_t inferred = (I[d] - 1) * s - a.v[2][2 * d] - a.v[2][2 * d + 1] + dl * (K[d] - 1) + 1;
       if (o->n_output_size > 0 && opad[d] != 0) {
-        pd_set_error(PD_ERR_INVALID, "%s: output_padding (%lld) is mutually exclusive with output_size (%lld)", op,
+        pd_set_error(PD_ERR_INVALID,
+                     "%s: output_padding (%lld) is mutually exclusive with output_size (%lld)", op,
                      (long long)opad[d], (long long)osize[d]);
         return NULL;
       }
       if (opad[d] < 0 || opad[d] >= (s > dl ? s : dl)) {
-        pd_set_error(PD_ERR_INVALID,
-                     "%s: output_padding %lld on spatial dim %d must be in [0, max(stride %lld, dilation %lld))", op,
-                     (long long)opad[d], d, (long long)s, (long long)dl);
+        pd_set_error(
+            PD_ERR_INVALID,
+            "%s: output_padding %lld on spatial dim %d must be in [0, max(stride %lld, dilation %lld))", op,
+            (long long)opad[d], d, (long long)s, (long long)dl);
         return NULL;
       }
       int64_t size = inferred + opad[d];
@@ -583,11 +606,12 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
         size = osize[d];
       }
       if (size < 1) {
-        pd_set_error(PD_ERR_SHAPE,
-                     "%s: the output size on spatial dim %d is %lld (input %lld, stride %lld, paddings %lld and "
-                     "%lld, kernel %lld, dilation %lld); it must be positive",
-                     op, d, (long long)size, (long long)I[d], (long long)s, (long long)a.v[2][2 * d],
-                     (long long)a.v[2][2 * d + 1], (long long)K[d], (long long)dl);
+        pd_set_error(
+            PD_ERR_SHAPE,
+            "%s: the output size on spatial dim %d is %lld (input %lld, stride %lld, paddings %lld and "
+            "%lld, kernel %lld, dilation %lld); it must be positive",
+            op, d, (long long)size, (long long)I[d], (long long)s, (long long)a.v[2][2 * d],
+            (long long)a.v[2][2 * d + 1], (long long)K[d], (long long)dl);
         return NULL;
       }
       a.v[3][d] = size;

@@ -47,12 +47,12 @@ static const char *layout_of(int nsp) {
 
 static pd_status check_shape(const char *op, int nsp, int ndim, const int64_t *shape, pd_dtype dt) {
   if (ndim != nsp + 2)
-    return pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2, layout_of(nsp),
-                        pd_shape_str(ndim, shape, (char[160]){0}, 160));
+    return pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2,
+                        layout_of(nsp), pd_shape_str(ndim, shape, (char[160]){0}, 160));
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64)
     return pd_set_error(PD_ERR_DTYPE,
-                        "%s: dtype %s of x is not supported (expected float16, bfloat16, float32 or float64)", op,
-                        pd_dtype_name(dt));
+                        "%s: dtype %s of x is not supported (expected float16, bfloat16, float32 or float64)",
+                        op, pd_dtype_name(dt));
   return PD_OK;
 }
 static pd_status check_x(const char *op, int nsp, const pd_tensor *x) {
@@ -89,22 +89,25 @@ static pd_status pool_geom(const char *op, bool adaptive, int nsp, const pd_meta
     return PD_OK;
   }
   if (a->nv[0] != nsp || a->nv[1] != nsp || a->nv[2] != 2 * nsp)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects %d kernel sizes, %d strides and %d paddings, got %d, %d and %d",
-                        op, nsp, nsp, 2 * nsp, a->nv[0], a->nv[1], a->nv[2]);
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: expects %d kernel sizes, %d strides and %d paddings, got %d, %d and %d", op, nsp,
+                        nsp, 2 * nsp, a->nv[0], a->nv[1], a->nv[2]);
   for (int d = 0; d < nsp; d++) {
     int64_t k = a->v[0][d], s = a->v[1][d], pb = a->v[2][2 * d], pa = a->v[2][2 * d + 1];
     if (k < 1 || s < 1 || pb < 0 || pa < 0)
-      return pd_set_error(PD_ERR_INVALID,
-                          "%s: kernel_size (%lld) and stride (%lld) must be positive and paddings (%lld, %lld) "
-                          "non-negative on spatial dim %d",
-                          op, (long long)k, (long long)s, (long long)pb, (long long)pa, d);
+      return pd_set_error(
+          PD_ERR_INVALID,
+          "%s: kernel_size (%lld) and stride (%lld) must be positive and paddings (%lld, %lld) "
+          "non-negative on spatial dim %d",
+          op, (long long)k, (long long)s, (long long)pb, (long long)pa, d);
     int64_t o = pool_out_size(g->in[d], k, pb, pa, s, a->i[0] != 0);
     if (o < 1)
-      return pd_set_error(PD_ERR_SHAPE,
-                          "%s: the kernel (%lld) on spatial dim %d is larger than the padded input (%lld + %lld + "
-                          "%lld = %lld; x shape %s)",
-                          op, (long long)k, d, (long long)g->in[d], (long long)pb, (long long)pa,
-                          (long long)(g->in[d] + pb + pa), pd_shape_str(x->ndim, x->shape, (char[160]){0}, 160));
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: the kernel (%lld) on spatial dim %d is larger than the padded input (%lld + %lld + "
+          "%lld = %lld; x shape %s)",
+          op, (long long)k, d, (long long)g->in[d], (long long)pb, (long long)pa,
+          (long long)(g->in[d] + pb + pa), pd_shape_str(x->ndim, x->shape, (char[160]){0}, 160));
     g->k[d] = k;
     g->stride[d] = s;
     g->pad[d] = pb;
@@ -123,8 +126,8 @@ static void out_meta(pd_meta *m, const pd_tensor *x, const pd_pool_geom *g, pd_d
 
 /* ---- max pooling --------------------------------------------------------- */
 
-static pd_status max_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status max_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   (void)n_in;
   pd_pool_geom g;
   pd_meta xm;
@@ -177,13 +180,14 @@ static pd_status check_mask(const char *op, const pd_tensor *mask, const pd_tens
   if (st != PD_OK) return st;
   int nsp = mask->ndim - 2;
   if (nsp < 1 || nsp > 3)
-    return pd_set_error(PD_ERR_SHAPE, "%s: mask must be a 3-D, 4-D or 5-D tensor, got shape %s", op, PD_SHAPE_STR(mask));
+    return pd_set_error(PD_ERR_SHAPE, "%s: mask must be a 3-D, 4-D or 5-D tensor, got shape %s", op,
+                        PD_SHAPE_STR(mask));
   if ((st = check_x(op, nsp, t)) != PD_OK) return st;
   bool ok = t->shape[0] == mask->shape[0] && t->shape[1] == mask->shape[1];
   for (int d = 0; ok && same_spatial && d < nsp; d++) ok = t->shape[2 + d] == mask->shape[2 + d];
   if (!ok)
-    return pd_set_error(PD_ERR_SHAPE, "%s: mask of shape %s does not match %s of shape %s", op, PD_SHAPE_STR(mask),
-                        tname, PD_SHAPE_STR(t));
+    return pd_set_error(PD_ERR_SHAPE, "%s: mask of shape %s does not match %s of shape %s", op,
+                        PD_SHAPE_STR(mask), tname, PD_SHAPE_STR(t));
   return PD_OK;
 }
 
@@ -214,7 +218,8 @@ static pd_status max_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   out->shape[1] = in[1]->shape[1];
   for (int d = 0; d < nsp; d++) {
     if (a->v[3][d] < 0)
-      return pd_set_error(PD_ERR_INVALID, "%s: input size %lld must be non-negative", def->name, (long long)a->v[3][d]);
+      return pd_set_error(PD_ERR_INVALID, "%s: input size %lld must be non-negative", def->name,
+                          (long long)a->v[3][d]);
     out->shape[2 + d] = a->v[3][d];
   }
   *n_out = 1;
@@ -249,8 +254,8 @@ static pd_status max_grad_backward(const pd_backward_ctx *c) {
 }
 
 /* max_pool_gather(x, mask) -> y shaped like mask */
-static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                             int *n_out) {
+static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                             pd_meta *out, int *n_out) {
   (void)n_in, (void)a;
   pd_status st = check_mask(def->name, in[1], in[0], "x", false);
   if (st != PD_OK) return st;
@@ -291,8 +296,8 @@ static pd_status gather_backward(const pd_backward_ctx *c) {
 
 /* ---- avg pooling --------------------------------------------------------- */
 
-static pd_status avg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status avg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   (void)n_in;
   pd_pool_geom g;
   pd_meta xm;
@@ -350,7 +355,8 @@ static pd_status avg_grad_geom(const pd_op_def *def, const pd_tensor *dy, const 
   if (st != PD_OK) return st;
   for (int d = 0; d < nsp; d++)
     if (g->out[d] != dy->shape[2 + d])
-      return pd_set_error(PD_ERR_SHAPE, "%s: grad_out of shape %s does not match the pooled size %lld on spatial dim %d",
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: grad_out of shape %s does not match the pooled size %lld on spatial dim %d",
                           def->name, PD_SHAPE_STR(dy), (long long)g->out[d], d);
   *out = xm;
   return PD_OK;
@@ -406,26 +412,26 @@ static double pool_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
 }
 
 #define POOL_ATTRS "v0:kernel_size,v1:strides,v2:paddings,i0:ceil_mode,i1:exclusive"
-#define DEF_MAX(NAME, ATTRS)                                                                                    \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                                             \
-                                     .n_in = 1,                                                                 \
-                                     .n_out = 2,                                                                \
-                                     .flags = PD_OPF_DIFF | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,              \
-                                     .nondiff_out = 1u << 1,                                                    \
-                                     .attr_names = ATTRS,                                                       \
-                                     .infer_meta = max_meta,                                                    \
-                                     .kernel = {[PD_PLACE_CPU] = max_kernel},                                   \
-                                     .backward = max_backward,                                                  \
+#define DEF_MAX(NAME, ATTRS)                                                                       \
+  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                                \
+                                     .n_in = 1,                                                    \
+                                     .n_out = 2,                                                   \
+                                     .flags = PD_OPF_DIFF | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, \
+                                     .nondiff_out = 1u << 1,                                       \
+                                     .attr_names = ATTRS,                                          \
+                                     .infer_meta = max_meta,                                       \
+                                     .kernel = {[PD_PLACE_CPU] = max_kernel},                      \
+                                     .backward = max_backward,                                     \
                                      .flops = pool_flops};
-#define DEF_AVG(NAME, ATTRS)                                                                                    \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                                             \
-                                     .n_in = 1,                                                                 \
-                                     .n_out = 1,                                                                \
-                                     .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,                                \
-                                     .attr_names = ATTRS,                                                       \
-                                     .infer_meta = avg_meta,                                                    \
-                                     .kernel = {[PD_PLACE_CPU] = avg_kernel},                                   \
-                                     .backward = avg_backward,                                                  \
+#define DEF_AVG(NAME, ATTRS)                                                     \
+  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                              \
+                                     .n_in = 1,                                  \
+                                     .n_out = 1,                                 \
+                                     .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32, \
+                                     .attr_names = ATTRS,                        \
+                                     .infer_meta = avg_meta,                     \
+                                     .kernel = {[PD_PLACE_CPU] = avg_kernel},    \
+                                     .backward = avg_backward,                   \
                                      .flops = pool_flops};
 DEF_MAX(max_pool1d, POOL_ATTRS)
 DEF_MAX(max_pool2d, POOL_ATTRS)
@@ -532,8 +538,8 @@ static pd_tensor *pool_public(pool_type type, int nsp, pd_tensor *x, int nk, con
     return NULL;
   }
   if (x->ndim != nsp + 2) {
-    pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2, o->data_format ? o->data_format : layout_of(nsp),
-                 PD_SHAPE_STR(x));
+    pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2,
+                 o->data_format ? o->data_format : layout_of(nsp), PD_SHAPE_STR(x));
     return NULL;
   }
   pd_attrs a = {.nv = {nsp, nsp, 2 * nsp}};
@@ -552,7 +558,8 @@ static pd_tensor *pool_public(pool_type type, int nsp, pd_tensor *x, int nk, con
   }
   for (int d = 0; d < nsp; d++)
     if (a.v[0][d] < 1 || a.v[1][d] < 1) {
-      pd_set_error(PD_ERR_INVALID, "%s: kernel_size (%lld) and stride (%lld) on spatial dim %d must be positive", op,
+      pd_set_error(PD_ERR_INVALID,
+                   "%s: kernel_size (%lld) and stride (%lld) on spatial dim %d must be positive", op,
                    (long long)a.v[0][d], (long long)a.v[1][d], d);
       return NULL;
     }
@@ -562,15 +569,16 @@ static pd_tensor *pool_public(pool_type type, int nsp, pd_tensor *x, int nk, con
     pd_set_error(PD_ERR_INVALID, "%s: with padding \"VALID\", ceil_mode must be false", op);
     return NULL;
   }
-  if (pd_conv_parse_padding(op, o->padding_algorithm, o->n_padding, o->padding, nsp, in_sp, a.v[0], a.v[1], NULL,
-                            a.v[2]) != PD_OK)
+  if (pd_conv_parse_padding(op, o->padding_algorithm, o->n_padding, o->padding, nsp, in_sp, a.v[0], a.v[1],
+                            NULL, a.v[2]) != PD_OK)
     return NULL;
   a.i[0] = o->ceil_mode;
   a.i[1] = !o->inclusive;
   double scale = 1.0;
   if (type == POOL_AVG && o->divisor_override) {
     if (o->divisor_override < 0) {
-      pd_set_error(PD_ERR_INVALID, "%s: divisor_override (%lld) must be positive", op, (long long)o->divisor_override);
+      pd_set_error(PD_ERR_INVALID, "%s: divisor_override (%lld) must be positive", op,
+                   (long long)o->divisor_override);
       return NULL;
     }
     double k = 1;
@@ -589,8 +597,8 @@ static pd_tensor *adaptive_public(pool_type type, int nsp, pd_tensor *x, int n, 
   bool cl;
   if (pd_conv_parse_format(op, fmt, nsp, &cl) != PD_OK) return NULL;
   if (x->ndim != nsp + 2) {
-    pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2, fmt ? fmt : layout_of(nsp),
-                 PD_SHAPE_STR(x));
+    pd_set_error(PD_ERR_SHAPE, "%s: x must be a %d-D tensor (%s), got shape %s", op, nsp + 2,
+                 fmt ? fmt : layout_of(nsp), PD_SHAPE_STR(x));
     return NULL;
   }
   if (!size || (n != 1 && n != nsp)) {

@@ -86,7 +86,8 @@ static void ref_pool(const pcase *c, bool is_max, const double *x, double *y, in
 }
 
 static pd_pool_opts opts_of(const pcase *c) {
-  pd_pool_opts o = {.n_stride = c->nsp, .n_padding = 2 * c->nsp, .ceil_mode = c->ceil_mode, .inclusive = c->inclusive};
+  pd_pool_opts o = {
+      .n_stride = c->nsp, .n_padding = 2 * c->nsp, .ceil_mode = c->ceil_mode, .inclusive = c->inclusive};
   for (int d = 0; d < c->nsp; d++) {
     o.stride[d] = c->S[d];
     o.padding[2 * d] = c->PB[d];
@@ -100,18 +101,20 @@ static pd_tensor *call_pool(const pcase *c, bool is_max, pd_tensor *x, pd_tensor
   int n = c->nsp;
   if (c->adaptive) {
     if (is_max)
-      return n == 1 ? pd_adaptive_max_pool1d(x, 1, c->O, mask)
+      return n == 1   ? pd_adaptive_max_pool1d(x, 1, c->O, mask)
              : n == 2 ? pd_adaptive_max_pool2d(x, 2, c->O, mask)
                       : pd_adaptive_max_pool3d(x, 3, c->O, mask);
-    return n == 1 ? pd_adaptive_avg_pool1d(x, 1, c->O)
+    return n == 1   ? pd_adaptive_avg_pool1d(x, 1, c->O)
            : n == 2 ? pd_adaptive_avg_pool2d(x, 2, c->O, NULL)
                     : pd_adaptive_avg_pool3d(x, 3, c->O, NULL);
   }
   if (is_max)
-    return n == 1 ? pd_max_pool1d_with_mask(x, 1, c->K, &o, mask)
+    return n == 1   ? pd_max_pool1d_with_mask(x, 1, c->K, &o, mask)
            : n == 2 ? pd_max_pool2d_with_mask(x, 2, c->K, &o, mask)
                     : pd_max_pool3d_with_mask(x, 3, c->K, &o, mask);
-  return n == 1 ? pd_avg_pool1d(x, 1, c->K, &o) : n == 2 ? pd_avg_pool2d(x, 2, c->K, &o) : pd_avg_pool3d(x, 3, c->K, &o);
+  return n == 1   ? pd_avg_pool1d(x, 1, c->K, &o)
+         : n == 2 ? pd_avg_pool2d(x, 2, c->K, &o)
+                  : pd_avg_pool3d(x, 3, c->K, &o);
 }
 
 static int64_t numel_x(const pcase *c, int64_t *shape) {
@@ -137,14 +140,16 @@ static void check_values(const pcase *c, bool is_max, pd_dtype dt) {
   for (int64_t i = 0; i < nx; i++) x[i] = dt == PD_FLOAT32 ? (double)(float)urand() : urand();
   ref_pool(c, is_max, x, y, mask);
   pd_scope_begin();
-  pd_tensor *tm = NULL, *ty = call_pool(c, is_max, pd_tensor_from_f64(x, dt, c->nsp + 2, xs), is_max ? &tm : NULL);
+  pd_tensor *tm = NULL,
+            *ty = call_pool(c, is_max, pd_tensor_from_f64(x, dt, c->nsp + 2, xs), is_max ? &tm : NULL);
   if (!ty) fail_msg("%s", pd_last_error());
   expect_shape(ty, c->nsp + 2, ys);
   assert_int_equal(pd_tensor_dtype(ty), dt);
   assert_int_equal(pd_tensor_copy_to(ty, got, ny, PD_FLOAT64), ny);
   for (int64_t i = 0; i < ny; i++)
     if (!(fabs(got[i] - y[i]) <= (dt == PD_FLOAT32 ? 1e-6 : 1e-13) * (1 + fabs(y[i]))))
-      fail_msg("%s %dd element %lld: got %.9g, want %.9g", is_max ? "max" : "avg", c->nsp, (long long)i, got[i], y[i]);
+      fail_msg("%s %dd element %lld: got %.9g, want %.9g", is_max ? "max" : "avg", c->nsp, (long long)i,
+               got[i], y[i]);
   if (is_max) {
     expect_shape(tm, c->nsp + 2, ys);
     assert_int_equal(pd_tensor_dtype(tm), PD_INT32);
@@ -203,16 +208,19 @@ static void test_pool_hand_values(void **state) {
   pd_pool_opts d3 = {.divisor_override = 3};
   EXPECT_VALUES(pd_avg_pool2d(x, 1, SHAPE(2), &d3), 1e-5, 14.0 / 3, 22.0 / 3, 46.0 / 3, 54.0 / 3);
   /* adaptive 4 -> 3: windows [0,2), [1,3), [2,4) */
-  EXPECT_VALUES(pd_adaptive_avg_pool2d(x, 1, SHAPE(3), NULL), 1e-6, 3.5, 4.5, 5.5, 7.5, 8.5, 9.5, 11.5, 12.5, 13.5);
+  EXPECT_VALUES(pd_adaptive_avg_pool2d(x, 1, SHAPE(3), NULL), 1e-6, 3.5, 4.5, 5.5, 7.5, 8.5, 9.5, 11.5, 12.5,
+                13.5);
   pd_tensor *mask = NULL;
   EXPECT_VALUES(pd_adaptive_max_pool2d(x, 2, SHAPE(1, 2), &mask), 0, 14, 16);
   EXPECT_VALUES(mask, 0, 13, 15);
   /* an output_size entry <= 0 keeps the input size (None) */
   expect_shape(pd_adaptive_avg_pool2d(x, 2, SHAPE(0, 2), NULL), 4, SHAPE(1, 1, 4, 2));
   /* SAME: out = ceil(4 / 3) = 2, pad_sum = (2 - 1) * 3 + 2 - 4 = 1 -> (0, 1) */
-  pd_tensor *s = pd_max_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.n_stride = 1, .stride = {3}, .padding_algorithm = "SAME"});
+  pd_tensor *s = pd_max_pool2d(x, 1, SHAPE(2),
+                               &(pd_pool_opts){.n_stride = 1, .stride = {3}, .padding_algorithm = "SAME"});
   EXPECT_VALUES(s, 0, 6, 8, 14, 16);
-  expect_shape(pd_avg_pool2d(x, 1, SHAPE(3), &(pd_pool_opts){.padding_algorithm = "VALID", .n_stride = 1, .stride = {1}}),
+  expect_shape(pd_avg_pool2d(x, 1, SHAPE(3),
+                             &(pd_pool_opts){.padding_algorithm = "VALID", .n_stride = 1, .stride = {1}}),
                4, SHAPE(1, 1, 2, 2));
   /* 1-D */
   pd_tensor *x1 = T(PD_FLOAT64, 3, SHAPE(1, 1, 5), 3, 1, 4, 1, 5);
@@ -235,13 +243,14 @@ static void test_pool_layouts_and_dtypes(void **state) {
   pd_tensor *perm_back = NULL;
   perm_back = pd_transpose(pd_max_pool2d(xl, 1, SHAPE(3), &ol), 4, SHAPE(0, 3, 1, 2));
   expect_close(perm_back, pd_max_pool2d(x, 1, SHAPE(3), &o), 0, 0);
-  expect_close(pd_transpose(pd_avg_pool2d(xl, 1, SHAPE(3), &ol), 4, SHAPE(0, 3, 1, 2)), pd_avg_pool2d(x, 1, SHAPE(3), &o),
-               1e-6, 1e-6);
+  expect_close(pd_transpose(pd_avg_pool2d(xl, 1, SHAPE(3), &ol), 4, SHAPE(0, 3, 1, 2)),
+               pd_avg_pool2d(x, 1, SHAPE(3), &o), 1e-6, 1e-6);
   expect_close(pd_transpose(pd_adaptive_avg_pool2d(xl, 1, SHAPE(3), "NHWC"), 4, SHAPE(0, 3, 1, 2)),
                pd_adaptive_avg_pool2d(x, 1, SHAPE(3), NULL), 1e-6, 1e-6);
   pd_tensor *x1 = pd_randn(3, SHAPE(2, 9, 4), PD_FLOAT64); /* NLC */
-  expect_close(pd_transpose(pd_avg_pool1d(x1, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NLC"}), 3, SHAPE(0, 2, 1)),
-               pd_avg_pool1d(pd_transpose(x1, 3, SHAPE(0, 2, 1)), 1, SHAPE(2), NULL), 1e-12, 1e-12);
+  expect_close(
+      pd_transpose(pd_avg_pool1d(x1, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NLC"}), 3, SHAPE(0, 2, 1)),
+      pd_avg_pool1d(pd_transpose(x1, 3, SHAPE(0, 2, 1)), 1, SHAPE(2), NULL), 1e-12, 1e-12);
   /* a non-contiguous view */
   pd_tensor *v = pd_transpose(xl, 4, SHAPE(0, 3, 1, 2));
   expect_close(pd_max_pool3d(pd_unsqueeze(v, 1, SHAPE(2)), 3, SHAPE(1, 2, 2), NULL),
@@ -249,10 +258,11 @@ static void test_pool_layouts_and_dtypes(void **state) {
   /* float16 in, float16 out */
   pd_tensor *h = pd_avg_pool2d(pd_cast(x, PD_FLOAT16), 1, SHAPE(2), NULL);
   assert_int_equal(pd_tensor_dtype(h), PD_FLOAT16);
-  expect_close(pd_cast(h, PD_FLOAT32), pd_avg_pool2d(pd_cast(pd_cast(x, PD_FLOAT16), PD_FLOAT32), 1, SHAPE(2), NULL),
-               1e-2, 1e-2);
+  expect_close(pd_cast(h, PD_FLOAT32),
+               pd_avg_pool2d(pd_cast(pd_cast(x, PD_FLOAT16), PD_FLOAT32), 1, SHAPE(2), NULL), 1e-2, 1e-2);
   /* empty batch */
-  expect_shape(pd_max_pool2d(pd_zeros(4, SHAPE(0, 3, 4, 4), PD_FLOAT32), 1, SHAPE(2), NULL), 4, SHAPE(0, 3, 2, 2));
+  expect_shape(pd_max_pool2d(pd_zeros(4, SHAPE(0, 3, 4, 4), PD_FLOAT32), 1, SHAPE(2), NULL), 4,
+               SHAPE(0, 3, 2, 2));
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -265,13 +275,14 @@ static void check_grads(const pcase *c, bool is_max, pd_dtype dt, double tol) {
   double *x = malloc(sizeof(double) * (size_t)nx), *r = malloc(sizeof(double) * (size_t)ny);
   double *y = malloc(sizeof(double) * (size_t)ny);
   /* distinct values, well apart, so no window has a near tie */
-  for (int64_t i = 0; i < nx; i++) x[i] = (double)((i * 7919) % nx) / (double)nx + 0.01 * urand() / (double)nx;
+  for (int64_t i = 0; i < nx; i++)
+    x[i] = (double)((i * 7919) % nx) / (double)nx + 0.01 * urand() / (double)nx;
   for (int64_t i = 0; i < ny; i++) r[i] = urand();
   pd_scope_begin();
   pd_tensor *tx = pd_tensor_from_f64(x, dt, c->nsp + 2, xs);
   pd_tensor_set_stop_gradient(tx, false);
-  pd_tensor *L = pd_sum(pd_multiply(call_pool(c, is_max, tx, NULL), pd_tensor_from_f64(r, dt, c->nsp + 2, ys)), NULL, 0,
-                        false);
+  pd_tensor *L = pd_sum(
+      pd_multiply(call_pool(c, is_max, tx, NULL), pd_tensor_from_f64(r, dt, c->nsp + 2, ys)), NULL, 0, false);
   assert_int_equal(pd_backward(L, NULL, false), PD_OK);
   pd_tensor *g = pd_tensor_grad(tx);
   assert_non_null(g);
@@ -338,13 +349,15 @@ static void test_pool_double_backward(void **state) {
 static void test_pool_layers(void **state) {
   (void)state;
   pd_layer *mp = pd_nn_max_pool2d(1, SHAPE(2), &(pd_pool_opts){.return_mask = true});
-  pd_layer *ap = pd_nn_avg_pool2d(1, SHAPE(3), &(pd_pool_opts){.n_stride = 1, .stride = {1}, .n_padding = 1, .padding = {1}});
+  pd_layer *ap = pd_nn_avg_pool2d(
+      1, SHAPE(3), &(pd_pool_opts){.n_stride = 1, .stride = {1}, .n_padding = 1, .padding = {1}});
   pd_layer *aap = pd_nn_adaptive_avg_pool2d(2, SHAPE(1, 1), NULL);
   pd_layer *amp = pd_nn_adaptive_max_pool1d(1, SHAPE(2), true);
   pd_layer *m3 = pd_nn_max_pool3d(1, SHAPE(2), NULL), *a1 = pd_nn_avg_pool1d(1, SHAPE(2), NULL);
   pd_layer *a3 = pd_nn_avg_pool3d(1, SHAPE(2), NULL), *m1 = pd_nn_max_pool1d(1, SHAPE(2), NULL);
   pd_layer *aa1 = pd_nn_adaptive_avg_pool1d(1, SHAPE(1)), *aa3 = pd_nn_adaptive_avg_pool3d(1, SHAPE(1), NULL);
-  pd_layer *am2 = pd_nn_adaptive_max_pool2d(1, SHAPE(1), false), *am3 = pd_nn_adaptive_max_pool3d(1, SHAPE(1), false);
+  pd_layer *am2 = pd_nn_adaptive_max_pool2d(1, SHAPE(1), false),
+           *am3 = pd_nn_adaptive_max_pool3d(1, SHAPE(1), false);
   char *r = pd_layer_to_string(ap);
   assert_string_equal(r, "AvgPool2D(kernel_size=3, stride=1, padding=1)");
   free(r);
@@ -387,26 +400,33 @@ static void test_pool_bad_inputs(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *x = pd_randn(4, SHAPE(1, 2, 3, 3), PD_FLOAT32);
-  expect_error(pd_max_pool2d(x, 1, SHAPE(5), NULL), "max_pool2d", "kernel (5) on spatial dim 0 is larger than the padded input (3 + 0 + 0 = 3");
-  expect_error(pd_avg_pool2d(x, 1, SHAPE(4), &(pd_pool_opts){.n_padding = 2, .padding = {0, 1}}), "avg_pool2d",
-               "(3 + 0 + 0 = 3");
+  expect_error(pd_max_pool2d(x, 1, SHAPE(5), NULL), "max_pool2d",
+               "kernel (5) on spatial dim 0 is larger than the padded input (3 + 0 + 0 = 3");
+  expect_error(pd_avg_pool2d(x, 1, SHAPE(4), &(pd_pool_opts){.n_padding = 2, .padding = {0, 1}}),
+               "avg_pool2d", "(3 + 0 + 0 = 3");
   expect_error(pd_max_pool2d(pd_randn(3, SHAPE(2, 3, 3), PD_FLOAT32), 1, SHAPE(2), NULL), "max_pool2d",
                "x must be a 4-D tensor (NCHW), got shape [2, 3, 3]");
   expect_error(pd_max_pool3d(x, 1, SHAPE(2), NULL), "max_pool3d", "5-D");
-  expect_error(pd_max_pool2d(x, 3, SHAPE(2, 2, 2), NULL), "max_pool2d", "kernel_size must have 1 or 2 values, got 3");
+  expect_error(pd_max_pool2d(x, 3, SHAPE(2, 2, 2), NULL), "max_pool2d",
+               "kernel_size must have 1 or 2 values, got 3");
   expect_error(pd_max_pool2d(x, 1, SHAPE(0), NULL), "max_pool2d", "kernel_size (0)");
-  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.n_stride = 1, .stride = {-1}}), "avg_pool2d", "stride (-1)");
-  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.n_padding = 3, .padding = {1, 1, 1}}), "avg_pool2d",
-               "padding must have 1, 2 or 4 values, got 3");
-  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.padding_algorithm = "VALID", .ceil_mode = true}),
-               "avg_pool2d", "ceil_mode must be false");
+  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.n_stride = 1, .stride = {-1}}), "avg_pool2d",
+               "stride (-1)");
+  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.n_padding = 3, .padding = {1, 1, 1}}),
+               "avg_pool2d", "padding must have 1, 2 or 4 values, got 3");
+  expect_error(
+      pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.padding_algorithm = "VALID", .ceil_mode = true}),
+      "avg_pool2d", "ceil_mode must be false");
   pd_tensor *m = NULL;
-  expect_error(pd_max_pool2d_with_mask(x, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NHWC"}, &m), "max_pool2d",
-               "return_mask needs data_format \"NCHW\"");
+  expect_error(pd_max_pool2d_with_mask(x, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NHWC"}, &m),
+               "max_pool2d", "return_mask needs data_format \"NCHW\"");
   assert_null(m);
-  expect_error(pd_max_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NWHC"}), "max_pool2d", "\"NWHC\"");
-  expect_error(pd_max_pool2d(pd_ones(4, SHAPE(1, 1, 4, 4), PD_INT64), 1, SHAPE(2), NULL), "max_pool2d", "int64");
-  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.divisor_override = -2}), "avg_pool2d", "divisor_override (-2)");
+  expect_error(pd_max_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.data_format = "NWHC"}), "max_pool2d",
+               "\"NWHC\"");
+  expect_error(pd_max_pool2d(pd_ones(4, SHAPE(1, 1, 4, 4), PD_INT64), 1, SHAPE(2), NULL), "max_pool2d",
+               "int64");
+  expect_error(pd_avg_pool2d(x, 1, SHAPE(2), &(pd_pool_opts){.divisor_override = -2}), "avg_pool2d",
+               "divisor_override (-2)");
   expect_error(pd_adaptive_avg_pool2d(x, 3, SHAPE(1, 1, 1), NULL), "adaptive_avg_pool2d",
                "output_size must have 1 or 2 values, got 3");
   expect_error(pd_adaptive_max_pool1d(x, 1, SHAPE(2), NULL), "adaptive_max_pool1d", "3-D");

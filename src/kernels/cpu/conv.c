@@ -61,7 +61,7 @@ static bool is_pointwise(const dims3 *t) {
   return true;
 }
 
-#define DEFINE_CONV_REF(SFX, T, GEMM)                                                                          \
+#define DEFINE_CONV_REF(SFX, T, GEMM)                                                                        \
   /* col[c * ksz + k][o] = x[c, pos(o, k)] for channels [0, C) of one sample (x: channel stride sc,          \
    * spatial stride sp). */                                                                                  \
   static void im2col_##SFX(const dims3 *t, int64_t C, const T *x, int64_t sc, int64_t sp, T *col) {          \
@@ -92,7 +92,7 @@ static bool is_pointwise(const dims3 *t) {
           }                                                                                                  \
     });                                                                                                      \
   }                                                                                                          \
-  /* x[c, pos(o, k)] += col[c * ksz + k][o] (the adjoint of im2col). */                                     \
+  /* x[c, pos(o, k)] += col[c * ksz + k][o] (the adjoint of im2col). */                                      \
   static void col2im_##SFX(const dims3 *t, int64_t C, const T *col, T *x, int64_t sc, int64_t sp) {          \
     int64_t ksz = t->ksz, osz = t->osz;                                                                      \
     PD_PARALLEL_FOR(c, C, (PD_GRAIN / (ksz * osz + 1)) + 1, {                                                \
@@ -123,7 +123,7 @@ static bool is_pointwise(const dims3 *t) {
     dims3_of(g, &t);                                                                                         \
     int64_t G = g->G, Cg = g->Ci / G, Cog = g->Co / G, CgK = Cg * t.ksz;                                     \
     bool cl = g->channel_last;                                                                               \
-    /* element strides of the two activations: channel, spatial, sample */                                  \
+    /* element strides of the two activations: channel, spatial, sample */                                   \
     int64_t xsc = cl ? 1 : t.isz, xsp = cl ? g->Ci : 1, xsn = g->Ci * t.isz;                                 \
     int64_t ysn = g->Co * t.osz;                                                                             \
     bool pw = is_pointwise(&t) && !cl;                                                                       \
@@ -176,7 +176,7 @@ static bool is_pointwise(const dims3 *t) {
       }                                                                                                      \
     }                                                                                                        \
     free(col);                                                                                               \
-    if (rc == 0 && kind == PD_CONV_FWD && bias) pd_conv_add_bias_##SFX(g, true, bias, out);                 \
+    if (rc == 0 && kind == PD_CONV_FWD && bias) pd_conv_add_bias_##SFX(g, true, bias, out);                  \
     return rc;                                                                                               \
   }                                                                                                          \
   void pd_conv_add_bias_##SFX(const pd_conv_geom *g, bool out_space, const T *bias, T *y) {                  \

@@ -18,9 +18,9 @@
 #include <stdint.h>
 
 typedef struct pd_conv_geom {
-  int nsp;                   /* spatial dims, 1..3 */
-  int64_t N, Ci, Co, G;      /* batch, input channels, output channels, groups */
-  int64_t in[3], out[3];     /* spatial sizes of the input and output spaces */
+  int nsp;                                 /* spatial dims, 1..3 */
+  int64_t N, Ci, Co, G;                    /* batch, input channels, output channels, groups */
+  int64_t in[3], out[3];                   /* spatial sizes of the input and output spaces */
   int64_t k[3], stride[3], dil[3], pad[3]; /* pad: before each dim */
   bool channel_last;
 } pd_conv_geom;

@@ -204,8 +204,9 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
     q[0] = dnnl_query_diff_dst_md, q[1] = dnnl_query_weights_md, q[2] = dnnl_query_diff_src_md;
     e->user[0] = dst_u, e->user[1] = wei_u, e->user[2] = src_u;
   } else {
-    if (dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_a, &wei_a, NULL,
-                                                            &dst_a, strides, dil, pl, pr) != dnnl_success ||
+    if (dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_a, &wei_a,
+                                                            NULL, &dst_a, strides, dil, pl,
+                                                            pr) != dnnl_success ||
         dnnl_primitive_desc_create(&pd, &bd, attr, g_eng, fwd_pd) != dnnl_success)
       goto done;
     q[0] = dnnl_query_src_md, q[1] = dnnl_query_diff_dst_md, q[2] = dnnl_query_diff_weights_md;
@@ -217,7 +218,8 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q[i], 0);
     if (!md) goto done;
     e->want[i] = *md;
-    const dnnl_memory_desc_t *from = i < 2 ? &e->user[i] : &e->want[i], *to = i < 2 ? &e->want[i] : &e->user[i];
+    const dnnl_memory_desc_t *from = i < 2 ? &e->user[i] : &e->want[i],
+                             *to = i < 2 ? &e->want[i] : &e->user[i];
     if (make_reorder(from, to, attr, &e->reorder[i], &e->scratch_sz[i], &e->scratch_md[i]) != dnnl_success)
       goto done;
     if (e->scratch_sz[i] > e->scratch) e->scratch = e->scratch_sz[i];

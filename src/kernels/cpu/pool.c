@@ -84,7 +84,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
 
 #define POOL_GRAIN(w) (PD_GRAIN / ((w).osz * (g->adaptive ? 1 : (w).K[0] * (w).K[1] * (w).K[2]) + 1) + 1)
 
-#define DEFINE_POOL(SFX, T)                                                                                   \
+#define DEFINE_POOL(SFX, T)                                                                                  \
   int pd_max_pool_##SFX(const pd_pool_geom *g, const T *x, T *y, int32_t *mask) {                            \
     wins w;                                                                                                  \
     if (wins_init(g, &w) != 0) return -1;                                                                    \

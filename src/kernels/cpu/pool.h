@@ -34,8 +34,10 @@ int pd_avg_pool_grad_f64(const pd_pool_geom *g, const double *dy, double *dx);
 
 /* dx[p, mask[p, o]] += dy[p, o] (indices outside the plane are skipped);
  * mask is int32, or int64 when mask64. Only planes, in and out are read. */
-void pd_max_pool_scatter_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *dy, float *dx);
-void pd_max_pool_scatter_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *dy, double *dx);
+void pd_max_pool_scatter_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *dy,
+                             float *dx);
+void pd_max_pool_scatter_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *dy,
+                             double *dx);
 /* y[p, o] = x[p, mask[p, o]] (0 for indices outside the plane). */
 void pd_max_pool_gather_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *x, float *y);
 void pd_max_pool_gather_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *x, double *y);
