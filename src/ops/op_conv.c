@@ -475,7 +475,7 @@ static pd_status expand_list(const char *op, const char *what, int n, const int6
   return PD_OK;
 }
 
-static bool str_ieq(const char *a, const char *b) {
+bool pd_conv_str_ieq(const char *a, const char *b) {
   for (; *a && *b; a++, b++)
     if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return false;
   return *a == *b;
@@ -499,12 +499,12 @@ pd_status pd_conv_parse_format(const char *op, const char *fmt, int nsp, bool *c
 pd_status pd_conv_parse_padding(const char *op, const char *algo, int n, const int64_t *v, int nsp,
                                 const int64_t *in, const int64_t *k, const int64_t *stride, int64_t *dil,
                                 int64_t *pads) {
-  if (algo && !str_ieq(algo, "EXPLICIT")) {
-    if (str_ieq(algo, "VALID")) {
+  if (algo && !pd_conv_str_ieq(algo, "EXPLICIT")) {
+    if (pd_conv_str_ieq(algo, "VALID")) {
       for (int i = 0; i < 2 * nsp; i++) pads[i] = 0;
       return PD_OK;
     }
-    if (!str_ieq(algo, "SAME"))
+    if (!pd_conv_str_ieq(algo, "SAME"))
       return pd_set_error(PD_ERR_INVALID,
                           "%s: padding_algorithm must be \"EXPLICIT\", \"SAME\" or \"VALID\", got \"%s\"", op,
                           algo);

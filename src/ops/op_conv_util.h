@@ -4,6 +4,9 @@
 
 #include "op_registry.h"
 
+/* Case-insensitive string equality. */
+bool pd_conv_str_ieq(const char *a, const char *b);
+
 /* data_format: NULL or the channels-first name of nsp spatial dims ("NCL",
  * "NCHW", "NCDHW") gives *cl = false, the channels-last name true. */
 pd_status pd_conv_parse_format(const char *op, const char *fmt, int nsp, bool *cl);

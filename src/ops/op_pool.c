@@ -565,7 +565,7 @@ static pd_tensor *pool_public(pool_type type, int nsp, pd_tensor *x, int nk, con
     }
   int64_t in_sp[3];
   for (int d = 0; d < nsp; d++) in_sp[d] = x->shape[(cl ? 1 : 2) + d];
-  if (o->padding_algorithm && o->ceil_mode && strcmp(o->padding_algorithm, "VALID") == 0) {
+  if (o->padding_algorithm && o->ceil_mode && pd_conv_str_ieq(o->padding_algorithm, "VALID")) {
     pd_set_error(PD_ERR_INVALID, "%s: with padding \"VALID\", ceil_mode must be false", op);
     return NULL;
   }

@@ -32,7 +32,7 @@ int64_t pd_conv_pad_after(const pd_conv_geom *g, int d) {
   return (g->out[d] - 1) * g->stride[d] + ext - g->in[d] - g->pad[d];
 }
 
-/* The spatial sizes of a geometry padded to 3 dims. */
+/* The spatial sizes of a geometry padded to 3 dims (leading dims of size 1). */
 typedef struct dims3 {
   int64_t I[3], O[3], K[3], S[3], D[3], P[3];
   int64_t isz, osz, ksz;
@@ -40,14 +40,16 @@ typedef struct dims3 {
 
 static void dims3_of(const pd_conv_geom *g, dims3 *t) {
   t->isz = t->osz = t->ksz = 1;
+  /* the spatial dims fill the last slots, so the innermost is always slot 2 */
   for (int d = 0; d < 3; d++) {
-    bool used = d < g->nsp;
-    t->I[d] = used ? g->in[d] : 1;
-    t->O[d] = used ? g->out[d] : 1;
-    t->K[d] = used ? g->k[d] : 1;
-    t->S[d] = used ? g->stride[d] : 1;
-    t->D[d] = used ? g->dil[d] : 1;
-    t->P[d] = used ? g->pad[d] : 0;
+    int sd = d - (3 - g->nsp);
+    bool used = sd >= 0;
+    t->I[d] = used ? g->in[sd] : 1;
+    t->O[d] = used ? g->out[sd] : 1;
+    t->K[d] = used ? g->k[sd] : 1;
+    t->S[d] = used ? g->stride[sd] : 1;
+    t->D[d] = used ? g->dil[sd] : 1;
+    t->P[d] = used ? g->pad[sd] : 0;
     t->isz *= t->I[d];
     t->osz *= t->O[d];
     t->ksz *= t->K[d];

@@ -3,7 +3,11 @@
  * loop and the output positions ow the inner, unit-trip loop, so the
  * compiler vectorises over the innermost output dim; the visiting order per
  * output is still the input's (d, h, w) order, so max ties go to the first
- * element as in Paddle. Adaptive windows vary in size and use plain loops. */
+ * element as in Paddle. Max pooling takes the maxima first (a pure max),
+ * then sweeps the windows again in reverse order recording where each
+ * element equals its window's maximum, so the first one wins the mask; both
+ * sweeps are branch-free and vectorise. Adaptive windows vary in size and
+ * use plain loops. */
 #include "pool.h"
 
 #include <float.h>
@@ -21,20 +25,24 @@ typedef struct wins {
   int64_t I[3], O[3], K[3], S[3], P[3], isz, osz;
   int64_t *start[3], *end[3]; /* clipped to [0, I) */
   double *inv[3];             /* 1 / this dim's share of the divisor */
+  bool adaptive[3];
   void *mem;
 } wins;
 
 static int wins_init(const pd_pool_geom *g, wins *w) {
   w->isz = w->osz = 1;
   int64_t total = 0;
+  /* the spatial dims fill the last slots, so the innermost is always slot 2 */
   for (int d = 0; d < 3; d++) {
-    bool u = d < g->nsp;
-    w->I[d] = u ? g->in[d] : 1;
-    w->O[d] = u ? g->out[d] : 1;
-    w->K[d] = u ? g->k[d] : 1;
-    w->S[d] = u ? g->stride[d] : 1;
-    w->P[d] = u ? g->pad[d] : 0;
-    if (g->adaptive && u) w->K[d] = 1;
+    int sd = d - (3 - g->nsp);
+    bool u = sd >= 0;
+    w->I[d] = u ? g->in[sd] : 1;
+    w->O[d] = u ? g->out[sd] : 1;
+    w->K[d] = u ? g->k[sd] : 1;
+    w->S[d] = u ? g->stride[sd] : 1;
+    w->P[d] = u ? g->pad[sd] : 0;
+    w->adaptive[d] = g->adaptive && u;
+    if (g->adaptive) w->K[d] = 1;
     w->isz *= w->I[d];
     w->osz *= w->O[d];
     total += w->O[d];
@@ -51,7 +59,7 @@ static int wins_init(const pd_pool_geom *g, wins *w) {
     dp += w->O[d];
     for (int64_t o = 0; o < w->O[d]; o++) {
       int64_t s, e, cnt;
-      if (g->adaptive && d < g->nsp) {
+      if (w->adaptive[d]) {
         s = floor_div(o * w->I[d], w->O[d]);
         e = ceil_div((o + 1) * w->I[d], w->O[d]);
         cnt = e - s;
@@ -119,12 +127,28 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
                 valid_range(w.O[2], w.I[2], s, off, &lo, &hi);                                               \
                 for (int64_t ow = lo; ow < hi; ow++) {                                                       \
                   T v = xr[ow * s + off];                                                                    \
-                  bool gt = v > yr[ow];                                                                      \
-                  yr[ow] = gt ? v : yr[ow];                                                                  \
-                  mr[ow] = gt ? base + (int32_t)(ow * s + off) : mr[ow];                                     \
+                  yr[ow] = v > yr[ow] ? v : yr[ow];                                                          \
                 }                                                                                            \
               }                                                                                              \
             }                                                                                                \
+          if (g->adaptive) continue;                                                                         \
+          /* the mask: the first element of each window equal to its maximum; a                              \
+           * second vectorised sweep in reverse order, so the earliest match wins */                         \
+          for (int64_t id = w.end[0][od] - 1; id >= w.start[0][od]; id--)                                    \
+            for (int64_t ih = w.end[1][oh] - 1; ih >= w.start[1][oh]; ih--) {                                \
+              const T *xr = xp + (id * w.I[1] + ih) * w.I[2];                                                \
+              int32_t base = (int32_t)((id * w.I[1] + ih) * w.I[2]);                                         \
+              int64_t s = w.S[2];                                                                            \
+              for (int64_t kw = w.K[2] - 1; kw >= 0; kw--) {                                                 \
+                int64_t off = kw - w.P[2], lo, hi;                                                           \
+                valid_range(w.O[2], w.I[2], s, off, &lo, &hi);                                               \
+                for (int64_t ow = lo; ow < hi; ow++) {                                                       \
+                  int32_t pos = base + (int32_t)(ow * s + off);                                              \
+                  mr[ow] = xr[ow * s + off] == yr[ow] ? pos : mr[ow];                                        \
+                }                                                                                            \
+              }                                                                                              \
+            }                                                                                                \
+          for (int64_t ow = 0; ow < w.O[2]; ow++) mr[ow] = yr[ow] > (T)-FLT_MAX ? mr[ow] : -1;               \
         }                                                                                                    \
     });                                                                                                      \
     free(w.mem);                                                                                             \
