@@ -151,7 +151,7 @@ typedef struct pdc {
 } pdc;
 
 /* forward + backward through autograd: y = conv2d(x, w); (dx, dw) = grad(y, (x, w), dy) */
-static void pd_all(pdc *p) {
+static void run_pd_all(pdc *p) {
   pd_scope_begin();
   pd_tensor *y = pd_conv2d(p->x, p->w, NULL, &p->o);
   pd_tensor *in[2] = {p->x, p->w}, *g[2];
@@ -161,17 +161,17 @@ static void pd_all(pdc *p) {
   }
   pd_scope_end();
 }
-static void pd_fwd(pdc *p) {
+static void run_pd_fwd(pdc *p) {
   bool prev = pd_set_grad_enabled(false);
   pd_tensor_release(pd_conv2d(p->x, p->w, NULL, &p->o));
   pd_set_grad_enabled(prev);
 }
-static void pd_bwd_data(pdc *p) {
+static void run_pd_bwd_data(pdc *p) {
   bool prev = pd_set_grad_enabled(false);
   pd_tensor_release(pd_conv2d_transpose(p->dy, p->w, NULL, &p->o));
   pd_set_grad_enabled(prev);
 }
-static void pd_bwd_w(pdc *p) {
+static void run_pd_bwd_w(pdc *p) {
   bool prev = pd_set_grad_enabled(false);
   pd_attrs a = {.nv = {2, 2, 4, 2}, .v = {{1, 1}, {1, 1}, {1, 1, 1, 1}, {K, K}}, .i = {1, 0}};
   pd_tensor_release(pd_dispatch1(PD_OP_conv_grad_filter, (pd_tensor *[]){p->x, p->dy}, 2, &a));
@@ -207,10 +207,10 @@ int main(int argc, char **argv) {
       (long long)N, (long long)C, (long long)H, (long long)W, (long long)C, (long long)C,
       pd_get_num_threads(), runs);
   const row rows[] = {
-      {"forward + backward", 3 * f1, pd_all, raw_all},
-      {"forward", f1, pd_fwd, raw_fwd},
-      {"backward data", f1, pd_bwd_data, raw_bwd_data},
-      {"backward weights", f1, pd_bwd_w, raw_bwd_w},
+      {"forward + backward", 3 * f1, run_pd_all, raw_all},
+      {"forward", f1, run_pd_fwd, raw_fwd},
+      {"backward data", f1, run_pd_bwd_data, raw_bwd_data},
+      {"backward weights", f1, run_pd_bwd_w, raw_bwd_w},
   };
   printf("%-20s %12s %12s %10s\n", "pass", "paddle.c", "oneDNN", "pd/dnnl");
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
