@@ -94,9 +94,9 @@ pd_layer *pd_nn_bilinear(int64_t in1_features, int64_t in2_features, int64_t out
                          const pd_nn_bilinear_opts *opts);
 
 typedef struct pd_nn_embedding_opts {
-  bool has_padding_idx; /* padding_idx=None unless set */
-  int64_t padding_idx;  /* negative counts from the end */
-  bool sparse;          /* accepted; gradients are always dense */
+  bool has_padding_idx;             /* padding_idx=None unless set */
+  int64_t padding_idx;              /* negative counts from the end */
+  bool sparse;                      /* accepted; gradients are always dense */
   const pd_param_attr *weight_attr; /* default initializer: XavierUniform (Paddle's create_parameter) */
   pd_dtype dtype;
 } pd_nn_embedding_opts;
@@ -113,7 +113,8 @@ pd_layer *pd_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, const p
  * (row-major over its shape) draws the float32 uniform of word i%4 of Philox
  * counter first + i/4 of the global generator (see pd_rand), and is kept when
  * that uniform is >= p, so a seed gives the same mask whatever the threads. */
-pd_tensor *pd_dropout(pd_tensor *x, double p, int naxis, const int64_t *axis, bool training, const char *mode);
+pd_tensor *pd_dropout(pd_tensor *x, double p, int naxis, const int64_t *axis, bool training,
+                      const char *mode);
 /* F.dropout2d: whole channels of a 4-D x; data_format NULL/"NCHW" or "NHWC". */
 pd_tensor *pd_dropout2d(pd_tensor *x, double p, bool training, const char *data_format);
 /* F.dropout3d: whole channels of a 5-D x; data_format NULL/"NCDHW" or "NDHWC". */
@@ -209,14 +210,14 @@ pd_layer *pd_nn_pixel_shuffle(int64_t upscale_factor, const pd_nn_pixel_shuffle_
 
 /* F.interpolate options. Exactly one of size and scale_factor is given. */
 typedef struct pd_interpolate_opts {
-  int nsize;                /* 0, or rank - 2 output sizes */
-  int64_t size[3];          /* [out_w], [out_h, out_w] or [out_d, out_h, out_w] */
-  int nscale;               /* 0, 1 (every spatial dim) or rank - 2 */
-  double scale_factor[3];   /* output size = floor(in * scale) */
-  const char *mode;         /* NULL/"nearest" (4-D and 5-D x) or "bilinear" (4-D x) */
-  bool align_corners;       /* bilinear only */
-  int align_mode;           /* 0 (default): src = (dst + 0.5) * ratio - 0.5; 1: src = dst * ratio */
-  const char *data_format;  /* NULL: NCW / NCHW / NCDHW by rank; NHWC / NDHWC accepted */
+  int nsize;               /* 0, or rank - 2 output sizes */
+  int64_t size[3];         /* [out_w], [out_h, out_w] or [out_d, out_h, out_w] */
+  int nscale;              /* 0, 1 (every spatial dim) or rank - 2 */
+  double scale_factor[3];  /* output size = floor(in * scale) */
+  const char *mode;        /* NULL/"nearest" (4-D and 5-D x) or "bilinear" (4-D x) */
+  bool align_corners;      /* bilinear only */
+  int align_mode;          /* 0 (default): src = (dst + 0.5) * ratio - 0.5; 1: src = dst * ratio */
+  const char *data_format; /* NULL: NCW / NCHW / NCDHW by rank; NHWC / NDHWC accepted */
 } pd_interpolate_opts;
 /* F.interpolate with Paddle's index rules (ratio = 1/scale when a scale is
  * given, in/out otherwise, (in-1)/(out-1) with align_corners). */

@@ -75,24 +75,59 @@ static int act_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor
   if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", self->type->name, n_in);
   pd_tensor *x = in[0], *y = NULL;
   switch (l->kind) {
-    case ACT_RELU: y = pd_relu(x); break;
-    case ACT_RELU6: y = pd_relu6(x); break;
-    case ACT_LEAKY_RELU: y = pd_leaky_relu(x, l->a); break;
-    case ACT_ELU: y = pd_elu(x, l->a); break;
-    case ACT_SELU: y = pd_selu(x, l->a, l->b); break;
-    case ACT_GELU: y = pd_gelu(x, l->flag); break;
-    case ACT_SILU: y = pd_silu(x); break;
-    case ACT_SWISH: y = pd_swish(x); break;
-    case ACT_SIGMOID: y = pd_sigmoid(x); break;
-    case ACT_SOFTPLUS: y = pd_softplus(x, l->a, l->b); break;
-    case ACT_SOFTSIGN: y = pd_softsign(x); break;
-    case ACT_HARDSWISH: y = pd_hardswish(x); break;
-    case ACT_HARDSIGMOID: y = pd_hardsigmoid(x, HARDSIGMOID_SLOPE, 0.5); break;
-    case ACT_LOG_SIGMOID: y = pd_log_sigmoid(x); break;
-    case ACT_SOFTMAX: y = pd_softmax(x, l->axis); break;
-    case ACT_LOG_SOFTMAX: y = pd_log_softmax(x, l->axis); break;
-    case ACT_TANH: y = pd_tanh(x); break;
-    case ACT_COUNT: break;
+    case ACT_RELU:
+      y = pd_relu(x);
+      break;
+    case ACT_RELU6:
+      y = pd_relu6(x);
+      break;
+    case ACT_LEAKY_RELU:
+      y = pd_leaky_relu(x, l->a);
+      break;
+    case ACT_ELU:
+      y = pd_elu(x, l->a);
+      break;
+    case ACT_SELU:
+      y = pd_selu(x, l->a, l->b);
+      break;
+    case ACT_GELU:
+      y = pd_gelu(x, l->flag);
+      break;
+    case ACT_SILU:
+      y = pd_silu(x);
+      break;
+    case ACT_SWISH:
+      y = pd_swish(x);
+      break;
+    case ACT_SIGMOID:
+      y = pd_sigmoid(x);
+      break;
+    case ACT_SOFTPLUS:
+      y = pd_softplus(x, l->a, l->b);
+      break;
+    case ACT_SOFTSIGN:
+      y = pd_softsign(x);
+      break;
+    case ACT_HARDSWISH:
+      y = pd_hardswish(x);
+      break;
+    case ACT_HARDSIGMOID:
+      y = pd_hardsigmoid(x, HARDSIGMOID_SLOPE, 0.5);
+      break;
+    case ACT_LOG_SIGMOID:
+      y = pd_log_sigmoid(x);
+      break;
+    case ACT_SOFTMAX:
+      y = pd_softmax(x, l->axis);
+      break;
+    case ACT_LOG_SOFTMAX:
+      y = pd_log_softmax(x, l->axis);
+      break;
+    case ACT_TANH:
+      y = pd_tanh(x);
+      break;
+    case ACT_COUNT:
+      break;
   }
   out[0] = y;
   return y ? 1 : pd_last_status();
@@ -123,14 +158,27 @@ static char *act_repr(const pd_layer *self) {
   pyfloat(l->a, a, sizeof a);
   pyfloat(l->b, b, sizeof b);
   switch (l->kind) {
-    case ACT_LEAKY_RELU: snprintf(s, 128, "negative_slope=%s", a); break;
-    case ACT_ELU: snprintf(s, 128, "alpha=%s", a); break;
-    case ACT_SELU: snprintf(s, 128, "scale=%.16f, alpha=%.16f", l->a, l->b); break;
-    case ACT_GELU: snprintf(s, 128, "approximate=%s", l->flag ? "True" : "False"); break;
-    case ACT_SOFTPLUS: snprintf(s, 128, "beta=%s, threshold=%s", a, b); break;
+    case ACT_LEAKY_RELU:
+      snprintf(s, 128, "negative_slope=%s", a);
+      break;
+    case ACT_ELU:
+      snprintf(s, 128, "alpha=%s", a);
+      break;
+    case ACT_SELU:
+      snprintf(s, 128, "scale=%.16f, alpha=%.16f", l->a, l->b);
+      break;
+    case ACT_GELU:
+      snprintf(s, 128, "approximate=%s", l->flag ? "True" : "False");
+      break;
+    case ACT_SOFTPLUS:
+      snprintf(s, 128, "beta=%s, threshold=%s", a, b);
+      break;
     case ACT_SOFTMAX:
-    case ACT_LOG_SOFTMAX: snprintf(s, 128, "axis=%d", l->axis); break;
-    default: break;
+    case ACT_LOG_SOFTMAX:
+      snprintf(s, 128, "axis=%d", l->axis);
+      break;
+    default:
+      break;
   }
   return s;
 }
@@ -148,14 +196,18 @@ static pd_layer *make(act_kind kind, double a, double b, int axis, bool flag) {
 
 pd_layer *pd_nn_relu(void) { return make(ACT_RELU, 0, 0, 0, false); }
 pd_layer *pd_nn_relu6(void) { return make(ACT_RELU6, 0, 0, 0, false); }
-pd_layer *pd_nn_leaky_relu(double negative_slope) { return make(ACT_LEAKY_RELU, negative_slope, 0, 0, false); }
+pd_layer *pd_nn_leaky_relu(double negative_slope) {
+  return make(ACT_LEAKY_RELU, negative_slope, 0, 0, false);
+}
 pd_layer *pd_nn_elu(double alpha) { return make(ACT_ELU, alpha, 0, 0, false); }
 pd_layer *pd_nn_selu(double scale, double alpha) { return make(ACT_SELU, scale, alpha, 0, false); }
 pd_layer *pd_nn_gelu(bool approximate) { return make(ACT_GELU, 0, 0, 0, approximate); }
 pd_layer *pd_nn_silu(void) { return make(ACT_SILU, 0, 0, 0, false); }
 pd_layer *pd_nn_swish(void) { return make(ACT_SWISH, 0, 0, 0, false); }
 pd_layer *pd_nn_sigmoid(void) { return make(ACT_SIGMOID, 0, 0, 0, false); }
-pd_layer *pd_nn_softplus(double beta, double threshold) { return make(ACT_SOFTPLUS, beta, threshold, 0, false); }
+pd_layer *pd_nn_softplus(double beta, double threshold) {
+  return make(ACT_SOFTPLUS, beta, threshold, 0, false);
+}
 pd_layer *pd_nn_softsign(void) { return make(ACT_SOFTSIGN, 0, 0, 0, false); }
 pd_layer *pd_nn_hardswish(void) { return make(ACT_HARDSWISH, 0, 0, 0, false); }
 pd_layer *pd_nn_hardsigmoid(void) { return make(ACT_HARDSIGMOID, 0, 0, 0, false); }
@@ -202,7 +254,8 @@ pd_tensor *pd_prelu(pd_tensor *x, pd_tensor *weight, const char *data_format) {
     }
     int ch = fmt == 1 ? 1 : x->ndim - 1;
     if (x->shape[ch] != c) {
-      pd_set_error(PD_ERR_SHAPE, "prelu: weight of shape %s does not match the %lld channels (dim %d) of x %s (%s)",
+      pd_set_error(PD_ERR_SHAPE,
+                   "prelu: weight of shape %s does not match the %lld channels (dim %d) of x %s (%s)",
                    PD_SHAPE_STR(weight), (long long)x->shape[ch], ch, PD_SHAPE_STR(x),
                    data_format ? data_format : "NCHW");
       return NULL;
@@ -246,8 +299,8 @@ static char *prelu_repr(const pd_layer *self) {
   char *s = malloc(128), v[40];
   if (!s) return NULL;
   pyfloat(l->init, v, sizeof v);
-  snprintf(s, 128, "num_parameters=%lld, data_format=%s, init=%s, dtype=%s", (long long)l->num, l->data_format,
-           v, pd_dtype_name(l->weight->dtype));
+  snprintf(s, 128, "num_parameters=%lld, data_format=%s, init=%s, dtype=%s", (long long)l->num,
+           l->data_format, v, pd_dtype_name(l->weight->dtype));
   return s;
 }
 
@@ -261,7 +314,8 @@ pd_layer *pd_nn_prelu(int64_t num_parameters, double init, const pd_nn_prelu_opt
     return NULL;
   }
   if (!prelu_format(opts->data_format)) {
-    pd_set_error(PD_ERR_INVALID, "PReLU: data_format '%s' is not one of NC, NCL, NCHW, NCDHW, NLC, NHWC, NDHWC",
+    pd_set_error(PD_ERR_INVALID,
+                 "PReLU: data_format '%s' is not one of NC, NCL, NCHW, NCDHW, NLC, NHWC, NDHWC",
                  opts->data_format);
     return NULL;
   }
@@ -272,8 +326,8 @@ pd_layer *pd_nn_prelu(int64_t num_parameters, double init, const pd_nn_prelu_opt
   snprintf(l->data_format, sizeof l->data_format, "%s", opts->data_format ? opts->data_format : "NCHW");
   pd_initializer c = pd_nn_initializer_constant(init);
   l->weight = pd_layer_create_parameter(&l->base, "weight", 1, (const int64_t[]){num_parameters},
-                                        opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype, opts->weight_attr, &c,
-                                        false);
+                                        opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype, opts->weight_attr,
+                                        &c, false);
   if (!l->weight) {
     pd_layer_release(&l->base);
     return NULL;

@@ -75,12 +75,14 @@ static bool bilinear_check(pd_tensor *x1, pd_tensor *x2, pd_tensor *w, pd_tensor
     return false;
   }
   if (x1->shape[0] != x2->shape[0]) {
-    pd_set_error(PD_ERR_SHAPE, "bilinear: x1 of shape %s and x2 of shape %s differ in batch size (%lld vs %lld)",
+    pd_set_error(PD_ERR_SHAPE,
+                 "bilinear: x1 of shape %s and x2 of shape %s differ in batch size (%lld vs %lld)",
                  PD_SHAPE_STR(x1), PD_SHAPE_STR(x2), (long long)x1->shape[0], (long long)x2->shape[0]);
     return false;
   }
   if (w->ndim != 3 || w->shape[1] != x1->shape[1] || w->shape[2] != x2->shape[1]) {
-    pd_set_error(PD_ERR_SHAPE, "bilinear: weight of shape %s does not match [out, %lld, %lld] for x1 %s and x2 %s",
+    pd_set_error(PD_ERR_SHAPE,
+                 "bilinear: weight of shape %s does not match [out, %lld, %lld] for x1 %s and x2 %s",
                  PD_SHAPE_STR(w), (long long)x1->shape[1], (long long)x2->shape[1], PD_SHAPE_STR(x1),
                  PD_SHAPE_STR(x2));
     return false;
@@ -142,9 +144,10 @@ pd_layer *pd_nn_bilinear(int64_t in1_features, int64_t in2_features, int64_t out
   static const pd_nn_bilinear_opts defaults;
   if (!opts) opts = &defaults;
   if (in1_features <= 0 || in2_features <= 0 || out_features <= 0) {
-    pd_set_error(PD_ERR_INVALID,
-                 "Bilinear: in1_features (%lld), in2_features (%lld) and out_features (%lld) must be positive",
-                 (long long)in1_features, (long long)in2_features, (long long)out_features);
+    pd_set_error(
+        PD_ERR_INVALID,
+        "Bilinear: in1_features (%lld), in2_features (%lld) and out_features (%lld) must be positive",
+        (long long)in1_features, (long long)in2_features, (long long)out_features);
     return NULL;
   }
   pd_dtype dt = param_dtype(opts->dtype);
@@ -215,8 +218,9 @@ pd_layer *pd_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, const p
   l->has_padding = opts->has_padding_idx;
   l->padding_idx = pad;
   l->sparse = opts->sparse;
-  l->weight = pd_layer_create_parameter(&l->base, "weight", 2, (const int64_t[]){num_embeddings, embedding_dim},
-                                        param_dtype(opts->dtype), opts->weight_attr, NULL, false);
+  l->weight =
+      pd_layer_create_parameter(&l->base, "weight", 2, (const int64_t[]){num_embeddings, embedding_dim},
+                                param_dtype(opts->dtype), opts->weight_attr, NULL, false);
   if (!l->weight) {
     pd_layer_release(&l->base);
     return NULL;

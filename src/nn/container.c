@@ -65,8 +65,9 @@ static pd_status grow(container *c, bool with_keys) {
 /* Normalises a Python-style index against n; the error names both. */
 static pd_status norm_index(const char *fn, int64_t index, int64_t n, int64_t *out) {
   if (index < -n || index >= n)
-    return pd_set_error(PD_ERR_INDEX, "%s: index %lld is out of range for length %lld (valid range [%lld, %lld))",
-                        fn, (long long)index, (long long)n, (long long)-n, (long long)n);
+    return pd_set_error(PD_ERR_INDEX,
+                        "%s: index %lld is out of range for length %lld (valid range [%lld, %lld))", fn,
+                        (long long)index, (long long)n, (long long)-n, (long long)n);
   *out = index < 0 ? index + n : index;
   return PD_OK;
 }
@@ -158,7 +159,8 @@ static int sequential_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd
     cur ^= 1;
   }
   if (n > max_out)
-    return pd_set_error(PD_ERR_INVALID, "Sequential: the last layer gave %d outputs for room of %d", n, max_out);
+    return pd_set_error(PD_ERR_INVALID, "Sequential: the last layer gave %d outputs for room of %d", n,
+                        max_out);
   for (int i = 0; i < n; i++) out[i] = buf[cur][i];
   return n;
 }
@@ -195,7 +197,8 @@ pd_layer *pd_nn_layer_list(pd_layer *const *layers, int n) {
 
 static pd_status list_append(container *c, pd_layer *sub, const char *fn) {
   if (!sub)
-    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: sublayer is NULL", fn);
+    return pd_last_status() != PD_OK ? pd_last_status()
+                                     : pd_set_error(PD_ERR_INVALID, "%s: sublayer is NULL", fn);
   char key[32];
   name_of(c->n, key, sizeof key);
   return push(c, key, sub, false);
@@ -316,8 +319,9 @@ pd_status pd_nn_parameter_list_append(pd_layer *list, pd_tensor *param) {
   container *c = as(list, &parameter_list_type, "ParameterList.append");
   if (!c) return pd_last_status();
   if (!param)
-    return pd_last_status() != PD_OK ? pd_last_status()
-                                     : pd_set_error(PD_ERR_INVALID, "ParameterList.append: parameter is NULL");
+    return pd_last_status() != PD_OK
+               ? pd_last_status()
+               : pd_set_error(PD_ERR_INVALID, "ParameterList.append: parameter is NULL");
   char key[32];
   name_of(c->n, key, sizeof key);
   pd_status st = pd_layer_add_parameter(&c->base, key, param);
@@ -349,7 +353,8 @@ static int64_t dict_find(const container *c, const char *name) {
 pd_layer *pd_nn_layer_dict(const char *const *names, pd_layer *const *layers, int n) {
   if (n < 0 || (n > 0 && (!layers || !names))) {
     if (layers && n > 0) release_from(layers, 0, n);
-    pd_set_error(PD_ERR_INVALID, "LayerDict: invalid layer list (n = %d, names %s)", n, names ? "given" : "NULL");
+    pd_set_error(PD_ERR_INVALID, "LayerDict: invalid layer list (n = %d, names %s)", n,
+                 names ? "given" : "NULL");
     return NULL;
   }
   container *c = pd_layer_new(sizeof *c, &layer_dict_type);
@@ -390,7 +395,8 @@ pd_layer *pd_nn_layer_dict_get(const pd_layer *dict, const char *name) {
   if (!c) return NULL;
   int64_t i = name ? dict_find(c, name) : -1;
   if (i < 0) {
-    pd_set_error(PD_ERR_INDEX, "LayerDict.get: no key '%s' (%lld keys)", name ? name : "(null)", (long long)c->n);
+    pd_set_error(PD_ERR_INDEX, "LayerDict.get: no key '%s' (%lld keys)", name ? name : "(null)",
+                 (long long)c->n);
     return NULL;
   }
   return c->items[i];
@@ -401,7 +407,8 @@ pd_layer *pd_nn_layer_dict_pop(pd_layer *dict, const char *name) {
   if (!c) return NULL;
   int64_t i = name ? dict_find(c, name) : -1;
   if (i < 0) {
-    pd_set_error(PD_ERR_INDEX, "LayerDict.pop: no key '%s' (%lld keys)", name ? name : "(null)", (long long)c->n);
+    pd_set_error(PD_ERR_INDEX, "LayerDict.pop: no key '%s' (%lld keys)", name ? name : "(null)",
+                 (long long)c->n);
     return NULL;
   }
   pd_layer *sub = pd_layer_remove_sublayer(&c->base, name);

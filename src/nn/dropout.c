@@ -24,10 +24,18 @@ static int dropout_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_te
   if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", self->type->name, n_in);
   pd_tensor *x = in[0];
   switch (l->kind) {
-    case K_DROPOUT: out[0] = pd_dropout(x, l->p, l->naxis, l->axis, self->training, l->mode); break;
-    case K_DROPOUT2D: out[0] = pd_dropout2d(x, l->p, self->training, l->data_format); break;
-    case K_DROPOUT3D: out[0] = pd_dropout3d(x, l->p, self->training, l->data_format); break;
-    case K_ALPHA: out[0] = pd_alpha_dropout(x, l->p, self->training); break;
+    case K_DROPOUT:
+      out[0] = pd_dropout(x, l->p, l->naxis, l->axis, self->training, l->mode);
+      break;
+    case K_DROPOUT2D:
+      out[0] = pd_dropout2d(x, l->p, self->training, l->data_format);
+      break;
+    case K_DROPOUT3D:
+      out[0] = pd_dropout3d(x, l->p, self->training, l->data_format);
+      break;
+    case K_ALPHA:
+      out[0] = pd_alpha_dropout(x, l->p, self->training);
+      break;
   }
   return out[0] ? 1 : pd_last_status();
 }
@@ -46,10 +54,16 @@ static char *dropout_repr(const pd_layer *self) {
     strncat(axis, "]", sizeof axis - strlen(axis) - 1);
   }
   switch (l->kind) {
-    case K_DROPOUT: snprintf(s, 160, "p=%g, axis=%s, mode=%s", l->p, axis, l->mode); break;
+    case K_DROPOUT:
+      snprintf(s, 160, "p=%g, axis=%s, mode=%s", l->p, axis, l->mode);
+      break;
     case K_DROPOUT2D:
-    case K_DROPOUT3D: snprintf(s, 160, "p=%g, data_format=%s", l->p, l->data_format); break;
-    case K_ALPHA: snprintf(s, 160, "p=%g", l->p); break;
+    case K_DROPOUT3D:
+      snprintf(s, 160, "p=%g, data_format=%s", l->p, l->data_format);
+      break;
+    case K_ALPHA:
+      snprintf(s, 160, "p=%g", l->p);
+      break;
   }
   return s;
 }
@@ -76,7 +90,8 @@ pd_layer *pd_nn_dropout(double p, const pd_nn_dropout_opts *opts) {
   if (!opts) opts = &defaults;
   const char *mode = opts->mode ? opts->mode : "upscale_in_train";
   if (strcmp(mode, "upscale_in_train") != 0 && strcmp(mode, "downscale_in_infer") != 0) {
-    pd_set_error(PD_ERR_INVALID, "Dropout: mode '%s' is not 'upscale_in_train' or 'downscale_in_infer'", mode);
+    pd_set_error(PD_ERR_INVALID, "Dropout: mode '%s' is not 'upscale_in_train' or 'downscale_in_infer'",
+                 mode);
     return NULL;
   }
   if (opts->naxis < 0 || opts->naxis > PD_MAX_DIMS) {
@@ -96,7 +111,8 @@ pd_layer *pd_nn_dropout(double p, const pd_nn_dropout_opts *opts) {
   return &l->base;
 }
 
-static pd_layer *dropout_nd(dropout_kind kind, double p, const char *df, const char *first, const char *last) {
+static pd_layer *dropout_nd(dropout_kind kind, double p, const char *df, const char *first,
+                            const char *last) {
   const char *name = dropout_types[kind].name;
   if (df && strcmp(df, first) != 0 && strcmp(df, last) != 0) {
     pd_set_error(PD_ERR_INVALID, "%s: data_format '%s' is not '%s' or '%s'", name, df, first, last);

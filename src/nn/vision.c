@@ -53,14 +53,16 @@ static pd_layer *pad_new(int nsp, int npad, const int64_t *padding, const pd_nn_
   const char *name = pad_types[nsp - 1].name;
   if (!opts) opts = &defaults;
   if ((npad != 1 && npad != 2 * nsp) || !padding) {
-    pd_set_error(PD_ERR_INVALID, "%s: padding must have 1 or %d values, got %d", name, 2 * nsp, padding ? npad : 0);
+    pd_set_error(PD_ERR_INVALID, "%s: padding must have 1 or %d values, got %d", name, 2 * nsp,
+                 padding ? npad : 0);
     return NULL;
   }
   const char *mode = opts->mode ? opts->mode : "constant";
   bool mode_ok = false;
   for (int i = 0; i < 4; i++) mode_ok |= strcmp(mode, modes[i]) == 0;
   if (!mode_ok) {
-    pd_set_error(PD_ERR_INVALID, "%s: mode '%s' is not one of constant, reflect, replicate, circular", name, mode);
+    pd_set_error(PD_ERR_INVALID, "%s: mode '%s' is not one of constant, reflect, replicate, circular", name,
+                 mode);
     return NULL;
   }
   const char *df = opts->data_format ? opts->data_format : formats[nsp - 1][0];
@@ -71,7 +73,8 @@ static pd_layer *pad_new(int nsp, int npad, const int64_t *padding, const pd_nn_
   }
   for (int i = 0; i < npad; i++)
     if (padding[i] < 0) {
-      pd_set_error(PD_ERR_INVALID, "%s: padding[%d] is %lld; pads must be >= 0", name, i, (long long)padding[i]);
+      pd_set_error(PD_ERR_INVALID, "%s: padding[%d] is %lld; pads must be >= 0", name, i,
+                   (long long)padding[i]);
       return NULL;
     }
   pad_layer *l = pd_layer_new(sizeof *l, &pad_types[nsp - 1]);
@@ -122,9 +125,10 @@ pd_tensor *pd_pixel_shuffle(pd_tensor *x, int64_t upscale_factor, const char *da
   int64_t n = x->shape[0], c = x->shape[fmt == 1 ? 1 : 3], h = x->shape[fmt == 1 ? 2 : 1],
           w = x->shape[fmt == 1 ? 3 : 2];
   if (c % (r * r) != 0) {
-    pd_set_error(PD_ERR_SHAPE,
-                 "pixel_shuffle: the square of upscale_factor %lld (%lld) does not divide the %lld channels of x %s",
-                 (long long)r, (long long)(r * r), (long long)c, PD_SHAPE_STR(x));
+    pd_set_error(
+        PD_ERR_SHAPE,
+        "pixel_shuffle: the square of upscale_factor %lld (%lld) does not divide the %lld channels of x %s",
+        (long long)r, (long long)(r * r), (long long)c, PD_SHAPE_STR(x));
     return NULL;
   }
   int64_t oc = c / (r * r);
@@ -153,7 +157,8 @@ typedef struct pixel_shuffle {
   char data_format[8];
 } pixel_shuffle;
 
-static int pixel_shuffle_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
+static int pixel_shuffle_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out,
+                                 int max_out) {
   (void)max_out;
   pixel_shuffle *l = (pixel_shuffle *)self;
   if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "PixelShuffle: expects 1 input, got %d", n_in);
@@ -172,7 +177,8 @@ static char *pixel_shuffle_repr(const pd_layer *self) {
   return s;
 }
 
-static const pd_layer_type pixel_shuffle_type = {"PixelShuffle", pixel_shuffle_forward, NULL, pixel_shuffle_repr};
+static const pd_layer_type pixel_shuffle_type = {"PixelShuffle", pixel_shuffle_forward, NULL,
+                                                 pixel_shuffle_repr};
 
 pd_layer *pd_nn_pixel_shuffle(int64_t upscale_factor, const pd_nn_pixel_shuffle_opts *opts) {
   const char *df = opts ? opts->data_format : NULL;
@@ -181,7 +187,8 @@ pd_layer *pd_nn_pixel_shuffle(int64_t upscale_factor, const pd_nn_pixel_shuffle_
     return NULL;
   }
   if (upscale_factor <= 0) {
-    pd_set_error(PD_ERR_INVALID, "PixelShuffle: upscale_factor %lld must be positive", (long long)upscale_factor);
+    pd_set_error(PD_ERR_INVALID, "PixelShuffle: upscale_factor %lld must be positive",
+                 (long long)upscale_factor);
     return NULL;
   }
   pixel_shuffle *l = pd_layer_new(sizeof *l, &pixel_shuffle_type);
@@ -232,14 +239,15 @@ static char *upsample_repr(const pd_layer *self) {
   else
     list_str(v, sizeof v, l->o.nsize, l->o.size, NULL);
   snprintf(s, 256, "%s=%s, mode=%s, align_corners=%s, align_mode=%d, data_format=%s",
-           l->o.nscale ? "scale_factor" : "size", v, l->mode, l->o.align_corners ? "True" : "False", l->o.align_mode,
-           l->data_format[0] ? l->data_format : "None");
+           l->o.nscale ? "scale_factor" : "size", v, l->mode, l->o.align_corners ? "True" : "False",
+           l->o.align_mode, l->data_format[0] ? l->data_format : "None");
   return s;
 }
 
-static const pd_layer_type upsample_types[3] = {{"Upsample", upsample_forward, NULL, upsample_repr},
-                                                {"UpsamplingNearest2D", upsample_forward, NULL, upsample_repr},
-                                                {"UpsamplingBilinear2D", upsample_forward, NULL, upsample_repr}};
+static const pd_layer_type upsample_types[3] = {
+    {"Upsample", upsample_forward, NULL, upsample_repr},
+    {"UpsamplingNearest2D", upsample_forward, NULL, upsample_repr},
+    {"UpsamplingBilinear2D", upsample_forward, NULL, upsample_repr}};
 
 static pd_layer *upsample_new(int kind, const pd_nn_upsample_opts *opts) {
   static const pd_nn_upsample_opts defaults;
@@ -258,8 +266,9 @@ static pd_layer *upsample_new(int kind, const pd_nn_upsample_opts *opts) {
     return NULL;
   }
   if ((o.nsize > 0) == (o.nscale > 0) || o.nsize < 0 || o.nsize > 3 || o.nscale < 0 || o.nscale > 3) {
-    pd_set_error(PD_ERR_INVALID, "%s: exactly one of size (%d values) and scale_factor (%d values) must be given",
-                 name, o.nsize, o.nscale);
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: exactly one of size (%d values) and scale_factor (%d values) must be given", name,
+                 o.nsize, o.nscale);
     return NULL;
   }
   if (o.data_format && strlen(o.data_format) >= 8) {

@@ -25,19 +25,19 @@
 
 /* Runs BODY for every counter block b in [0, nb) with its four words w,
  * PD_PHILOX_LANES blocks at a time, split over threads when nb > grain. */
-#define FOR_BLOCKS(nb, first, key, ...)                                                          \
-  do {                                                                                           \
-    const int64_t nb_ = (nb), ng_ = (nb_ + PD_PHILOX_LANES - 1) / PD_PHILOX_LANES;              \
-    const uint64_t first_ = (first), key_ = (key);                                               \
-    PD_PARALLEL_FOR_IF(nb_ > DROPOUT_GRAIN, g_, ng_, {                                           \
-      uint32_t lanes_[PD_PHILOX_LANES][4];                                                       \
-      pd_philox_lanes(first_ + (uint64_t)g_ * PD_PHILOX_LANES, key_, lanes_);                    \
-      for (int l_ = 0; l_ < PD_PHILOX_LANES && g_ * PD_PHILOX_LANES + l_ < nb_; l_++) {          \
-        const int64_t b = g_ * PD_PHILOX_LANES + l_;                                             \
-        const uint32_t *w = lanes_[l_];                                                          \
-        __VA_ARGS__                                                                              \
-      }                                                                                          \
-    });                                                                                          \
+#define FOR_BLOCKS(nb, first, key, ...)                                                 \
+  do {                                                                                  \
+    const int64_t nb_ = (nb), ng_ = (nb_ + PD_PHILOX_LANES - 1) / PD_PHILOX_LANES;      \
+    const uint64_t first_ = (first), key_ = (key);                                      \
+    PD_PARALLEL_FOR_IF(nb_ > DROPOUT_GRAIN, g_, ng_, {                                  \
+      uint32_t lanes_[PD_PHILOX_LANES][4];                                              \
+      pd_philox_lanes(first_ + (uint64_t)g_ * PD_PHILOX_LANES, key_, lanes_);           \
+      for (int l_ = 0; l_ < PD_PHILOX_LANES && g_ * PD_PHILOX_LANES + l_ < nb_; l_++) { \
+        const int64_t b = g_ * PD_PHILOX_LANES + l_;                                    \
+        const uint32_t *w = lanes_[l_];                                                 \
+        __VA_ARGS__                                                                     \
+      }                                                                                 \
+    });                                                                                 \
   } while (0)
 
 static uint64_t reserve(uint64_t nblocks, int64_t seed, uint64_t *key) {
@@ -49,8 +49,7 @@ static uint64_t reserve(uint64_t nblocks, int64_t seed, uint64_t *key) {
 }
 
 static pd_status check_p(const char *op, double p) {
-  if (!(p >= 0.0 && p <= 1.0))
-    return pd_set_error(PD_ERR_INVALID, "%s: p %g is out of range [0, 1]", op, p);
+  if (!(p >= 0.0 && p <= 1.0)) return pd_set_error(PD_ERR_INVALID, "%s: p %g is out of range [0, 1]", op, p);
   return PD_OK;
 }
 
@@ -68,8 +67,9 @@ static pd_status check_axes(const char *op, const pd_tensor *x, int n, const int
                         PD_SHAPE_STR(x));
   for (int k = 0; k < n; k++)
     if (axes[k] < 0 || axes[k] >= x->ndim)
-      return pd_set_error(PD_ERR_INDEX, "%s: axis %lld is out of range for x of rank %d (expected 0 <= axis < %d)",
-                          op, (long long)axes[k], x->ndim, x->ndim);
+      return pd_set_error(PD_ERR_INDEX,
+                          "%s: axis %lld is out of range for x of rank %d (expected 0 <= axis < %d)", op,
+                          (long long)axes[k], x->ndim, x->ndim);
   return PD_OK;
 }
 
@@ -98,21 +98,20 @@ PD_EW_BINARY(dmul_f32, float, float, x *y)
 PD_EW_BINARY(dmul_f64, double, double, x *y)
 static const pd_ew_fn k_mul[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(dmul);
 
-#define FILL_MASK(T, m, n, first, key, pf, kv)                   \
-  FOR_BLOCKS(((n) + 3) / 4, first, key, {                        \
-    int64_t i0 = 4 * b, c = (n) - i0 < 4 ? (n) - i0 : 4;         \
-    for (int k = 0; k < c; k++)                                  \
-      (m)[i0 + k] = pd_u32_to_unit_f32(w[k]) >= (pf) ? (kv) : 0; \
+#define FILL_MASK(T, m, n, first, key, pf, kv)                                             \
+  FOR_BLOCKS(((n) + 3) / 4, first, key, {                                                  \
+    int64_t i0 = 4 * b, c = (n)-i0 < 4 ? (n)-i0 : 4;                                       \
+    for (int k = 0; k < c; k++) (m)[i0 + k] = pd_u32_to_unit_f32(w[k]) >= (pf) ? (kv) : 0; \
   })
 
-#define FUSED(T, xp, yp, m, n, first, key, pf, kv)                     \
-  FOR_BLOCKS(((n) + 3) / 4, first, key, {                              \
-    int64_t i0 = 4 * b, c = (n) - i0 < 4 ? (n) - i0 : 4;               \
-    for (int k = 0; k < c; k++) {                                      \
-      T f = pd_u32_to_unit_f32(w[k]) >= (pf) ? (kv) : (T)0;           \
-      (m)[i0 + k] = f;                                                 \
-      (yp)[i0 + k] = (xp)[i0 + k] * f;                                 \
-    }                                                                  \
+#define FUSED(T, xp, yp, m, n, first, key, pf, kv)          \
+  FOR_BLOCKS(((n) + 3) / 4, first, key, {                   \
+    int64_t i0 = 4 * b, c = (n)-i0 < 4 ? (n)-i0 : 4;        \
+    for (int k = 0; k < c; k++) {                           \
+      T f = pd_u32_to_unit_f32(w[k]) >= (pf) ? (kv) : (T)0; \
+      (m)[i0 + k] = f;                                      \
+      (yp)[i0 + k] = (xp)[i0 + k] * f;                      \
+    }                                                       \
   })
 
 static pd_status dropout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -157,16 +156,17 @@ static pd_status mask_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_dropout = {.name = "dropout",
-                                    .n_in = 1,
-                                    .n_out = 2,
-                                    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,
-                                    .nondiff_out = 1u << 1,
-                                    .attr_names = "f0:p,i0:mode,i1:seed,v0:axis",
-                                    .infer_meta = dropout_meta,
-                                    .kernel = {[PD_PLACE_CPU] = dropout_kernel},
-                                    .backward = mask_backward,
-                                    .flops = pd_flops_per_elem};
+const pd_op_def pd_opdef_dropout = {
+    .name = "dropout",
+    .n_in = 1,
+    .n_out = 2,
+    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,
+    .nondiff_out = 1u << 1,
+    .attr_names = "f0:p,i0:mode,i1:seed,v0:axis",
+    .infer_meta = dropout_meta,
+    .kernel = {[PD_PLACE_CPU] = dropout_kernel},
+    .backward = mask_backward,
+    .flops = pd_flops_per_elem};
 
 static pd_status parse_mode(const char *op, const char *mode, int *out) {
   if (!mode || strcmp(mode, "upscale_in_train") == 0) {
@@ -177,7 +177,8 @@ static pd_status parse_mode(const char *op, const char *mode, int *out) {
     *out = 1;
     return PD_OK;
   }
-  return pd_set_error(PD_ERR_INVALID, "%s: mode '%s' is not 'upscale_in_train' or 'downscale_in_infer'", op, mode);
+  return pd_set_error(PD_ERR_INVALID, "%s: mode '%s' is not 'upscale_in_train' or 'downscale_in_infer'", op,
+                      mode);
 }
 
 static pd_tensor *same(pd_tensor *x) { return pd_scope_track(pd_tensor_retain(x)); }
@@ -216,7 +217,8 @@ static pd_tensor *dropout_impl(const char *op, pd_tensor *x, double p, int naxis
   return run_masked(PD_OP_dropout, x, &a);
 }
 
-pd_tensor *pd_dropout(pd_tensor *x, double p, int naxis, const int64_t *axis, bool training, const char *mode) {
+pd_tensor *pd_dropout(pd_tensor *x, double p, int naxis, const int64_t *axis, bool training,
+                      const char *mode) {
   return dropout_impl("dropout", x, p, naxis, axis, training, mode);
 }
 
@@ -268,14 +270,14 @@ static pd_status alpha_dropout_meta(const pd_op_def *def, pd_tensor *const *in, 
   return PD_OK;
 }
 
-#define ALPHA(T, xp, yp, m, n, first, key, pf, A, B, D)       \
-  FOR_BLOCKS(((n) + 3) / 4, first, key, {                     \
-    int64_t i0 = 4 * b, c = (n) - i0 < 4 ? (n) - i0 : 4;      \
-    for (int k = 0; k < c; k++) {                             \
-      bool keep = pd_u32_to_unit_f32(w[k]) >= (pf);           \
-      (m)[i0 + k] = keep ? (A) : (T)0;                        \
-      (yp)[i0 + k] = keep ? (A) * (xp)[i0 + k] + (B) : (D);   \
-    }                                                         \
+#define ALPHA(T, xp, yp, m, n, first, key, pf, A, B, D)     \
+  FOR_BLOCKS(((n) + 3) / 4, first, key, {                   \
+    int64_t i0 = 4 * b, c = (n)-i0 < 4 ? (n)-i0 : 4;        \
+    for (int k = 0; k < c; k++) {                           \
+      bool keep = pd_u32_to_unit_f32(w[k]) >= (pf);         \
+      (m)[i0 + k] = keep ? (A) : (T)0;                      \
+      (yp)[i0 + k] = keep ? (A) * (xp)[i0 + k] + (B) : (D); \
+    }                                                       \
   })
 
 static pd_status alpha_dropout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -305,17 +307,17 @@ static pd_status alpha_dropout_kernel(const pd_op_def *def, pd_tensor *const *in
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_alpha_dropout = {.name = "alpha_dropout",
-                                          .n_in = 1,
-                                          .n_out = 2,
-                                          .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT |
-                                                   PD_OPF_HALF_VIA_F32,
-                                          .nondiff_out = 1u << 1,
-                                          .attr_names = "f0:p,i1:seed",
-                                          .infer_meta = alpha_dropout_meta,
-                                          .kernel = {[PD_PLACE_CPU] = alpha_dropout_kernel},
-                                          .backward = mask_backward,
-                                          .flops = pd_flops_per_elem};
+const pd_op_def pd_opdef_alpha_dropout = {
+    .name = "alpha_dropout",
+    .n_in = 1,
+    .n_out = 2,
+    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,
+    .nondiff_out = 1u << 1,
+    .attr_names = "f0:p,i1:seed",
+    .infer_meta = alpha_dropout_meta,
+    .kernel = {[PD_PLACE_CPU] = alpha_dropout_kernel},
+    .backward = mask_backward,
+    .flops = pd_flops_per_elem};
 
 pd_tensor *pd_alpha_dropout(pd_tensor *x, double p, bool training) {
   if (!x) {

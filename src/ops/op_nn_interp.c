@@ -14,10 +14,12 @@
 #include "paddlec/manipulation.h"
 
 static pd_status check_sizes(const char *op, int nsp, const int64_t *v, int nv, const char *what) {
-  if (nv != nsp) return pd_set_error(PD_ERR_INVALID, "%s: %d %s sizes for %d spatial dims", op, nv, what, nsp);
+  if (nv != nsp)
+    return pd_set_error(PD_ERR_INVALID, "%s: %d %s sizes for %d spatial dims", op, nv, what, nsp);
   for (int k = 0; k < nsp; k++)
     if (v[k] <= 0)
-      return pd_set_error(PD_ERR_INVALID, "%s: %s size %d is %lld; sizes must be > 0", op, what, k, (long long)v[k]);
+      return pd_set_error(PD_ERR_INVALID, "%s: %s size %d is %lld; sizes must be > 0", op, what, k,
+                          (long long)v[k]);
   return PD_OK;
 }
 
@@ -30,7 +32,8 @@ static pd_status interp_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
     return pd_set_error(PD_ERR_SHAPE, "%s: x must be %s [N, C, %s], got shape %s", def->name,
                         bilinear ? "4-D" : "4-D or 5-D", bilinear ? "H, W" : "(D,) H, W", PD_SHAPE_STR(x));
   if (bilinear && !pd_dtype_is_floating(x->dtype))
-    return pd_set_error(PD_ERR_DTYPE, "%s: x must be a floating dtype, got %s", def->name, pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: x must be a floating dtype, got %s", def->name,
+                        pd_dtype_name(x->dtype));
   int nsp = x->ndim - 2;
   for (int k = 0; k < nsp; k++)
     if (x->shape[2 + k] == 0)
@@ -95,8 +98,8 @@ static void geom_of(const pd_tensor *big, const int64_t *insz, const int64_t *ou
 static pd_status oom(const char *op) { return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op); }
 
 /* Runs the forward (grad = false: in[0] is x) or the adjoint (in[0] is g). */
-static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs *a, pd_tensor *o, bool bilinear,
-                            bool grad) {
+static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs *a, pd_tensor *o,
+                            bool bilinear, bool grad) {
   pd_tensor *t = pd_mu_contig(in0);
   if (!t) return pd_last_status();
   geom g;
@@ -121,8 +124,8 @@ static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs
     int64_t *tabs[3] = {id, ih, iw};
     for (int k = 0; k < 3; k++) pd_interp_nearest_index(g.in[k], g.out[k], g.ratio[k], a->i[0] != 0, tabs[k]);
     if (!grad)
-      pd_k_nearest(pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1], g.in[2], g.out[0], g.out[1],
-                   g.out[2], id, ih, iw, (int64_t)es);
+      pd_k_nearest(pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1], g.in[2], g.out[0],
+                   g.out[1], g.out[2], id, ih, iw, (int64_t)es);
     else if (pd_k_nearest_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1],
                                g.in[2], g.out[0], g.out[1], g.out[2], id, ih, iw))
       st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(t->dtype));
@@ -132,11 +135,12 @@ static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs
     float *wy0 = wts, *wy1 = wy0 + oh, *wx0 = wy1 + oh, *wx1 = wx0 + ow;
     pd_interp_linear_index(g.in[1], oh, g.ratio[1], a->i[0] != 0, (int)a->i[1], y0, y1, wy0, wy1);
     pd_interp_linear_index(g.in[2], ow, g.ratio[2], a->i[0] != 0, (int)a->i[1], x0, x1, wx0, wx1);
-    int rc = grad ? pd_k_bilinear_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1], g.in[2],
-                                       oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1)
-                  : pd_k_bilinear(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1], g.in[2], oh,
-                                  ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
-    if (rc) st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(t->dtype));
+    int rc = grad ? pd_k_bilinear_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1],
+                                       g.in[2], oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1)
+                  : pd_k_bilinear(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1], g.in[2],
+                                  oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
+    if (rc)
+      st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(t->dtype));
   }
 done:
   free(idx);
@@ -145,12 +149,12 @@ done:
   return st;
 }
 
-#define KERNEL(name, bil, grad)                                                                              \
-  static pd_status name##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,    \
-                                 pd_tensor **out, int n_out) {                                               \
-    (void)n_in;                                                                                              \
-    (void)n_out;                                                                                             \
-    return interp_run(def, in[0], a, out[0], bil, grad);                                                     \
+#define KERNEL(name, bil, grad)                                                                           \
+  static pd_status name##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
+                                 pd_tensor **out, int n_out) {                                            \
+    (void)n_in;                                                                                           \
+    (void)n_out;                                                                                          \
+    return interp_run(def, in[0], a, out[0], bil, grad);                                                  \
   }
 KERNEL(nearest, false, false)
 KERNEL(bilinear, true, false)
@@ -179,7 +183,9 @@ static pd_status to_fwd(const pd_backward_ctx *c, pd_op_id op) {
 }
 
 static pd_status nearest_backward(const pd_backward_ctx *c) { return to_grad(c, PD_OP_nearest_interp_grad); }
-static pd_status bilinear_backward(const pd_backward_ctx *c) { return to_grad(c, PD_OP_bilinear_interp_grad); }
+static pd_status bilinear_backward(const pd_backward_ctx *c) {
+  return to_grad(c, PD_OP_bilinear_interp_grad);
+}
 static pd_status nearest_grad_backward(const pd_backward_ctx *c) { return to_fwd(c, PD_OP_nearest_interp); }
 static pd_status bilinear_grad_backward(const pd_backward_ctx *c) { return to_fwd(c, PD_OP_bilinear_interp); }
 
@@ -203,14 +209,15 @@ const pd_op_def pd_opdef_bilinear_interp = {.name = "bilinear_interp",
                                             .kernel = {[PD_PLACE_CPU] = bilinear_kernel},
                                             .backward = bilinear_backward};
 
-const pd_op_def pd_opdef_nearest_interp_grad = {.name = "nearest_interp_grad",
-                                                .n_in = 1,
-                                                .n_out = 1,
-                                                .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
-                                                .attr_names = ATTRS,
-                                                .infer_meta = nearest_grad_meta,
-                                                .kernel = {[PD_PLACE_CPU] = nearest_grad_kernel},
-                                                .backward = nearest_grad_backward};
+const pd_op_def pd_opdef_nearest_interp_grad = {
+    .name = "nearest_interp_grad",
+    .n_in = 1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
+    .attr_names = ATTRS,
+    .infer_meta = nearest_grad_meta,
+    .kernel = {[PD_PLACE_CPU] = nearest_grad_kernel},
+    .backward = nearest_grad_backward};
 
 const pd_op_def pd_opdef_bilinear_interp_grad = {.name = "bilinear_interp_grad",
                                                  .n_in = 1,
@@ -272,17 +279,19 @@ static pd_tensor *interpolate_impl(const char *op, pd_tensor *x, const pd_interp
   }
   int nsp = nd - 2;
   if ((o->nsize > 0) == (o->nscale > 0)) {
-    pd_set_error(PD_ERR_INVALID, "%s: exactly one of size (%d values) and scale_factor (%d values) must be given",
-                 op, o->nsize, o->nscale);
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: exactly one of size (%d values) and scale_factor (%d values) must be given", op,
+                 o->nsize, o->nscale);
     return NULL;
   }
   if (o->nsize && o->nsize != nsp) {
-    pd_set_error(PD_ERR_INVALID, "%s: size has %d values but a %d-D x has %d spatial dims", op, o->nsize, nd, nsp);
+    pd_set_error(PD_ERR_INVALID, "%s: size has %d values but a %d-D x has %d spatial dims", op, o->nsize, nd,
+                 nsp);
     return NULL;
   }
   if (o->nscale && o->nscale != 1 && o->nscale != nsp) {
-    pd_set_error(PD_ERR_INVALID, "%s: scale_factor has %d values but a %d-D x has %d spatial dims", op, o->nscale,
-                 nd, nsp);
+    pd_set_error(PD_ERR_INVALID, "%s: scale_factor has %d values but a %d-D x has %d spatial dims", op,
+                 o->nscale, nd, nsp);
     return NULL;
   }
   int64_t insz[3];
@@ -304,8 +313,8 @@ static pd_tensor *interpolate_impl(const char *op, pd_tensor *x, const pd_interp
       a.f[k] = s;
       a.v[0][k] = (int64_t)((float)insz[k] * (float)s);
       if (a.v[0][k] <= 0) {
-        pd_set_error(PD_ERR_INVALID, "%s: scale_factor %g gives an output size of %lld for input size %lld", op, s,
-                     (long long)a.v[0][k], (long long)insz[k]);
+        pd_set_error(PD_ERR_INVALID, "%s: scale_factor %g gives an output size of %lld for input size %lld",
+                     op, s, (long long)a.v[0][k], (long long)insz[k]);
         return NULL;
       }
     }
@@ -333,4 +342,6 @@ pd_tensor *pd_interpolate(pd_tensor *x, const pd_interpolate_opts *opts) {
   return interpolate_impl("interpolate", x, opts);
 }
 
-pd_tensor *pd_upsample(pd_tensor *x, const pd_interpolate_opts *opts) { return interpolate_impl("upsample", x, opts); }
+pd_tensor *pd_upsample(pd_tensor *x, const pd_interpolate_opts *opts) {
+  return interpolate_impl("upsample", x, opts);
+}

@@ -14,8 +14,8 @@ static const char *const k_modes[] = {"constant", "reflect", "replicate", "circu
 /* Checks the pads of x's shape `in` (ndim dims) for the mode. */
 static pd_status check_pads(const char *op, int ndim, const int64_t *in, const pd_attrs *a) {
   if (a->nv[0] != ndim || a->nv[1] != ndim)
-    return pd_set_error(PD_ERR_INVALID, "%s: %d / %d pad entries for a tensor of rank %d", op, a->nv[0], a->nv[1],
-                        ndim);
+    return pd_set_error(PD_ERR_INVALID, "%s: %d / %d pad entries for a tensor of rank %d", op, a->nv[0],
+                        a->nv[1], ndim);
   if (a->i[0] < 0 || a->i[0] > PD_PAD_CIRCULAR)
     return pd_set_error(PD_ERR_INVALID, "%s: mode %lld is not a pad mode", op, (long long)a->i[0]);
   const char *mode = k_modes[a->i[0]];
@@ -26,18 +26,19 @@ static pd_status check_pads(const char *op, int ndim, const int64_t *in, const p
                           (long long)b, (long long)e);
     if (b == 0 && e == 0) continue;
     if (a->i[0] == PD_PAD_REFLECT && (b >= n || e >= n))
-      return pd_set_error(PD_ERR_SHAPE,
-                          "%s: reflect mode needs pads smaller than the dim: dim %d has size %lld but pads %lld "
-                          "and %lld",
-                          op, d, (long long)n, (long long)b, (long long)e);
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: reflect mode needs pads smaller than the dim: dim %d has size %lld but pads %lld "
+          "and %lld",
+          op, d, (long long)n, (long long)b, (long long)e);
     if (a->i[0] != PD_PAD_CONSTANT && n == 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: %s mode cannot pad dim %d of size 0", op, mode, d);
   }
   return PD_OK;
 }
 
-static pd_status pad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_meta *out,
-                          int *n_out) {
+static pd_status pad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
   (void)n_in;
   const pd_tensor *x = in[0];
   pd_status st = check_pads(def->name, x->ndim, x->shape, a);
@@ -90,14 +91,14 @@ static pd_status pad_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   (void)n_in;
   const pd_tensor *g = in[0];
   if (a->nv[0] != g->ndim || a->nv[1] != g->ndim)
-    return pd_set_error(PD_ERR_INVALID, "%s: %d / %d pad entries for a tensor of rank %d", def->name, a->nv[0],
-                        a->nv[1], g->ndim);
+    return pd_set_error(PD_ERR_INVALID, "%s: %d / %d pad entries for a tensor of rank %d", def->name,
+                        a->nv[0], a->nv[1], g->ndim);
   pd_meta_of(g, out);
   for (int d = 0; d < g->ndim; d++) {
     out->shape[d] = g->shape[d] - a->v[0][d] - a->v[1][d];
     if (out->shape[d] < 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld is smaller than its pads %lld + %lld", def->name,
-                          d, (long long)g->shape[d], (long long)a->v[0][d], (long long)a->v[1][d]);
+      return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld is smaller than its pads %lld + %lld",
+                          def->name, d, (long long)g->shape[d], (long long)a->v[0][d], (long long)a->v[1][d]);
   }
   *n_out = 1;
   return check_pads(def->name, out->ndim, out->shape, a);
@@ -133,7 +134,8 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
     void *dst = ++done == npadded ? pd_tensor_data(o) : malloc((size_t)(outer * nin * inner) * es);
     if (!dst || pd_k_pad_grad_dim(g->dtype, cur, dst, outer, shape[d], nin, inner, a->v[0][d], (int)a->i[0]))
       st = !dst ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name)
-                : pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(g->dtype));
+                : pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
+                               pd_dtype_name(g->dtype));
     if (dst != pd_tensor_data(o) && st != PD_OK) free(dst);
     free(tmp);
     tmp = dst != pd_tensor_data(o) ? dst : NULL;
@@ -201,10 +203,11 @@ pd_tensor *pd_pad(pd_tensor *x, int npad, const int64_t *pad, const char *mode, 
     return pd_dispatch1(PD_OP_pad, &x, 1, &a);
   }
   if (nd < 3 || nd > 5) {
-    pd_set_error(PD_ERR_SHAPE,
-                 "pad: x of shape %s must be 3-D, 4-D or 5-D (or, in constant mode, pad must have 2 * rank = %d "
-                 "entries, got %d)",
-                 PD_SHAPE_STR(x), 2 * nd, npad);
+    pd_set_error(
+        PD_ERR_SHAPE,
+        "pad: x of shape %s must be 3-D, 4-D or 5-D (or, in constant mode, pad must have 2 * rank = %d "
+        "entries, got %d)",
+        PD_SHAPE_STR(x), 2 * nd, npad);
     return NULL;
   }
   int kind = format_kind(data_format, nd);
@@ -217,8 +220,12 @@ pd_tensor *pd_pad(pd_tensor *x, int npad, const int64_t *pad, const char *mode, 
   int nsp = nd - 2;
   if (npad != 2 * nsp) {
     pd_set_error(PD_ERR_INVALID,
-                 "pad: pad has %d entries; a %d-D x takes %d ([left, right%s]) or, in constant mode, %d", npad, nd,
-                 2 * nsp, nsp == 1 ? "" : nsp == 2 ? ", top, bottom" : ", top, bottom, front, back", 2 * nd);
+                 "pad: pad has %d entries; a %d-D x takes %d ([left, right%s]) or, in constant mode, %d",
+                 npad, nd, 2 * nsp,
+                 nsp == 1   ? ""
+                 : nsp == 2 ? ", top, bottom"
+                            : ", top, bottom, front, back",
+                 2 * nd);
     return NULL;
   }
   /* pad[0:2] is the last spatial dim, pad[2:4] the one before, ... */

@@ -71,7 +71,8 @@ static void test_bilinear(void **state) {
       for (int j = 0; j < 4; j++) {
         double g = 0;
         for (int r = 0; r < 5; r++) g += pd_tensor_item_at(x1, r * 3 + i) * pd_tensor_item_at(x2, r * 4 + j);
-        assert_true(fabs(pd_tensor_item_at(pd_tensor_grad(w), (o * 3 + i) * 4 + j) - g) < 1e-4 * (1 + fabs(g)));
+        assert_true(fabs(pd_tensor_item_at(pd_tensor_grad(w), (o * 3 + i) * 4 + j) - g) <
+                    1e-4 * (1 + fabs(g)));
       }
   EXPECT_VALUES(pd_tensor_grad(b), 0, 5, 5);
   /* functional without bias; bad shapes */
@@ -79,7 +80,8 @@ static void test_bilinear(void **state) {
   for (int k = 0; k < 10; k++)
     assert_true(fabs(pd_tensor_item_at(y, k) - (want[k] - pd_tensor_item_at(b, k % 2))) < 1e-5);
   expect_error(pd_bilinear(x2, x1, w, b), "bilinear", "weight of shape [2, 3, 4]");
-  expect_error(pd_bilinear(x1, pd_randn(2, SHAPE(4, 4), PD_FLOAT32), w, b), "bilinear", "batch size (5 vs 4)");
+  expect_error(pd_bilinear(x1, pd_randn(2, SHAPE(4, 4), PD_FLOAT32), w, b), "bilinear",
+               "batch size (5 vs 4)");
   expect_error(pd_bilinear(x1, x2, w, pd_zeros(1, SHAPE(3), PD_FLOAT32)), "bilinear", "bias of shape [3]");
   expect_error(pd_bilinear(pd_ones(1, SHAPE(3), PD_FLOAT32), x2, w, b), "bilinear", "2-D");
   assert_true(pd_layer_call(l, &x1, 1, out, 1) < 0);
@@ -221,7 +223,8 @@ static void test_activation_layers(void **state) {
   for (int r = 0; r < 2; r++) {
     double z = 0;
     for (int j = 0; j < 4; j++) z += exp(k_x[r * 4 + j]);
-    for (int j = 0; j < 4; j++) assert_true(fabs(pd_tensor_item_at(l1, r * 4 + j) - (k_x[r * 4 + j] - log(z))) < 1e-12);
+    for (int j = 0; j < 4; j++)
+      assert_true(fabs(pd_tensor_item_at(l1, r * 4 + j) - (k_x[r * 4 + j] - log(z))) < 1e-12);
   }
   pd_layer *bad = pd_nn_softmax(3);
   expect_error(pd_layer_call1(bad, x), "softmax", "3");
@@ -242,7 +245,8 @@ static void test_prelu(void **state) {
   pd_scope_begin();
   pd_tensor *x = pd_to_tensor(k_x, PD_FLOAT64, 2, SHAPE(2, 4));
   pd_tensor *y = pd_layer_call1(one, x);
-  for (int i = 0; i < 8; i++) assert_true(fabs(pd_tensor_item_at(y, i) - (k_x[i] > 0 ? k_x[i] : 0.25 * k_x[i])) < 1e-7);
+  for (int i = 0; i < 8; i++)
+    assert_true(fabs(pd_tensor_item_at(y, i) - (k_x[i] > 0 ? k_x[i] : 0.25 * k_x[i])) < 1e-7);
 
   /* per channel: NCL [2, 3, 2] and NLC [2, 2, 3] */
   pd_layer *ch = pd_nn_prelu(3, 0.1, &(pd_nn_prelu_opts){.dtype = PD_FLOAT64});
@@ -285,8 +289,10 @@ static void test_prelu(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_identity_flatten), cmocka_unit_test(test_bilinear),
-      cmocka_unit_test(test_embedding),        cmocka_unit_test(test_activation_layers),
+      cmocka_unit_test(test_identity_flatten),
+      cmocka_unit_test(test_bilinear),
+      cmocka_unit_test(test_embedding),
+      cmocka_unit_test(test_activation_layers),
       cmocka_unit_test(test_prelu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

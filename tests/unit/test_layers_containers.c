@@ -103,7 +103,8 @@ static void test_sequential_named_empty_and_errors(void **state) {
   /* bad inputs: the given layers are released, nothing leaks */
   assert_null(pd_nn_sequential((pd_layer *[]){pd_nn_relu(), NULL}, 2));
   expect_error(NULL, "Sequential", "layer 1 is NULL");
-  assert_null(pd_nn_sequential_named((const char *[]){"a", "a"}, (pd_layer *[]){pd_nn_relu(), pd_nn_tanh()}, 2));
+  assert_null(
+      pd_nn_sequential_named((const char *[]){"a", "a"}, (pd_layer *[]){pd_nn_relu(), pd_nn_tanh()}, 2));
   expect_error(NULL, "Sequential", "'a' is given twice");
   assert_null(pd_nn_sequential_named((const char *[]){"a.b"}, (pd_layer *[]){pd_nn_relu()}, 1));
   expect_error(NULL, "a.b", NULL);

@@ -27,7 +27,8 @@ static void test_dropout_statistics_and_scaling(void **state) {
     pd_tensor *y = pd_dropout(x, p, 0, NULL, true, NULL);
     expect_shape(y, 1, SHAPE(N_BIG));
     double f = frac_zero(y), sigma = sqrt(p * (1 - p) / N_BIG);
-    if (fabs(f - p) > 5 * sigma) fail_msg("p %g: fraction zeroed %g is more than 5 sigma (%g) away", p, f, sigma);
+    if (fabs(f - p) > 5 * sigma)
+      fail_msg("p %g: fraction zeroed %g is more than 5 sigma (%g) away", p, f, sigma);
     for (int64_t i = 0; i < N_BIG; i++) {
       double v = pd_tensor_item_at(y, i);
       if (v != 0 && fabs(v - 1 / (1 - p)) > 1e-6 / (1 - p)) fail_msg("p %g: kept value %g", p, v);
@@ -73,7 +74,8 @@ static void test_dropout_counter_contract(void **state) {
   pd_tensor *y = pd_dropout(pd_ones(1, SHAPE(N_BIG), PD_FLOAT64), p, 0, NULL, true, NULL);
   for (int64_t i = 0; i < N_BIG; i++) {
     bool keep = (float)pd_tensor_item_at(u, i) >= (float)p;
-    if (keep != (pd_tensor_item_at(y, i) != 0)) fail_msg("element %lld disagrees with the counter contract", (long long)i);
+    if (keep != (pd_tensor_item_at(y, i) != 0))
+      fail_msg("element %lld disagrees with the counter contract", (long long)i);
   }
   pd_scope_end();
   expect_no_live_tensors();
@@ -94,7 +96,8 @@ static void test_dropout_seed_and_threads(void **state) {
   pd_set_num_threads(threads);
   expect_close(b, a, 0, 0);
   int64_t same = 0;
-  for (int64_t i = 0; i < pd_tensor_numel(a); i++) same += pd_tensor_item_at(a, i) == pd_tensor_item_at(a2, i);
+  for (int64_t i = 0; i < pd_tensor_numel(a); i++)
+    same += pd_tensor_item_at(a, i) == pd_tensor_item_at(a2, i);
   assert_true(same < pd_tensor_numel(a) * 0.6); /* two draws agree on about half the elements */
   /* the shared-mask form and alpha dropout too */
   pd_tensor *x3 = pd_ones(3, SHAPE(64, 32, 50), PD_FLOAT32);
@@ -133,9 +136,10 @@ static void test_dropout_backward_is_mask(void **state) {
   /* downscale eval: the gradient is the factor 1-p */
   pd_tensor *x2 = T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3);
   pd_tensor_set_stop_gradient(x2, false);
-  assert_int_equal(pd_backward(pd_sum(pd_dropout(x2, p, 0, NULL, false, "downscale_in_infer"), NULL, 0, false),
-                               NULL, false),
-                   PD_OK);
+  assert_int_equal(
+      pd_backward(pd_sum(pd_dropout(x2, p, 0, NULL, false, "downscale_in_infer"), NULL, 0, false), NULL,
+                  false),
+      PD_OK);
   EXPECT_VALUES(pd_tensor_grad(x2), 1e-15, 0.6, 0.6, 0.6);
   pd_scope_end();
   expect_no_live_tensors();
@@ -209,7 +213,8 @@ static void test_alpha_dropout(void **state) {
   for (int64_t i = 0; i < N_BIG; i++) {
     double v = pd_tensor_item_at(y, i), xv = pd_tensor_item_at(x, i);
     bool drop = fabs(v - (a * alpha_p + b)) < 1e-12;
-    if (!drop && fabs(v - (a * xv + b)) > 1e-12) fail_msg("element %lld: %g is neither kept nor dropped", (long long)i, v);
+    if (!drop && fabs(v - (a * xv + b)) > 1e-12)
+      fail_msg("element %lld: %g is neither kept nor dropped", (long long)i, v);
     dropped += drop;
     mean += v;
     sq += v * v;
@@ -239,7 +244,8 @@ static void test_dropout_layers(void **state) {
   pd_layer *d2 = pd_nn_dropout2d(0.3, &(pd_nn_dropout2d_opts){.data_format = "NHWC"});
   pd_layer *d3 = pd_nn_dropout3d(0.3, NULL);
   pd_layer *ad = pd_nn_alpha_dropout(0.1);
-  pd_layer *dd = pd_nn_dropout(0.25, &(pd_nn_dropout_opts){.naxis = 1, .axis = {1}, .mode = "downscale_in_infer"});
+  pd_layer *dd =
+      pd_nn_dropout(0.25, &(pd_nn_dropout_opts){.naxis = 1, .axis = {1}, .mode = "downscale_in_infer"});
   char *s = pd_layer_to_string(d);
   assert_string_equal(s, "Dropout(p=0.5, axis=None, mode=upscale_in_train)");
   free(s);
@@ -263,7 +269,8 @@ static void test_dropout_layers(void **state) {
   pd_layer_eval(dd);
   EXPECT_VALUES(pd_layer_call1(dd, T(PD_FLOAT32, 2, SHAPE(1, 2), 4, 8)), 1e-7, 3, 6);
   pd_layer_train(dd);
-  expect_shared(pd_layer_call1(dd, pd_ones(3, SHAPE(3, 10, 4), PD_FLOAT32)), 3, 10, 4, true, false, true, 1.0);
+  expect_shared(pd_layer_call1(dd, pd_ones(3, SHAPE(3, 10, 4), PD_FLOAT32)), 3, 10, 4, true, false, true,
+                1.0);
   expect_shape(pd_layer_call1(d2, pd_ones(4, SHAPE(2, 3, 3, 4), PD_FLOAT32)), 4, SHAPE(2, 3, 3, 4));
   expect_shape(pd_layer_call1(d3, pd_ones(5, SHAPE(1, 2, 3, 3, 4), PD_FLOAT32)), 5, SHAPE(1, 2, 3, 3, 4));
   expect_shape(pd_layer_call1(ad, x), 2, SHAPE(50, 40));
@@ -299,7 +306,8 @@ static void test_dropout_bad_inputs(void **state) {
   expect_error(pd_dropout(pd_ones(1, SHAPE(3), PD_INT64), 0.5, 0, NULL, true, NULL), "dropout", "int64");
   expect_error(pd_dropout(NULL, 0.5, 0, NULL, true, NULL), "dropout", "NULL");
   expect_error(pd_dropout2d(x, 0.5, true, NULL), "dropout2d", "4-D");
-  expect_error(pd_dropout2d(pd_ones(4, SHAPE(1, 1, 1, 1), PD_FLOAT32), 0.5, true, "NCHW5"), "dropout2d", "NCHW5");
+  expect_error(pd_dropout2d(pd_ones(4, SHAPE(1, 1, 1, 1), PD_FLOAT32), 0.5, true, "NCHW5"), "dropout2d",
+               "NCHW5");
   expect_error(pd_dropout3d(x, 0.5, true, NULL), "dropout3d", "[2, 3]");
   expect_error(pd_alpha_dropout(x, 2, true), "alpha_dropout", "2");
   expect_error(pd_alpha_dropout(pd_ones(1, SHAPE(3), PD_INT32), 0.5, true), "alpha_dropout", "int32");

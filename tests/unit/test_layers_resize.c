@@ -20,7 +20,8 @@ static void test_pad1d_modes(void **state) {
   pd_tensor *x = arange(3, SHAPE(1, 2, 3), PD_FLOAT32); /* [[1,2,3],[4,5,6]] */
   const int64_t pad[2] = {2, 1};
   EXPECT_VALUES(pd_pad(x, 2, pad, NULL, 0, NULL), 0, 0, 0, 1, 2, 3, 0, 0, 0, 4, 5, 6, 0);
-  EXPECT_VALUES(pd_pad(x, 2, pad, "constant", -1.5, "NCL"), 0, -1.5, -1.5, 1, 2, 3, -1.5, -1.5, -1.5, 4, 5, 6, -1.5);
+  EXPECT_VALUES(pd_pad(x, 2, pad, "constant", -1.5, "NCL"), 0, -1.5, -1.5, 1, 2, 3, -1.5, -1.5, -1.5, 4, 5, 6,
+                -1.5);
   EXPECT_VALUES(pd_pad(x, 2, pad, "reflect", 0, NULL), 0, 3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5);
   EXPECT_VALUES(pd_pad(x, 2, pad, "replicate", 0, NULL), 0, 1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6);
   EXPECT_VALUES(pd_pad(x, 2, pad, "circular", 0, NULL), 0, 2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4);
@@ -49,13 +50,13 @@ static void test_pad2d_pad3d_modes(void **state) {
   pd_tensor *y = pd_pad(x, 4, pad, "reflect", 0, NULL);
   expect_shape(y, 4, SHAPE(1, 1, 6, 4));
   EXPECT_VALUES(y, 0, 8, 7, 8, 9, 5, 4, 5, 6, 2, 1, 2, 3, 5, 4, 5, 6, 8, 7, 8, 9, 5, 4, 5, 6);
-  EXPECT_VALUES(pd_pad(x, 4, pad, "replicate", 0, NULL), 0, 1, 1, 2, 3, 1, 1, 2, 3, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8,
-                9, 7, 7, 8, 9);
-  EXPECT_VALUES(pd_pad(x, 4, pad, "circular", 0, NULL), 0, 6, 4, 5, 6, 9, 7, 8, 9, 3, 1, 2, 3, 6, 4, 5, 6, 9, 7, 8,
-                9, 3, 1, 2, 3);
+  EXPECT_VALUES(pd_pad(x, 4, pad, "replicate", 0, NULL), 0, 1, 1, 2, 3, 1, 1, 2, 3, 1, 1, 2, 3, 4, 4, 5, 6, 7,
+                7, 8, 9, 7, 7, 8, 9);
+  EXPECT_VALUES(pd_pad(x, 4, pad, "circular", 0, NULL), 0, 6, 4, 5, 6, 9, 7, 8, 9, 3, 1, 2, 3, 6, 4, 5, 6, 9,
+                7, 8, 9, 3, 1, 2, 3);
   const double c = 9.5;
-  EXPECT_VALUES(pd_pad(x, 4, pad, "constant", c, NULL), 0, c, c, c, c, c, c, c, c, c, 1, 2, 3, c, 4, 5, 6, c, 7, 8,
-                9, c, c, c, c);
+  EXPECT_VALUES(pd_pad(x, 4, pad, "constant", c, NULL), 0, c, c, c, c, c, c, c, c, c, 1, 2, 3, c, 4, 5, 6, c,
+                7, 8, 9, c, c, c, c);
   /* NHWC: [1, 3, 3, 1] pads dims 1 and 2 */
   pd_tensor *yh = pd_pad(pd_reshape(x, 4, SHAPE(1, 3, 3, 1)), 4, pad, "reflect", 0, "NHWC");
   expect_shape(yh, 4, SHAPE(1, 6, 4, 1));
@@ -120,7 +121,8 @@ static void test_pad_bad_inputs(void **state) {
   expect_error(pd_pad(x, 4, SHAPE(1, 1, 1, 1), NULL, 0, NULL), "pad", "pad has 4 entries");
   expect_error(pd_pad(x, 2, SHAPE(1, 1), "edge", 0, NULL), "pad", "'edge'");
   expect_error(pd_pad(x, 2, SHAPE(1, 1), NULL, 0, "NCHW"), "pad", "'NCHW'");
-  expect_error(pd_pad(pd_ones(2, SHAPE(2, 3), PD_FLOAT32), 2, SHAPE(1, 1), "reflect", 0, NULL), "pad", "[2, 3]");
+  expect_error(pd_pad(pd_ones(2, SHAPE(2, 3), PD_FLOAT32), 2, SHAPE(1, 1), "reflect", 0, NULL), "pad",
+               "[2, 3]");
   expect_error(pd_pad(pd_ones(3, SHAPE(1, 2, 0), PD_FLOAT32), 2, SHAPE(1, 1), "replicate", 0, NULL), "pad",
                "size 0");
   expect_error(pd_pad(NULL, 2, SHAPE(1, 1), NULL, 0, NULL), "pad", "NULL");
@@ -150,7 +152,8 @@ static int64_t ref_nearest(int64_t k, float ratio, int64_t in) {
   return i < in ? i : in - 1;
 }
 
-static void ref_linear(int64_t k, float ratio, int64_t in, bool ac, int mode, int64_t *i0, int64_t *i1, float *l1) {
+static void ref_linear(int64_t k, float ratio, int64_t in, bool ac, int mode, int64_t *i0, int64_t *i1,
+                       float *l1) {
   bool flag = mode == 0 && !ac;
   double src = flag ? ratio * (k + 0.5) - 0.5 : (double)(ratio * (float)k);
   int64_t a = (int64_t)src; /* truncation toward zero, as a C cast */
@@ -164,7 +167,8 @@ static void ref_linear(int64_t k, float ratio, int64_t in, bool ac, int mode, in
 
 /* out and (optional) adjoint dx of the upstream weights w, all [planes, h, w]. */
 static void ref_resize(const double *x, double *out, const double *w, double *dx, int64_t planes, int64_t ih,
-                       int64_t iw, int64_t oh, int64_t ow, double sh, double sw, bool bilinear, bool ac, int mode) {
+                       int64_t iw, int64_t oh, int64_t ow, double sh, double sw, bool bilinear, bool ac,
+                       int mode) {
   float rh = ref_ratio(ih, oh, sh, ac), rw = ref_ratio(iw, ow, sw, ac);
   if (dx) memset(dx, 0, sizeof(double) * (size_t)(planes * ih * iw));
   for (int64_t p = 0; p < planes; p++)
@@ -207,12 +211,12 @@ typedef struct resize_case {
 static void test_interpolate_against_naive_loop(void **state) {
   (void)state;
   const resize_case cases[] = {
-      {3, 4, 7, 9, 0, 0, "nearest", false, 0},   {5, 6, 3, 2, 0, 0, "nearest", false, 0},
-      {4, 5, 0, 0, 1.7, 2.5, "nearest", false, 0}, {6, 7, 0, 0, 0.5, 0.3, "nearest", false, 0},
-      {3, 4, 7, 9, 0, 0, "bilinear", false, 0},  {3, 4, 7, 9, 0, 0, "bilinear", true, 0},
-      {3, 4, 7, 9, 0, 0, "bilinear", false, 1},  {7, 9, 3, 4, 0, 0, "bilinear", false, 0},
+      {3, 4, 7, 9, 0, 0, "nearest", false, 0},      {5, 6, 3, 2, 0, 0, "nearest", false, 0},
+      {4, 5, 0, 0, 1.7, 2.5, "nearest", false, 0},  {6, 7, 0, 0, 0.5, 0.3, "nearest", false, 0},
+      {3, 4, 7, 9, 0, 0, "bilinear", false, 0},     {3, 4, 7, 9, 0, 0, "bilinear", true, 0},
+      {3, 4, 7, 9, 0, 0, "bilinear", false, 1},     {7, 9, 3, 4, 0, 0, "bilinear", false, 0},
       {4, 5, 0, 0, 1.5, 2.0, "bilinear", false, 0}, {4, 5, 0, 0, 0.6, 1.3, "bilinear", true, 0},
-      {5, 4, 5, 1, 0, 0, "bilinear", false, 0},  {1, 4, 3, 4, 0, 0, "bilinear", false, 1},
+      {5, 4, 5, 1, 0, 0, "bilinear", false, 0},     {1, 4, 3, 4, 0, 0, "bilinear", false, 1},
       {4, 4, 4, 4, 0, 0, "bilinear", false, 0},
   };
   pd_seed(17);
@@ -244,8 +248,8 @@ static void test_interpolate_against_naive_loop(void **state) {
     double *wv = malloc(sizeof(double) * (size_t)nout), *dv = malloc(sizeof(double) * (size_t)nin);
     pd_tensor_copy_to(x, xv, nin, PD_FLOAT64);
     pd_tensor_copy_to(w, wv, nout, PD_FLOAT64);
-    ref_resize(xv, ov, wv, dv, planes, rc->ih, rc->iw, oh, ow, oh == rc->oh ? 0 : rc->sh, oh == rc->oh ? 0 : rc->sw,
-               strcmp(rc->mode, "bilinear") == 0, rc->ac, rc->align_mode);
+    ref_resize(xv, ov, wv, dv, planes, rc->ih, rc->iw, oh, ow, oh == rc->oh ? 0 : rc->sh,
+               oh == rc->oh ? 0 : rc->sw, strcmp(rc->mode, "bilinear") == 0, rc->ac, rc->align_mode);
     expect_values(y, ov, nout, 1e-12);
     assert_int_equal(pd_backward(pd_sum(pd_multiply(y, w), NULL, 0, false), NULL, false), PD_OK);
     expect_values(pd_tensor_grad(x), dv, nin, 1e-12);
@@ -270,8 +274,8 @@ static void test_interpolate_hand_values_and_layouts(void **state) {
   pd_interpolate_opts ac = {.nsize = 2, .size = {3, 3}, .mode = "bilinear", .align_corners = true};
   EXPECT_VALUES(pd_interpolate(x, &ac), 1e-7, 1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4);
   pd_interpolate_opts half = {.nscale = 1, .scale_factor = {2}, .mode = "bilinear"};
-  EXPECT_VALUES(pd_upsample(x, &half), 1e-7, 1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25,
-                3.75, 4);
+  EXPECT_VALUES(pd_upsample(x, &half), 1e-7, 1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3,
+                3.25, 3.75, 4);
   /* NHWC equals NCHW transposed */
   pd_seed(4);
   pd_tensor *xc = pd_randn(4, SHAPE(2, 3, 4, 5), PD_FLOAT32);
@@ -314,7 +318,8 @@ static void test_upsample_layers(void **state) {
   pd_layer *nn2 = pd_nn_upsampling_nearest2d(&(pd_nn_upsample_opts){.nsize = 2, .size = {4, 4}});
   pd_layer *bl2 = pd_nn_upsampling_bilinear2d(&(pd_nn_upsample_opts){.nsize = 2, .size = {3, 3}});
   char *s = pd_layer_to_string(up);
-  assert_string_equal(s, "Upsample(scale_factor=2, mode=bilinear, align_corners=False, align_mode=0, data_format=None)");
+  assert_string_equal(
+      s, "Upsample(scale_factor=2, mode=bilinear, align_corners=False, align_mode=0, data_format=None)");
   free(s);
   s = pd_layer_to_string(bl2);
   assert_string_equal(s,
@@ -323,8 +328,8 @@ static void test_upsample_layers(void **state) {
   free(s);
   pd_scope_begin();
   pd_tensor *x = T(PD_FLOAT32, 4, SHAPE(1, 1, 2, 2), 1, 2, 3, 4);
-  EXPECT_VALUES(pd_layer_call1(up, x), 1e-7, 1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25,
-                3.75, 4);
+  EXPECT_VALUES(pd_layer_call1(up, x), 1e-7, 1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3,
+                3.25, 3.75, 4);
   EXPECT_VALUES(pd_layer_call1(nn2, x), 0, 1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4);
   EXPECT_VALUES(pd_layer_call1(bl2, x), 1e-7, 1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4);
   pd_scope_end();
@@ -346,7 +351,8 @@ static void test_interpolate_bad_inputs(void **state) {
   expect_error(pd_interpolate(pd_ones(2, SHAPE(2, 2), PD_FLOAT32), &o), "interpolate", "[2, 2]");
   expect_error(pd_interpolate(pd_ones(3, SHAPE(1, 2, 2), PD_FLOAT32), &o), "interpolate", "'nearest' needs");
   o.mode = "bilinear";
-  expect_error(pd_interpolate(pd_ones(5, SHAPE(1, 1, 2, 2, 2), PD_FLOAT32), &o), "interpolate", "[1, 1, 2, 2, 2]");
+  expect_error(pd_interpolate(pd_ones(5, SHAPE(1, 1, 2, 2, 2), PD_FLOAT32), &o), "interpolate",
+               "[1, 1, 2, 2, 2]");
   expect_error(pd_interpolate(pd_ones(4, SHAPE(1, 1, 2, 2), PD_INT32), &o), "bilinear_interp", "int32");
   o.mode = "area";
   expect_error(pd_interpolate(x, &o), "interpolate", "'area'");
@@ -368,7 +374,8 @@ static void test_interpolate_bad_inputs(void **state) {
   o = (pd_interpolate_opts){.nsize = 2, .size = {3, 3}, .mode = "bilinear", .align_mode = 2};
   expect_error(pd_interpolate(x, &o), "interpolate", "align_mode 2");
   o = (pd_interpolate_opts){.nsize = 2, .size = {3, 3}};
-  expect_error(pd_interpolate(pd_ones(4, SHAPE(1, 1, 0, 2), PD_FLOAT32), &o), "nearest_interp", "spatial dim 2");
+  expect_error(pd_interpolate(pd_ones(4, SHAPE(1, 1, 0, 2), PD_FLOAT32), &o), "nearest_interp",
+               "spatial dim 2");
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -405,7 +412,8 @@ static void test_pixel_shuffle(void **state) {
   assert_true(pd_tensor_item_at(pd_tensor_grad(xg), 5) == 1);
   expect_error(pd_pixel_shuffle(pd_ones(4, SHAPE(1, 6, 2, 2), PD_FLOAT32), 2, NULL), "pixel_shuffle",
                "does not divide the 6 channels");
-  expect_error(pd_pixel_shuffle(pd_ones(3, SHAPE(4, 2, 2), PD_FLOAT32), 2, NULL), "pixel_shuffle", "[4, 2, 2]");
+  expect_error(pd_pixel_shuffle(pd_ones(3, SHAPE(4, 2, 2), PD_FLOAT32), 2, NULL), "pixel_shuffle",
+               "[4, 2, 2]");
   expect_error(pd_pixel_shuffle(x, 0, NULL), "pixel_shuffle", "upscale_factor 0");
   expect_error(pd_pixel_shuffle(x, 2, "NCL"), "pixel_shuffle", "'NCL'");
   pd_layer_release(ps);

@@ -36,9 +36,9 @@ int pd_k_nearest_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int6
 
 /* Bilinear over planes of [in_h, in_w] -> [oh, ow] with the taps of
  * pd_interp_linear_index along h (y*) and w (x*). float32/float64. */
-int pd_k_bilinear(pd_dtype dt, const void *x, void *out, int64_t planes, int64_t in_h, int64_t in_w, int64_t oh,
-                  int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0, const float *wy1,
-                  const int64_t *x0, const int64_t *x1, const float *wx0, const float *wx1);
+int pd_k_bilinear(pd_dtype dt, const void *x, void *out, int64_t planes, int64_t in_h, int64_t in_w,
+                  int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,
+                  const float *wy1, const int64_t *x0, const int64_t *x1, const float *wx0, const float *wx1);
 /* Its adjoint (dx zeroed first). */
 int pd_k_bilinear_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int64_t in_h, int64_t in_w,
                        int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,

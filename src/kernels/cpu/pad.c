@@ -10,20 +10,20 @@
 
 #define SENTINEL INT64_MIN
 
-#define ROW_FN(T)                                                                                         \
-  static void row_##T(T *o, const char *xrow, const int64_t *tw, int64_t w, int64_t lo, int64_t hi,      \
-                      int64_t bw, int64_t sw, T val) {                                                    \
-    const T *xr = (const T *)xrow;                                                                        \
-    for (int64_t j = 0; j < lo; j++) o[j] = tw[j] == SENTINEL ? val : xr[tw[j]];                          \
-    if (sw == 1) {                                                                                        \
-      if (hi > lo) memcpy(o + lo, xr + (lo - bw), (size_t)(hi - lo) * sizeof(T));                        \
-    } else {                                                                                              \
-      for (int64_t j = lo; j < hi; j++) o[j] = xr[(j - bw) * sw];                                         \
-    }                                                                                                     \
-    for (int64_t j = hi > lo ? hi : lo; j < w; j++) o[j] = tw[j] == SENTINEL ? val : xr[tw[j]];            \
-  }                                                                                                       \
-  static void fill_##T(T *o, int64_t w, T val) {                                                          \
-    for (int64_t j = 0; j < w; j++) o[j] = val;                                                           \
+#define ROW_FN(T)                                                                                   \
+  static void row_##T(T *o, const char *xrow, const int64_t *tw, int64_t w, int64_t lo, int64_t hi, \
+                      int64_t bw, int64_t sw, T val) {                                              \
+    const T *xr = (const T *)xrow;                                                                  \
+    for (int64_t j = 0; j < lo; j++) o[j] = tw[j] == SENTINEL ? val : xr[tw[j]];                    \
+    if (sw == 1) {                                                                                  \
+      if (hi > lo) memcpy(o + lo, xr + (lo - bw), (size_t)(hi - lo) * sizeof(T));                   \
+    } else {                                                                                        \
+      for (int64_t j = lo; j < hi; j++) o[j] = xr[(j - bw) * sw];                                   \
+    }                                                                                               \
+    for (int64_t j = hi > lo ? hi : lo; j < w; j++) o[j] = tw[j] == SENTINEL ? val : xr[tw[j]];     \
+  }                                                                                                 \
+  static void fill_##T(T *o, int64_t w, T val) {                                                    \
+    for (int64_t j = 0; j < w; j++) o[j] = val;                                                     \
   }
 ROW_FN(uint8_t)
 ROW_FN(uint16_t)
@@ -106,25 +106,25 @@ int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const voi
 /* Columns of `inner` handled by one task of the adjoint. */
 #define GRAD_BLOCK 1024
 
-#define GRAD_FN(T)                                                                                              \
-  static void grad_##T(const T *g, T *dx, const int64_t *map, int64_t outer, int64_t nout, int64_t nin,       \
-                       int64_t inner) {                                                                        \
-    int64_t nblk = (inner + GRAD_BLOCK - 1) / GRAD_BLOCK;                                                     \
-    PD_PARALLEL_FOR_IF(outer * nout * inner >= PD_GRAIN && outer * nblk > 1, t, outer * nblk, {               \
-      int64_t ob = t / nblk, j0 = (t % nblk) * GRAD_BLOCK;                                                    \
-      int64_t j1 = j0 + GRAD_BLOCK < inner ? j0 + GRAD_BLOCK : inner;                                         \
-      T *d = dx + ob * nin * inner;                                                                           \
-      const T *s = g + ob * nout * inner;                                                                     \
-      for (int64_t i = 0; i < nin; i++)                                                                       \
-        for (int64_t j = j0; j < j1; j++) d[i * inner + j] = 0;                                               \
-      for (int64_t o = 0; o < nout; o++) {                                                                    \
-        int64_t src = map[o];                                                                                 \
-        if (src < 0) continue;                                                                                \
-        T *dd = d + src * inner;                                                                              \
-        const T *ss = s + o * inner;                                                                          \
-        _Pragma("omp simd") for (int64_t j = j0; j < j1; j++) dd[j] += ss[j];                                 \
-      }                                                                                                       \
-    });                                                                                                       \
+#define GRAD_FN(T)                                                                                      \
+  static void grad_##T(const T *g, T *dx, const int64_t *map, int64_t outer, int64_t nout, int64_t nin, \
+                       int64_t inner) {                                                                 \
+    int64_t nblk = (inner + GRAD_BLOCK - 1) / GRAD_BLOCK;                                               \
+    PD_PARALLEL_FOR_IF(outer *nout *inner >= PD_GRAIN && outer * nblk > 1, t, outer * nblk, {           \
+      int64_t ob = t / nblk, j0 = (t % nblk) * GRAD_BLOCK;                                              \
+      int64_t j1 = j0 + GRAD_BLOCK < inner ? j0 + GRAD_BLOCK : inner;                                   \
+      T *d = dx + ob * nin * inner;                                                                     \
+      const T *s = g + ob * nout * inner;                                                               \
+      for (int64_t i = 0; i < nin; i++)                                                                 \
+        for (int64_t j = j0; j < j1; j++) d[i * inner + j] = 0;                                         \
+      for (int64_t o = 0; o < nout; o++) {                                                              \
+        int64_t src = map[o];                                                                           \
+        if (src < 0) continue;                                                                          \
+        T *dd = d + src * inner;                                                                        \
+        const T *ss = s + o * inner;                                                                    \
+        _Pragma("omp simd") for (int64_t j = j0; j < j1; j++) dd[j] += ss[j];                           \
+      }                                                                                                 \
+    });                                                                                                 \
   }
 GRAD_FN(float)
 GRAD_FN(double)

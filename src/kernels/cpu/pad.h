@@ -16,10 +16,14 @@ static inline int64_t pd_pad_src(int64_t o, int64_t before, int64_t n, int mode)
   int64_t i = o - before;
   if (i >= 0 && i < n) return i;
   switch (mode) {
-    case PD_PAD_REFLECT: return i < 0 ? -i : 2 * (n - 1) - i;
-    case PD_PAD_REPLICATE: return i < 0 ? 0 : n - 1;
-    case PD_PAD_CIRCULAR: return ((i % n) + n) % n;
-    default: return -1;
+    case PD_PAD_REFLECT:
+      return i < 0 ? -i : 2 * (n - 1) - i;
+    case PD_PAD_REPLICATE:
+      return i < 0 ? 0 : n - 1;
+    case PD_PAD_CIRCULAR:
+      return ((i % n) + n) % n;
+    default:
+      return -1;
   }
 }
 
