@@ -122,28 +122,26 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
     return PD_OK;
   }
   /* one adjoint pass per padded dim, each shrinking that dim to x's size */
-  int64_t shape[PD_MAX_DIMS];
-  memcpy(shape, g->shape, sizeof(int64_t) * (size_t)nd);
-  const void *cur = pd_tensor_data(g);
-  void *tmp = NULL;
+  pd_tensor *cur = g;
   for (int d = 0, done = 0; d < nd && st == PD_OK; d++) {
     if (a->v[0][d] == 0 && a->v[1][d] == 0) continue;
-    int64_t outer = 1, inner = 1, nin = o->shape[d];
+    int64_t outer = 1, inner = 1, nin = o->shape[d], shape[PD_MAX_DIMS];
+    memcpy(shape, cur->shape, sizeof(int64_t) * (size_t)nd);
     for (int k = 0; k < d; k++) outer *= shape[k];
     for (int k = d + 1; k < nd; k++) inner *= shape[k];
-    void *dst = ++done == npadded ? pd_tensor_data(o) : malloc((size_t)(outer * nin * inner) * es);
-    if (!dst || pd_k_pad_grad_dim(g->dtype, cur, dst, outer, shape[d], nin, inner, a->v[0][d], (int)a->i[0]))
-      st = !dst ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name)
-                : pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                               pd_dtype_name(g->dtype));
-    if (dst != pd_tensor_data(o) && st != PD_OK) free(dst);
-    free(tmp);
-    tmp = dst != pd_tensor_data(o) ? dst : NULL;
-    cur = dst;
     shape[d] = nin;
+    pd_tensor *dst = ++done == npadded ? pd_tensor_retain(o) : pd_tensor_new(g->dtype, nd, shape);
+    if (!dst) {
+      st = pd_last_status();
+      break;
+    }
+    if (pd_k_pad_grad_dim(g->dtype, pd_tensor_data(cur), pd_tensor_data(dst), outer, cur->shape[d], nin,
+                          inner, a->v[0][d], (int)a->i[0]))
+      st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(g->dtype));
+    pd_tensor_release(cur);
+    cur = dst;
   }
-  free(tmp);
-  pd_tensor_release(g);
+  pd_tensor_release(cur);
   return st;
 }
 

@@ -133,6 +133,16 @@ static void test_dropout_backward_is_mask(void **state) {
     assert_true(fabs(yi) == 0 || fabs(yi - xi / (1 - p)) < 1e-12);
     assert_true(fabs(pd_tensor_item_at(g, i) - want) < 1e-12);
   }
+  /* second order: d/dx sum(d sum(y^2)/dx) = 2 mask^2 */
+  y = pd_dropout(x, p, 0, NULL, true, NULL);
+  pd_tensor *L = pd_sum(pd_multiply(y, y), NULL, 0, false), *gx = NULL, *gg = NULL;
+  assert_int_equal(pd_grad(&L, 1, &x, 1, NULL, &(pd_grad_opts){.create_graph = true}, &gx), PD_OK);
+  pd_tensor *gs = pd_sum(gx, NULL, 0, false);
+  assert_int_equal(pd_grad(&gs, 1, &x, 1, NULL, NULL, &gg), PD_OK);
+  for (int64_t i = 0; i < 600; i++) {
+    double m = pd_tensor_item_at(y, i) != 0 ? 1 / (1 - p) : 0;
+    assert_true(fabs(pd_tensor_item_at(gg, i) - 2 * m * m) < 1e-12);
+  }
   /* downscale eval: the gradient is the factor 1-p */
   pd_tensor *x2 = T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3);
   pd_tensor_set_stop_gradient(x2, false);

@@ -380,6 +380,48 @@ static void test_interpolate_bad_inputs(void **state) {
   expect_no_live_tensors();
 }
 
+/* Second order through pad / resize: for L = sum(y * y) with y = A x (A linear),
+ * dL/dx = 2 A^T A x, and d/dx sum(dL/dx) = 2 A^T A 1. */
+static pd_tensor *second_order(pd_tensor *x, pd_tensor *(*op)(pd_tensor *, const void *), const void *arg) {
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *y = op(x, arg);
+  pd_tensor *L = pd_sum(pd_multiply(y, y), NULL, 0, false), *g = NULL, *gg = NULL;
+  assert_int_equal(pd_grad(&L, 1, &x, 1, NULL, &(pd_grad_opts){.create_graph = true}, &g), PD_OK);
+  pd_tensor *gs = pd_sum(g, NULL, 0, false);
+  assert_int_equal(pd_grad(&gs, 1, &x, 1, NULL, NULL, &gg), PD_OK);
+  return gg;
+}
+static pd_tensor *op_pad(pd_tensor *x, const void *arg) {
+  return pd_pad(x, 2, SHAPE(2, 1), (const char *)arg, 0, NULL);
+}
+static pd_tensor *op_interp(pd_tensor *x, const void *arg) { return pd_interpolate(x, arg); }
+
+static void test_double_backward(void **state) {
+  (void)state;
+  pd_scope_begin();
+  /* replicate: A 1 = 1, so 2 A^T 1 = 2 * (reads of each input) */
+  EXPECT_VALUES(second_order(T(PD_FLOAT64, 3, SHAPE(1, 1, 3), 0.5, -1, 2), op_pad, "replicate"), 1e-12, 6, 2,
+                4);
+  /* constant: A^T A = I */
+  EXPECT_VALUES(second_order(T(PD_FLOAT64, 3, SHAPE(1, 1, 3), 0.5, -1, 2), op_pad, "constant"), 1e-12, 2, 2,
+                2);
+  /* nearest x2: every input is read 4 times */
+  pd_interpolate_opts n2 = {.nscale = 1, .scale_factor = {2}};
+  pd_tensor *gn = second_order(pd_randn(4, SHAPE(1, 2, 3, 3), PD_FLOAT64), op_interp, &n2);
+  for (int i = 0; i < 18; i++) assert_true(fabs(pd_tensor_item_at(gn, i) - 8) < 1e-12);
+  /* bilinear: weights sum to 1, so 2 A^T 1 is twice the column sums of A */
+  pd_interpolate_opts b = {.nsize = 2, .size = {5, 7}, .mode = "bilinear"};
+  pd_tensor *gb = second_order(pd_randn(4, SHAPE(1, 1, 3, 4), PD_FLOAT64), op_interp, &b);
+  double ones_in[12], ones_out[35], outv[35], want[12];
+  for (int i = 0; i < 12; i++) ones_in[i] = 1;
+  for (int i = 0; i < 35; i++) ones_out[i] = 1;
+  ref_resize(ones_in, outv, ones_out, want, 1, 3, 4, 5, 7, 0, 0, true, false, 0);
+  for (int i = 0; i < 12; i++) want[i] *= 2;
+  expect_values(gb, want, 12, 1e-6); /* the two float32 weights of a tap sum to 1 within 1e-7 */
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 /* ---- pixel shuffle -------------------------------------------------------------------------------- */
 static void test_pixel_shuffle(void **state) {
   (void)state;
@@ -433,6 +475,7 @@ int main(void) {
       cmocka_unit_test(test_interpolate_hand_values_and_layouts),
       cmocka_unit_test(test_upsample_layers),
       cmocka_unit_test(test_interpolate_bad_inputs),
+      cmocka_unit_test(test_double_backward),
       cmocka_unit_test(test_pixel_shuffle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

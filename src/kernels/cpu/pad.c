@@ -106,9 +106,25 @@ int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const voi
 /* Columns of `inner` handled by one task of the adjoint. */
 #define GRAD_BLOCK 1024
 
+/* The in-range middle maps output before + i to input i: it is copied; the
+ * edges (outputs [0, before) and [before + nin, nout)) are added on top. */
 #define GRAD_FN(T)                                                                                      \
   static void grad_##T(const T *g, T *dx, const int64_t *map, int64_t outer, int64_t nout, int64_t nin, \
-                       int64_t inner) {                                                                 \
+                       int64_t inner, int64_t before) {                                                 \
+    const int64_t after0 = before + nin;                                                                \
+    if (inner == 1) {                                                                                   \
+      PD_PARALLEL_FOR(r, outer, PD_GRAIN / (nout > 0 ? nout : 1) + 1, {                                 \
+        T *d = dx + r * nin;                                                                            \
+        const T *s = g + r * nout;                                                                      \
+        memcpy(d, s + before, (size_t)nin * sizeof(T));                                                 \
+        for (int64_t o = 0; o < nout; o++) {                                                            \
+          if (o == before) o = after0;                                                                  \
+          if (o >= nout) break;                                                                         \
+          if (map[o] >= 0) d[map[o]] += s[o];                                                           \
+        }                                                                                               \
+      });                                                                                               \
+      return;                                                                                           \
+    }                                                                                                   \
     int64_t nblk = (inner + GRAD_BLOCK - 1) / GRAD_BLOCK;                                               \
     PD_PARALLEL_FOR_IF(outer *nout *inner >= PD_GRAIN && outer * nblk > 1, t, outer * nblk, {           \
       int64_t ob = t / nblk, j0 = (t % nblk) * GRAD_BLOCK;                                              \
@@ -116,8 +132,10 @@ int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const voi
       T *d = dx + ob * nin * inner;                                                                     \
       const T *s = g + ob * nout * inner;                                                               \
       for (int64_t i = 0; i < nin; i++)                                                                 \
-        for (int64_t j = j0; j < j1; j++) d[i * inner + j] = 0;                                         \
+        memcpy(d + i * inner + j0, s + (before + i) * inner + j0, (size_t)(j1 - j0) * sizeof(T));       \
       for (int64_t o = 0; o < nout; o++) {                                                              \
+        if (o == before) o = after0;                                                                    \
+        if (o >= nout) break;                                                                           \
         int64_t src = map[o];                                                                           \
         if (src < 0) continue;                                                                          \
         T *dd = d + src * inner;                                                                        \
@@ -137,9 +155,9 @@ int pd_k_pad_grad_dim(pd_dtype dt, const void *g, void *dx, int64_t outer, int64
   if (!map) return -1;
   for (int64_t o = 0; o < nout; o++) map[o] = pd_pad_src(o, before, nin, mode);
   if (dt == PD_FLOAT32)
-    grad_float(g, dx, map, outer, nout, nin, inner);
+    grad_float(g, dx, map, outer, nout, nin, inner, before);
   else
-    grad_double(g, dx, map, outer, nout, nin, inner);
+    grad_double(g, dx, map, outer, nout, nin, inner, before);
   free(map);
   return 0;
 }
