@@ -27,10 +27,13 @@ static int abort_on_error(void) {
 }
 
 pd_status pd_set_error(pd_status code, const char *fmt, ...) {
+  /* format into a scratch buffer first: callers may pass pd_last_error() as an argument */
+  char tmp[sizeof g_msg];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
+  memcpy(g_msg, tmp, sizeof g_msg);
   g_status = code < 0 ? code : PD_ERR_INVALID;
   if (abort_on_error()) {
     fprintf(stderr, "paddle.c error: %s\n", g_msg);

@@ -112,8 +112,9 @@ static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_i
   return false;
 }
 
-pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
-                      int *n_out) {
+/* With `track`, outputs handed to the user join the innermost scope. */
+static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_tensor **out, int *n_out, bool track) {
   const pd_op_def *def = pd_op_table[id];
   *n_out = 0;
   for (int i = 0; i < n_in; i++) {
@@ -177,9 +178,14 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
   st = run(id, in, n_in, a, out, n_out);
 done:
   pd_internal_leave();
-  if (st == PD_OK)
+  if (st == PD_OK && track)
     for (int k = 0; k < *n_out; k++) pd_scope_track(out[k]);
   return st;
+}
+
+pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
+                      int *n_out) {
+  return dispatch_impl(id, in, n_in, a, out, n_out, true);
 }
 
 /* The core of dispatch, on inputs already in the dtype the kernel takes. */
@@ -254,9 +260,9 @@ fail:
 pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
-  if (pd_dispatch(id, in, n_in, a, out, &n) != PD_OK) return NULL;
-  for (int k = 1; k < n; k++) pd_tensor_release(out[k]);
-  return n > 0 ? out[0] : NULL;
+  if (dispatch_impl(id, in, n_in, a, out, &n, false) != PD_OK) return NULL;
+  for (int k = 1; k < n; k++) pd_tensor_release(out[k]); /* never handed out: not in a scope */
+  return n > 0 ? pd_scope_track(out[0]) : NULL;
 }
 
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {

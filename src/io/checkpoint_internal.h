@@ -1,0 +1,39 @@
+/* Internals of checkpoints, summary and flops shared by src/io and the tests. */
+#ifndef PADDLEC_CHECKPOINT_INTERNAL_H
+#define PADDLEC_CHECKPOINT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paddlec/hapi.h"
+
+/* Largest safetensors header accepted (the reference implementation's limit). */
+#define PD_SAFETENSORS_MAX_HEADER 100000000ull
+
+/* Failure injection for crash-safety tests. After `after_bytes` bytes of a
+ * checkpoint have been written, the writer either fails as if the disk had
+ * (PD_ST_INJECT_FAIL: the error path runs, the temporary file is removed) or
+ * kills its own process with SIGKILL (PD_ST_INJECT_KILL: use in a forked
+ * child). PD_ST_INJECT_NONE turns injection off. Process-wide. */
+typedef enum { PD_ST_INJECT_NONE = 0, PD_ST_INJECT_FAIL, PD_ST_INJECT_KILL } pd_st_inject_mode;
+void pd_safetensors_inject(pd_st_inject_mode mode, int64_t after_bytes);
+
+/* A growing NUL-terminated string. On allocation failure `failed` is set and
+ * later appends do nothing. */
+typedef struct pd_strbuf {
+  char *s;
+  size_t len, cap;
+  int failed;
+} pd_strbuf;
+void pd_sb_append(pd_strbuf *b, const char *s, size_t n);
+void pd_sb_puts(pd_strbuf *b, const char *s);
+void pd_sb_printf(pd_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pd_sb_repeat(pd_strbuf *b, char c, size_t n);
+/* "[1, 10]" */
+void pd_sb_shape(pd_strbuf *b, int ndim, const int64_t *shape);
+
+/* True when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or values
+ * past U+10FFFF); *bad gets the offset of the first bad byte otherwise. */
+int pd_utf8_valid(const unsigned char *s, size_t n, size_t *bad);
+
+#endif

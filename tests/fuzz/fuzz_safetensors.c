@@ -1,0 +1,65 @@
+/* libFuzzer target for the safetensors loader.
+ *
+ * Every input is loaded from memory; the loader must either fail with a
+ * message or return tensors. A file that loads must also save and load back
+ * to the same names, dtypes, shapes and bytes.
+ *
+ * Built only with Clang (tests/fuzz/CMakeLists.txt). Best run from a
+ * sanitizer build, so that the library itself is instrumented and tensors
+ * come straight from malloc:
+ *
+ *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPADDLEC_SANITIZE=ON
+ *   cmake --build build-fuzz -j2 --target fuzz_safetensors
+ *   cp -r tests/fuzz/corpus /tmp/st-corpus
+ *   ./build-fuzz/tests/fuzz/fuzz_safetensors -dict=tests/fuzz/safetensors.dict \
+ *       -max_len=4096 -max_total_time=600 /tmp/st-corpus
+ *
+ * A crash leaves crash-<sha1> in the current directory; replay it with
+ * ./build-fuzz/tests/fuzz/fuzz_safetensors crash-<sha1>. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "paddlec.h"
+
+static void check(int ok, const char *what) {
+  if (!ok) {
+    fprintf(stderr, "fuzz_safetensors: %s (%s)\n", what, pd_last_error());
+    abort();
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  pd_named_tensors out;
+  pd_string_map meta;
+  if (pd_load_buffer(data, size, "fuzz input", &out, &meta) != PD_OK) {
+    check(out.n == 0 && meta.n == 0, "a failed load returned entries");
+    check(pd_last_error()[0] != 0, "a failed load left no message");
+    pd_clear_error();
+    return 0;
+  }
+  /* round trip through a file */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/fuzz_safetensors.%ld", (long)getpid());
+  check(pd_save_ex(&out, path, &meta) == PD_OK, "a loaded state does not save");
+  pd_named_tensors back;
+  check(pd_load(path, &back) == PD_OK, "a saved state does not load");
+  check(back.n == out.n, "the round trip changed the tensor count");
+  for (int i = 0; i < out.n; i++) {
+    const pd_tensor *a = out.tensors[i], *b = back.tensors[i];
+    check(strcmp(out.names[i], back.names[i]) == 0, "the round trip changed a name");
+    check(pd_tensor_dtype(a) == pd_tensor_dtype(b) && pd_tensor_ndim(a) == pd_tensor_ndim(b),
+          "the round trip changed a dtype or rank");
+    check(memcmp(pd_tensor_shape(a), pd_tensor_shape(b), sizeof(int64_t) * (size_t)pd_tensor_ndim(a)) == 0,
+          "the round trip changed a shape");
+    size_t n = (size_t)pd_tensor_numel(a) * pd_dtype_size(pd_tensor_dtype(a));
+    check(n == 0 || memcmp(pd_tensor_data(a), pd_tensor_data(b), n) == 0, "the round trip changed the data");
+  }
+  unlink(path);
+  pd_state_free(&back);
+  pd_state_free(&out);
+  pd_string_map_free(&meta);
+  return 0;
+}
