@@ -183,20 +183,6 @@ static pd_status parse_mode(const char *op, const char *mode, int *out) {
 
 static pd_tensor *same(pd_tensor *x) { return pd_scope_track(pd_tensor_retain(x)); }
 
-/* Runs a (out, mask) op and returns out. pd_dispatch1 is not used here: at
- * depth 0 pd_dispatch hands every output to the caller's scope, and
- * pd_dispatch1 would then release the mask a second time. */
-static pd_tensor *run_masked(pd_op_id id, pd_tensor *x, const pd_attrs *a) {
-  pd_tensor *out[2] = {NULL, NULL};
-  int n = 0;
-  pd_internal_enter();
-  pd_status st = pd_dispatch(id, &x, 1, a, out, &n);
-  pd_internal_leave();
-  if (st != PD_OK) return NULL;
-  pd_tensor_release(out[1]);
-  return pd_scope_track(out[0]);
-}
-
 static pd_tensor *dropout_impl(const char *op, pd_tensor *x, double p, int naxis, const int64_t *axis,
                                bool training, const char *mode) {
   if (!x) {
@@ -214,7 +200,7 @@ static pd_tensor *dropout_impl(const char *op, pd_tensor *x, double p, int naxis
   if (!training) return m == 1 ? pd_scale(x, 1.0 - p, 0.0, true) : same(x);
   pd_attrs a = {.f = {p}, .i = {m}, .nv = {naxis}};
   if (naxis) memcpy(a.v[0], axis, sizeof(int64_t) * (size_t)naxis);
-  return run_masked(PD_OP_dropout, x, &a);
+  return pd_dispatch1(PD_OP_dropout, &x, 1, &a); /* out; the mask stays internal */
 }
 
 pd_tensor *pd_dropout(pd_tensor *x, double p, int naxis, const int64_t *axis, bool training,
@@ -328,5 +314,5 @@ pd_tensor *pd_alpha_dropout(pd_tensor *x, double p, bool training) {
   if (!training) return same(x);
   if (p == 1.0) return pd_scale(x, 0.0, 0.0, true);
   pd_attrs a = {.f = {p}};
-  return run_masked(PD_OP_alpha_dropout, x, &a);
+  return pd_dispatch1(PD_OP_alpha_dropout, &x, 1, &a);
 }
