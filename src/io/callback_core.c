@@ -116,14 +116,16 @@ static void progbar_update(prog_bar_logger *p, int mode, int64_t current, const 
     double v;
     if (!pd_logs_get(logs, p->metrics[mode][i], &v)) continue;
     len = append(info, sizeof info, len, " - %s:", p->metrics[mode][i]);
-    len = fabs(v) > 1e-3 ? append(info, sizeof info, len, " %.4f", v) : append(info, sizeof info, len, " %.4e", v);
+    len = fabs(v) > 1e-3 ? append(info, sizeof info, len, " %.4f", v)
+                         : append(info, sizeof info, len, " %.4e", v);
   }
   info[len] = 0;
   char line[4096];
   int n = 0;
   bool bar = p->verbose == 1 && p->dynamic;
   if (b->num >= 0 && b->num > 0)
-    n = append(line, sizeof line, n, "step %*lld/%lld", num_digits(b->num), (long long)current, (long long)b->num);
+    n = append(line, sizeof line, n, "step %*lld/%lld", num_digits(b->num), (long long)current,
+               (long long)b->num);
   else
     n = append(line, sizeof line, n, "step %3lld", (long long)current);
   if (bar && b->num > 0) {
@@ -187,7 +189,8 @@ static pd_status pbl_epoch_begin(pd_callback *cb, int64_t epoch, const pd_logs *
   (void)logs;
   prog_bar_logger *p = (prog_bar_logger *)cb;
   p->step[0] = 0;
-  if (cb->params.epochs && pbl_print(p)) fprintf(p->out, "Epoch %lld/%d\n", (long long)epoch + 1, cb->params.epochs);
+  if (cb->params.epochs && pbl_print(p))
+    fprintf(p->out, "Epoch %lld/%d\n", (long long)epoch + 1, cb->params.epochs);
   progbar_start(p, 0, cb->params.steps);
   return PD_OK;
 }
@@ -420,7 +423,8 @@ static pd_status es_eval_end(pd_callback *cb, int64_t i, const pd_logs *logs) {
     if (cb->model) cb->model->stop_training = true;
     if (e->verbose > 0) {
       printf("Epoch %d: Early stopping.\n", e->stopped_epoch + 1);
-      if (e->save_best_model && e->save_dir) printf("Best checkpoint has been saved at %s/best_model\n", e->save_dir);
+      if (e->save_best_model && e->save_dir)
+        printf("Best checkpoint has been saved at %s/best_model\n", e->save_dir);
       fflush(stdout);
     }
   }
@@ -446,7 +450,8 @@ pd_callback *pd_callbacks_early_stopping(const pd_callbacks_early_stopping_opts 
     return NULL;
   }
   if (o.patience < 0 || strlen(monitor) >= 64) {
-    pd_set_error(PD_ERR_INVALID, "EarlyStopping: patience %d must be >= 0 and monitor shorter than 64", o.patience);
+    pd_set_error(PD_ERR_INVALID, "EarlyStopping: patience %d must be >= 0 and monitor shorter than 64",
+                 o.patience);
     return NULL;
   }
   early_stopping *e = pd_callback_new(sizeof *e, &pd_callback_early_stopping_fns);
@@ -470,7 +475,7 @@ int pd_callbacks_early_stopping_stopped_epoch(const pd_callback *cb) {
 pd_status pd_callback_set_save_dir(pd_callback *cb, const char *save_dir) {
   char **slot = cb->fns == &pd_callback_model_checkpoint_fns ? &((model_checkpoint *)cb)->save_dir
                 : cb->fns == &pd_callback_early_stopping_fns ? &((early_stopping *)cb)->save_dir
-                                                            : NULL;
+                                                             : NULL;
   if (!slot) return PD_OK;
   char *d = NULL;
   if (save_dir && !(d = strdup(save_dir))) return pd_set_error(PD_ERR_MEMORY, "callback: out of memory");
@@ -486,7 +491,8 @@ typedef struct lr_callback {
 } lr_callback;
 
 static pd_status lr_step(pd_callback *cb) {
-  pd_lr_scheduler *s = cb->model && cb->model->optimizer ? pd_optimizer_lr_scheduler(cb->model->optimizer) : NULL;
+  pd_lr_scheduler *s =
+      cb->model && cb->model->optimizer ? pd_optimizer_lr_scheduler(cb->model->optimizer) : NULL;
   if (!s || strcmp(pd_lr_name(s), "ReduceOnPlateau") == 0) return PD_OK;
   return pd_lr_step(s);
 }

@@ -50,8 +50,8 @@ int pd_metric_compute(pd_metric *m, pd_tensor *const *args, int n_args, pd_tenso
     return pd_set_error(PD_ERR_INVALID, "Metric.compute: NULL %s", !m ? "metric" : "argument");
   if (!m->fns->compute) {
     if (n_args > max_out)
-      return pd_set_error(PD_ERR_INVALID, "%s.compute: %d arguments but room for %d", m->fns->type_name, n_args,
-                          max_out);
+      return pd_set_error(PD_ERR_INVALID, "%s.compute: %d arguments but room for %d", m->fns->type_name,
+                          n_args, max_out);
     for (int i = 0; i < n_args; i++) out[i] = args[i];
     return n_args;
   }
@@ -71,7 +71,8 @@ pd_status pd_metric_update(pd_metric *m, pd_tensor *const *args, int n_args, dou
 }
 
 int pd_metric_accumulate(pd_metric *m, double *values) {
-  if (!m || !values) return pd_set_error(PD_ERR_INVALID, "Metric.accumulate: NULL %s", m ? "values" : "metric");
+  if (!m || !values)
+    return pd_set_error(PD_ERR_INVALID, "Metric.accumulate: NULL %s", m ? "values" : "metric");
   m->fns->accumulate(m, values);
   return m->n_names;
 }
@@ -114,13 +115,15 @@ static int accuracy_compute(pd_metric *mm, pd_tensor *const *args, int n_args, p
   if (max_out < 1) return pd_set_error(PD_ERR_INVALID, "Accuracy.compute: no room for the output");
   pd_tensor *pred = args[0], *label = args[1];
   int nd = pd_tensor_ndim(pred);
-  if (nd < 1) return pd_set_error(PD_ERR_SHAPE, "Accuracy.compute: pred must have a class dim, got a 0-D tensor");
+  if (nd < 1)
+    return pd_set_error(PD_ERR_SHAPE, "Accuracy.compute: pred must have a class dim, got a 0-D tensor");
   int64_t c = pd_tensor_shape(pred)[nd - 1];
   if (m->maxk > c)
     return pd_set_error(PD_ERR_SHAPE, "Accuracy.compute: topk %d exceeds the %lld classes of pred", m->maxk,
                         (long long)c);
   pd_tensor *idx = pd_argsort(pred, -1, true, true);
-  pd_tensor *top = pd_slice(idx, 1, (const int64_t[]){nd - 1}, (const int64_t[]){0}, (const int64_t[]){m->maxk});
+  pd_tensor *top =
+      pd_slice(idx, 1, (const int64_t[]){nd - 1}, (const int64_t[]){0}, (const int64_t[]){m->maxk});
   int lnd = pd_tensor_ndim(label);
   const int64_t *ls = pd_tensor_shape(label);
   pd_tensor *lab;
@@ -172,7 +175,7 @@ static void accuracy_reset(pd_metric *mm) {
 
 static void accuracy_destroy(pd_metric *mm) { free(((accuracy *)mm)->buf); }
 
-static const pd_metric_fns accuracy_fns = {"Accuracy",         accuracy_compute, accuracy_update,
+static const pd_metric_fns accuracy_fns = {"Accuracy",          accuracy_compute, accuracy_update,
                                            accuracy_accumulate, accuracy_reset,   accuracy_destroy};
 
 pd_metric *pd_metric_accuracy(const int *topk, int n_topk, const char *name) {
@@ -221,11 +224,12 @@ typedef struct binary_pr {
 static pd_status pr_update(pd_metric *mm, pd_tensor *const *args, int n_args, double *batch) {
   binary_pr *m = (binary_pr *)mm;
   const char *cls = mm->fns->type_name;
-  if (n_args < 2) return pd_set_error(PD_ERR_INVALID, "%s.update: needs (preds, labels), got %d", cls, n_args);
+  if (n_args < 2)
+    return pd_set_error(PD_ERR_INVALID, "%s.update: needs (preds, labels), got %d", cls, n_args);
   int64_t n = pd_tensor_numel(args[0]);
   if (pd_tensor_numel(args[1]) != n)
-    return pd_set_error(PD_ERR_SHAPE, "%s.update: preds have %lld elements but labels %lld", cls, (long long)n,
-                        (long long)pd_tensor_numel(args[1]));
+    return pd_set_error(PD_ERR_SHAPE, "%s.update: preds have %lld elements but labels %lld", cls,
+                        (long long)n, (long long)pd_tensor_numel(args[1]));
   double *p = scratch_values(args[0], &m->pbuf, &m->pcap);
   double *l = p ? scratch_values(args[1], &m->lbuf, &m->lcap) : NULL;
   if (!l) return pd_last_status();
@@ -233,11 +237,15 @@ static pd_status pr_update(pd_metric *mm, pd_tensor *const *args, int n_args, do
   for (int64_t i = 0; i < n; i++) {
     int pred = (int)floor(p[i] + 0.5), lab = (int)l[i];
     if (!m->recall && pred == 1) {
-      if (pred == lab) tp++;
-      else other++;
+      if (pred == lab)
+        tp++;
+      else
+        other++;
     } else if (m->recall && lab == 1) {
-      if (pred == lab) tp++;
-      else other++;
+      if (pred == lab)
+        tp++;
+      else
+        other++;
     }
   }
   m->tp += tp;
@@ -263,7 +271,8 @@ static void pr_destroy(pd_metric *mm) {
   free(m->lbuf);
 }
 
-static const pd_metric_fns precision_fns = {"Precision", NULL, pr_update, pr_accumulate, pr_reset, pr_destroy};
+static const pd_metric_fns precision_fns = {"Precision",   NULL,     pr_update,
+                                            pr_accumulate, pr_reset, pr_destroy};
 static const pd_metric_fns recall_fns = {"Recall", NULL, pr_update, pr_accumulate, pr_reset, pr_destroy};
 
 pd_metric *pd_metric_precision(const char *name) {
@@ -294,7 +303,8 @@ static pd_status auc_update(pd_metric *mm, pd_tensor *const *args, int n_args, d
   if (n_args < 2) return pd_set_error(PD_ERR_INVALID, "Auc.update: needs (preds, labels), got %d", n_args);
   pd_tensor *pred = args[0];
   if (pd_tensor_ndim(pred) != 2 || pd_tensor_shape(pred)[1] < 2)
-    return pd_set_error(PD_ERR_SHAPE, "Auc.update: preds must be [N, 2] probabilities, got %d-D", pd_tensor_ndim(pred));
+    return pd_set_error(PD_ERR_SHAPE, "Auc.update: preds must be [N, 2] probabilities, got %d-D",
+                        pd_tensor_ndim(pred));
   int64_t n = pd_tensor_shape(pred)[0], c = pd_tensor_shape(pred)[1];
   if (pd_tensor_numel(args[1]) != n)
     return pd_set_error(PD_ERR_SHAPE, "Auc.update: %lld predictions but %lld labels", (long long)n,
@@ -305,12 +315,15 @@ static pd_status auc_update(pd_metric *mm, pd_tensor *const *args, int n_args, d
   for (int64_t i = 0; i < n; i++) {
     double v = p[i * c + 1];
     if (!(v >= 0.0 && v <= 1.0))
-      return pd_set_error(PD_ERR_INVALID, "Auc.update: prediction %lld is %g, outside [0, 1]", (long long)i, v);
+      return pd_set_error(PD_ERR_INVALID, "Auc.update: prediction %lld is %g, outside [0, 1]", (long long)i,
+                          v);
   }
   for (int64_t i = 0; i < n; i++) {
     int64_t bin = (int64_t)(p[i * c + 1] * m->num_thresholds);
-    if (l[i] != 0.0) m->stat_pos[bin] += 1.0;
-    else m->stat_neg[bin] += 1.0;
+    if (l[i] != 0.0)
+      m->stat_pos[bin] += 1.0;
+    else
+      m->stat_neg[bin] += 1.0;
   }
   mm->fns->accumulate(mm, batch);
   return PD_OK;

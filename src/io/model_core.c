@@ -27,13 +27,14 @@ struct pd_model_state {
 };
 
 /* ---- construction -------------------------------------------------------- */
-pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inputs, const pd_input_spec *labels,
-                       int n_labels) {
+pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inputs,
+                       const pd_input_spec *labels, int n_labels) {
   if (!network) {
     pd_set_error(PD_ERR_INVALID, "pd_model_new: network is NULL");
     return NULL;
   }
-  if ((inputs && (n_inputs < 1 || n_inputs > MAX_SPECS)) || (labels && (n_labels < 0 || n_labels > MAX_SPECS))) {
+  if ((inputs && (n_inputs < 1 || n_inputs > MAX_SPECS)) ||
+      (labels && (n_labels < 0 || n_labels > MAX_SPECS))) {
     pd_set_error(PD_ERR_INVALID, "pd_model_new: %d input specs / %d label specs, expected 1 to %d", n_inputs,
                  n_labels, MAX_SPECS);
     return NULL;
@@ -114,15 +115,16 @@ enum { MODE_TRAIN, MODE_EVAL, MODE_PREDICT };
 
 /* Runs inside the caller's scope; writes the loss and the metrics' per-batch
  * values to res. */
-static pd_status run_batch(pd_model *m, int mode, pd_tensor *const *inputs, int n_in, pd_tensor *const *labels,
-                           int n_lab, bool update, pd_model_batch_result *res, const char *fn) {
+static pd_status run_batch(pd_model *m, int mode, pd_tensor *const *inputs, int n_in,
+                           pd_tensor *const *labels, int n_lab, bool update, pd_model_batch_result *res,
+                           const char *fn) {
   pd_model_state *st = m->st;
   if (n_in < 0 || n_lab < 0 || n_in > PD_MODEL_MAX_OUTPUTS || n_lab > PD_MODEL_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "%s: %d inputs and %d labels, at most %d each", fn, n_in, n_lab,
                         PD_MODEL_MAX_OUTPUTS);
   if (mode == MODE_TRAIN && (!st->prepared || !m->optimizer))
-    return pd_set_error(PD_ERR_STATE, "%s: model not ready, please call pd_model_prepare() with an optimizer first",
-                        fn);
+    return pd_set_error(PD_ERR_STATE,
+                        "%s: model not ready, please call pd_model_prepare() with an optimizer first", fn);
   if (mode == MODE_TRAIN && !m->loss)
     return pd_set_error(PD_ERR_STATE, "%s: no loss to train with, pass one to pd_model_prepare()", fn);
   if (st->n_labels >= 0 && n_lab != st->n_labels)
@@ -173,8 +175,9 @@ static pd_status run_batch(pd_model *m, int mode, pd_tensor *const *inputs, int 
   return PD_OK;
 }
 
-static pd_status batch_entry(pd_model *m, int mode, pd_tensor *const *inputs, int n_in, pd_tensor *const *labels,
-                             int n_lab, bool update, pd_model_batch_result *res, const char *fn) {
+static pd_status batch_entry(pd_model *m, int mode, pd_tensor *const *inputs, int n_in,
+                             pd_tensor *const *labels, int n_lab, bool update, pd_model_batch_result *res,
+                             const char *fn) {
   if (!m) return pd_set_error(PD_ERR_INVALID, "%s: model is NULL", fn);
   pd_model_batch_result tmp;
   if (!res) res = &tmp;
@@ -197,8 +200,10 @@ pd_status pd_model_eval_batch(pd_model *m, pd_tensor *const *inputs, int n_input
   return batch_entry(m, MODE_EVAL, inputs, n_inputs, labels, n_labels, false, res, "pd_model_eval_batch");
 }
 
-int pd_model_predict_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out, int max_out) {
-  if (!m || !out) return pd_set_error(PD_ERR_INVALID, "pd_model_predict_batch: %s is NULL", m ? "out" : "model");
+int pd_model_predict_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out,
+                           int max_out) {
+  if (!m || !out)
+    return pd_set_error(PD_ERR_INVALID, "pd_model_predict_batch: %s is NULL", m ? "out" : "model");
   pd_layer_eval(m->network);
   pd_no_grad_begin();
   pd_scope_begin();
@@ -227,9 +232,9 @@ static bool cbs_has(const cblist *c, const pd_callback_fns *fns) {
 }
 
 /* config_callbacks: takes over the references of the created callbacks. */
-static pd_status cbs_config(cblist *c, pd_model *m, pd_callback *const *user, int n_user, int epochs, int64_t steps,
-                            int log_freq, int save_freq, const char *save_dir, int verbose, bool quiet, FILE *log,
-                            bool training) {
+static pd_status cbs_config(cblist *c, pd_model *m, pd_callback *const *user, int n_user, int epochs,
+                            int64_t steps, int log_freq, int save_freq, const char *save_dir, int verbose,
+                            bool quiet, FILE *log, bool training) {
   c->n = 0;
   if (n_user < 0 || n_user > 60 || (n_user > 0 && !user))
     return pd_set_error(PD_ERR_INVALID, "callbacks: %d callbacks given (at most 60)", n_user);
@@ -320,8 +325,9 @@ static pd_status run_epoch(pd_model *m, pd_io_loader *l, cblist *cbs, int mode, 
     if (s == PD_OK && nf < n_in)
       s = pd_set_error(PD_ERR_INVALID, "%s: a batch has %d fields but the model has %d inputs", fn, nf, n_in);
     if (s == PD_OK && mode != MODE_PREDICT && st->n_labels >= 0 && nf != n_in + st->n_labels)
-      s = pd_set_error(PD_ERR_INVALID, "%s: a batch has %d fields but the model expects %d inputs + %d labels", fn,
-                       nf, n_in, st->n_labels);
+      s = pd_set_error(PD_ERR_INVALID,
+                       "%s: a batch has %d fields but the model expects %d inputs + %d labels", fn, nf, n_in,
+                       st->n_labels);
     if (s == PD_OK && mode != MODE_PREDICT) {
       pd_model_batch_result r;
       if (mode == MODE_EVAL) pd_no_grad_begin();
@@ -338,18 +344,21 @@ static pd_status run_epoch(pd_model *m, pd_io_loader *l, cblist *cbs, int mode, 
       pd_no_grad_begin();
       int no = pd_layer_call(m->network, batch, n_in, outs, PD_MODEL_MAX_OUTPUTS);
       pd_no_grad_end();
-      if (no < 0) s = (pd_status)no;
+      if (no < 0)
+        s = (pd_status)no;
       else if (col->n_batches > 0 && no != col->n_outputs)
-        s = pd_set_error(PD_ERR_INVALID, "%s: batch %lld gave %d outputs, the first gave %d", fn, (long long)step, no,
-                         col->n_outputs);
+        s = pd_set_error(PD_ERR_INVALID, "%s: batch %lld gave %d outputs, the first gave %d", fn,
+                         (long long)step, no, col->n_outputs);
       else {
         col->n_outputs = no;
         if ((col->n_batches + 1) * no > col->cap) {
           int64_t cap = col->cap ? col->cap * 2 : 16;
           while (cap < (col->n_batches + 1) * no) cap *= 2;
           pd_tensor **nt = realloc(col->t, (size_t)cap * sizeof *nt);
-          if (!nt) s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
-          else col->t = nt, col->cap = cap;
+          if (!nt)
+            s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
+          else
+            col->t = nt, col->cap = cap;
         }
         if (s == PD_OK) {
           for (int i = 0; i < no; i++) col->t[col->n_batches * no + i] = pd_tensor_retain(outs[i]);
@@ -372,8 +381,8 @@ static pd_status run_epoch(pd_model *m, pd_io_loader *l, cblist *cbs, int mode, 
 }
 
 /* The loader for data (built from a dataset, or the given one). */
-static pd_io_loader *data_loader(pd_model_data d, int64_t batch_size, bool shuffle, bool drop_last, int workers,
-                                 bool *owned, const char *fn, const char *what) {
+static pd_io_loader *data_loader(pd_model_data d, int64_t batch_size, bool shuffle, bool drop_last,
+                                 int workers, bool *owned, const char *fn, const char *what) {
   *owned = false;
   if (d.loader && d.dataset) {
     pd_set_error(PD_ERR_INVALID, "%s: %s gives both a dataset and a loader", fn, what);
@@ -416,21 +425,23 @@ pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval
   const char *fn = "pd_model_fit";
   if (!m) return pd_set_error(PD_ERR_INVALID, "%s: model is NULL", fn);
   if (!m->st->prepared || !m->optimizer)
-    return pd_set_error(PD_ERR_STATE, "%s: model not ready, please call pd_model_prepare() with an optimizer first",
-                        fn);
-  if (!m->loss) return pd_set_error(PD_ERR_STATE, "%s: no loss to train with, pass one to pd_model_prepare()", fn);
+    return pd_set_error(PD_ERR_STATE,
+                        "%s: model not ready, please call pd_model_prepare() with an optimizer first", fn);
+  if (!m->loss)
+    return pd_set_error(PD_ERR_STATE, "%s: no loss to train with, pass one to pd_model_prepare()", fn);
   pd_model_fit_opts o = opts ? *opts : (pd_model_fit_opts){0};
-  if (o.epochs < 0 || o.eval_freq < 0 || o.log_freq < 0 || o.save_freq < 0 || o.verbose < 0 || o.verbose > 3 ||
-      o.num_workers < 0)
-    return pd_set_error(PD_ERR_INVALID,
-                        "%s: epochs %d, eval_freq %d, log_freq %d, save_freq %d, num_workers %d must be >= 0 and "
-                        "verbose %d in 0..3",
-                        fn, o.epochs, o.eval_freq, o.log_freq, o.save_freq, o.num_workers, o.verbose);
+  if (o.epochs < 0 || o.eval_freq < 0 || o.log_freq < 0 || o.save_freq < 0 || o.verbose < 0 ||
+      o.verbose > 3 || o.num_workers < 0)
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "%s: epochs %d, eval_freq %d, log_freq %d, save_freq %d, num_workers %d must be >= 0 and "
+        "verbose %d in 0..3",
+        fn, o.epochs, o.eval_freq, o.log_freq, o.save_freq, o.num_workers, o.verbose);
   int epochs = o.epochs ? o.epochs : 1, eval_freq = o.eval_freq ? o.eval_freq : 1;
   int log_freq = o.log_freq ? o.log_freq : 10, verbose = o.verbose ? o.verbose : 2;
   bool own_train = false, own_eval = false;
-  pd_io_loader *tl = data_loader(train_data, o.batch_size, !o.no_shuffle, o.drop_last, o.num_workers, &own_train, fn,
-                                 "train_data");
+  pd_io_loader *tl = data_loader(train_data, o.batch_size, !o.no_shuffle, o.drop_last, o.num_workers,
+                                 &own_train, fn, "train_data");
   if (!tl) return pd_last_status();
   pd_io_loader *el = NULL;
   if (eval_data.dataset || eval_data.loader) {
@@ -442,8 +453,8 @@ pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval
   }
   int64_t steps = loader_steps(tl);
   cblist cbs;
-  pd_status s = cbs_config(&cbs, m, o.callbacks, o.n_callbacks, epochs, steps, log_freq, o.save_freq, o.save_dir,
-                           verbose, o.quiet, o.log_file, true);
+  pd_status s = cbs_config(&cbs, m, o.callbacks, o.n_callbacks, epochs, steps, log_freq, o.save_freq,
+                           o.save_dir, verbose, o.quiet, o.log_file, true);
   pd_model_state *st = m->st;
   pd_logs none = {.n = 0, .names = st->names, .values = NULL, .step = -1, .batch_size = 0, .steps = steps};
   pd_logs logs = {.n = st->n_names, .names = st->names, .values = st->values, .step = -1, .steps = steps};
@@ -497,11 +508,12 @@ pd_status pd_model_evaluate(pd_model *m, pd_model_data eval_data, const pd_model
   const char *fn = "pd_model_evaluate";
   if (result) memset(result, 0, sizeof *result);
   if (!m) return pd_set_error(PD_ERR_INVALID, "%s: model is NULL", fn);
-  if (!m->st->prepared) return pd_set_error(PD_ERR_STATE, "%s: model not ready, please call pd_model_prepare() first", fn);
+  if (!m->st->prepared)
+    return pd_set_error(PD_ERR_STATE, "%s: model not ready, please call pd_model_prepare() first", fn);
   pd_model_eval_opts o = opts ? *opts : (pd_model_eval_opts){0};
   if (o.log_freq < 0 || o.verbose < 0 || o.verbose > 3 || o.num_workers < 0)
-    return pd_set_error(PD_ERR_INVALID, "%s: log_freq %d and num_workers %d must be >= 0, verbose %d in 0..3", fn,
-                        o.log_freq, o.num_workers, o.verbose);
+    return pd_set_error(PD_ERR_INVALID, "%s: log_freq %d and num_workers %d must be >= 0, verbose %d in 0..3",
+                        fn, o.log_freq, o.num_workers, o.verbose);
   bool own = false;
   pd_io_loader *el = data_loader(eval_data, o.batch_size, false, false, o.num_workers, &own, fn, "eval_data");
   if (!el) return pd_last_status();
@@ -560,8 +572,8 @@ pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_
   if (!l) return pd_last_status();
   int64_t steps = loader_steps(l);
   cblist cbs;
-  pd_status s = cbs_config(&cbs, m, o.callbacks, o.n_callbacks, 0, steps, 1, 1, NULL, o.verbose ? o.verbose : 1,
-                           o.quiet, o.log_file, false);
+  pd_status s = cbs_config(&cbs, m, o.callbacks, o.n_callbacks, 0, steps, 1, 1, NULL,
+                           o.verbose ? o.verbose : 1, o.quiet, o.log_file, false);
   pd_logs logs = {.n = 0, .names = m->st->names, .values = NULL, .step = -1, .steps = steps};
   collected col = {0};
   if (s == PD_OK) s = cbs_call(&cbs, HOOK(on_predict_begin), -1, &logs);
@@ -572,7 +584,8 @@ pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_
     int64_t nb = col.n_batches;
     int64_t n_res = o.stack_outputs ? no : no * nb;
     result->tensors = calloc((size_t)(n_res ? n_res : 1), sizeof(pd_tensor *));
-    if (!result->tensors) s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
+    if (!result->tensors)
+      s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
     else if (!o.stack_outputs) {
       result->n_outputs = no;
       result->n_batches = nb;
@@ -589,7 +602,8 @@ pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_
       for (int oi = 0; s == PD_OK && oi < no && nb > 0; oi++) {
         for (int64_t b = 0; b < nb; b++) list[b] = col.t[b * no + oi];
         pd_scope_begin();
-        pd_tensor *t = pd_tensor_ndim(list[0]) == 0 ? pd_stack(list, (int)nb, 0) : pd_concat(list, (int)nb, 0);
+        pd_tensor *t =
+            pd_tensor_ndim(list[0]) == 0 ? pd_stack(list, (int)nb, 0) : pd_concat(list, (int)nb, 0);
         if (t) result->tensors[oi] = pd_tensor_retain(t);
         pd_scope_end();
         if (!t) s = pd_last_status();
@@ -657,8 +671,10 @@ pd_status pd_model_save(pd_model *m, const char *path, bool training) {
     const char *tn = pd_tensor_name(params.tensors[i]);
     if (!tn) continue;
     char *key = concat2("param:", params.names[i]);
-    if (!key) s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
-    else s = pd_string_map_set(&meta, key, tn);
+    if (!key)
+      s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
+    else
+      s = pd_string_map_set(&meta, key, tn);
     free(key);
   }
   char *op = s == PD_OK ? concat2(path, ".pdopt") : NULL;

@@ -13,8 +13,8 @@ static void test_accuracy_topk_ties(void **state) {
   /* row 0: classes 1 and 2 tie at 0.5; the lower index ranks first, so label 2 misses top-1 but is in top-5.
    * row 1: all of 1..5 tie; top-5 is classes 0..4, so label 5 misses both.
    * row 2: a clear hit. */
-  pd_tensor *pred = T(PD_FLOAT32, 2, SHAPE(3, 6), 0.1, 0.5, 0.5, 0.2, 0.3, 0.0, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 1, 0, 0,
-                      0, 0, 0);
+  pd_tensor *pred = T(PD_FLOAT32, 2, SHAPE(3, 6), 0.1, 0.5, 0.5, 0.2, 0.3, 0.0, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1,
+                      1, 0, 0, 0, 0, 0);
   pd_tensor *label = T(PD_INT64, 2, SHAPE(3, 1), 2, 5, 0);
   pd_tensor *correct;
   assert_int_equal(pd_metric_compute(m, (pd_tensor *[]){pred, label}, 2, &correct, 1), 1);

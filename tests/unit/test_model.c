@@ -14,7 +14,8 @@ static pd_io_dataset *regression_data(int n) {
     x[i] = -1.0 + 2.0 * i / (n - 1);
     y[i] = 3.0 * x[i] + 2.0;
   }
-  pd_tensor *t[2] = {pd_tensor_from_f64(x, PD_FLOAT32, 2, SHAPE(n, 1)), pd_tensor_from_f64(y, PD_FLOAT32, 2, SHAPE(n, 1))};
+  pd_tensor *t[2] = {pd_tensor_from_f64(x, PD_FLOAT32, 2, SHAPE(n, 1)),
+                     pd_tensor_from_f64(y, PD_FLOAT32, 2, SHAPE(n, 1))};
   pd_io_dataset *ds = pd_io_tensor_dataset(t, 2);
   pd_tensor_release(t[0]);
   pd_tensor_release(t[1]);
@@ -46,11 +47,11 @@ static void rec_add(pd_callback *cb, const char *name, int64_t i) {
   snprintf(item, sizeof item, i >= 0 ? "%s:%lld " : "%s ", name, (long long)i);
   strncat(r->seq, item, sizeof r->seq - strlen(r->seq) - 1);
 }
-#define REC(name)                                                      \
+#define REC(name)                                                                \
   static pd_status rec_##name(pd_callback *cb, int64_t i, const pd_logs *logs) { \
-    (void)logs;                                                        \
-    rec_add(cb, #name, i);                                             \
-    return PD_OK;                                                      \
+    (void)logs;                                                                  \
+    rec_add(cb, #name, i);                                                       \
+    return PD_OK;                                                                \
   }
 REC(on_train_begin)
 REC(on_train_end)
@@ -119,7 +120,8 @@ static pd_model *linear_model(int in, int out, pd_optimizer **opt, bool adam) {
   pd_layer_release(net);
   pd_named_tensors ps = {0};
   pd_model_parameters(m, &ps);
-  *opt = adam ? pd_optimizer_adam(0.05, ps.tensors, ps.n, NULL) : pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  *opt =
+      adam ? pd_optimizer_adam(0.05, ps.tensors, ps.n, NULL) : pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
   pd_named_tensors_free(&ps);
   return m;
 }
@@ -203,7 +205,8 @@ static void test_fit_classifier_accuracy(void **state) {
   /* the batch functions */
   pd_model_batch_result br;
   pd_scope_begin();
-  pd_tensor *xb = pd_slice(x, 1, SHAPE(0), SHAPE(0), SHAPE(10)), *yb = pd_slice(y, 1, SHAPE(0), SHAPE(0), SHAPE(10));
+  pd_tensor *xb = pd_slice(x, 1, SHAPE(0), SHAPE(0), SHAPE(10)),
+            *yb = pd_slice(y, 1, SHAPE(0), SHAPE(0), SHAPE(10));
   assert_int_equal(pd_model_eval_batch(m, &xb, 1, &yb, 1, &br), PD_OK);
   assert_int_equal(br.n_values, 1);
   assert_true(br.values[0] >= 0.8);
@@ -242,8 +245,10 @@ static void test_callback_order(void **state) {
       "on_eval_begin on_eval_batch_begin:0 on_eval_batch_end:0 on_eval_batch_begin:1 on_eval_batch_end:1 "
       "on_eval_end ";
   char want[4096];
-  snprintf(want, sizeof want, "on_train_begin on_epoch_begin:0 %son_epoch_end:0 %son_epoch_begin:1 %son_epoch_end:1 %son_train_end ",
-           epoch, ev, epoch, ev);
+  snprintf(
+      want, sizeof want,
+      "on_train_begin on_epoch_begin:0 %son_epoch_end:0 %son_epoch_begin:1 %son_epoch_end:1 %son_train_end ",
+      epoch, ev, epoch, ev);
   assert_string_equal(rec->seq, want);
   pd_callback_release(&rec->base);
   /* the LRScheduler callback steps the optimizer's scheduler per batch */
@@ -296,7 +301,8 @@ static void test_early_stopping(void **state) {
   /* mode max with a baseline: nothing beats 10, so the first evaluation stops (patience 0) */
   fl->eval_calls = 0;
   rec->epochs_seen = 0;
-  eso = (pd_callbacks_early_stopping_opts){.mode = "max", .has_baseline = true, .baseline = 10, .verbose = -1};
+  eso =
+      (pd_callbacks_early_stopping_opts){.mode = "max", .has_baseline = true, .baseline = 10, .verbose = -1};
   es = pd_callbacks_early_stopping(&eso);
   cbs[0] = es;
   assert_int_equal(pd_model_fit(m, pd_model_dataset(train), pd_model_dataset(eval), &fo), PD_OK);
@@ -404,7 +410,8 @@ static void tiny_accumulate(pd_metric *m, double *v) {
   v[0] = 1e-4;
 }
 static void tiny_reset(pd_metric *m) { (void)m; }
-static const pd_metric_fns tiny_fns = {.type_name = "Tiny", .update = tiny_update, .accumulate = tiny_accumulate, .reset = tiny_reset};
+static const pd_metric_fns tiny_fns = {
+    .type_name = "Tiny", .update = tiny_update, .accumulate = tiny_accumulate, .reset = tiny_reset};
 
 static double test_clock(void *user) { return *(double *)user; }
 
@@ -420,7 +427,8 @@ static void test_prog_bar_logger_format(void **state) {
   assert_int_equal(pd_model_prepare(m, opt, &fl->base, &tiny, 1), PD_OK);
   FILE *f = tmpfile();
   double now = 100.0;
-  pd_callbacks_prog_bar_logger_opts po = {.log_freq = 2, .verbose = 2, .out = f, .clock = test_clock, .clock_user = &now};
+  pd_callbacks_prog_bar_logger_opts po = {
+      .log_freq = 2, .verbose = 2, .out = f, .clock = test_clock, .clock_user = &now};
   pd_callback *pbl = pd_callbacks_prog_bar_logger(&po);
   recorder *rec = pd_callback_new(sizeof *rec, &recorder_fns);
   rec->clock = &now;
@@ -433,7 +441,8 @@ static void test_prog_bar_logger_format(void **state) {
   got[n] = 0;
   fclose(f);
   const char *want =
-      "The loss value printed in the log is the current step, and the metric is the average value of previous "
+      "The loss value printed in the log is the current step, and the metric is the average value of "
+      "previous "
       "steps.\n"
       "Epoch 1/1\n"
       "step 2/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
@@ -468,7 +477,8 @@ static void test_bad_inputs(void **state) {
   assert_true(pd_model_fit(m, (pd_model_data){0}, (pd_model_data){0}, &fo) < 0);
   expect_error(NULL, "pd_model_fit", "train_data");
   /* a model with one label spec given a dataset of three fields */
-  pd_input_spec in = {.ndim = 2, .shape = {-1, 1}, .name = "x"}, lab = {.ndim = 2, .shape = {-1, 1}, .name = "y"};
+  pd_input_spec in = {.ndim = 2, .shape = {-1, 1}, .name = "x"},
+                lab = {.ndim = 2, .shape = {-1, 1}, .name = "y"};
   pd_model *m2 = pd_model_new(m->network, &in, 1, &lab, 1);
   pd_model_prepare(m2, opt, mse, NULL, 0);
   pd_tensor *t = pd_ones(2, SHAPE(4, 1), PD_FLOAT32);
@@ -507,9 +517,12 @@ static void test_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fit_regression),        cmocka_unit_test(test_fit_classifier_accuracy),
-      cmocka_unit_test(test_callback_order),        cmocka_unit_test(test_early_stopping),
-      cmocka_unit_test(test_checkpoint_and_resume), cmocka_unit_test(test_prog_bar_logger_format),
+      cmocka_unit_test(test_fit_regression),
+      cmocka_unit_test(test_fit_classifier_accuracy),
+      cmocka_unit_test(test_callback_order),
+      cmocka_unit_test(test_early_stopping),
+      cmocka_unit_test(test_checkpoint_and_resume),
+      cmocka_unit_test(test_prog_bar_logger_format),
       cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
