@@ -61,7 +61,7 @@ pd_layer *pd_nn_rnn(pd_layer *cell, bool is_reverse, bool time_major);
 /* paddle.nn.BiRNN(cell_fw, cell_bw, time_major): outputs of both directions
  * concatenated on the last axis; states in as (fw states..., bw states...)
  * and out in the same order. */
-pd_layer *pd_nn_birnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major);
+pd_layer *pd_nn_bi_rnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major);
 
 /* Options of the multi-layer networks; NULL or all-zero = Paddle's defaults. */
 typedef struct pd_nn_rnn_net_opts {

@@ -481,7 +481,7 @@ pd_layer *pd_nn_rnn(pd_layer *cell, bool is_reverse, bool time_major) {
   return w ? &w->base : NULL;
 }
 
-pd_layer *pd_nn_birnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major) {
+pd_layer *pd_nn_bi_rnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major) {
   if (!cell_fw || !cell_bw) {
     pd_layer_release(cell_fw);
     pd_layer_release(cell_bw);

@@ -350,7 +350,7 @@ static void test_rnn_wrappers(void **state) {
   /* a user cell runs step by step, with its own initial state, masking and BiRNN */
   pd_layer *fw = pd_layer_new(sizeof(pd_layer), &toy_cell_type),
            *bw = pd_layer_new(sizeof(pd_layer), &toy_cell_type);
-  pd_layer *bi = pd_nn_birnn(fw, bw, false);
+  pd_layer *bi = pd_nn_bi_rnn(fw, bw, false);
   assert_non_null(bi);
   pd_tensor *len = T(PD_INT64, 1, SHAPE(B), 4, 2, 3), *out[5];
   int n = pd_layer_call(bi, (pd_tensor *[]){x, len}, 2, out, 5);
@@ -633,7 +633,7 @@ static void test_bad_inputs(void **state) {
   pd_nn_rnn_cell_opts io = {.dtype = PD_INT32};
   expect_error((pd_tensor *)pd_nn_gru_cell(4, 3, &io), "GRUCell", "int32");
   pd_layer *c1 = pd_nn_gru_cell(4, 3, NULL), *c2 = pd_nn_gru_cell(5, 3, NULL);
-  expect_error((pd_tensor *)pd_nn_birnn(c1, c2, false), "(4)", "(5)");
+  expect_error((pd_tensor *)pd_nn_bi_rnn(c1, c2, false), "(4)", "(5)");
   expect_no_live_tensors();
 }
 
