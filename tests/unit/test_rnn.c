@@ -167,7 +167,6 @@ static void test_cells(void **state) {
       free(xv), free(hv), free(cv);
       ref_free(&w);
     }
-    /* float32 cell over a transposed (non-contiguous) input */
     pd_scope_end();
     pd_layer_release(cell);
   }
