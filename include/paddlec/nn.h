@@ -127,6 +127,9 @@ pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
 /* Registers `sub` under `name`, taking over the caller's reference; returns
  * sub (NULL, and sub released, on error). Replaces a sublayer of that name. */
 pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub);
+/* Removes sublayer `name` and hands its reference to the caller (NULL when
+ * there is none). The other sublayers keep their order. */
+pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name);
 /* create_parameter: a new parameter of the given shape, initialised with
  * attr->initializer or default_init (Xavier-uniform when NULL and not bias,
  * zeros when bias), registered under `name`. Borrowed (the layer owns it). */

@@ -90,7 +90,8 @@ typedef struct pd_nn_transformer_opts {
 } pd_nn_transformer_opts;
 
 /* paddle.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward):
- * sublayers self_attn, linear1, linear2, norm1, norm2. Inputs: src
+ * sublayers self_attn, linear1, dropout (after the activation), linear2,
+ * norm1, norm2, dropout1, dropout2 (Dropout layers). Inputs: src
  * [B, S, d_model] and optionally src_mask. */
 pd_layer *pd_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
                                           const pd_nn_transformer_opts *opts);
@@ -101,7 +102,8 @@ pd_layer *pd_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead, int64_
 pd_layer *pd_nn_transformer_encoder(pd_layer *encoder_layer, int num_layers, pd_layer *norm);
 
 /* paddle.nn.TransformerDecoderLayer: sublayers self_attn, cross_attn,
- * linear1, linear2, norm1, norm2, norm3. Inputs: tgt, memory and optionally
+ * linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2,
+ * dropout3. Inputs: tgt, memory and optionally
  * tgt_mask, memory_mask. */
 pd_layer *pd_nn_transformer_decoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
                                           const pd_nn_transformer_opts *opts);

@@ -195,6 +195,14 @@ pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub) {
   return sub;
 }
 
+pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name) {
+  int i = l && name ? vec_find(&l->st->subs, name) : -1;
+  if (i < 0) return NULL;
+  pd_layer *sub = l->st->subs.v[i].ptr;
+  vec_remove(&l->st->subs, i);
+  return sub;
+}
+
 const pd_param_info *pd_tensor_param_info(const pd_tensor *t) { return t ? t->param_info : NULL; }
 
 static pd_status attach_param_info(pd_tensor *t, const pd_param_attr *attr) {

@@ -26,12 +26,8 @@ static unsigned take_present(void) {
   return p;
 }
 
-/* Dropout with upscale_in_train: x * bernoulli(1 - p) / (1 - p) in training. */
 static pd_tensor *drop(pd_tensor *x, double p, bool training) {
-  if (!x || !training || p <= 0.0) return x;
-  if (p >= 1.0) return pd_multiply(x, pd_full(0, NULL, 0.0, pd_tensor_dtype(x)));
-  pd_tensor *keep = pd_bernoulli(pd_full(pd_tensor_ndim(x), pd_tensor_shape(x), 1.0 - p, pd_tensor_dtype(x)));
-  return pd_scale(pd_multiply(x, keep), 1.0 / (1.0 - p), 0.0, true);
+  return x ? pd_dropout(x, p, 0, NULL, training, NULL) : NULL;
 }
 
 /* Paddle's _convert_attention_mask: bool / integer masks become additive
@@ -218,29 +214,30 @@ typedef struct tlayer {
   pd_layer base;
   tcfg *cfg;
   bool decoder, gelu, normalize_before;
-  double dropout, attn_dropout, act_dropout;
   pd_layer *self_attn, *cross_attn, *linear1, *linear2, *norm1, *norm2, *norm3;
+  pd_layer *dropout, *dropout1, *dropout2, *dropout3; /* Dropout layers: activation, then per block */
 } tlayer;
 
 static pd_tensor *feed_forward(tlayer *t, pd_tensor *x) {
   pd_tensor *h = pd_layer_call1(t->linear1, x);
   h = t->gelu ? pd_gelu(h, false) : pd_relu(h);
-  return pd_layer_call1(t->linear2, drop(h, t->act_dropout, t->base.training));
+  return pd_layer_call1(t->linear2, pd_layer_call1(t->dropout, h));
 }
 
 /* residual + dropout(f(norm?(x))), then norm unless pre-norm. */
-static pd_tensor *attn_block(tlayer *t, pd_layer *attn, pd_layer *norm, pd_tensor *x, pd_tensor *mem,
-                             pd_tensor *mask) {
+static pd_tensor *attn_block(tlayer *t, pd_layer *attn, pd_layer *norm, pd_layer *dropout, pd_tensor *x,
+                             pd_tensor *mem, pd_tensor *mask) {
   pd_tensor *h = t->normalize_before ? pd_layer_call1(norm, x) : x;
   pd_tensor *kv = mem ? mem : h;
   h = pd_nn_multi_head_attention_call(attn, h, kv, kv, mask, NULL);
-  pd_tensor *y = pd_add(x, drop(h, t->dropout, t->base.training));
+  pd_tensor *y = h ? pd_add(x, pd_layer_call1(dropout, h)) : NULL;
   return t->normalize_before ? y : pd_layer_call1(norm, y);
 }
 
-static pd_tensor *ffn_block(tlayer *t, pd_layer *norm, pd_tensor *x) {
+static pd_tensor *ffn_block(tlayer *t, pd_layer *norm, pd_layer *dropout, pd_tensor *x) {
   pd_tensor *h = t->normalize_before ? pd_layer_call1(norm, x) : x;
-  pd_tensor *y = pd_add(x, drop(feed_forward(t, h), t->dropout, t->base.training));
+  pd_tensor *f = feed_forward(t, h);
+  pd_tensor *y = f ? pd_add(x, pd_layer_call1(dropout, f)) : NULL;
   return t->normalize_before ? y : pd_layer_call1(norm, y);
 }
 
@@ -265,12 +262,12 @@ static int tlayer_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_ten
   if (st < 0) return st;
   pd_tensor *x = in[0];
   if (!t->decoder) {
-    x = attn_block(t, t->self_attn, t->norm1, x, NULL, opt[0]);
-    out[0] = ffn_block(t, t->norm2, x);
+    x = attn_block(t, t->self_attn, t->norm1, t->dropout1, x, NULL, opt[0]);
+    out[0] = ffn_block(t, t->norm2, t->dropout2, x);
   } else {
-    x = attn_block(t, t->self_attn, t->norm1, x, NULL, opt[0]);
-    x = attn_block(t, t->cross_attn, t->norm2, x, in[1], opt[1]);
-    out[0] = ffn_block(t, t->norm3, x);
+    x = attn_block(t, t->self_attn, t->norm1, t->dropout1, x, NULL, opt[0]);
+    x = attn_block(t, t->cross_attn, t->norm2, t->dropout2, x, in[1], opt[1]);
+    out[0] = ffn_block(t, t->norm3, t->dropout3, x);
   }
   return out[0] ? 1 : pd_last_status();
 }
@@ -308,6 +305,11 @@ static pd_layer *add_mha(pd_layer *parent, const char *name, const tcfg *c, doub
   return l ? pd_layer_add_sublayer(parent, name, l) : NULL;
 }
 
+static pd_layer *add_dropout(pd_layer *parent, const char *name, double p) {
+  pd_layer *l = pd_nn_dropout(p, NULL);
+  return l ? pd_layer_add_sublayer(parent, name, l) : NULL;
+}
+
 static pd_layer *new_tlayer(bool decoder, int64_t d_model, int64_t nhead, int64_t dff,
                             const pd_nn_transformer_opts *opts) {
   const char *name = decoder ? "TransformerDecoderLayer" : "TransformerEncoderLayer";
@@ -339,18 +341,19 @@ static pd_layer *new_tlayer(bool decoder, int64_t d_model, int64_t nhead, int64_
   t->decoder = decoder;
   t->gelu = strcmp(act, "gelu") == 0;
   t->normalize_before = c->o.normalize_before;
-  t->dropout = p;
-  t->attn_dropout = pa;
-  t->act_dropout = pf;
   pd_dtype dt = c->o.dtype == PD_BOOL ? PD_FLOAT32 : c->o.dtype;
   const pd_param_attr *wa = c->o.weight_attr, *ba = c->o.bias_attr;
   bool ok = (t->self_attn = add_mha(&t->base, "self_attn", c, pa, dt)) != NULL;
   if (ok && decoder) ok = (t->cross_attn = add_mha(&t->base, "cross_attn", c, pa, dt)) != NULL;
   ok = ok && (t->linear1 = add_linear(&t->base, "linear1", d_model, dff, wa, ba, c->o.no_bias, dt));
+  ok = ok && (t->dropout = add_dropout(&t->base, "dropout", pf));
   ok = ok && (t->linear2 = add_linear(&t->base, "linear2", dff, d_model, wa, ba, c->o.no_bias, dt));
   ok = ok && (t->norm1 = add_norm(&t->base, "norm1", c, dt));
   ok = ok && (t->norm2 = add_norm(&t->base, "norm2", c, dt));
   if (ok && decoder) ok = (t->norm3 = add_norm(&t->base, "norm3", c, dt)) != NULL;
+  ok = ok && (t->dropout1 = add_dropout(&t->base, "dropout1", p));
+  ok = ok && (t->dropout2 = add_dropout(&t->base, "dropout2", p));
+  if (ok && decoder) ok = (t->dropout3 = add_dropout(&t->base, "dropout3", p)) != NULL;
   if (!ok) {
     pd_layer_release(&t->base);
     return NULL;

@@ -192,6 +192,12 @@ static void test_parameter_names_and_counts(void **state) {
                       "linear2.weight",          "norm1.weight",   "norm2.bias"};
   assert_int_equal(count_and_check(e, en, 6), 16);
   expect_shape(par(e, "linear1.weight"), 2, (int64_t[]){8, 16});
+  const char *subs[] = {"self_attn", "linear1", "dropout",  "linear2",
+                        "norm1",     "norm2",   "dropout1", "dropout2"};
+  pd_named_layers nl = {0};
+  assert_int_equal(pd_layer_named_sublayers(e, &nl), PD_OK);
+  for (int i = 0; i < 8; i++) assert_non_null(pd_layer_sublayer(e, subs[i]));
+  pd_named_layers_free(&nl);
   pd_layer *enc = pd_nn_transformer_encoder(e, 3, pd_nn_layer_norm(1, (int64_t[]){8}, NULL));
   const char *encn[] = {"layers.0.self_attn.q_proj.weight", "layers.2.linear2.bias", "norm.weight"};
   assert_int_equal(count_and_check(enc, encn, 3), 50);

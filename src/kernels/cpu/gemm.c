@@ -20,11 +20,46 @@
     }                                                          \
   } while (0)
 
+/* Below this many multiply-adds a plain loop beats dnnl_sgemm, whose fixed
+ * cost per call (dispatch and a call_once, ~10k instructions) would dominate
+ * the small products of small layers. */
+#define SMALL_GEMM 32768
+
+static void small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
+                        float beta, float *restrict C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    float *restrict c = C + i * ldc;
+    if (N == 1) { /* a matrix-vector product: one dot per row */
+      float s = 0.0f;
+      for (int64_t p = 0; p < K; p++)
+        s += (transa ? A[p * lda + i] : A[i * lda + p]) * (transb ? B[p] : B[p * ldb]);
+      c[0] = alpha * s + (beta == 0.0f ? 0.0f : beta * c[0]);
+      continue;
+    }
+    if (beta == 0.0f)
+      for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
+    else if (beta != 1.0f)
+      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    for (int64_t p = 0; p < K; p++) {
+      float a = alpha * (transa ? A[p * lda + i] : A[i * lda + p]);
+      if (transb)
+        for (int64_t j = 0; j < N; j++) c[j] += a * B[j * ldb + p];
+      else
+        for (int64_t j = 0; j < N; j++) c[j] += a * B[p * ldb + j];
+    }
+  }
+}
+
 int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (K <= 0 || alpha == 0.0f) {
     SCALE_C(float, M, N, beta, C, ldc);
+    return 0;
+  }
+  if (M * N * K <= SMALL_GEMM) {
+    small_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
   }
   dnnl_status_t st =
