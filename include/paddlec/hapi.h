@@ -170,7 +170,6 @@ int64_t pd_flops(pd_layer *net, int ndim, const int64_t *input_shape, bool print
 int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
                     pd_flops_result *result);
 
-
 /* ==== paddle.Model, paddle.metric, paddle.callbacks ========================
  *
  * A Model wraps a network with an optimizer, a loss and metrics (prepare), and
@@ -390,20 +389,20 @@ pd_status pd_model_prepare(pd_model *m, pd_optimizer *optimizer, pd_layer *loss,
 int pd_model_metrics_names(const pd_model *m, const char **names, int max);
 
 typedef struct pd_model_fit_opts {
-  int64_t batch_size;  /* 0 = 1 */
-  int epochs;          /* 0 = 1 */
-  int eval_freq;       /* 0 = 1 */
-  int log_freq;        /* 0 = 10 */
+  int64_t batch_size; /* 0 = 1 */
+  int epochs;         /* 0 = 1 */
+  int eval_freq;      /* 0 = 1 */
+  int log_freq;       /* 0 = 10 */
   const char *save_dir;
-  int save_freq;       /* 0 = 1 */
-  int verbose;         /* 0 = 2 (Paddle's default); 1 = progress bar */
-  bool quiet;          /* Paddle's verbose=0: no ProgBarLogger */
+  int save_freq; /* 0 = 1 */
+  int verbose;   /* 0 = 2 (Paddle's default); 1 = progress bar */
+  bool quiet;    /* Paddle's verbose=0: no ProgBarLogger */
   bool drop_last;
-  bool no_shuffle;     /* shuffle=False */
+  bool no_shuffle; /* shuffle=False */
   int num_workers;
   pd_callback *const *callbacks;
   int n_callbacks;
-  FILE *log_file;      /* the default ProgBarLogger's output (NULL: stdout) */
+  FILE *log_file; /* the default ProgBarLogger's output (NULL: stdout) */
 } pd_model_fit_opts;
 /* model.fit(train_data, eval_data, ...): eval_data may be all-zero. Default
  * callbacks as Paddle's config_callbacks: a ProgBarLogger first unless one
