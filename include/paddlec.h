@@ -17,5 +17,6 @@
 #include "paddlec/norm.h"
 #include "paddlec/ops.h"
 #include "paddlec/optim.h"
+#include "paddlec/rnn.h"
 
 #endif

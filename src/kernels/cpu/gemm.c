@@ -26,10 +26,17 @@
 #define SMALL_GEMM 32768
 
 static void small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                        int64_t ldc) {
+                        const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
+                        float beta, float *restrict C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
-    float *c = C + i * ldc;
+    float *restrict c = C + i * ldc;
+    if (N == 1) { /* a matrix-vector product: one dot per row */
+      float s = 0.0f;
+      for (int64_t p = 0; p < K; p++)
+        s += (transa ? A[p * lda + i] : A[i * lda + p]) * (transb ? B[p] : B[p * ldb]);
+      c[0] = alpha * s + (beta == 0.0f ? 0.0f : beta * c[0]);
+      continue;
+    }
     if (beta == 0.0f)
       for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
     else if (beta != 1.0f)
