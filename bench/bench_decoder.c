@@ -93,10 +93,12 @@ int main(void) {
   double t = time_steps(model, opt, ids, labels, 10, 5, &loss);
   double flops = 3.0 * decoder_forward_flops(&cfg, B, S);
   double gf = flops / t / 1e9;
-  printf("(c) decoder step (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128, batch 4, AdamW):\n");
-  printf("    %.2f ms/step, %.3f GFLOP/step (3 x forward matmuls), %.1f GFLOP/s = %.0f%% of peak "
-         "(target >= 50%%: %s); loss %.4f\n",
-         t * 1e3, flops / 1e9, gf, 100 * gf / peak, gf >= 0.5 * peak ? "met" : "NOT met", loss);
+  printf(
+      "(c) decoder step (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128, batch 4, AdamW):\n");
+  printf(
+      "    %.2f ms/step, %.3f GFLOP/step (3 x forward matmuls), %.1f GFLOP/s = %.0f%% of peak "
+      "(target >= 50%%: %s); loss %.4f\n",
+      t * 1e3, flops / 1e9, gf, 100 * gf / peak, gf >= 0.5 * peak ? "met" : "NOT met", loss);
 
   pd_tensor_release(ids), pd_tensor_release(labels);
   pd_optimizer_release(opt);

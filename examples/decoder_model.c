@@ -102,9 +102,12 @@ static const pd_layer_type mlp_type = {.name = "Mlp", .forward = mlp_forward};
 static pd_layer *mlp_new(const decoder_config *cfg) {
   mlp *m = pd_layer_new(sizeof *m, &mlp_type);
   if (!m) return NULL;
-  m->gate_proj = pd_layer_add_sublayer(&m->base, "gate_proj", linear_nobias(cfg->hidden_size, cfg->intermediate_size));
-  m->up_proj = pd_layer_add_sublayer(&m->base, "up_proj", linear_nobias(cfg->hidden_size, cfg->intermediate_size));
-  m->down_proj = pd_layer_add_sublayer(&m->base, "down_proj", linear_nobias(cfg->intermediate_size, cfg->hidden_size));
+  m->gate_proj =
+      pd_layer_add_sublayer(&m->base, "gate_proj", linear_nobias(cfg->hidden_size, cfg->intermediate_size));
+  m->up_proj =
+      pd_layer_add_sublayer(&m->base, "up_proj", linear_nobias(cfg->hidden_size, cfg->intermediate_size));
+  m->down_proj =
+      pd_layer_add_sublayer(&m->base, "down_proj", linear_nobias(cfg->intermediate_size, cfg->hidden_size));
   if (!m->gate_proj || !m->up_proj || !m->down_proj) {
     pd_layer_release(&m->base);
     return NULL;
@@ -170,8 +173,8 @@ static int decoder_model_forward(pd_layer *self, pd_tensor *const *in, int n_in,
   const int64_t axis = 1, zero = 0;
   pd_tensor *cos = pd_slice(m->cos, 1, &axis, &zero, &s), *sin = pd_slice(m->sin, 1, &axis, &zero, &s);
   /* additive causal mask: 0 on and below the diagonal, finfo(float32).min above */
-  pd_tensor *mask = pd_scale(pd_triu(pd_ones(2, (int64_t[]){s, s}, PD_FLOAT32), 1), -3.4028234663852886e38,
-                             0.0, true);
+  pd_tensor *mask =
+      pd_scale(pd_triu(pd_ones(2, (int64_t[]){s, s}, PD_FLOAT32), 1), -3.4028234663852886e38, 0.0, true);
   pd_tensor *h = pd_layer_call1(m->embed_tokens, in[0]);
   for (int i = 0; i < m->num_layers && h; i++) {
     pd_tensor *layer_in[4] = {h, cos, sin, mask};
@@ -183,8 +186,8 @@ static int decoder_model_forward(pd_layer *self, pd_tensor *const *in, int n_in,
     out[0] = logits;
     return 1;
   }
-  pd_tensor *loss = pd_cross_entropy(logits, pd_unsqueeze(in[1], 1, (int64_t[]){2}), NULL, DECODER_IGNORE_INDEX,
-                                     PD_REDUCTION_MEAN, false, -1, true, 0.0);
+  pd_tensor *loss = pd_cross_entropy(logits, pd_unsqueeze(in[1], 1, (int64_t[]){2}), NULL,
+                                     DECODER_IGNORE_INDEX, PD_REDUCTION_MEAN, false, -1, true, 0.0);
   if (!loss) return pd_last_status();
   out[0] = loss;
   if (max_out > 1) out[1] = logits;
@@ -223,7 +226,8 @@ static pd_status rotary_cache(decoder_model *m, int64_t head_dim, double base) {
 
 pd_layer *decoder_model_new(const decoder_config *cfg) {
   if (cfg->hidden_size % cfg->num_heads || (cfg->hidden_size / cfg->num_heads) % 2) {
-    pd_set_error(PD_ERR_INVALID, "DecoderModel: hidden_size %lld must split into num_heads %lld even head dims",
+    pd_set_error(PD_ERR_INVALID,
+                 "DecoderModel: hidden_size %lld must split into num_heads %lld even head dims",
                  (long long)cfg->hidden_size, (long long)cfg->num_heads);
     return NULL;
   }
@@ -240,7 +244,8 @@ pd_layer *decoder_model_new(const decoder_config *cfg) {
   m->weight = pd_layer_create_parameter(&m->base, "weight", 2, (int64_t[]){cfg->hidden_size, cfg->vocab_size},
                                         PD_FLOAT32, NULL, NULL, false);
   if (!m->embed_tokens || !m->layers || !m->norm || !m->weight) goto fail;
-  if (rotary_cache(m, cfg->hidden_size / cfg->num_heads, cfg->rope_base > 0 ? cfg->rope_base : 10000.0) != PD_OK)
+  if (rotary_cache(m, cfg->hidden_size / cfg->num_heads, cfg->rope_base > 0 ? cfg->rope_base : 10000.0) !=
+      PD_OK)
     goto fail;
   return &m->base;
 fail:

@@ -15,9 +15,9 @@ typedef struct decoder_config {
   int64_t num_heads;
   int64_t intermediate_size;
   int num_layers;
-  int64_t max_seq_len;   /* rows of the rotary cos/sin cache */
-  double rope_base;      /* 0: 10000 */
-  double rms_epsilon;    /* 0: 1.0, the seed's variance_epsilon */
+  int64_t max_seq_len; /* rows of the rotary cos/sin cache */
+  double rope_base;    /* 0: 10000 */
+  double rms_epsilon;  /* 0: 1.0, the seed's variance_epsilon */
 } decoder_config;
 
 #define DECODER_IGNORE_INDEX (-100)

@@ -1,6 +1,7 @@
 /* Fashion-MNIST: a small CNN trained with Adam on the idx files under
  * /usr/share/datasets/fashion-mnist (Debian's fashion-mnist package), then
- * evaluated on the 10k test images.
+ * evaluated on the 10k test images, with paddle.Model (pd_model_prepare with
+ * CrossEntropyLoss and an Accuracy metric, pd_model_fit, pd_model_evaluate).
  *
  *   Conv2D(1, 16, 3, padding=1) -> ReLU -> MaxPool2D(2)
  *   Conv2D(16, 32, 3, padding=1) -> ReLU -> MaxPool2D(2)
@@ -13,7 +14,8 @@
  *   --lr LR            Adam's learning rate (default 0.002)
  *   --min-accuracy A   exit with status 1 when the test accuracy is below A
  *   --data-dir DIR     where the four .gz files are
- * Prints one line per epoch and "test accuracy: 0.xxxx" at the end. */
+ *   --log-freq K       fit's progress line every K steps (default 100)
+ * Prints fit's progress and "test accuracy: 0.xxxx" at the end. */
 #include <paddlec.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,61 +39,45 @@ static pd_layer *cnn_new(void) {
   const pd_nn_conv_opts pad1 = {.conv = {.n_padding = 1, .padding = {1}}};
   const int64_t k3[] = {3}, k2[] = {2};
   pd_layer *layers[] = {
-      pd_nn_conv2d(1, 16, 1, k3, &pad1),  pd_nn_relu(), pd_nn_max_pool2d(1, k2, NULL),
-      pd_nn_conv2d(16, 32, 1, k3, &pad1), pd_nn_relu(), pd_nn_max_pool2d(1, k2, NULL),
-      pd_nn_flatten(1, -1),               pd_nn_linear(32 * 7 * 7, 10, NULL),
+      pd_nn_conv2d(1, 16, 1, k3, &pad1),
+      pd_nn_relu(),
+      pd_nn_max_pool2d(1, k2, NULL),
+      pd_nn_conv2d(16, 32, 1, k3, &pad1),
+      pd_nn_relu(),
+      pd_nn_max_pool2d(1, k2, NULL),
+      pd_nn_flatten(1, -1),
+      pd_nn_linear(32 * 7 * 7, 10, NULL),
   };
   return pd_nn_sequential(layers, (int)(sizeof layers / sizeof layers[0]));
 }
 
-/* Fraction of the samples of `loader` whose arg-max logit is the label. */
-static double evaluate(pd_layer *net, pd_io_loader *loader) {
-  int64_t correct = 0, total = 0;
-  pd_layer_eval(net);
-  pd_no_grad_begin();
-  for (;;) {
-    pd_scope_begin();
-    pd_tensor *batch[2];
-    int n = pd_io_data_loader_next(loader, batch, 2);
-    if (n <= 0) {
-      pd_scope_end();
-      if (n < 0) total = -1;
-      break;
-    }
-    pd_tensor *pred = pd_argmax(pd_layer_call1(net, batch[0]), 1, false, PD_INT64);
-    if (!pred) {
-      pd_scope_end();
-      total = -1;
-      break;
-    }
-    int64_t b = pd_tensor_numel(pred);
-    for (int64_t i = 0; i < b; i++) correct += pd_tensor_item_at(pred, i) == pd_tensor_item_at(batch[1], i);
-    total += b;
-    pd_scope_end();
-  }
-  pd_no_grad_end();
-  pd_layer_train(net);
-  return total > 0 ? (double)correct / (double)total : -1.0;
-}
-
 int main(int argc, char **argv) {
   int64_t train_images = 60000, batch_size = 64;
-  int epochs = 1;
+  int epochs = 1, log_freq = 100;
   double lr = 0.002, min_accuracy = 0.0;
   const char *data_dir = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) goto usage;
-    if (!strcmp(a, "--train-images")) train_images = strtoll(v, NULL, 10);
-    else if (!strcmp(a, "--epochs")) epochs = atoi(v);
-    else if (!strcmp(a, "--batch-size")) batch_size = strtoll(v, NULL, 10);
-    else if (!strcmp(a, "--lr")) lr = strtod(v, NULL);
-    else if (!strcmp(a, "--min-accuracy")) min_accuracy = strtod(v, NULL);
-    else if (!strcmp(a, "--data-dir")) data_dir = v;
-    else goto usage;
+    if (!strcmp(a, "--train-images"))
+      train_images = strtoll(v, NULL, 10);
+    else if (!strcmp(a, "--epochs"))
+      epochs = atoi(v);
+    else if (!strcmp(a, "--batch-size"))
+      batch_size = strtoll(v, NULL, 10);
+    else if (!strcmp(a, "--lr"))
+      lr = strtod(v, NULL);
+    else if (!strcmp(a, "--min-accuracy"))
+      min_accuracy = strtod(v, NULL);
+    else if (!strcmp(a, "--data-dir"))
+      data_dir = v;
+    else if (!strcmp(a, "--log-freq"))
+      log_freq = atoi(v);
+    else
+      goto usage;
     i++;
   }
-  if (train_images <= 0 || epochs <= 0 || batch_size <= 0) goto usage;
+  if (train_images <= 0 || epochs <= 0 || batch_size <= 0 || log_freq <= 0) goto usage;
   pd_seed(2024);
 
   pd_vision_datasets_mnist_opts dopts = {.root = data_dir, .transform = to_unit_chw};
@@ -107,56 +93,37 @@ int main(int argc, char **argv) {
   pd_io_dataset_release(train_full);
   if (!train) goto fail;
 
-  pd_io_loader *train_loader =
-      pd_io_data_loader(train, &(pd_io_data_loader_opts){.batch_size = batch_size, .shuffle = true});
-  pd_io_loader *test_loader = pd_io_data_loader(test, &(pd_io_data_loader_opts){.batch_size = 1000});
   pd_layer *net = cnn_new();
   pd_layer *loss_fn = pd_nn_cross_entropy_loss(NULL);
+  pd_metric *accuracy = pd_metric_accuracy(NULL, 0, NULL);
+  pd_model *model = net ? pd_model_new(net, NULL, 0, NULL, 0) : NULL;
   pd_named_tensors params;
-  if (!train_loader || !test_loader || !net || !loss_fn || pd_layer_parameters(net, &params) != PD_OK)
-    goto fail;
+  if (!model || !loss_fn || !accuracy || pd_layer_parameters(net, &params) != PD_OK) goto fail;
   pd_optimizer *adam = pd_optimizer_adam(lr, params.tensors, params.n, NULL);
   pd_named_tensors_free(&params);
-  if (!adam) goto fail;
+  if (!adam || pd_model_prepare(model, adam, loss_fn, &accuracy, 1) != PD_OK) goto fail;
   printf("fashion_mnist: %lld training images, %d epoch(s), batch size %lld, Adam lr %g, %d thread(s)\n",
          (long long)train_images, epochs, (long long)batch_size, lr, pd_get_num_threads());
+  fflush(stdout);
 
   double t0 = now_s();
-  for (int epoch = 0; epoch < epochs; epoch++) {
-    double loss_sum = 0.0;
-    int64_t steps = 0;
-    for (;;) {
-      pd_scope_begin();
-      pd_tensor *batch[2];
-      int n = pd_io_data_loader_next(train_loader, batch, 2);
-      if (n == 0) {
-        pd_scope_end();
-        break;
-      }
-      pd_tensor *loss = NULL;
-      if (n != 2) goto fail;
-      pd_tensor *logits = pd_layer_call1(net, batch[0]);
-      if (!logits || pd_layer_call(loss_fn, (pd_tensor *[]){logits, batch[1]}, 2, &loss, 1) != 1) goto fail;
-      if (pd_backward(loss, NULL, false) != PD_OK || pd_optimizer_step(adam) != PD_OK) goto fail;
-      pd_optimizer_clear_grad(adam, true);
-      loss_sum += pd_tensor_item(loss);
-      steps++;
-      pd_scope_end();
-    }
-    printf("epoch %d/%d: mean train loss %.4f (%lld steps, %.1f s)\n", epoch + 1, epochs,
-           loss_sum / (double)steps, (long long)steps, now_s() - t0);
-    fflush(stdout);
-  }
+  pd_model_fit_opts fit = {.batch_size = batch_size, .epochs = epochs, .log_freq = log_freq};
+  if (pd_model_fit(model, pd_model_dataset(train), (pd_model_data){0}, &fit) != PD_OK) goto fail;
   double train_s = now_s() - t0;
-  double acc = evaluate(net, test_loader);
-  if (acc < 0) goto fail;
-  printf("train time: %.1f s; test accuracy: %.4f\n", train_s, acc);
+  pd_model_eval_result res;
+  t0 = now_s();
+  pd_model_eval_opts eval = {.batch_size = 1000, .quiet = true};
+  if (pd_model_evaluate(model, pd_model_dataset(test), &eval, &res) != PD_OK) goto fail;
+  double acc = pd_model_eval_result_get(&res, "acc"), test_loss = pd_model_eval_result_get(&res, "loss");
+  pd_model_eval_result_free(&res);
+  printf("train time: %.1f s; test loss: %.4f; test accuracy: %.4f (%.1f s)\n", train_s, test_loss, acc,
+         now_s() - t0);
 
+  pd_model_free(model);
   pd_optimizer_release(adam);
+  pd_metric_release(accuracy);
   pd_layer_release(loss_fn);
   pd_layer_release(net);
-  pd_io_data_loader_destroy(train_loader);
-  pd_io_data_loader_destroy(test_loader);
   pd_io_dataset_release(train);
   pd_io_dataset_release(test);
   if (acc < min_accuracy) {
@@ -170,7 +137,7 @@ fail:
 usage:
   fprintf(stderr,
           "usage: %s [--train-images N] [--epochs E] [--batch-size B] [--lr LR] [--min-accuracy A] "
-          "[--data-dir DIR]\n",
+          "[--data-dir DIR] [--log-freq K]\n",
           argv[0]);
   return 2;
 }
