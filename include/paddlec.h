@@ -18,5 +18,6 @@
 #include "paddlec/ops.h"
 #include "paddlec/optim.h"
 #include "paddlec/rnn.h"
+#include "paddlec/transformer.h"
 
 #endif

@@ -31,6 +31,7 @@ extern const pd_op_sample pd_samples_nn[];
 extern const pd_op_sample pd_samples_norm[];
 extern const pd_op_sample pd_samples_conv[];
 extern const pd_op_sample pd_samples_loss[];
+extern const pd_op_sample pd_samples_attention[];
 
 /* Deterministic float64 tensor with values uniform in [lo, hi). */
 pd_tensor *sample_uniform(int ndim, const int64_t *shape, double lo, double hi);
