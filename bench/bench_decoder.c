@@ -5,7 +5,9 @@
  *
  * Achieved GFLOP/s counts the matmul FLOPs of the forward pass (projections,
  * q k^T and p v over the full seq x seq, lm head) times 3 for forward +
- * backward, divided by the step time. Target: >= 50% of the sgemm peak. */
+ * backward, divided by the step time. Target: >= 50% of the sgemm peak.
+ * The peak is measured before and after the decoder (the better of the two
+ * counts), so a busy machine lowers both numbers alike. */
 #include <oneapi/dnnl/dnnl.h>
 #include <paddlec.h>
 #include <stdio.h>
@@ -26,7 +28,7 @@ static double sgemm_peak(void) {
         *c = malloc(sizeof(float) * n * n);
   for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(i % 7 + 1);
   double best = 1e30;
-  for (int r = 0; r < 7; r++) {
+  for (int r = 0; r < 11; r++) {
     double t0 = now_s();
     dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     double t = now_s() - t0;
@@ -91,6 +93,9 @@ int main(void) {
   double loss = 0.0;
   time_steps(model, opt, ids, labels, 3, 1, &loss); /* warm up pools and primitives */
   double t = time_steps(model, opt, ids, labels, 10, 5, &loss);
+  double peak_after = sgemm_peak();
+  if (peak_after > peak) peak = peak_after;
+  printf("dnnl_sgemm 1024^3 after the decoder: %.1f GFLOP/s; peak used: %.1f GFLOP/s\n", peak_after, peak);
   double flops = 3.0 * decoder_forward_flops(&cfg, B, S);
   double gf = flops / t / 1e9;
   printf(

@@ -16,27 +16,6 @@ static pd_layer *linear_nobias(int64_t in, int64_t out) {
   return pd_nn_linear(in, out, &(pd_nn_linear_opts){.no_bias = true});
 }
 
-/* ---- rotary embedding and causal attention -------------------------------- */
-
-/* q * cos + rotate_half(q) * sin, rotate_half(x) = concat(-x2, x1). */
-static pd_tensor *apply_rotary(pd_tensor *x, pd_tensor *cos, pd_tensor *sin) {
-  int64_t d = pd_tensor_shape(x)[3], axis = 3;
-  pd_tensor *x1 = pd_slice(x, 1, &axis, (int64_t[]){0}, (int64_t[]){d / 2});
-  pd_tensor *x2 = pd_slice(x, 1, &axis, (int64_t[]){d / 2}, (int64_t[]){d});
-  pd_tensor *rot = pd_concat((pd_tensor *[]){pd_neg(x2), x1}, 2, -1);
-  return pd_add(pd_multiply(x, cos), pd_multiply(rot, sin));
-}
-
-/* softmax(q k^T / sqrt(D) + causal mask) v on [B, S, H, D] inputs. */
-static pd_tensor *causal_attention(pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *mask) {
-  const int64_t perm[] = {0, 2, 1, 3};
-  int64_t d = pd_tensor_shape(q)[3];
-  pd_tensor *qt = pd_transpose(pd_scale(q, 1.0 / sqrt((double)d), 0.0, true), 4, perm);
-  pd_tensor *kt = pd_transpose(k, 4, perm), *vt = pd_transpose(v, 4, perm);
-  pd_tensor *w = pd_softmax(pd_add(pd_matmul(qt, kt, false, true), mask), -1);
-  return pd_transpose(pd_matmul(w, vt, false, false), 4, perm);
-}
-
 /* ---- Attention ---------------------------------------------------------- */
 
 typedef struct attention {
@@ -45,7 +24,8 @@ typedef struct attention {
   int64_t num_heads, head_dim;
 } attention;
 
-/* in: hidden [B, S, hidden], cos, sin [1, S, 1, D], mask [S, S] additive */
+/* in: hidden [B, S, hidden], cos, sin [1, S, 1, D]. Rotary q/k (rotate_half
+ * form), then the fused causal scaled-dot-product attention. */
 static int attention_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   (void)n_in, (void)max_out;
   attention *a = (attention *)self;
@@ -55,10 +35,10 @@ static int attention_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_
   pd_tensor *k = pd_reshape(pd_layer_call1(a->k_proj, in[0]), 4, heads);
   pd_tensor *v = pd_reshape(pd_layer_call1(a->v_proj, in[0]), 4, heads);
   if (!q || !k || !v) return pd_last_status();
-  q = apply_rotary(q, in[1], in[2]);
-  k = apply_rotary(k, in[1], in[2]);
+  q = pd_rotary_embedding(q, in[1], in[2]);
+  k = pd_rotary_embedding(k, in[1], in[2]);
   if (!q || !k) return pd_last_status();
-  pd_tensor *o = causal_attention(q, k, v, in[3]);
+  pd_tensor *o = pd_scaled_dot_product_attention(q, k, v, NULL, 0.0, true, self->training);
   out[0] = pd_layer_call1(a->o_proj, pd_reshape(o, 3, (int64_t[]){xs[0], xs[1], xs[2]}));
   return out[0] ? 1 : pd_last_status();
 }
@@ -122,14 +102,14 @@ typedef struct decoder_layer {
   pd_layer *self_attn, *mlp, *input_layernorm, *post_attn_layernorm;
 } decoder_layer;
 
-/* in: hidden, cos, sin, mask (passed on to the attention) */
+/* in: hidden, cos, sin (passed on to the attention) */
 static int decoder_layer_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out,
                                  int max_out) {
   (void)n_in, (void)max_out;
   decoder_layer *l = (decoder_layer *)self;
-  pd_tensor *attn_in[4] = {pd_layer_call1(l->input_layernorm, in[0]), in[1], in[2], in[3]};
+  pd_tensor *attn_in[3] = {pd_layer_call1(l->input_layernorm, in[0]), in[1], in[2]};
   pd_tensor *attn_out = NULL;
-  if (!attn_in[0] || pd_layer_call(l->self_attn, attn_in, 4, &attn_out, 1) != 1) return pd_last_status();
+  if (!attn_in[0] || pd_layer_call(l->self_attn, attn_in, 3, &attn_out, 1) != 1) return pd_last_status();
   pd_tensor *h = pd_add(in[0], attn_out);
   out[0] = pd_add(h, pd_layer_call1(l->mlp, pd_layer_call1(l->post_attn_layernorm, h)));
   return out[0] ? 1 : pd_last_status();
@@ -172,13 +152,11 @@ static int decoder_model_forward(pd_layer *self, pd_tensor *const *in, int n_in,
                         (long long)m->max_seq_len, pd_tensor_ndim(in[0]));
   const int64_t axis = 1, zero = 0;
   pd_tensor *cos = pd_slice(m->cos, 1, &axis, &zero, &s), *sin = pd_slice(m->sin, 1, &axis, &zero, &s);
-  /* additive causal mask: 0 on and below the diagonal, finfo(float32).min above */
-  pd_tensor *mask =
-      pd_scale(pd_triu(pd_ones(2, (int64_t[]){s, s}, PD_FLOAT32), 1), -3.4028234663852886e38, 0.0, true);
+  /* the seed's causal mask is the attention op's is_causal */
   pd_tensor *h = pd_layer_call1(m->embed_tokens, in[0]);
   for (int i = 0; i < m->num_layers && h; i++) {
-    pd_tensor *layer_in[4] = {h, cos, sin, mask};
-    if (pd_layer_call(pd_nn_layer_list_get(m->layers, i), layer_in, 4, &h, 1) != 1) return pd_last_status();
+    pd_tensor *layer_in[3] = {h, cos, sin};
+    if (pd_layer_call(pd_nn_layer_list_get(m->layers, i), layer_in, 3, &h, 1) != 1) return pd_last_status();
   }
   pd_tensor *logits = pd_matmul(pd_layer_call1(m->norm, h), m->weight, false, false);
   if (!logits) return pd_last_status();

@@ -1,6 +1,7 @@
 /* The decoder-only transformer of Paddle's to_distributed example (seed 003)
  * as C layers: token embedding, num_layers x DecoderLayer (RMSNorm ->
- * attention with rotary q/k and a causal mask -> residual, RMSNorm -> SwiGLU
+ * attention with rotary q/k (pd_rotary_embedding) and causal fused
+ * attention (pd_scaled_dot_product_attention) -> residual, RMSNorm -> SwiGLU
  * MLP -> residual), a final RMSNorm and an lm-head weight [hidden, vocab],
  * with the cross entropy over next-token labels (ignore_index -100).
  * Shared by examples/decoder_lm.c and bench/bench_decoder.c. */
