@@ -103,9 +103,13 @@ static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs
 
 /* Cheap test before convert_inputs: the common case is one float dtype. */
 static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_in) {
+  pd_dtype d0 = in[0]->dtype;
+  bool same = true;
+  for (int i = 1; i < n_in; i++) same &= in[i]->dtype == d0;
+  if (same && (d0 == PD_FLOAT32 || d0 == PD_FLOAT64)) return false; /* the common case */
   for (int i = 0; i < n_in; i++) {
     pd_dtype d = in[i]->dtype;
-    if ((def->flags & PD_OPF_PROMOTE) && d != in[0]->dtype) return true;
+    if ((def->flags & PD_OPF_PROMOTE) && d != d0) return true;
     if ((def->flags & PD_OPF_FLOAT_ONLY) && !pd_dtype_is_floating(d)) return true;
     if ((def->flags & PD_OPF_HALF_VIA_F32) && (d == PD_FLOAT16 || d == PD_BFLOAT16)) return true;
   }
@@ -229,7 +233,7 @@ static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs
                         "cannot be modified inplace",
                         def->name);
 
-  for (int k = 0; k < nm; k++) out[k] = NULL;
+  for (int k = 0; k < nm; k++) out[k] = NULL; /* the failure path releases what exists */
   if (inplace) {
     out[0] = pd_tensor_retain(in[0]);
   } else if (!(def->flags & PD_OPF_VIEW)) {
@@ -239,7 +243,8 @@ static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs
         st = pd_last_status();
         goto fail;
       }
-      out[k]->place = in && n_in ? in[0]->place : PD_CPU;
+      if (n_in > 0 && in[0]->place.kind != PD_PLACE_CPU)
+        out[k]->place = in[0]->place; /* new tensors are CPU */
     }
   }
   st = kernel(def, in, n_in, a, out, nm);

@@ -34,19 +34,18 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
   bool flat = out->is_contiguous && n_in < PD_EW_MAX_OPERANDS;
   for (int k = 0; k < n_in && flat; k++) flat = in[k]->is_contiguous && in[k]->numel == out->numel;
   if (flat) {
-    char *ptr[PD_EW_MAX_OPERANDS];
     static const int64_t unit[PD_EW_MAX_OPERANDS] = {1, 1, 1, 1};
-    int64_t es[PD_EW_MAX_OPERANDS];
+    char *ptr[PD_EW_MAX_OPERANDS];
     ptr[0] = (char *)pd_data_ptr(out);
-    es[0] = (int64_t)pd_dtype_size_fast(out->dtype);
-    for (int k = 0; k < n_in; k++) {
-      ptr[k + 1] = (char *)pd_data_ptr(in[k]);
-      es[k + 1] = (int64_t)pd_dtype_size_fast(in[k]->dtype);
-    }
-    if (out->numel < PD_EW_GRAIN)
+    for (int k = 0; k < n_in; k++) ptr[k + 1] = (char *)pd_data_ptr(in[k]);
+    if (out->numel < PD_EW_GRAIN) {
       fn(out->numel, ptr, unit, params);
-    else
+    } else { /* element sizes are needed only to split the work */
+      int64_t es[PD_EW_MAX_OPERANDS];
+      es[0] = (int64_t)pd_dtype_size_fast(out->dtype);
+      for (int k = 0; k < n_in; k++) es[k + 1] = (int64_t)pd_dtype_size_fast(in[k]->dtype);
       pd_ew_run_flat_sized(out->numel, n_in + 1, ptr, es, fn, params);
+    }
     return PD_OK;
   }
   pd_ew_geom g;
