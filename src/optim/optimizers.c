@@ -93,9 +93,15 @@ pd_optimizer_adam_opts pd_optimizer_adam_defaults(void) {
   return (pd_optimizer_adam_opts){.beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .explicit_zero = true};
 }
 
-static pd_status adam_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adam_opts dflt;
-  const pd_optimizer_adam_opts *o = opts ? opts : &dflt;
+/* Adam and Adamax read the same options: moments, epsilon, regularizer, clip. */
+typedef struct adam_like_opts {
+  double beta1, beta2, epsilon;
+  pd_regularizer weight_decay;
+  const pd_grad_clip *grad_clip;
+  bool explicit_zero;
+} adam_like_opts;
+
+static pd_status adam_family(const char *name, const adam_like_opts *o, pd_optim_hyper *h) {
   h->beta1 = o->beta1;
   h->beta2 = o->beta2;
   h->epsilon = o->epsilon;
@@ -104,7 +110,15 @@ static pd_status adam_convert(const void *opts, pd_optim_hyper *h) {
   DEFAULT(beta1, 0.9);
   DEFAULT(beta2, 0.999);
   DEFAULT(epsilon, 1e-8);
-  return check_adam("Adam", h);
+  return check_adam(name, h);
+}
+
+static pd_status adam_convert(const void *opts, pd_optim_hyper *h) {
+  static const pd_optimizer_adam_opts dflt;
+  const pd_optimizer_adam_opts *o = opts ? opts : &dflt;
+  return adam_family(
+      "Adam",
+      &(adam_like_opts){o->beta1, o->beta2, o->epsilon, o->weight_decay, o->grad_clip, o->explicit_zero}, h);
 }
 
 pd_optimizer *pd_optimizer_adam(double learning_rate, pd_tensor *const *params, int n_params,
@@ -150,15 +164,9 @@ pd_optimizer_adamax_opts pd_optimizer_adamax_defaults(void) {
 static pd_status adamax_convert(const void *opts, pd_optim_hyper *h) {
   static const pd_optimizer_adamax_opts dflt;
   const pd_optimizer_adamax_opts *o = opts ? opts : &dflt;
-  h->beta1 = o->beta1;
-  h->beta2 = o->beta2;
-  h->epsilon = o->epsilon;
-  h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(beta1, 0.9);
-  DEFAULT(beta2, 0.999);
-  DEFAULT(epsilon, 1e-8);
-  return check_adam("Adamax", h);
+  return adam_family(
+      "Adamax",
+      &(adam_like_opts){o->beta1, o->beta2, o->epsilon, o->weight_decay, o->grad_clip, o->explicit_zero}, h);
 }
 
 pd_optimizer *pd_optimizer_adamax(double learning_rate, pd_tensor *const *params, int n_params,
