@@ -1,4 +1,5 @@
 /* dot (1-D, or row-wise over 2-D) and t (transpose of a tensor of rank <= 2). */
+#include "../kernels/cpu/parallel.h"
 #include <string.h>
 
 #include "linalg_internal.h"
@@ -80,8 +81,8 @@ static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
     if (rows == 1) {
       o[0] = dot_run_f32(n, xp, sxk, yp, syk, big);
     } else {
-#pragma omp parallel for if (big)
-      for (int64_t r = 0; r < rows; r++) o[r] = dot_run_f32(n, xp + r * sxr, sxk, yp + r * syr, syk, false);
+      PD_OMP_FOR_IF(big, for (int64_t r = 0; r < rows; r++),
+                    o[r] = dot_run_f32(n, xp + r * sxr, sxk, yp + r * syr, syk, false););
     }
   } else {
     const double *xp = pd_tensor_data(x), *yp = pd_tensor_data(y);
@@ -89,8 +90,8 @@ static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
     if (rows == 1) {
       o[0] = dot_run_f64(n, xp, sxk, yp, syk, big);
     } else {
-#pragma omp parallel for if (big)
-      for (int64_t r = 0; r < rows; r++) o[r] = dot_run_f64(n, xp + r * sxr, sxk, yp + r * syr, syk, false);
+      PD_OMP_FOR_IF(big, for (int64_t r = 0; r < rows; r++),
+                    o[r] = dot_run_f64(n, xp + r * sxr, sxk, yp + r * syr, syk, false););
     }
   }
   return PD_OK;

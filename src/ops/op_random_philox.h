@@ -4,6 +4,7 @@
 #ifndef PADDLEC_OPS_RANDOM_PHILOX_H
 #define PADDLEC_OPS_RANDOM_PHILOX_H
 
+#include "../kernels/cpu/parallel.h"
 #include <stdint.h>
 
 #define PD_PHILOX_LANES 8
@@ -46,21 +47,20 @@ static inline void pd_philox_lanes(uint64_t ctr, uint64_t key, uint32_t out[PD_P
  * its four words `const uint32_t *w` (pd_philox(first + b, key)) in scope,
  * PD_PHILOX_LANES blocks at a time, split over threads when nb > grain.
  * Each block's words depend only on b, never on the thread running it. */
-#define PD_FOR_PHILOX_BLOCKS(nb, first, key, grain, ...)                                 \
-  do {                                                                                   \
-    const int64_t nb_ = (nb);                                                            \
-    const int64_t ng_ = (nb_ + PD_PHILOX_LANES - 1) / PD_PHILOX_LANES;                   \
-    const uint64_t first_ = (first), key_ = (key);                                       \
-    const int64_t grain_ = (grain);                                                      \
-    _Pragma("omp parallel for if (nb_ > grain_)") for (int64_t g_ = 0; g_ < ng_; g_++) { \
-      uint32_t lanes_[PD_PHILOX_LANES][4];                                               \
-      pd_philox_lanes(first_ + (uint64_t)g_ * PD_PHILOX_LANES, key_, lanes_);            \
-      for (int l_ = 0; l_ < PD_PHILOX_LANES && g_ * PD_PHILOX_LANES + l_ < nb_; l_++) {  \
-        const int64_t b = g_ * PD_PHILOX_LANES + l_;                                     \
-        const uint32_t *w = lanes_[l_];                                                  \
-        __VA_ARGS__                                                                      \
-      }                                                                                  \
-    }                                                                                    \
+#define PD_FOR_PHILOX_BLOCKS(nb, first, key, grain, ...)                                         \
+  do {                                                                                           \
+    const int64_t nb_ = (nb);                                                                    \
+    const int64_t ng_ = (nb_ + PD_PHILOX_LANES - 1) / PD_PHILOX_LANES;                           \
+    const uint64_t first_ = (first), key_ = (key);                                               \
+    const int64_t grain_ = (grain);                                                              \
+    PD_OMP_FOR_IF(                                                                               \
+        nb_ > grain_, for (int64_t g_ = 0; g_ < ng_; g_++), uint32_t lanes_[PD_PHILOX_LANES][4]; \
+        pd_philox_lanes(first_ + (uint64_t)g_ * PD_PHILOX_LANES, key_, lanes_);                  \
+        for (int l_ = 0; l_ < PD_PHILOX_LANES && g_ * PD_PHILOX_LANES + l_ < nb_; l_++) {        \
+          const int64_t b = g_ * PD_PHILOX_LANES + l_;                                           \
+          const uint32_t *w = lanes_[l_];                                                        \
+          __VA_ARGS__                                                                            \
+        });                                                                                      \
   } while (0)
 
 #endif

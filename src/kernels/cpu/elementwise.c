@@ -1,4 +1,5 @@
 /* The elementwise driver: outer-dim walk, coalescing, OpenMP split. */
+#include "parallel.h"
 #include "elementwise.h"
 
 #include <omp.h>
@@ -71,25 +72,21 @@ static void run_transposed(const pd_ew_geom *g, pd_ew_fn fn, const void *params)
   int64_t ntiles = batch * tiles_r * tiles_c;
   int64_t s_run[PD_EW_MAX_OPERANDS];
   for (int k = 0; k < g->nops; k++) s_run[k] = g->stride[k][c];
-#pragma omp parallel for schedule(static) if (ntiles > 4)
-  for (int64_t t = 0; t < ntiles; t++) {
-    int64_t b = t / (tiles_r * tiles_c), rem = t % (tiles_r * tiles_c);
-    int64_t i0 = rem / tiles_c * TILE, j0 = rem % tiles_c * TILE;
-    int64_t i1 = i0 + TILE < R ? i0 + TILE : R, j1 = j0 + TILE < C ? j0 + TILE : C;
-    int64_t boff[PD_EW_MAX_OPERANDS] = {0};
-    int64_t bb = b;
-    for (int d = r - 1; d >= 0; d--) {
-      int64_t idx = bb % g->shape[d];
-      bb /= g->shape[d];
-      for (int k = 0; k < g->nops; k++) boff[k] += idx * g->stride[k][d];
-    }
-    char *ptr[PD_EW_MAX_OPERANDS];
-    for (int64_t i = i0; i < i1; i++) {
-      for (int k = 0; k < g->nops; k++)
-        ptr[k] = g->base[k] + (boff[k] + i * g->stride[k][r] + j0 * g->stride[k][c]) * g->elsize[k];
-      fn(j1 - j0, ptr, s_run, params);
-    }
-  }
+  PD_OMP_FOR_IF(
+      ntiles > 4, for (int64_t t = 0; t < ntiles; t++), int64_t b = t / (tiles_r * tiles_c),
+      rem = t % (tiles_r * tiles_c);
+      int64_t i0 = rem / tiles_c * TILE, j0 = rem % tiles_c * TILE;
+      int64_t i1 = i0 + TILE < R ? i0 + TILE : R, j1 = j0 + TILE < C ? j0 + TILE : C;
+      int64_t boff[PD_EW_MAX_OPERANDS] = {0}; int64_t bb = b; for (int d = r - 1; d >= 0; d--) {
+        int64_t idx = bb % g->shape[d];
+        bb /= g->shape[d];
+        for (int k = 0; k < g->nops; k++) boff[k] += idx * g->stride[k][d];
+      } char *ptr[PD_EW_MAX_OPERANDS];
+      for (int64_t i = i0; i < i1; i++) {
+        for (int k = 0; k < g->nops; k++)
+          ptr[k] = g->base[k] + (boff[k] + i * g->stride[k][r] + j0 * g->stride[k][c]) * g->elsize[k];
+        fn(j1 - j0, ptr, s_run, params);
+      });
 }
 
 void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {

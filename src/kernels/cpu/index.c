@@ -122,20 +122,19 @@ void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, 
  * deterministic (accumulation order, last writer). */
 #define COL_BLOCK 4096
 
-#define ADD_BLOCK(T, OPX)                                                                        \
-  do {                                                                                           \
-    T *ob = (T *)out;                                                                            \
-    const T *vb = (const T *)v;                                                                  \
-    _Pragma("omp parallel for if (work > PD_INDEX_GRAIN)") for (int64_t t = 0; t < tasks; t++) { \
-      int64_t o = t / nblk, c0 = (t % nblk) * COL_BLOCK;                                         \
-      int64_t cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK;                              \
-      for (int64_t j = 0; j < nidx; j++) {                                                       \
-        if (idx[j] == skip) continue;                                                            \
-        T *d = ob + (o * n + idx[j]) * inner + c0;                                               \
-        const T *s = vb + (o * nidx + j) * inner + c0;                                           \
-        for (int64_t c = 0; c < cl; c++) d[c] = OPX;                                             \
-      }                                                                                          \
-    }                                                                                            \
+#define ADD_BLOCK(T, OPX)                                                                                  \
+  do {                                                                                                     \
+    T *ob = (T *)out;                                                                                      \
+    const T *vb = (const T *)v;                                                                            \
+    PD_OMP_FOR_IF(                                                                                         \
+        work > PD_INDEX_GRAIN, for (int64_t t = 0; t < tasks; t++), int64_t o = t / nblk,                  \
+        c0 = (t % nblk) * COL_BLOCK;                                                                       \
+        int64_t cl = inner - c0 < COL_BLOCK ? inner - c0 : COL_BLOCK; for (int64_t j = 0; j < nidx; j++) { \
+          if (idx[j] == skip) continue;                                                                    \
+          T *d = ob + (o * n + idx[j]) * inner + c0;                                                       \
+          const T *s = vb + (o * nidx + j) * inner + c0;                                                   \
+          for (int64_t c = 0; c < cl; c++) d[c] = OPX;                                                     \
+        });                                                                                                \
   } while (0)
 
 int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,

@@ -36,4 +36,24 @@
     }                                                                                                  \
   } while (0)
 
+/* `header { body }` (header: a `for (...)` statement head), in parallel
+ * only when cond holds. In the serial branch omp_get_thread_num() is 0 and
+ * omp_get_num_threads() 1, so region bodies written for a team still work. */
+#define PD_OMP_FOR_IF(cond, header, ...)                                  \
+  do {                                                                    \
+    if (cond) {                                                           \
+      _Pragma("omp parallel for schedule(static)") header { __VA_ARGS__ } \
+    } else {                                                              \
+      header { __VA_ARGS__ }                                              \
+    }                                                                     \
+  } while (0)
+#define PD_OMP_PARALLEL_IF(cond, ...)         \
+  do {                                        \
+    if (cond) {                               \
+      _Pragma("omp parallel") { __VA_ARGS__ } \
+    } else {                                  \
+      __VA_ARGS__                             \
+    }                                         \
+  } while (0)
+
 #endif

@@ -1,4 +1,5 @@
 /* argmax / argmin over [outer, len, inner] contiguous buffers. */
+#include "parallel.h"
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -79,11 +80,8 @@
       return;                                                                                                \
     }                                                                                                        \
     if (inner == 1) {                                                                                        \
-      _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t o = 0;           \
-                                                                                    o < outer; o++) {        \
-        T b;                                                                                                 \
-        line_##sfx(x + o * len, len, &b, &res[o]);                                                           \
-      }                                                                                                      \
+      PD_OMP_FOR_IF(nt > 1, for (int64_t o = 0; o < outer; o++), T b;                                        \
+                    line_##sfx(x + o * len, len, &b, &res[o]););                                             \
       return;                                                                                                \
     }                                                                                                        \
     int64_t ntile = (inner + TILE - 1) / TILE, tasks = outer * ntile;                                        \
@@ -112,13 +110,10 @@
       free(pb);                                                                                              \
       free(pi);                                                                                              \
     }                                                                                                        \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t t = 0; t < tasks;  \
-                                                                                  t++) {                     \
-      int64_t o = t / ntile, k0 = (t % ntile) * TILE;                                                        \
-      int64_t tk = inner - k0 < TILE ? inner - k0 : TILE;                                                    \
-      T best[TILE];                                                                                          \
-      rows_##sfx(x + o * len * inner, 0, len, inner, k0, tk, best, res + o * inner + k0);                    \
-    }                                                                                                        \
+    PD_OMP_FOR_IF(nt > 1, for (int64_t t = 0; t < tasks; t++), int64_t o = t / ntile,                        \
+                  k0 = (t % ntile) * TILE;                                                                   \
+                  int64_t tk = inner - k0 < TILE ? inner - k0 : TILE; T best[TILE];                          \
+                  rows_##sfx(x + o * len * inner, 0, len, inner, k0, tk, best, res + o * inner + k0););      \
   }
 
 #define GEN_BOTH(sfx, T)                    \

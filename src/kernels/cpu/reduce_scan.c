@@ -1,4 +1,5 @@
 /* cumsum over [outer, len, inner] contiguous buffers. */
+#include "parallel.h"
 #include <omp.h>
 #include <stdint.h>
 
@@ -100,18 +101,15 @@
       return;                                                                                                \
     }                                                                                                        \
     if (inner == 1) {                                                                                        \
-      _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t b = 0;           \
-                                                                                    b < outer; b++)          \
-          line_##sfx(x + b * len, o + b * len, len, excl, rev, 0);                                           \
+      PD_OMP_FOR_IF(nt > 1, for (int64_t b = 0; b < outer; b++),                                             \
+                    line_##sfx(x + b * len, o + b * len, len, excl, rev, 0););                               \
       return;                                                                                                \
     }                                                                                                        \
     int64_t ntile = (inner + TILE - 1) / TILE, tasks = outer * ntile;                                        \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t t = 0; t < tasks;  \
-                                                                                  t++) {                     \
-      int64_t b = t / ntile, k0 = (t % ntile) * TILE;                                                        \
-      int64_t tk = inner - k0 < TILE ? inner - k0 : TILE;                                                    \
-      rows_##sfx(x + b * len * inner + k0, o + b * len * inner + k0, len, inner, tk, excl, rev);             \
-    }                                                                                                        \
+    PD_OMP_FOR_IF(                                                                                           \
+        nt > 1, for (int64_t t = 0; t < tasks; t++), int64_t b = t / ntile, k0 = (t % ntile) * TILE;         \
+        int64_t tk = inner - k0 < TILE ? inner - k0 : TILE;                                                  \
+        rows_##sfx(x + b * len * inner + k0, o + b * len * inner + k0, len, inner, tk, excl, rev););         \
   }
 
 GEN_SCAN(f32, float, double, double, ADD_F)
