@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../kernels/cpu/parallel.h"
 #include "paddlec/ops.h"
 #include "reduce_helpers.h"
 
@@ -50,21 +51,16 @@ static pd_status take_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return st;
 }
 
-#define TAKE_LOOP(T)                                                                                         \
-  do {                                                                                                       \
-    const T *xs = (const T *)xd;                                                                             \
-    T *os = (T *)od;                                                                                         \
-    _Pragma(                                                                                                 \
-        "omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t o = 0; o < outer;      \
-                                                                              o++) for (int64_t j = 0;       \
-                                                                                        j < ni;              \
-                                                                                        j++) for (int64_t    \
-                                                                                                      k = 0; \
-                                                                                                  k < inner; \
-                                                                                                  k++) {     \
-      int64_t p = (o * ni + j) * inner + k;                                                                  \
-      os[p] = xs[(o * nx + ix[p]) * inner + k];                                                              \
-    }                                                                                                        \
+#define TAKE_LOOP(T)                                                           \
+  do {                                                                         \
+    const T *xs = (const T *)xd;                                               \
+    T *os = (T *)od;                                                           \
+    PD_OMP_FOR_IF(                                                             \
+        nt > 1, for (int64_t o = 0; o < outer; o++),                           \
+        for (int64_t j = 0; j < ni; j++) for (int64_t k = 0; k < inner; k++) { \
+          int64_t p = (o * ni + j) * inner + k;                                \
+          os[p] = xs[(o * nx + ix[p]) * inner + k];                            \
+        });                                                                    \
   } while (0)
 
 static pd_status take_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -155,18 +151,16 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-#define SCATTER_LOOP(T)                                                                                     \
-  do {                                                                                                      \
-    const T *ss = (const T *)sd;                                                                            \
-    T *os = (T *)od;                                                                                        \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)") for (int64_t l = 0;            \
-                                                                                  l < outer * inner; l++) { \
-      int64_t o = l / inner, k = l % inner;                                                                 \
-      for (int64_t j = 0; j < ni; j++) {                                                                    \
-        int64_t p = (o * ni + j) * inner + k;                                                               \
-        os[(o * nx + ix[p]) * inner + k] += ss[p];                                                          \
-      }                                                                                                     \
-    }                                                                                                       \
+#define SCATTER_LOOP(T)                                                                            \
+  do {                                                                                             \
+    const T *ss = (const T *)sd;                                                                   \
+    T *os = (T *)od;                                                                               \
+    PD_OMP_FOR_IF(                                                                                 \
+        nt > 1, for (int64_t l = 0; l < outer * inner; l++), int64_t o = l / inner, k = l % inner; \
+        for (int64_t j = 0; j < ni; j++) {                                                         \
+          int64_t p = (o * ni + j) * inner + k;                                                    \
+          os[(o * nx + ix[p]) * inner + k] += ss[p];                                               \
+        });                                                                                        \
   } while (0)
 
 static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
