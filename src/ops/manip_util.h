@@ -8,10 +8,6 @@
 /* Resolves -1 / 0 entries of a reshape target against x (op_view.c). */
 pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int64_t *want, int64_t *shape);
 
-/* x itself (one more reference) when contiguous, else a contiguous copy that
- * is not recorded by autograd. For use inside kernels. */
-pd_tensor *pd_mu_contig(pd_tensor *x);
-
 /* Checks that `idx` (named `what` in messages) is an int32/int64 tensor. */
 pd_status pd_mu_check_index_dtype(const char *op, const char *what, const pd_tensor *idx);
 

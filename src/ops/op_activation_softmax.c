@@ -24,7 +24,7 @@ static pd_status softmax_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));
   if (x->numel == 0) return PD_OK;
-  pd_tensor *xc = x->is_contiguous ? pd_tensor_retain(x) : pd_clone(x, x->dtype);
+  pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
   int64_t outer = 1, n = x->ndim ? x->shape[ax] : 1, inner = 1;
   for (int d = 0; d < ax; d++) outer *= x->shape[d];

@@ -70,7 +70,7 @@ static pd_status take_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   int ax;
   pd_status st = check_idx(def->name, in[1], in[0]->ndim, in[0]->shape, a->i[0], &ax);
   if (st != PD_OK) return st;
-  pd_tensor *xc = pd_reduce_contig(in[0]), *ic = xc ? pd_reduce_contig(in[1]) : NULL;
+  pd_tensor *xc = pd_kernel_contiguous(in[0]), *ic = xc ? pd_kernel_contiguous(in[1]) : NULL;
   if (!ic) {
     pd_tensor_release(xc);
     return pd_last_status();
@@ -174,7 +174,7 @@ static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   if (!pd_dtype_is_floating(o->dtype) && o->dtype != PD_INT64 && o->dtype != PD_INT32)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(o->dtype));
   memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
-  pd_tensor *sc = pd_reduce_contig(in[0]), *ic = sc ? pd_reduce_contig(in[1]) : NULL;
+  pd_tensor *sc = pd_kernel_contiguous(in[0]), *ic = sc ? pd_kernel_contiguous(in[1]) : NULL;
   if (!ic) {
     pd_tensor_release(sc);
     return pd_last_status();

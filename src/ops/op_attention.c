@@ -104,15 +104,13 @@ static void geom_of(pd_tensor *const *in, const pd_attrs *a, pd_attn_geom *g) {
   }
 }
 
-static pd_tensor *dense(pd_tensor *t) { return t->is_contiguous ? pd_tensor_retain(t) : pd_contiguous(t); }
-
 static pd_status sdpa_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                              pd_tensor **out, int n_out) {
   (void)n_out;
   pd_tensor *c[4] = {NULL, NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < 3 && st == PD_OK; i++)
-    if (!(c[i] = dense(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     if (n_in > 3) c[3] = pd_tensor_retain(in[3]);
     pd_attn_geom g;
@@ -188,7 +186,7 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   for (int i = 0; i < n_in && st == PD_OK; i++) {
     if (i == 3 && nb == 4)
       c[i] = pd_tensor_retain(in[i]); /* the mask is read through its strides */
-    else if (!(c[i] = dense(in[i])))
+    else if (!(c[i] = pd_kernel_contiguous(in[i])))
       st = pd_last_status();
   }
   if (st == PD_OK) {

@@ -239,8 +239,8 @@ static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *
   pd_status st = conv_geom(def, kind, in, n_in, a, &g, &m);
   if (st != PD_OK) return st;
   if (out->numel == 0) return PD_OK;
-  pd_tensor *ta = pd_mu_contig(in[0]), *tb = ta ? pd_mu_contig(in[1]) : NULL;
-  pd_tensor *tbias = tb && n_in == 3 ? pd_mu_contig(in[2]) : NULL;
+  pd_tensor *ta = pd_kernel_contiguous(in[0]), *tb = ta ? pd_kernel_contiguous(in[1]) : NULL;
+  pd_tensor *tbias = tb && n_in == 3 ? pd_kernel_contiguous(in[2]) : NULL;
   if (!ta || !tb || (n_in == 3 && !tbias)) {
     st = pd_last_status();
     goto done;

@@ -37,7 +37,7 @@ static pd_status cumsum_kernel(const pd_op_def *def, pd_tensor *const *in, int n
     if (st != PD_OK) return st;
     pd_axis_split(x->ndim, x->shape, ax, &outer, &len, &inner);
   }
-  pd_tensor *xc = pd_reduce_contig(x);
+  pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
   int r = pd_cumsum_run(pd_tensor_data(xc), pd_tensor_data(out[0]), x->dtype, outer, len, inner, a->i[2],
                         a->i[3]);

@@ -49,7 +49,7 @@ static pd_status embedding_kernel(const pd_op_def *def, pd_tensor *const *in, in
   if (a->i[1]) norm_padding(def->name, a->i[0], n, &pad);
   pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
   if (st != PD_OK) return st;
-  pd_tensor *w = pd_mu_contig(in[1]);
+  pd_tensor *w = pd_kernel_contiguous(in[1]);
   if (!w) {
     free(idx);
     return pd_last_status();
@@ -123,7 +123,7 @@ static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *i
   pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
   if (st != PD_OK) return st;
   memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
-  pd_tensor *g = pd_mu_contig(in[1]);
+  pd_tensor *g = pd_kernel_contiguous(in[1]);
   int rc = g ? pd_k_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, in[0]->numel, d,
                               a->i[2] ? a->i[1] : -1)
              : 0;

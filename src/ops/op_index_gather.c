@@ -61,7 +61,7 @@ static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   st = pd_mu_read_indices(def->name, "index", in[1], ax, n, true, &idx);
   if (st != PD_OK) return st;
   if (out[0]->numel > 0) {
-    pd_tensor *x = pd_mu_contig(in[0]);
+    pd_tensor *x = pd_kernel_contiguous(in[0]);
     if (!x) {
       free(idx);
       return pd_last_status();
@@ -163,7 +163,7 @@ static pd_status index_add_kernel(const pd_op_def *def, pd_tensor *const *in, in
   st = pd_mu_read_indices(def->name, "index", in[1], ax, n, true, &idx);
   if (st != PD_OK) return st;
   pd_mu_copy_into(out[0], in[0]);
-  pd_tensor *v = pd_mu_contig(in[2]);
+  pd_tensor *v = pd_kernel_contiguous(in[2]);
   if (!v) {
     free(idx);
     return pd_last_status();

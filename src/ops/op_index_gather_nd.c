@@ -90,7 +90,7 @@ static pd_status gather_nd_kernel(const pd_op_def *def, pd_tensor *const *in, in
   pd_status st = nd_rows(def->name, in[0], in[1], k, true, &rows, &m, &p, &s);
   if (st != PD_OK) return st;
   if (out[0]->numel > 0) {
-    pd_tensor *x = pd_mu_contig(in[0]);
+    pd_tensor *x = pd_kernel_contiguous(in[0]);
     if (!x) {
       free(rows);
       return pd_last_status();
@@ -175,7 +175,7 @@ static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *i
   pd_status st = nd_rows(def->name, in[0], in[1], k, false, &rows, &m, &p, &s);
   if (st != PD_OK) return st;
   pd_mu_copy_into(out[0], in[0]);
-  pd_tensor *u = pd_mu_contig(in[2]);
+  pd_tensor *u = pd_kernel_contiguous(in[2]);
   int rc =
       u ? pd_k_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
   pd_tensor_release(u);

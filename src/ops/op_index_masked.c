@@ -14,7 +14,7 @@ static pd_tensor *bcast_contig(pd_tensor *t, int nd, const int64_t *shape) {
     st[d] = d < lead || (t->shape[d - lead] == 1 && shape[d] != 1) ? 0 : t->strides[d - lead];
   pd_tensor *v = pd_tensor_new_view(t, nd, shape, st, t->offset);
   if (!v) return NULL;
-  pd_tensor *c = pd_mu_contig(v);
+  pd_tensor *c = pd_kernel_contiguous(v);
   pd_tensor_release(v);
   return c;
 }
@@ -120,7 +120,7 @@ static pd_status nonzero_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   (void)def;
   (void)n_in;
   (void)a;
-  pd_tensor *x = pd_mu_contig(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   out->dtype = PD_INT64;
   out->ndim = 2;
@@ -138,7 +138,7 @@ static pd_status nonzero_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   (void)n_out;
   int64_t cnt = out[0]->shape[0];
   if (cnt == 0) return PD_OK;
-  pd_tensor *x = pd_mu_contig(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)cnt);
   if (!pos) {

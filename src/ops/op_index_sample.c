@@ -33,7 +33,7 @@ static pd_status index_sample_kernel(const pd_op_def *def, pd_tensor *const *in,
   pd_status st = pd_mu_read_indices(def->name, "index", in[1], 1, in[0]->shape[1], false, &idx);
   if (st != PD_OK) return st;
   if (out[0]->numel > 0) {
-    pd_tensor *x = pd_mu_contig(in[0]);
+    pd_tensor *x = pd_kernel_contiguous(in[0]);
     if (!x) {
       free(idx);
       return pd_last_status();

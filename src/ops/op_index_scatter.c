@@ -46,7 +46,7 @@ static pd_status scatter_apply(const pd_op_def *def, pd_tensor *t, pd_tensor *in
   int64_t *idx = NULL, inner = t->shape[0] ? t->numel / t->shape[0] : 0;
   pd_status st = pd_mu_read_indices(def->name, "index", index, 0, t->shape[0], false, &idx);
   if (st != PD_OK) return st;
-  pd_tensor *u = pd_mu_contig(updates);
+  pd_tensor *u = pd_kernel_contiguous(updates);
   if (!u) {
     free(idx);
     return pd_last_status();
@@ -80,7 +80,7 @@ static pd_status scatter__kernel(const pd_op_def *def, pd_tensor *const *in, int
   (void)n_in;
   (void)n_out;
   (void)out;
-  pd_tensor *x = in[0], *t = pd_mu_contig(x);
+  pd_tensor *x = in[0], *t = pd_kernel_contiguous(x);
   if (!t) return pd_last_status();
   pd_status st = scatter_apply(def, t, in[1], in[2], a->i[0] != 0);
   if (st == PD_OK && t != x) pd_mu_copy_into(x, t);

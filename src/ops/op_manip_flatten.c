@@ -63,7 +63,7 @@ static pd_status flatten_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   int64_t strides[PD_MAX_DIMS], ms;
   if (x->ndim > 0) flatten_range(def->name, x, a, &s, &e);
   if (x->ndim == 0 || x->is_contiguous || x->numel == 0 || !mergeable(x, s, e, &ms)) {
-    pd_tensor *c = pd_mu_contig(x);
+    pd_tensor *c = pd_kernel_contiguous(x);
     if (!c) return pd_last_status();
     out[0] = pd_tensor_new_view(c, m.ndim, m.shape, NULL, c->offset);
     pd_tensor_release(c);
@@ -117,7 +117,7 @@ static pd_status reshape__kernel(const pd_op_def *def, pd_tensor *const *in, int
   int64_t shape[PD_MAX_DIMS];
   pd_status st = pd_resolve_shape(def->name, x, a->nv[0], a->v[0], shape);
   if (st != PD_OK) return st;
-  pd_tensor *c = pd_mu_contig(x);
+  pd_tensor *c = pd_kernel_contiguous(x);
   if (!c) return pd_last_status();
   pd_tensor *v = pd_tensor_new_view(c, a->nv[0], shape, NULL, c->offset);
   pd_tensor_release(c);

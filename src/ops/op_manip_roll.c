@@ -46,7 +46,7 @@ static pd_status roll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   int nd = x->ndim;
   int64_t shape[PD_MAX_DIMS], xs[PD_MAX_DIMS], os[PD_MAX_DIMS], k[PD_MAX_DIMS] = {0};
   if (a->nv[1] == 0) { /* flattened: one dim of numel elements */
-    xc = pd_mu_contig(x);
+    xc = pd_kernel_contiguous(x);
     if (!xc) return pd_last_status();
     x = xc;
     nd = 1;

@@ -6,11 +6,6 @@
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
-pd_tensor *pd_mu_contig(pd_tensor *x) {
-  if (x->is_contiguous) return pd_tensor_retain(x);
-  return pd_clone(x, x->dtype);
-}
-
 pd_status pd_mu_check_index_dtype(const char *op, const char *what, const pd_tensor *idx) {
   if (idx->dtype != PD_INT32 && idx->dtype != PD_INT64)
     return pd_set_error(PD_ERR_DTYPE, "%s: %s must be an int32 or int64 tensor, got %s", op, what,

@@ -276,7 +276,7 @@ static pd_status alpha_dropout_kernel(const pd_op_def *def, pd_tensor *const *in
   float pf = (float)p;
   int64_t n = out[0]->numel;
   if (n == 0) return PD_OK;
-  pd_tensor *x = pd_mu_contig(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   uint64_t key, first = reserve((uint64_t)((n + 3) / 4), a->i[1], &key);
   if (x->dtype == PD_FLOAT32) {

@@ -100,7 +100,7 @@ static pd_status oom(const char *op) { return pd_set_error(PD_ERR_MEMORY, "%s: o
 /* Runs the forward (grad = false: in[0] is x) or the adjoint (in[0] is g). */
 static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs *a, pd_tensor *o,
                             bool bilinear, bool grad) {
-  pd_tensor *t = pd_mu_contig(in0);
+  pd_tensor *t = pd_kernel_contiguous(in0);
   if (!t) return pd_last_status();
   geom g;
   const int64_t *insz = grad ? o->shape + 2 : t->shape + 2, *outsz = grad ? t->shape + 2 : o->shape + 2;

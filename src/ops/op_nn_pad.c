@@ -110,7 +110,7 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
   (void)n_out;
   pd_tensor *o = out[0];
   if (o->numel == 0) return PD_OK;
-  pd_tensor *g = pd_mu_contig(in[0]);
+  pd_tensor *g = pd_kernel_contiguous(in[0]);
   if (!g) return pd_last_status();
   int nd = g->ndim, npadded = 0;
   for (int d = 0; d < nd; d++) npadded += a->v[0][d] != 0 || a->v[1][d] != 0;

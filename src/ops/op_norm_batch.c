@@ -72,7 +72,7 @@ static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_
 static pd_status contig_all(pd_tensor *const *in, int n_in, pd_tensor **c) {
   for (int i = 0; i < 5; i++) c[i] = NULL;
   for (int i = 0; i < n_in; i++)
-    if (!(c[i] = pd_norm_contig(in[i]))) return pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) return pd_last_status();
   return PD_OK;
 }
 

@@ -64,11 +64,6 @@ pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const 
   return PD_OK;
 }
 
-pd_tensor *pd_norm_contig(pd_tensor *t) {
-  if (t->is_contiguous) return pd_tensor_retain(t);
-  return pd_clone(t, t->dtype);
-}
-
 pd_status pd_norm_parse_format(const char *op, const char *fmt, const char *dflt, bool *channel_last) {
   static const char *const first[] = {"NC", "NCL", "NCHW", "NCDHW"};
   static const char *const last[] = {"NLC", "NHWC", "NDHWC"};

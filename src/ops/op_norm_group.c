@@ -57,7 +57,7 @@ static pd_status gn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_norm_contig(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
   int64_t B, C, S, G = groups_of(def, in[0], a);
   geom(in[0], &B, &C, &S);
   if (st == PD_OK && C > 0) {
@@ -120,7 +120,7 @@ static pd_status gn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_norm_contig(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t B, C, S;
     geom(in[0], &B, &C, &S);

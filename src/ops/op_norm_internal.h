@@ -39,7 +39,6 @@ pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const 
                                       const pd_tensor *x, const char *layout);
 
 /* t itself (retained) when contiguous, else a contiguous copy. */
-pd_tensor *pd_norm_contig(pd_tensor *t);
 
 /* Data formats: NULL means `dflt`. Channel-first: NC, NCL, NCHW, NCDHW;
  * channel-last: NLC, NHWC, NDHWC. Sets *channel_last. */

@@ -74,7 +74,7 @@ static pd_status norm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_norm_contig(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t rows, n;
     row_geom(in[0], (int)a->i[PD_NORM_I_AXIS], &rows, &n);
@@ -138,7 +138,7 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_norm_contig(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t rows, n;
     row_geom(in[0], (int)a->i[PD_NORM_I_AXIS], &rows, &n);

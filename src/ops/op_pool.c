@@ -116,6 +116,13 @@ static pd_status pool_geom(const char *op, bool adaptive, int nsp, const pd_meta
   return PD_OK;
 }
 
+/* The geometry of op `def` applied to x. */
+static pd_status geom_of(const pd_op_def *def, const pd_tensor *x, const pd_attrs *a, pd_pool_geom *g) {
+  pd_meta xm;
+  pd_meta_of(x, &xm);
+  return pool_geom(def->name, is_adaptive(def), rank_of(def), &xm, a, g);
+}
+
 static void out_meta(pd_meta *m, const pd_tensor *x, const pd_pool_geom *g, pd_dtype dt) {
   m->dtype = dt;
   m->ndim = g->nsp + 2;
@@ -130,9 +137,7 @@ static pd_status max_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
                           pd_meta *out, int *n_out) {
   (void)n_in;
   pd_pool_geom g;
-  pd_meta xm;
-  pd_meta_of(in[0], &xm);
-  pd_status st = pool_geom(def->name, is_adaptive(def), rank_of(def), &xm, a, &g);
+  pd_status st = geom_of(def, in[0], a, &g);
   if (st != PD_OK) return st;
   out_meta(&out[0], in[0], &g, in[0]->dtype);
   out_meta(&out[1], in[0], &g, PD_INT32);
@@ -144,11 +149,9 @@ static pd_status max_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
                             pd_tensor **out, int n_out) {
   (void)n_in, (void)n_out;
   pd_pool_geom g;
-  pd_meta xm;
-  pd_meta_of(in[0], &xm);
-  pd_status st = pool_geom(def->name, is_adaptive(def), rank_of(def), &xm, a, &g);
+  pd_status st = geom_of(def, in[0], a, &g);
   if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *x = pd_mu_contig(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   int rc = x->dtype == PD_FLOAT32
                ? pd_max_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]))
@@ -229,7 +232,7 @@ static pd_status max_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
 static pd_status max_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                  pd_tensor **out, int n_out) {
   (void)def, (void)n_in, (void)n_out;
-  pd_tensor *m = pd_mu_contig(in[0]), *dy = m ? pd_mu_contig(in[1]) : NULL;
+  pd_tensor *m = pd_kernel_contiguous(in[0]), *dy = m ? pd_kernel_contiguous(in[1]) : NULL;
   if (!dy) {
     pd_tensor_release(m);
     return pd_last_status();
@@ -268,7 +271,7 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
 static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                pd_tensor **out, int n_out) {
   (void)def, (void)n_in, (void)n_out, (void)a;
-  pd_tensor *x = pd_mu_contig(in[0]), *m = x ? pd_mu_contig(in[1]) : NULL;
+  pd_tensor *x = pd_kernel_contiguous(in[0]), *m = x ? pd_kernel_contiguous(in[1]) : NULL;
   if (!m) {
     pd_tensor_release(x);
     return pd_last_status();
@@ -300,9 +303,7 @@ static pd_status avg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
                           pd_meta *out, int *n_out) {
   (void)n_in;
   pd_pool_geom g;
-  pd_meta xm;
-  pd_meta_of(in[0], &xm);
-  pd_status st = pool_geom(def->name, is_adaptive(def), rank_of(def), &xm, a, &g);
+  pd_status st = geom_of(def, in[0], a, &g);
   if (st != PD_OK) return st;
   out_meta(out, in[0], &g, in[0]->dtype);
   *n_out = 1;
@@ -313,11 +314,9 @@ static pd_status avg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
                             pd_tensor **out, int n_out) {
   (void)n_in, (void)n_out;
   pd_pool_geom g;
-  pd_meta xm;
-  pd_meta_of(in[0], &xm);
-  pd_status st = pool_geom(def->name, is_adaptive(def), rank_of(def), &xm, a, &g);
+  pd_status st = geom_of(def, in[0], a, &g);
   if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *x = pd_mu_contig(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   int rc = x->dtype == PD_FLOAT32 ? pd_avg_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]))
                                   : pd_avg_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
@@ -377,7 +376,7 @@ static pd_status avg_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
   pd_meta m;
   pd_status st = avg_grad_geom(def, in[0], a, &g, &m);
   if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *dy = pd_mu_contig(in[0]);
+  pd_tensor *dy = pd_kernel_contiguous(in[0]);
   if (!dy) return pd_last_status();
   int rc = dy->dtype == PD_FLOAT32 ? pd_avg_pool_grad_f32(&g, pd_tensor_data(dy), pd_tensor_data(out[0]))
                                    : pd_avg_pool_grad_f64(&g, pd_tensor_data(dy), pd_tensor_data(out[0]));

@@ -27,12 +27,6 @@ static inline double unit_f64_at(uint64_t first, uint64_t key, int64_t e) {
   return pd_u64_to_unit_f64(w[k], w[k + 1]);
 }
 
-/* A contiguous view-free copy of x when x is strided (a new reference). */
-static pd_tensor *dense(pd_tensor *x) {
-  if (x->is_contiguous) return pd_tensor_retain(x);
-  return pd_contiguous(x);
-}
-
 /* ---- bernoulli ------------------------------------------------------------ */
 static pd_status bernoulli_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                 pd_meta *out, int *n_out) {
@@ -64,7 +58,7 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
   pd_tensor *o = out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
-  pd_tensor *x = dense(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   int64_t bad = -1;
   uint64_t key;

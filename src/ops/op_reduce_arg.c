@@ -46,7 +46,7 @@ static pd_status arg_run(const pd_op_def *def, pd_tensor *x, const pd_attrs *a, 
     if (st != PD_OK) return st;
     pd_axis_split(x->ndim, x->shape, ax, &outer, &len, &inner);
   }
-  pd_tensor *xc = pd_reduce_contig(x);
+  pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
   int r = pd_reduce_arg(pd_tensor_data(xc), xc->dtype, outer, len, inner, is_max, pd_tensor_data(out),
                         out->dtype);

@@ -141,11 +141,6 @@ void pd_axis_split(int ndim, const int64_t *shape, int axis, int64_t *outer, int
   }
 }
 
-pd_tensor *pd_reduce_contig(const pd_tensor *x) {
-  if (x->is_contiguous) return pd_tensor_retain((pd_tensor *)x);
-  return pd_clone((pd_tensor *)x, x->dtype);
-}
-
 /* ---- constants for backward ---------------------------------------------- */
 PD_EW_BINARY(eq_f32, float, float, x == y ? 1.0f : 0.0f)
 PD_EW_BINARY(eq_f64, double, double, x == y ? 1.0 : 0.0)
@@ -164,7 +159,7 @@ static const pd_ew_fn k_absmax_sign[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(absmax_si
 static pd_tensor *keepdim_view(const pd_tensor *r, int nd, const int64_t *xshape, const bool *mask) {
   int64_t k[PD_MAX_DIMS];
   for (int d = 0; d < nd; d++) k[d] = mask[d] ? 1 : xshape[d];
-  pd_tensor *c = pd_reduce_contig(r);
+  pd_tensor *c = pd_kernel_contiguous(r);
   if (!c) return NULL;
   pd_tensor *v = pd_tensor_new_view(c, nd, k, NULL, c->offset);
   pd_tensor_release(c);

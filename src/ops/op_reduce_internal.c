@@ -147,7 +147,7 @@ static pd_status pex_backward(const pd_backward_ctx *c) {
   pd_reduce_geom gx, go;
   pd_status st = pex_geoms(def, x, c->attrs, &gx, &go);
   if (st != PD_OK) return st;
-  pd_tensor *g = c->grad_out[0]->dtype == x->dtype ? pd_reduce_contig(c->grad_out[0])
+  pd_tensor *g = c->grad_out[0]->dtype == x->dtype ? pd_kernel_contiguous(c->grad_out[0])
                                                    : pd_clone(c->grad_out[0], x->dtype);
   pd_tensor *gin = g ? pd_tensor_new(x->dtype, x->ndim, x->shape) : NULL;
   if (!gin) {

@@ -136,6 +136,9 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
 /* Normalises a possibly negative axis; error names op and values. */
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
 void pd_meta_of(const pd_tensor *t, pd_meta *m);
+/* x itself (retained) when contiguous, else a contiguous copy: input for a
+ * kernel that wants dense data. Records no gradient. */
+pd_tensor *pd_kernel_contiguous(const pd_tensor *x);
 /* Sum a gradient down to `shape` (undoing broadcasting). New reference. */
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape);
 

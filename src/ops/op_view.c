@@ -265,3 +265,8 @@ pd_tensor *pd_contiguous(pd_tensor *x) {
   pd_attrs a = {.dtype = x->dtype};
   return pd_dispatch1(PD_OP_cast, &x, 1, &a);
 }
+
+pd_tensor *pd_kernel_contiguous(const pd_tensor *x) {
+  if (x->is_contiguous) return pd_tensor_retain((pd_tensor *)x);
+  return pd_clone((pd_tensor *)x, x->dtype);
+}

@@ -66,6 +66,5 @@ pd_tensor *pd_scatter_along(pd_tensor *src, pd_tensor *idx, int64_t axis, int nd
 /* x viewed as [outer, len, inner] around axis (normalised). */
 void pd_axis_split(int ndim, const int64_t *shape, int axis, int64_t *outer, int64_t *len, int64_t *inner);
 /* x itself (retained) when contiguous, else a contiguous copy cut from the graph. */
-pd_tensor *pd_reduce_contig(const pd_tensor *x);
 
 #endif
