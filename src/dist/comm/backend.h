@@ -1,0 +1,135 @@
+/* The backend interface under the collective API: raw buffers, one group.
+ *
+ * src/dist/comm/collective_api.c turns tensors into these calls; each
+ * backend (shm_backend.c, mpi_backend.c) implements them synchronously.
+ * Calls on one pd_comm come from one thread at a time for the collectives,
+ * while sends and receives may each run on their own thread concurrently
+ * with the collectives (isend/irecv must not deadlock a pairwise exchange).
+ *
+ * Every call: counts in elements, ranks are GROUP ranks, PD_OK or a negative
+ * status with pd_set_error naming the op, the ranks and what each called.
+ * A backend checks the signature of every collective against the other
+ * ranks' (pd_comm_sig) before moving data, and marks the comm broken
+ * (pd_comm_break) after a failure so later calls fail fast. */
+#ifndef PADDLEC_DIST_COMM_BACKEND_H
+#define PADDLEC_DIST_COMM_BACKEND_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paddlec/core.h"
+#include "paddlec/distributed.h"
+
+typedef enum pd_comm_kind {
+  PD_COMM_ALL_REDUCE = 1,
+  PD_COMM_BROADCAST,
+  PD_COMM_REDUCE,
+  PD_COMM_ALL_GATHER,
+  PD_COMM_REDUCE_SCATTER,
+  PD_COMM_ALLTOALL,
+  PD_COMM_SCATTER,
+  PD_COMM_GATHER,
+  PD_COMM_BARRIER,
+  PD_COMM_SEND,
+  PD_COMM_RECV,
+  PD_COMM_NUM_KINDS
+} pd_comm_kind;
+
+/* What one rank called: compared across ranks before any data moves. For
+ * alltoall `count` is the total number of elements this rank sends. */
+typedef struct pd_comm_sig {
+  uint64_t seq;   /* collective sequence number in the group, from 1 */
+  uint64_t count; /* elements */
+  int32_t kind;   /* pd_comm_kind */
+  int32_t dtype;  /* pd_dtype */
+  int32_t op;     /* pd_reduce_op, -1 when none */
+  int32_t root;   /* group rank of src/dst, -1 when none */
+} pd_comm_sig;
+
+/* "all_reduce(float32, 1024 elements, SUM)" into buf. */
+const char *pd_comm_sig_str(const pd_comm_sig *s, char *buf, size_t cap);
+const char *pd_comm_kind_name(pd_comm_kind k);
+/* True when the two signatures describe the same collective. */
+int pd_comm_sig_equal(const pd_comm_sig *a, const pd_comm_sig *b);
+
+/* Sets the mismatch error for `me` (group rank) given every rank's
+ * signature (sigs[i], present[i] = it arrived): names the disagreeing ranks
+ * and what each called, and the ranks that never arrived. Returns PD_ERR_COMM. */
+pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks, const pd_comm_sig *sigs,
+                                 const int *present, const int *global_ranks, const char *reason);
+
+typedef struct pd_comm pd_comm;
+
+typedef struct pd_comm_ops {
+  const char *name;
+  pd_status (*all_reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op);
+  pd_status (*broadcast)(pd_comm *c, void *buf, size_t count, pd_dtype dt, int root);
+  /* out is read only at root (may equal in); the others' out is untouched */
+  pd_status (*reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op, int root);
+  /* out holds nranks * count elements, rank i's block at i * count */
+  pd_status (*all_gather)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt);
+  /* in holds nranks * count elements; out (count) = reduction of block `rank` */
+  pd_status (*reduce_scatter)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op);
+  /* send_counts[j] elements (packed in rank order in `in`) go to rank j;
+   * recv_counts[j] elements come from rank j (packed in `out`) */
+  pd_status (*alltoall)(pd_comm *c, const void *in, const size_t *send_counts, void *out, const size_t *recv_counts,
+                        pd_dtype dt);
+  /* in (nranks * count, read at root only) -> out (count) */
+  pd_status (*scatter)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root);
+  /* in (count) -> out (nranks * count, written at root only) */
+  pd_status (*gather)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root);
+  pd_status (*send)(pd_comm *c, const void *buf, size_t count, pd_dtype dt, int peer);
+  pd_status (*recv)(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer);
+  pd_status (*barrier)(pd_comm *c);
+  /* Optional: nbytes of memory every rank can address for zero-copy
+   * collectives (collective call, same size on every rank). NULL when the
+   * backend has none (the caller then uses ordinary memory). */
+  void *(*alloc_shared)(pd_comm *c, size_t nbytes);
+  void (*free_shared)(pd_comm *c, void *ptr);
+  void (*destroy)(pd_comm *c);
+} pd_comm_ops;
+
+/* Everything a backend needs to build a group's communicator. */
+typedef struct pd_comm_init {
+  int group_id;
+  int rank;               /* in the group */
+  int nranks;             /* group size */
+  const int *global_ranks; /* nranks entries */
+  int world_rank, world_size;
+  const int *world_pids;  /* pid of every world rank (same-host backends watch them) */
+  const char *job_key;    /* unique per job: names shared segments */
+  double timeout_s;
+} pd_comm_init;
+
+struct pd_comm {
+  const pd_comm_ops *ops;
+  int group_id, rank, nranks;
+  int *global_ranks; /* owned copy */
+  double timeout_s;
+  uint64_t seq; /* collectives issued so far */
+  atomic_int broken;
+  char broken_msg[1024];
+  void *impl;
+};
+
+/* Fills the common fields of c from init (allocates global_ranks). */
+pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init);
+void pd_comm_base_clear(pd_comm *c);
+/* Records the current error as the reason the comm is broken. */
+void pd_comm_break(pd_comm *c);
+/* PD_ERR_COMM with the broken message when broken, else PD_OK. */
+pd_status pd_comm_check_broken(pd_comm *c, const char *what);
+
+/* Backends. Each returns NULL with an error set when it cannot start. */
+pd_comm *pd_comm_shm_create(const pd_comm_init *init);
+#ifdef PADDLEC_WITH_MPI
+pd_comm *pd_comm_mpi_create(const pd_comm_init *init);
+/* MPI bootstrap for runs under mpirun without a master endpoint. */
+pd_status pd_comm_mpi_init_world(int *rank, int *size);
+/* Allgather of a fixed-size record over MPI_COMM_WORLD (bootstrap only). */
+pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes);
+void pd_comm_mpi_finalize(void);
+#endif
+
+#endif

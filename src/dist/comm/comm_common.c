@@ -1,0 +1,107 @@
+/* What every backend shares: signatures, the mismatch message, the broken
+ * state of a comm. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static const char *const k_kind_names[PD_COMM_NUM_KINDS] = {
+    "?",       "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+    "alltoall", "scatter",   "gather",    "barrier", "send",      "recv"};
+
+const char *pd_comm_kind_name(pd_comm_kind k) { return k > 0 && k < PD_COMM_NUM_KINDS ? k_kind_names[k] : "?"; }
+
+const char *pd_reduce_op_name(pd_reduce_op op) {
+  static const char *const n[] = {"SUM", "MAX", "MIN", "PROD", "AVG"};
+  return (int)op >= 0 && op < PD_NUM_REDUCE_OPS ? n[op] : "invalid";
+}
+
+const char *pd_comm_sig_str(const pd_comm_sig *s, char *buf, size_t cap) {
+  int n = snprintf(buf, cap, "%s(", pd_comm_kind_name((pd_comm_kind)s->kind));
+  if (s->kind != PD_COMM_BARRIER) {
+    n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, "%s, %llu elements", pd_dtype_name((pd_dtype)s->dtype),
+                  (unsigned long long)s->count);
+    if (s->op >= 0) n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ", %s", pd_reduce_op_name((pd_reduce_op)s->op));
+    if (s->root >= 0) n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ", root %d", s->root);
+  }
+  snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ") #%llu", (unsigned long long)s->seq);
+  return buf;
+}
+
+int pd_comm_sig_equal(const pd_comm_sig *a, const pd_comm_sig *b) {
+  return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
+         a->root == b->root;
+}
+
+pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks, const pd_comm_sig *sigs,
+                                 const int *present, const int *global_ranks, const char *reason) {
+  char msg[3072], sig[160];
+  size_t n = 0;
+  n += snprintf(msg + n, sizeof msg - n, "%s collective on group %d: %s; ", backend, group_id, reason);
+  /* group the ranks by what they called, so a 3-rank job reads
+   * "ranks 0, 2 called all_reduce(...) but rank 1 called broadcast(...)" */
+  int *done = calloc((size_t)nranks, sizeof *done);
+  int first_group = 1;
+  for (int i = 0; i < nranks && done; i++) {
+    if (done[i] || !present[i]) continue;
+    int count = 0;
+    for (int j = i; j < nranks; j++)
+      if (!done[j] && present[j] && pd_comm_sig_equal(&sigs[i], &sigs[j])) count++;
+    n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%s ", first_group ? "" : " but ",
+                  count > 1 ? "ranks" : "rank");
+    int k = 0;
+    for (int j = i; j < nranks; j++) {
+      if (done[j] || !present[j] || !pd_comm_sig_equal(&sigs[i], &sigs[j])) continue;
+      done[j] = 1;
+      n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%d%s", k++ ? ", " : "", global_ranks[j],
+                    j == me ? " (this process)" : "");
+    }
+    n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, " called %s", pd_comm_sig_str(&sigs[i], sig, sizeof sig));
+    first_group = 0;
+  }
+  int missing = 0;
+  for (int i = 0; i < nranks; i++)
+    if (!present[i]) missing++;
+  if (missing) {
+    n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "; missing (never arrived): %s",
+                  missing > 1 ? "ranks " : "rank ");
+    int k = 0;
+    for (int i = 0; i < nranks; i++)
+      if (!present[i]) n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%d", k++ ? ", " : "", global_ranks[i]);
+  }
+  free(done);
+  return pd_set_error(PD_ERR_COMM, "%s", msg);
+}
+
+pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init) {
+  c->ops = ops;
+  c->group_id = init->group_id;
+  c->rank = init->rank;
+  c->nranks = init->nranks;
+  c->timeout_s = init->timeout_s;
+  c->seq = 0;
+  atomic_store(&c->broken, 0);
+  c->broken_msg[0] = 0;
+  c->global_ranks = malloc((size_t)init->nranks * sizeof *c->global_ranks);
+  if (!c->global_ranks) return pd_set_error(PD_ERR_MEMORY, "comm: out of memory for %d ranks", init->nranks);
+  memcpy(c->global_ranks, init->global_ranks, (size_t)init->nranks * sizeof *c->global_ranks);
+  return PD_OK;
+}
+
+void pd_comm_base_clear(pd_comm *c) {
+  free(c->global_ranks);
+  c->global_ranks = NULL;
+}
+
+void pd_comm_break(pd_comm *c) {
+  if (atomic_load(&c->broken)) return;
+  snprintf(c->broken_msg, sizeof c->broken_msg, "%s", pd_last_error());
+  atomic_store(&c->broken, 1);
+}
+
+pd_status pd_comm_check_broken(pd_comm *c, const char *what) {
+  if (!atomic_load(&c->broken)) return PD_OK;
+  return pd_set_error(PD_ERR_COMM, "%s: group %d is broken by an earlier failure: %s", what, c->group_id,
+                      c->broken_msg);
+}

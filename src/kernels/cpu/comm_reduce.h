@@ -1,0 +1,21 @@
+/* Reductions of raw buffers for the collectives (every dtype). Serial: in a
+ * collective each rank reduces its own slice, so the ranks are the
+ * parallelism. */
+#ifndef PADDLEC_KERNELS_COMM_REDUCE_H
+#define PADDLEC_KERNELS_COMM_REDUCE_H
+
+#include <stddef.h>
+
+#include "paddlec/core.h"
+#include "paddlec/distributed.h"
+
+/* dst[i] = op(srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i]) for i < n, in
+ * source order (so every rank computes bit-identical sums). dst may alias
+ * any source. op is SUM, MAX, MIN or PROD (AVG is SUM then
+ * pd_kernel_comm_divide). float16/bfloat16 accumulate in float32 and round
+ * once; bool: SUM/MAX are logical or, PROD/MIN logical and. */
+void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pd_reduce_op op);
+/* buf[i] /= divisor (integer division for integer dtypes). */
+void pd_kernel_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor);
+
+#endif
