@@ -53,7 +53,7 @@ const char *pd_reduce_op_name(pd_reduce_op op);
 
 /* paddle.distributed.ParallelEnv: what the environment says about this
  * process. Read with pd_dist_parallel_env; no communication. */
-typedef struct pd_dist_parallel_env {
+typedef struct pd_dist_env {
   int rank;       /* PADDLE_TRAINER_ID | OMPI_COMM_WORLD_RANK | SLURM_PROCID; 0 */
   int world_size; /* PADDLE_TRAINERS_NUM | OMPI_COMM_WORLD_SIZE | SLURM_NTASKS; 1 */
   int local_rank; /* PADDLE_RANK_IN_NODE | OMPI_COMM_WORLD_LOCAL_RANK | SLURM_LOCALID */
@@ -65,14 +65,14 @@ typedef struct pd_dist_parallel_env {
   char current_endpoint[256]; /* PADDLE_CURRENT_ENDPOINT */
   char master[256];           /* MASTER_ADDR:MASTER_PORT | PADDLE_MASTER | first endpoint; "" */
   const char *launcher;       /* "paddle", "mpirun", "slurm" or "none" */
-} pd_dist_parallel_env;
+} pd_dist_env;
 
 /* Fills *env from the environment. Inconsistent values (rank >= world size,
  * a negative or non-numeric rank, endpoints whose count is not the world
  * size, a current endpoint missing from the list) are PD_ERR_INVALID naming
- * the variable and its value. Free with pd_dist_parallel_env_clear. */
-pd_status pd_dist_parallel_env(pd_dist_parallel_env *env);
-void pd_dist_parallel_env_clear(pd_dist_parallel_env *env);
+ * the variable and its value. Free with pd_dist_env_clear. */
+pd_status pd_dist_parallel_env(pd_dist_env *env);
+void pd_dist_env_clear(pd_dist_env *env);
 
 typedef struct pd_dist_group pd_dist_group;
 
