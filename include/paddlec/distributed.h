@@ -61,7 +61,7 @@ typedef struct pd_dist_env {
   int nnodes;     /* PADDLE_NNODES | SLURM_NNODES; 1 */
   int device_id;  /* first of FLAGS_selected_gpus / FLAGS_selected_accelerators; 0 */
   int n_endpoints;
-  char **trainer_endpoints; /* PADDLE_TRAINER_ENDPOINTS split on ',' (owned) */
+  char **trainer_endpoints;   /* PADDLE_TRAINER_ENDPOINTS split on ',' (owned) */
   char current_endpoint[256]; /* PADDLE_CURRENT_ENDPOINT */
   char master[256];           /* MASTER_ADDR:MASTER_PORT | PADDLE_MASTER | first endpoint; "" */
   const char *launcher;       /* "paddle", "mpirun", "slurm" or "none" */
@@ -196,7 +196,8 @@ typedef struct pd_dist_spawn_opts {
  * contract, waits for all of them and returns PD_OK when every child
  * returned 0. When one fails the others are terminated and the error reads
  * "Process N terminated with exit code X" (or "with signal NAME"). */
-pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs, const pd_dist_spawn_opts *opts);
+pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs,
+                        const pd_dist_spawn_opts *opts);
 
 #ifdef __cplusplus
 }

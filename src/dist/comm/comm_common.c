@@ -7,10 +7,12 @@
 #include "backend.h"
 
 static const char *const k_kind_names[PD_COMM_NUM_KINDS] = {
-    "?",       "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
-    "alltoall", "scatter",   "gather",    "barrier", "send",      "recv"};
+    "?",        "all_reduce", "broadcast", "reduce",  "all_gather", "reduce_scatter",
+    "alltoall", "scatter",    "gather",    "barrier", "send",       "recv"};
 
-const char *pd_comm_kind_name(pd_comm_kind k) { return k > 0 && k < PD_COMM_NUM_KINDS ? k_kind_names[k] : "?"; }
+const char *pd_comm_kind_name(pd_comm_kind k) {
+  return k > 0 && k < PD_COMM_NUM_KINDS ? k_kind_names[k] : "?";
+}
 
 const char *pd_reduce_op_name(pd_reduce_op op) {
   static const char *const n[] = {"SUM", "MAX", "MIN", "PROD", "AVG"};
@@ -20,9 +22,10 @@ const char *pd_reduce_op_name(pd_reduce_op op) {
 const char *pd_comm_sig_str(const pd_comm_sig *s, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "%s(", pd_comm_kind_name((pd_comm_kind)s->kind));
   if (s->kind != PD_COMM_BARRIER) {
-    n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, "%s, %llu elements", pd_dtype_name((pd_dtype)s->dtype),
-                  (unsigned long long)s->count);
-    if (s->op >= 0) n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ", %s", pd_reduce_op_name((pd_reduce_op)s->op));
+    n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, "%s, %llu elements",
+                  pd_dtype_name((pd_dtype)s->dtype), (unsigned long long)s->count);
+    if (s->op >= 0)
+      n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ", %s", pd_reduce_op_name((pd_reduce_op)s->op));
     if (s->root >= 0) n += snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ", root %d", s->root);
   }
   snprintf(buf + n, cap > (size_t)n ? cap - n : 0, ") #%llu", (unsigned long long)s->seq);
@@ -30,12 +33,13 @@ const char *pd_comm_sig_str(const pd_comm_sig *s, char *buf, size_t cap) {
 }
 
 int pd_comm_sig_equal(const pd_comm_sig *a, const pd_comm_sig *b) {
-  return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
-         a->root == b->root;
+  return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->dtype == b->dtype &&
+         a->op == b->op && a->root == b->root;
 }
 
-pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks, const pd_comm_sig *sigs,
-                                 const int *present, const int *global_ranks, const char *reason) {
+pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks,
+                                 const pd_comm_sig *sigs, const int *present, const int *global_ranks,
+                                 const char *reason) {
   char msg[3072], sig[160];
   size_t n = 0;
   n += snprintf(msg + n, sizeof msg - n, "%s collective on group %d: %s; ", backend, group_id, reason);
@@ -57,7 +61,8 @@ pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int 
       n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%d%s", k++ ? ", " : "", global_ranks[j],
                     j == me ? " (this process)" : "");
     }
-    n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, " called %s", pd_comm_sig_str(&sigs[i], sig, sizeof sig));
+    n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, " called %s",
+                  pd_comm_sig_str(&sigs[i], sig, sizeof sig));
     first_group = 0;
   }
   int missing = 0;
@@ -68,7 +73,8 @@ pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int 
                   missing > 1 ? "ranks " : "rank ");
     int k = 0;
     for (int i = 0; i < nranks; i++)
-      if (!present[i]) n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%d", k++ ? ", " : "", global_ranks[i]);
+      if (!present[i])
+        n += snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, "%s%d", k++ ? ", " : "", global_ranks[i]);
   }
   free(done);
   return pd_set_error(PD_ERR_COMM, "%s", msg);

@@ -9,25 +9,25 @@
 
 /* Sources are combined in order 0..nsrc-1 for each element; the two-source
  * case (the common world size) gets its own loop so it vectorises. */
-#define PD_DEFINE_REDUCE(NAME, T, OP)                                                     \
-  static void NAME(T *dst_, const void *const *srcs, int nsrc, size_t n) {        \
-    T *dst = dst_;                                                                \
-    const T *s0 = srcs[0];                                                                \
-    if (nsrc == 2) {                                                                      \
-      const T *s1 = srcs[1];                                                              \
-      for (size_t i = 0; i < n; i++) dst[i] = OP(s0[i], s1[i]);                           \
-      return;                                                                             \
-    }                                                                                     \
-    for (size_t b = 0; b < n; b += 2048) {                                                \
-      size_t e = n - b < 2048 ? n : b + 2048;                                             \
-      T acc[2048];                                                                        \
-      for (size_t i = b; i < e; i++) acc[i - b] = s0[i];                                  \
-      for (int k = 1; k < nsrc; k++) {                                                    \
-        const T *s = srcs[k];                                                             \
-        for (size_t i = b; i < e; i++) acc[i - b] = OP(acc[i - b], s[i]);                 \
-      }                                                                                   \
-      for (size_t i = b; i < e; i++) dst[i] = acc[i - b];                                 \
-    }                                                                                     \
+#define PD_DEFINE_REDUCE(NAME, T, OP)                                      \
+  static void NAME(T *dst_, const void *const *srcs, int nsrc, size_t n) { \
+    T *dst = dst_;                                                         \
+    const T *s0 = srcs[0];                                                 \
+    if (nsrc == 2) {                                                       \
+      const T *s1 = srcs[1];                                               \
+      for (size_t i = 0; i < n; i++) dst[i] = OP(s0[i], s1[i]);            \
+      return;                                                              \
+    }                                                                      \
+    for (size_t b = 0; b < n; b += 2048) {                                 \
+      size_t e = n - b < 2048 ? n : b + 2048;                              \
+      T acc[2048];                                                         \
+      for (size_t i = b; i < e; i++) acc[i - b] = s0[i];                   \
+      for (int k = 1; k < nsrc; k++) {                                     \
+        const T *s = srcs[k];                                              \
+        for (size_t i = b; i < e; i++) acc[i - b] = OP(acc[i - b], s[i]);  \
+      }                                                                    \
+      for (size_t i = b; i < e; i++) dst[i] = acc[i - b];                  \
+    }                                                                      \
   }
 
 #define PD_DEFINE_REDUCE_ALL(SUFFIX, T)           \
@@ -46,7 +46,8 @@ PD_DEFINE_REDUCE_ALL(f64, double)
 
 typedef void (*pd_reduce_fn)(void *, const void *const *, int, size_t);
 
-static pd_reduce_fn pick(pd_reduce_fn sum, pd_reduce_fn prod, pd_reduce_fn max, pd_reduce_fn min, pd_reduce_op op) {
+static pd_reduce_fn pick(pd_reduce_fn sum, pd_reduce_fn prod, pd_reduce_fn max, pd_reduce_fn min,
+                         pd_reduce_op op) {
   switch (op) {
     case PD_REDUCE_PROD:
       return prod;
@@ -58,11 +59,13 @@ static pd_reduce_fn pick(pd_reduce_fn sum, pd_reduce_fn prod, pd_reduce_fn max, 
       return sum;
   }
 }
-#define PD_PICK(SUFFIX, op) \
-  pick((pd_reduce_fn)sum_##SUFFIX, (pd_reduce_fn)prod_##SUFFIX, (pd_reduce_fn)max_##SUFFIX, (pd_reduce_fn)min_##SUFFIX, op)
+#define PD_PICK(SUFFIX, op)                                                                 \
+  pick((pd_reduce_fn)sum_##SUFFIX, (pd_reduce_fn)prod_##SUFFIX, (pd_reduce_fn)max_##SUFFIX, \
+       (pd_reduce_fn)min_##SUFFIX, op)
 
 /* float16 / bfloat16: widen a block, reduce in float32, round once. */
-static void reduce_half(uint16_t *dst, const void *const *srcs, int nsrc, size_t n, pd_reduce_op op, int bf16) {
+static void reduce_half(uint16_t *dst, const void *const *srcs, int nsrc, size_t n, pd_reduce_op op,
+                        int bf16) {
   float acc[1024], v[1024];
   pd_reduce_fn fn = PD_PICK(f32, op);
   for (size_t b = 0; b < n; b += 1024) {
@@ -91,7 +94,8 @@ static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t 
   }
 }
 
-void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pd_reduce_op op) {
+void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
+                           pd_reduce_op op) {
   if (n == 0 || nsrc <= 0) return;
   if (op == PD_REDUCE_AVG) op = PD_REDUCE_SUM;
   switch (dt) {
@@ -164,7 +168,8 @@ void pd_kernel_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor) {
       uint16_t *h = buf;
       float inv = 1.0f / (float)divisor;
       for (size_t i = 0; i < n; i++)
-        h[i] = dt == PD_BFLOAT16 ? pd_f32_to_bf16(pd_bf16_to_f32(h[i]) * inv) : pd_f32_to_f16(pd_f16_to_f32(h[i]) * inv);
+        h[i] = dt == PD_BFLOAT16 ? pd_f32_to_bf16(pd_bf16_to_f32(h[i]) * inv)
+                                 : pd_f32_to_f16(pd_f16_to_f32(h[i]) * inv);
       break;
     }
     default: /* bool: AVG is rejected before */

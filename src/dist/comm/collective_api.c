@@ -1,0 +1,674 @@
+/* paddle.distributed collectives on tensors: validation, packing of tensor
+ * lists, AVG, sync and async (tasks), then the group's backend. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/tensor_impl.h"
+#include "../../kernels/cpu/comm_reduce.h"
+#include "group_internal.h"
+
+typedef struct coll_call {
+  pd_comm_kind kind;
+  pd_dist_group *g;
+  void *in, *out;
+  size_t count;
+  pd_dtype dt;
+  pd_reduce_op op;
+  int root;               /* group rank */
+  size_t *counts;         /* alltoall: send counts then recv counts (2 * nranks) */
+  unsigned char *own_in;  /* packed input of a tensor list (owned) */
+  unsigned char *own_out; /* packed output (owned): block i goes to unpack[i] */
+  pd_tensor **unpack;
+  int nunpack;
+  size_t block_bytes;
+  pd_tensor *keep[2]; /* tensors the call reads or writes */
+  pd_tensor **keep_list;
+  int nkeep_list;
+} coll_call;
+
+static pd_status run_call(struct pd_dist_task *t) {
+  coll_call *c = t->call;
+  pd_comm *comm = c->g->comm;
+  const pd_comm_ops *ops = comm->ops;
+  pd_reduce_op op = c->op == PD_REDUCE_AVG ? PD_REDUCE_SUM : c->op;
+  pd_status st;
+  switch (c->kind) {
+    case PD_COMM_ALL_REDUCE:
+      st = ops->all_reduce(comm, c->in, c->out, c->count, c->dt, op);
+      break;
+    case PD_COMM_BROADCAST:
+      st = ops->broadcast(comm, c->out, c->count, c->dt, c->root);
+      break;
+    case PD_COMM_REDUCE:
+      st = ops->reduce(comm, c->in, c->out, c->count, c->dt, op, c->root);
+      break;
+    case PD_COMM_ALL_GATHER:
+      st = ops->all_gather(comm, c->in, c->out, c->count, c->dt);
+      break;
+    case PD_COMM_REDUCE_SCATTER:
+      st = ops->reduce_scatter(comm, c->in, c->out, c->count, c->dt, op);
+      break;
+    case PD_COMM_ALLTOALL:
+      st = ops->alltoall(comm, c->in, c->counts, c->out, c->counts + c->g->nranks, c->dt);
+      break;
+    case PD_COMM_SCATTER:
+      st = ops->scatter(comm, c->in, c->out, c->count, c->dt, c->root);
+      break;
+    case PD_COMM_GATHER:
+      st = ops->gather(comm, c->in, c->out, c->count, c->dt, c->root);
+      break;
+    case PD_COMM_SEND:
+      st = ops->send(comm, c->in, c->count, c->dt, c->root);
+      break;
+    case PD_COMM_RECV:
+      st = ops->recv(comm, c->out, c->count, c->dt, c->root);
+      break;
+    case PD_COMM_BARRIER:
+      st = ops->barrier(comm);
+      break;
+    default:
+      st = pd_set_error(PD_ERR_INVALID, "distributed: unknown collective %d", c->kind);
+  }
+  if (st < 0) return st;
+  if (c->op == PD_REDUCE_AVG) {
+    size_t n = c->kind == PD_COMM_REDUCE_SCATTER ? c->count : c->count;
+    if (c->kind != PD_COMM_REDUCE || c->g->rank == c->root)
+      pd_kernel_comm_divide(c->out, n, c->dt, c->g->nranks);
+  }
+  for (int i = 0; i < c->nunpack; i++)
+    if (c->unpack[i])
+      memcpy(pd_data_ptr(c->unpack[i]), c->own_out + (size_t)i * c->block_bytes, c->block_bytes);
+  return PD_OK;
+}
+
+static void cleanup_call(struct pd_dist_task *t) {
+  coll_call *c = t->call;
+  if (!c) return;
+  for (int i = 0; i < 2; i++) pd_tensor_release(c->keep[i]);
+  for (int i = 0; i < c->nkeep_list; i++) pd_tensor_release(c->keep_list[i]);
+  free(c->keep_list);
+  free(c->unpack);
+  free(c->own_in);
+  free(c->own_out);
+  free(c->counts);
+  free(c);
+  t->call = NULL;
+}
+
+static coll_call *call_new(pd_comm_kind kind, pd_dist_group *g) {
+  coll_call *c = calloc(1, sizeof *c);
+  if (!c) {
+    pd_set_error(PD_ERR_MEMORY, "distributed: out of memory");
+    return NULL;
+  }
+  c->kind = kind;
+  c->g = g;
+  c->root = -1;
+  c->op = PD_REDUCE_SUM;
+  return c;
+}
+
+static void call_keep(coll_call *c, int slot, pd_tensor *t) {
+  if (t) c->keep[slot] = pd_tensor_retain(t);
+}
+
+/* Holds the tensors of a list until the call is done (appends). */
+static pd_status call_keep_list(coll_call *c, pd_tensor **list, int n) {
+  pd_tensor **v = realloc(c->keep_list, (size_t)(c->nkeep_list + n + 1) * sizeof *v);
+  if (!v) return pd_set_error(PD_ERR_MEMORY, "distributed: out of memory");
+  c->keep_list = v;
+  for (int i = 0; i < n; i++) v[c->nkeep_list++] = list[i] ? pd_tensor_retain(list[i]) : NULL;
+  return PD_OK;
+}
+
+static pd_status submit(coll_call *c, int lane, pd_dist_task **task) {
+  struct pd_dist_task *t = pd_dist_task_new(run_call, cleanup_call, c);
+  if (!t) {
+    struct pd_dist_task tmp = {.call = c};
+    cleanup_call(&tmp);
+    return pd_last_status();
+  }
+  return pd_dist_submit(c->g, lane, t, task);
+}
+
+static void call_free(coll_call *c) {
+  struct pd_dist_task tmp = {.call = c};
+  cleanup_call(&tmp);
+}
+
+/* ---- validation ---- */
+static pd_status check_tensor(const pd_tensor *t, const char *op, const char *what) {
+  if (!t) return pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", op, what);
+  if (!t->is_contiguous)
+    return pd_set_error(PD_ERR_INVALID, "%s: %s must be contiguous (call pd_contiguous first)", op, what);
+  return PD_OK;
+}
+
+/* Resolves the group; *skip when this process is not a member. */
+static pd_dist_group *group_of(const pd_dist_opts *o, const char *op, int *skip) {
+  pd_dist_group *g = pd_dist_resolve_group(o ? o->group : NULL, op);
+  *skip = g && g->rank < 0;
+  if (o && o->task) *o->task = NULL;
+  return g;
+}
+
+static int group_rank_of(pd_dist_group *g, int global, const char *op, const char *what) {
+  int r = pd_dist_group_get_group_rank(g, global);
+  if (r < 0)
+    pd_set_error(PD_ERR_INDEX, "%s: %s %d is not a member of group %d (world size %d)", op, what, global,
+                 g->id, pd_dist_get_world_size(NULL));
+  return r;
+}
+
+static pd_status check_op(pd_reduce_op op, pd_dtype dt, const char *name) {
+  if ((int)op < 0 || op >= PD_NUM_REDUCE_OPS)
+    return pd_set_error(PD_ERR_INVALID, "%s: reduce op %d is not one of SUM, MAX, MIN, PROD, AVG", name,
+                        (int)op);
+  if (op == PD_REDUCE_AVG && dt == PD_BOOL)
+    return pd_set_error(PD_ERR_DTYPE, "%s: AVG is not defined for bool tensors", name);
+  return PD_OK;
+}
+
+/* A task for a non-member: already complete. */
+static pd_status skip_done(const pd_dist_opts *o) {
+  (void)o;
+  return PD_OK;
+}
+
+/* ---- the API ---- */
+pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "all_reduce", &skip);
+  if (!g) return pd_last_status();
+  if (check_tensor(tensor, "all_reduce", "tensor") < 0 || check_op(op, tensor->dtype, "all_reduce") < 0)
+    return pd_last_status();
+  if (skip) return skip_done(opts);
+  coll_call *c = call_new(PD_COMM_ALL_REDUCE, g);
+  if (!c) return pd_last_status();
+  c->in = c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->op = op;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "broadcast", &skip);
+  if (!g || check_tensor(tensor, "broadcast", "tensor") < 0) return pd_last_status();
+  if (skip) return skip_done(opts);
+  int root = group_rank_of(g, src, "broadcast", "src");
+  if (root < 0) return pd_last_status();
+  coll_call *c = call_new(PD_COMM_BROADCAST, g);
+  if (!c) return pd_last_status();
+  c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->root = root;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_reduce(pd_tensor *tensor, int dst, pd_reduce_op op, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "reduce", &skip);
+  if (!g || check_tensor(tensor, "reduce", "tensor") < 0 || check_op(op, tensor->dtype, "reduce") < 0)
+    return pd_last_status();
+  if (skip) return skip_done(opts);
+  int root = group_rank_of(g, dst, "reduce", "dst");
+  if (root < 0) return pd_last_status();
+  coll_call *c = call_new(PD_COMM_REDUCE, g);
+  if (!c) return pd_last_status();
+  c->in = c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->op = op;
+  c->root = root;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+/* Checks (or creates) the n slots of a tensor list shaped like `like`. */
+static pd_status prepare_list(pd_tensor **list, int n, const pd_tensor *like, const char *op,
+                              const char *what) {
+  if (!list) return pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", op, what);
+  for (int i = 0; i < n; i++) {
+    if (!list[i]) {
+      pd_tensor *t = pd_tensor_new(like->dtype, like->ndim, like->shape);
+      if (!t) return pd_last_status();
+      list[i] = t;
+      continue;
+    }
+    if (check_tensor(list[i], op, what) < 0) return pd_last_status();
+    if (list[i]->dtype != like->dtype || list[i]->numel != like->numel)
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: %s[%d] has dtype %s and %lld elements but the tensor has %s and %lld", op,
+                          what, i, pd_dtype_name(list[i]->dtype), (long long)list[i]->numel,
+                          pd_dtype_name(like->dtype), (long long)like->numel);
+  }
+  return PD_OK;
+}
+
+/* Copies n list tensors (each `bytes`) into one packed buffer. */
+static unsigned char *pack_list(pd_tensor **list, int n, size_t bytes) {
+  unsigned char *buf = malloc(bytes * (size_t)n + 1);
+  if (!buf) {
+    pd_set_error(PD_ERR_MEMORY, "distributed: out of memory for %zu bytes", bytes * (size_t)n);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * bytes, pd_data_ptr(list[i]), bytes);
+  return buf;
+}
+
+/* The call writes into tmp, then block i is copied into list[i]. */
+static pd_status set_unpack(coll_call *c, pd_tensor **list, int n, size_t bytes) {
+  c->own_out = malloc(bytes * (size_t)n + 1);
+  c->unpack = malloc((size_t)n * sizeof *c->unpack + 1);
+  if (!c->own_out || !c->unpack) return pd_set_error(PD_ERR_MEMORY, "distributed: out of memory");
+  memcpy(c->unpack, list, (size_t)n * sizeof *list);
+  c->nunpack = n;
+  c->block_bytes = bytes;
+  c->out = c->own_out;
+  return call_keep_list(c, list, n);
+}
+
+pd_status pd_dist_all_gather(pd_tensor **tensor_list, pd_tensor *tensor, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "all_gather", &skip);
+  if (!g || check_tensor(tensor, "all_gather", "tensor") < 0) return pd_last_status();
+  if (skip) return skip_done(opts);
+  if (prepare_list(tensor_list, g->nranks, tensor, "all_gather", "tensor_list") < 0) return pd_last_status();
+  coll_call *c = call_new(PD_COMM_ALL_GATHER, g);
+  if (!c) return pd_last_status();
+  size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
+  if (set_unpack(c, tensor_list, g->nranks, bytes) < 0) {
+    call_free(c);
+    return pd_last_status();
+  }
+  c->in = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_all_gather_into_tensor(pd_tensor *out, pd_tensor *tensor, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "all_gather", &skip);
+  if (!g || check_tensor(tensor, "all_gather", "tensor") < 0 || check_tensor(out, "all_gather", "out") < 0)
+    return pd_last_status();
+  if (skip) return skip_done(opts);
+  if (out->dtype != tensor->dtype || out->numel != tensor->numel * g->nranks)
+    return pd_set_error(
+        PD_ERR_SHAPE,
+        "all_gather: out has dtype %s and %lld elements but %d ranks of a %s tensor of %lld elements "
+        "need %lld",
+        pd_dtype_name(out->dtype), (long long)out->numel, g->nranks, pd_dtype_name(tensor->dtype),
+        (long long)tensor->numel, (long long)tensor->numel * g->nranks);
+  coll_call *c = call_new(PD_COMM_ALL_GATHER, g);
+  if (!c) return pd_last_status();
+  c->in = pd_data_ptr(tensor);
+  c->out = pd_data_ptr(out);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  call_keep(c, 0, tensor);
+  call_keep(c, 1, out);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_all_gather_object(void **objs, size_t *lens, const void *obj, size_t len,
+                                    const pd_dist_opts *opts) {
+  int skip;
+  if (opts && opts->task)
+    return pd_set_error(PD_ERR_INVALID, "all_gather_object: only synchronous (pass no task)");
+  pd_dist_group *g = group_of(opts, "all_gather_object", &skip);
+  if (!g) return pd_last_status();
+  if (!objs || !lens || (!obj && len))
+    return pd_set_error(PD_ERR_INVALID, "all_gather_object: NULL %s",
+                        !objs   ? "objs"
+                        : !lens ? "lens"
+                                : "obj");
+  if (skip) return PD_OK;
+  int n = g->nranks;
+  /* lengths first, then the bytes padded to the longest (as Paddle pads) */
+  int64_t mine = (int64_t)len;
+  int64_t *all_len = malloc((size_t)n * sizeof *all_len);
+  if (!all_len) return pd_set_error(PD_ERR_MEMORY, "all_gather_object: out of memory");
+  coll_call *c = call_new(PD_COMM_ALL_GATHER, g);
+  if (!c) {
+    free(all_len);
+    return pd_last_status();
+  }
+  c->in = &mine;
+  c->out = all_len;
+  c->count = 1;
+  c->dt = PD_INT64;
+  pd_status st = submit(c, PD_LANE_COLL, NULL);
+  size_t maxl = 0;
+  for (int i = 0; st == PD_OK && i < n; i++)
+    if ((size_t)all_len[i] > maxl) maxl = (size_t)all_len[i];
+  unsigned char *pad = NULL, *all = NULL;
+  if (st == PD_OK) {
+    pad = calloc(maxl + 1, 1);
+    all = malloc(maxl * (size_t)n + 1);
+    if (!pad || !all) st = pd_set_error(PD_ERR_MEMORY, "all_gather_object: out of memory");
+  }
+  if (st == PD_OK) {
+    if (len) memcpy(pad, obj, len);
+    c = call_new(PD_COMM_ALL_GATHER, g);
+    if (!c) st = pd_last_status();
+  }
+  if (st == PD_OK) {
+    c->in = pad;
+    c->out = all;
+    c->count = maxl;
+    c->dt = PD_UINT8;
+    st = submit(c, PD_LANE_COLL, NULL);
+  }
+  for (int i = 0; st == PD_OK && i < n; i++) {
+    objs[i] = malloc((size_t)all_len[i] + 1);
+    if (!objs[i]) {
+      for (int k = 0; k < i; k++) free(objs[k]), objs[k] = NULL;
+      st = pd_set_error(PD_ERR_MEMORY, "all_gather_object: out of memory");
+      break;
+    }
+    memcpy(objs[i], all + (size_t)i * maxl, (size_t)all_len[i]);
+    lens[i] = (size_t)all_len[i];
+  }
+  free(pad);
+  free(all);
+  free(all_len);
+  return st;
+}
+
+pd_status pd_dist_reduce_scatter(pd_tensor *tensor, pd_tensor **tensor_list, pd_reduce_op op,
+                                 const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "reduce_scatter", &skip);
+  if (!g || check_tensor(tensor, "reduce_scatter", "tensor") < 0 ||
+      check_op(op, tensor->dtype, "reduce_scatter") < 0)
+    return pd_last_status();
+  if (skip) return skip_done(opts);
+  if (!tensor_list) return pd_set_error(PD_ERR_INVALID, "reduce_scatter: tensor_list is NULL");
+  for (int i = 0; i < g->nranks; i++)
+    if (!tensor_list[i]) return pd_set_error(PD_ERR_INVALID, "reduce_scatter: tensor_list[%d] is NULL", i);
+  if (prepare_list(tensor_list, g->nranks, tensor, "reduce_scatter", "tensor_list") < 0)
+    return pd_last_status();
+  coll_call *c = call_new(PD_COMM_REDUCE_SCATTER, g);
+  if (!c) return pd_last_status();
+  size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
+  c->own_in = pack_list(tensor_list, g->nranks, bytes);
+  if (!c->own_in) {
+    call_free(c);
+    return pd_last_status();
+  }
+  c->in = c->own_in;
+  c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->op = op;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_alltoall(pd_tensor **out_list, pd_tensor **in_list, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "alltoall", &skip);
+  if (!g) return pd_last_status();
+  if (!in_list || !out_list)
+    return pd_set_error(PD_ERR_INVALID, "alltoall: %s is NULL", in_list ? "out_list" : "in_list");
+  if (skip) return skip_done(opts);
+  int n = g->nranks;
+  for (int i = 0; i < n; i++) {
+    if (check_tensor(in_list[i], "alltoall", "in_list[i]") < 0) return pd_last_status();
+    if (in_list[i]->dtype != in_list[0]->dtype || in_list[i]->numel != in_list[0]->numel)
+      return pd_set_error(PD_ERR_SHAPE,
+                          "alltoall: in_list[%d] (%s, %lld elements) differs from in_list[0] (%s, %lld)", i,
+                          pd_dtype_name(in_list[i]->dtype), (long long)in_list[i]->numel,
+                          pd_dtype_name(in_list[0]->dtype), (long long)in_list[0]->numel);
+  }
+  if (prepare_list(out_list, n, in_list[0], "alltoall", "out_list") < 0) return pd_last_status();
+  size_t count = (size_t)in_list[0]->numel, bytes = count * pd_dtype_size(in_list[0]->dtype);
+  coll_call *c = call_new(PD_COMM_ALLTOALL, g);
+  if (!c) return pd_last_status();
+  c->own_in = pack_list(in_list, n, bytes);
+  c->counts = malloc(2 * (size_t)n * sizeof *c->counts);
+  if (!c->own_in || !c->counts || set_unpack(c, out_list, n, bytes) < 0) {
+    call_free(c);
+    return pd_last_status() < 0 ? pd_last_status() : pd_set_error(PD_ERR_MEMORY, "alltoall: out of memory");
+  }
+  c->in = c->own_in;
+  for (int i = 0; i < n; i++) c->counts[i] = c->counts[n + i] = count;
+  c->dt = in_list[0]->dtype;
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+/* Split sizes along axis 0 (NULL: equal) as element counts per rank. */
+static pd_status split_counts(const pd_tensor *t, const int64_t *sizes, int n, size_t *counts,
+                              const char *what) {
+  int64_t rows = t->ndim ? t->shape[0] : 1, row = rows ? t->numel / rows : 0;
+  if (!sizes) {
+    if (rows % n)
+      return pd_set_error(PD_ERR_SHAPE,
+                          "alltoall_single: %s has %lld rows, not divisible by the group size %d", what,
+                          (long long)rows, n);
+    for (int i = 0; i < n; i++) counts[i] = (size_t)(rows / n * row);
+    return PD_OK;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] < 0)
+      return pd_set_error(PD_ERR_INVALID, "alltoall_single: %s split size [%d] is %lld", what, i,
+                          (long long)sizes[i]);
+    total += sizes[i];
+    counts[i] = (size_t)(sizes[i] * row);
+  }
+  if (total != rows)
+    return pd_set_error(PD_ERR_SHAPE, "alltoall_single: %s split sizes sum to %lld but it has %lld rows",
+                        what, (long long)total, (long long)rows);
+  return PD_OK;
+}
+
+pd_status pd_dist_alltoall_single(pd_tensor *out, pd_tensor *in, const int64_t *in_split_sizes,
+                                  const int64_t *out_split_sizes, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "alltoall_single", &skip);
+  if (!g || check_tensor(in, "alltoall_single", "in") < 0 || check_tensor(out, "alltoall_single", "out") < 0)
+    return pd_last_status();
+  if (skip) return skip_done(opts);
+  if (in->dtype != out->dtype)
+    return pd_set_error(PD_ERR_DTYPE, "alltoall_single: in is %s but out is %s", pd_dtype_name(in->dtype),
+                        pd_dtype_name(out->dtype));
+  int n = g->nranks;
+  coll_call *c = call_new(PD_COMM_ALLTOALL, g);
+  if (!c) return pd_last_status();
+  c->counts = malloc(2 * (size_t)n * sizeof *c->counts);
+  if (!c->counts) {
+    call_free(c);
+    return pd_set_error(PD_ERR_MEMORY, "alltoall_single: out of memory");
+  }
+  if (split_counts(in, in_split_sizes, n, c->counts, "in") < 0 ||
+      split_counts(out, out_split_sizes, n, c->counts + n, "out") < 0) {
+    call_free(c);
+    return pd_last_status();
+  }
+  c->in = pd_data_ptr(in);
+  c->out = pd_data_ptr(out);
+  c->dt = in->dtype;
+  call_keep(c, 0, in);
+  call_keep(c, 1, out);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "scatter", &skip);
+  if (!g || check_tensor(tensor, "scatter", "tensor") < 0) return pd_last_status();
+  if (skip) return skip_done(opts);
+  int root = group_rank_of(g, src, "scatter", "src");
+  if (root < 0) return pd_last_status();
+  size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
+  coll_call *c = call_new(PD_COMM_SCATTER, g);
+  if (!c) return pd_last_status();
+  if (g->rank == root) {
+    if (!tensor_list) {
+      call_free(c);
+      return pd_set_error(PD_ERR_INVALID, "scatter: the source rank %d needs tensor_list", src);
+    }
+    for (int i = 0; i < g->nranks; i++)
+      if (!tensor_list[i]) {
+        call_free(c);
+        return pd_set_error(PD_ERR_INVALID, "scatter: tensor_list[%d] is NULL", i);
+      }
+    if (prepare_list(tensor_list, g->nranks, tensor, "scatter", "tensor_list") < 0 ||
+        !(c->own_in = pack_list(tensor_list, g->nranks, bytes))) {
+      call_free(c);
+      return pd_last_status();
+    }
+    c->in = c->own_in;
+  }
+  c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->root = root;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_gather(pd_tensor *tensor, pd_tensor **gather_list, int dst, const pd_dist_opts *opts) {
+  int skip;
+  pd_dist_group *g = group_of(opts, "gather", &skip);
+  if (!g || check_tensor(tensor, "gather", "tensor") < 0) return pd_last_status();
+  if (skip) return skip_done(opts);
+  int root = group_rank_of(g, dst, "gather", "dst");
+  if (root < 0) return pd_last_status();
+  coll_call *c = call_new(PD_COMM_GATHER, g);
+  if (!c) return pd_last_status();
+  if (g->rank == root) {
+    size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
+    if (!gather_list) {
+      call_free(c);
+      return pd_set_error(PD_ERR_INVALID, "gather: the destination rank %d needs gather_list", dst);
+    }
+    if (prepare_list(gather_list, g->nranks, tensor, "gather", "gather_list") < 0 ||
+        set_unpack(c, gather_list, g->nranks, bytes) < 0) {
+      call_free(c);
+      return pd_last_status();
+    }
+  }
+  c->in = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->root = root;
+  call_keep(c, 0, tensor);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+static pd_status p2p(pd_tensor *tensor, int peer, pd_dist_group *group, pd_dist_task **task, int is_send) {
+  const char *name = is_send ? "send" : "recv";
+  pd_dist_group *g = pd_dist_resolve_group(group, name);
+  if (task) *task = NULL;
+  if (!g || check_tensor(tensor, name, "tensor") < 0) return pd_last_status();
+  if (g->rank < 0) return PD_OK;
+  int r = group_rank_of(g, peer, name, is_send ? "dst" : "src");
+  if (r < 0) return pd_last_status();
+  if (r == g->rank) return pd_set_error(PD_ERR_INVALID, "%s: rank %d cannot %s itself", name, peer, name);
+  coll_call *c = call_new(is_send ? PD_COMM_SEND : PD_COMM_RECV, g);
+  if (!c) return pd_last_status();
+  if (is_send)
+    c->in = pd_data_ptr(tensor);
+  else
+    c->out = pd_data_ptr(tensor);
+  c->count = (size_t)tensor->numel;
+  c->dt = tensor->dtype;
+  c->root = r;
+  call_keep(c, 0, tensor);
+  return submit(c, is_send ? PD_LANE_SEND : PD_LANE_RECV, task);
+}
+
+pd_status pd_dist_send(pd_tensor *tensor, int dst, const pd_dist_opts *opts) {
+  return p2p(tensor, dst, opts ? opts->group : NULL, opts ? opts->task : NULL, 1);
+}
+pd_status pd_dist_recv(pd_tensor *tensor, int src, const pd_dist_opts *opts) {
+  return p2p(tensor, src, opts ? opts->group : NULL, opts ? opts->task : NULL, 0);
+}
+pd_status pd_dist_isend(pd_tensor *tensor, int dst, pd_dist_group *group, pd_dist_task **task) {
+  if (!task) return pd_set_error(PD_ERR_INVALID, "isend: task is NULL (isend is asynchronous)");
+  return p2p(tensor, dst, group, task, 1);
+}
+pd_status pd_dist_irecv(pd_tensor *tensor, int src, pd_dist_group *group, pd_dist_task **task) {
+  if (!task) return pd_set_error(PD_ERR_INVALID, "irecv: task is NULL (irecv is asynchronous)");
+  return p2p(tensor, src, group, task, 0);
+}
+
+pd_status pd_dist_barrier(pd_dist_group *group) {
+  pd_dist_group *g = pd_dist_resolve_group(group, "barrier");
+  if (!g) return pd_last_status();
+  if (g->rank < 0) return PD_OK;
+  coll_call *c = call_new(PD_COMM_BARRIER, g);
+  if (!c) return pd_last_status();
+  return submit(c, PD_LANE_COLL, NULL);
+}
+
+/* ---- tensors in the shared segment ---- */
+typedef struct shared_owner {
+  pd_comm *comm;
+} shared_owner;
+
+static void free_shared(void *data, void *ctx) {
+  shared_owner *o = ctx;
+  if (o->comm && o->comm->ops->free_shared) o->comm->ops->free_shared(o->comm, data);
+  free(o);
+}
+
+pd_tensor *pd_dist_alloc_shared(pd_dist_group *group, pd_dtype dtype, int ndim, const int64_t *shape) {
+  pd_dist_group *g = pd_dist_resolve_group(group, "alloc_shared");
+  if (!g) return NULL;
+  if ((int)dtype < 0 || dtype >= PD_NUM_DTYPES) {
+    pd_set_error(PD_ERR_DTYPE, "alloc_shared: invalid dtype %d", (int)dtype);
+    return NULL;
+  }
+  if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim && !shape)) {
+    pd_set_error(PD_ERR_SHAPE, "alloc_shared: bad ndim %d", ndim);
+    return NULL;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      pd_set_error(PD_ERR_SHAPE, "alloc_shared: dimension %d is %lld", i, (long long)shape[i]);
+      return NULL;
+    }
+    numel *= shape[i];
+  }
+  size_t bytes = (size_t)numel * pd_dtype_size(dtype);
+  if (g->rank < 0 || !g->comm->ops->alloc_shared) {
+    pd_tensor *t = pd_tensor_new(dtype, ndim, shape);
+    if (t) memset(pd_data_ptr(t), 0, bytes);
+    return t;
+  }
+  shared_owner *o = malloc(sizeof *o);
+  if (!o) {
+    pd_set_error(PD_ERR_MEMORY, "alloc_shared: out of memory");
+    return NULL;
+  }
+  /* collective: runs in order with the group's other collectives */
+  pd_dist_lane *l = &g->lanes[PD_LANE_COLL];
+  pthread_mutex_lock(&l->mu);
+  while (l->head || l->running) pthread_cond_wait(&l->cv, &l->mu);
+  l->running = 1;
+  pthread_mutex_unlock(&l->mu);
+  void *p = g->comm->ops->alloc_shared(g->comm, bytes);
+  pthread_mutex_lock(&l->mu);
+  l->running = 0;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  if (!p) {
+    free(o);
+    return NULL;
+  }
+  o->comm = g->comm;
+  pd_tensor *t = pd_tensor_from_blob(p, dtype, ndim, shape, free_shared, o);
+  if (!t) free_shared(p, o);
+  return t;
+}

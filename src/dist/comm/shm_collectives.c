@@ -1,0 +1,417 @@
+/* The collectives of the shm backend (layout and the staging rule in
+ * shm_internal.h). Payloads up to SHM_SMALL_BYTES travel inside the control
+ * blocks with a single barrier; larger ones move through the staging halves
+ * in chunks; all_reduce on memory from pd_dist_alloc_shared reads the peers'
+ * buffers directly (no copy in or out). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/cpu/comm_reduce.h"
+#include "shm_internal.h"
+
+#define ELEM_ALIGN 16 /* slice boundaries on 64-byte lines for 4-byte dtypes */
+
+static shm_post make_post(shm_comm *s, pd_comm_kind kind, pd_dtype dt, size_t count, int op, int root) {
+  shm_post p;
+  memset(&p, 0, sizeof p);
+  p.sig.seq = ++s->base.seq;
+  p.sig.kind = kind;
+  p.sig.dtype = dt;
+  p.sig.count = count;
+  p.sig.op = op;
+  p.sig.root = root;
+  p.zc_alloc = -1;
+  return p;
+}
+
+static shm_wait_ctx data_ctx(const shm_post *p, char *buf, size_t cap) {
+  pd_comm_sig_str(&p->sig, buf, cap);
+  return (shm_wait_ctx){buf, &p->sig, -1};
+}
+
+/* Rank r's slice [lo, hi) of a chunk of len elements. */
+static void slice_of(size_t len, int n, int r, size_t *lo, size_t *hi) {
+  size_t per = (len + (size_t)n - 1) / (size_t)n;
+  per = (per + ELEM_ALIGN - 1) / ELEM_ALIGN * ELEM_ALIGN;
+  *lo = (size_t)r * per < len ? (size_t)r * per : len;
+  *hi = *lo + per < len ? *lo + per : len;
+}
+
+static unsigned char *my_small(shm_comm *s, const shm_post *p) {
+  return s->ctl[s->base.rank].small[p->sig.seq & 1];
+}
+static const unsigned char *small_of(shm_comm *s, int r, const shm_post *p) {
+  return s->ctl[r].small[p->sig.seq & 1];
+}
+
+/* Every rank posted the same zero-copy location. */
+static int all_zero_copy(shm_comm *s, const shm_post *me) {
+  if (me->zc_alloc < 0) return 0;
+  for (int r = 0; r < s->base.nranks; r++) {
+    const shm_post *p = &s->ctl[r].post[me->sig.seq & 1];
+    if (p->zc_alloc != me->zc_alloc || p->zc_off != me->zc_off) return 0;
+  }
+  return 1;
+}
+static int any_zero_copy(shm_comm *s, const shm_post *me) {
+  for (int r = 0; r < s->base.nranks; r++)
+    if (s->ctl[r].post[me->sig.seq & 1].zc_alloc >= 0) return 1;
+  return 0;
+}
+
+/* all_reduce and reduce: reduce-scatter then all-gather over the staging
+ * halves (or the peers' shared buffers); root < 0 gathers everywhere. */
+static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void *out, size_t count,
+                               pd_dtype dt, pd_reduce_op op, int root) {
+  int n = s->base.nranks, me = s->base.rank;
+  size_t es = pd_dtype_size(dt), bytes = count * es;
+  const void *srcs_small[64];
+  const void **srcs = n <= 64 ? srcs_small : malloc((size_t)n * sizeof *srcs);
+  if (!srcs) return pd_set_error(PD_ERR_MEMORY, "shm all_reduce: out of memory");
+  pd_status st = PD_OK;
+  char what[160];
+  shm_wait_ctx w = data_ctx(post, what, sizeof what);
+  if (bytes <= SHM_SMALL_BYTES) {
+    memcpy(my_small(s, post), in, bytes);
+    if ((st = shm_enter(s, post)) < 0) goto done;
+    if (root < 0 || root == me) {
+      for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, post);
+      pd_kernel_comm_reduce(out, srcs, n, count, dt, op);
+    }
+    goto done;
+  }
+  uint64_t zc_off = 0;
+  int zc_alloc = in == out ? shm_find_alloc(s, out, bytes, &zc_off) : -1;
+  if (zc_alloc >= 0) {
+    post->zc_alloc = zc_alloc;
+    post->zc_off = zc_off;
+  }
+  size_t ce = s->chunk_bytes / es;
+  size_t len0 = count < ce ? count : ce;
+  uint64_t step = s->step++;
+  if (zc_alloc < 0) memcpy(shm_stage(s, me, step), in, len0 * es);
+  if ((st = shm_enter(s, post)) < 0) goto done;
+  int zc = all_zero_copy(s, post);
+  if (!zc && any_zero_copy(s, post)) {
+    /* some ranks skipped the copy of chunk 0 hoping for zero copy */
+    if (zc_alloc >= 0) memcpy(shm_stage(s, me, step), in, len0 * es);
+    if ((st = shm_barrier(s, &w)) < 0) goto done;
+  }
+  const shm_alloc *za = zc ? &s->allocs[post->zc_alloc] : NULL;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    if (off) {
+      step = s->step++;
+      if (!zc) memcpy(shm_stage(s, me, step), (const char *)in + off * es, len * es);
+      if ((st = shm_barrier(s, &w)) < 0) goto done;
+    }
+    size_t lo, hi;
+    slice_of(len, n, me, &lo, &hi);
+    for (int r = 0; r < n; r++)
+      srcs[r] = zc ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + lo) * es
+                   : shm_stage(s, r, step) + lo * es;
+    void *dst = zc ? (void *)((char *)out + (off + lo) * es) : (void *)(shm_stage(s, me, step) + lo * es);
+    if (hi > lo) pd_kernel_comm_reduce(dst, srcs, n, hi - lo, dt, op);
+    if ((st = shm_barrier(s, &w)) < 0) goto done;
+    if (root >= 0 && root != me) continue;
+    for (int r = 0; r < n; r++) {
+      if (zc && r == me) continue;
+      size_t rlo, rhi;
+      slice_of(len, n, r, &rlo, &rhi);
+      const unsigned char *from =
+          zc ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + rlo) * es
+             : shm_stage(s, r, step) + rlo * es;
+      if (rhi > rlo) memcpy((char *)out + (off + rlo) * es, from, (rhi - rlo) * es);
+    }
+  }
+  /* peers read this rank's shared buffer until they pass this barrier */
+  if (zc) st = shm_barrier(s, &w);
+done:
+  if (n > 64) free(srcs);
+  return st;
+}
+
+static pd_status shm_all_reduce(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                                pd_reduce_op op) {
+  shm_comm *s = (shm_comm *)c;
+  shm_post post = make_post(s, PD_COMM_ALL_REDUCE, dt, count, op, -1);
+  return reduce_common(s, &post, in, out, count, dt, op, -1);
+}
+
+static pd_status shm_reduce(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op,
+                            int root) {
+  shm_comm *s = (shm_comm *)c;
+  shm_post post = make_post(s, PD_COMM_REDUCE, dt, count, op, root);
+  return reduce_common(s, &post, in, out, count, dt, op, root);
+}
+
+static pd_status shm_broadcast(pd_comm *c, void *buf, size_t count, pd_dtype dt, int root) {
+  shm_comm *s = (shm_comm *)c;
+  int me = c->rank;
+  shm_post post = make_post(s, PD_COMM_BROADCAST, dt, count, -1, root);
+  size_t es = pd_dtype_size(dt), bytes = count * es;
+  pd_status st;
+  if (bytes <= SHM_SMALL_BYTES) {
+    if (me == root) memcpy(my_small(s, &post), buf, bytes);
+    if ((st = shm_enter(s, &post)) < 0) return st;
+    if (me != root) memcpy(buf, small_of(s, root, &post), bytes);
+    return PD_OK;
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t ce = s->chunk_bytes / es;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    uint64_t step = s->step++;
+    if (me == root) memcpy(shm_stage(s, me, step), (char *)buf + off * es, len * es);
+    st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
+    if (st < 0) return st;
+    if (me != root) memcpy((char *)buf + off * es, shm_stage(s, root, step), len * es);
+  }
+  return PD_OK;
+}
+
+static pd_status shm_all_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks, me = c->rank;
+  shm_post post = make_post(s, PD_COMM_ALL_GATHER, dt, count, -1, -1);
+  size_t es = pd_dtype_size(dt), bytes = count * es;
+  pd_status st;
+  if (bytes <= SHM_SMALL_BYTES) {
+    memcpy(my_small(s, &post), in, bytes);
+    if ((st = shm_enter(s, &post)) < 0) return st;
+    for (int r = 0; r < n; r++) memcpy((char *)out + (size_t)r * bytes, small_of(s, r, &post), bytes);
+    return PD_OK;
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t ce = s->chunk_bytes / es;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    uint64_t step = s->step++;
+    memcpy(shm_stage(s, me, step), (const char *)in + off * es, len * es);
+    st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
+    if (st < 0) return st;
+    for (int r = 0; r < n; r++)
+      memcpy((char *)out + ((size_t)r * count + off) * es, shm_stage(s, r, step), len * es);
+  }
+  return PD_OK;
+}
+
+/* Ranks write n pieces per step (piece j of block j); reader r reduces or
+ * copies piece r from every writer. Used by reduce_scatter and scatter. */
+static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                                    pd_reduce_op op) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks, me = c->rank;
+  shm_post post = make_post(s, PD_COMM_REDUCE_SCATTER, dt, count, op, -1);
+  size_t es = pd_dtype_size(dt);
+  const void *srcs_small[64];
+  const void **srcs = n <= 64 ? srcs_small : malloc((size_t)n * sizeof *srcs);
+  if (!srcs) return pd_set_error(PD_ERR_MEMORY, "shm reduce_scatter: out of memory");
+  pd_status st = PD_OK;
+  if ((size_t)n * count * es <= SHM_SMALL_BYTES) {
+    memcpy(my_small(s, &post), in, (size_t)n * count * es);
+    if ((st = shm_enter(s, &post)) >= 0) {
+      for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, &post) + (size_t)me * count * es;
+      pd_kernel_comm_reduce(out, srcs, n, count, dt, op);
+    }
+    goto done;
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t ce = s->chunk_bytes / ((size_t)n * es);
+  if (ce == 0) ce = 1;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    uint64_t step = s->step++;
+    unsigned char *mine = shm_stage(s, me, step);
+    for (int j = 0; j < n; j++)
+      memcpy(mine + (size_t)j * ce * es, (const char *)in + ((size_t)j * count + off) * es, len * es);
+    st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
+    if (st < 0) goto done;
+    for (int r = 0; r < n; r++) srcs[r] = shm_stage(s, r, step) + (size_t)me * ce * es;
+    pd_kernel_comm_reduce((char *)out + off * es, srcs, n, len, dt, op);
+  }
+done:
+  if (n > 64) free(srcs);
+  return st;
+}
+
+static pd_status shm_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks, me = c->rank;
+  shm_post post = make_post(s, PD_COMM_SCATTER, dt, count, -1, root);
+  size_t es = pd_dtype_size(dt);
+  pd_status st;
+  if ((size_t)n * count * es <= SHM_SMALL_BYTES) {
+    if (me == root) memcpy(my_small(s, &post), in, (size_t)n * count * es);
+    if ((st = shm_enter(s, &post)) < 0) return st;
+    memcpy(out, small_of(s, root, &post) + (size_t)me * count * es, count * es);
+    return PD_OK;
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t ce = s->chunk_bytes / ((size_t)n * es);
+  if (ce == 0) ce = 1;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    uint64_t step = s->step++;
+    if (me == root)
+      for (int j = 0; j < n; j++)
+        memcpy(shm_stage(s, me, step) + (size_t)j * ce * es,
+               (const char *)in + ((size_t)j * count + off) * es, len * es);
+    st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
+    if (st < 0) return st;
+    memcpy((char *)out + off * es, shm_stage(s, root, step) + (size_t)me * ce * es, len * es);
+  }
+  return PD_OK;
+}
+
+static pd_status shm_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks, me = c->rank;
+  shm_post post = make_post(s, PD_COMM_GATHER, dt, count, -1, root);
+  size_t es = pd_dtype_size(dt), bytes = count * es;
+  pd_status st;
+  if (bytes <= SHM_SMALL_BYTES) {
+    memcpy(my_small(s, &post), in, bytes);
+    if ((st = shm_enter(s, &post)) < 0) return st;
+    if (me == root)
+      for (int r = 0; r < n; r++) memcpy((char *)out + (size_t)r * bytes, small_of(s, r, &post), bytes);
+    return PD_OK;
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t ce = s->chunk_bytes / es;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t len = count - off < ce ? count - off : ce;
+    uint64_t step = s->step++;
+    memcpy(shm_stage(s, me, step), (const char *)in + off * es, len * es);
+    st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
+    if (st < 0) return st;
+    if (me == root)
+      for (int r = 0; r < n; r++)
+        memcpy((char *)out + ((size_t)r * count + off) * es, shm_stage(s, r, step), len * es);
+  }
+  return PD_OK;
+}
+
+/* alltoall(v): rounds of one staging slot per destination. The number of
+ * rounds follows the largest piece any rank sends to one peer (posted in
+ * aux); the counts are checked pairwise (posted in the small area). */
+static pd_status shm_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
+                              const size_t *recv_counts, pd_dtype dt) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks, me = c->rank;
+  size_t es = pd_dtype_size(dt);
+  if ((size_t)n * sizeof(uint64_t) > SHM_SMALL_BYTES)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "shm alltoall: groups of more than %zu ranks",
+                        SHM_SMALL_BYTES / sizeof(uint64_t));
+  shm_post post = make_post(s, PD_COMM_ALLTOALL, dt, 0, -1, -1);
+  uint64_t *posted = (uint64_t *)my_small(s, &post);
+  size_t maxb = 0;
+  for (int j = 0; j < n; j++) {
+    posted[j] = send_counts[j];
+    if (send_counts[j] * es > maxb) maxb = send_counts[j] * es;
+  }
+  post.aux = maxb;
+  size_t slot = s->chunk_bytes / (size_t)n / es * es;
+  size_t *soff = malloc(2 * (size_t)n * sizeof *soff), *roff = soff + n;
+  if (!soff) return pd_set_error(PD_ERR_MEMORY, "shm alltoall: out of memory");
+  for (size_t j = 0, so = 0, ro = 0; j < (size_t)n; j++) {
+    soff[j] = so;
+    roff[j] = ro;
+    so += send_counts[j] * es;
+    ro += recv_counts[j] * es;
+  }
+  uint64_t step = s->step++;
+  for (int j = 0; j < n; j++) {
+    size_t b = send_counts[j] * es;
+    memcpy(shm_stage(s, me, step) + (size_t)j * slot, (const char *)in + soff[j], b < slot ? b : slot);
+  }
+  pd_status st = shm_enter(s, &post);
+  if (st < 0) goto done;
+  size_t gmax = 0;
+  for (int r = 0; r < n; r++) {
+    const shm_post *p = &s->ctl[r].post[post.sig.seq & 1];
+    if (p->aux > gmax) gmax = p->aux;
+    uint64_t theirs = ((const uint64_t *)small_of(s, r, &post))[me];
+    if (theirs != recv_counts[r]) {
+      pd_set_error(
+          PD_ERR_COMM,
+          "shm alltoall on group %d: rank %d sends %llu elements to rank %d, which expects %zu from it",
+          c->group_id, c->global_ranks[r], (unsigned long long)theirs, c->global_ranks[me], recv_counts[r]);
+      st = shm_fail(s);
+      goto done;
+    }
+  }
+  char what[160];
+  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  size_t rounds = gmax ? (gmax + slot - 1) / slot : 0;
+  for (size_t k = 0; k < rounds; k++) {
+    if (k) {
+      step = s->step++;
+      for (int j = 0; j < n; j++) {
+        size_t b = send_counts[j] * es;
+        if (k * slot < b)
+          memcpy(shm_stage(s, me, step) + (size_t)j * slot, (const char *)in + soff[j] + k * slot,
+                 b - k * slot < slot ? b - k * slot : slot);
+      }
+      if ((st = shm_barrier(s, &w)) < 0) goto done;
+    }
+    for (int r = 0; r < n; r++) {
+      size_t b = recv_counts[r] * es;
+      if (k * slot < b)
+        memcpy((char *)out + roff[r] + k * slot, shm_stage(s, r, step) + (size_t)me * slot,
+               b - k * slot < slot ? b - k * slot : slot);
+    }
+  }
+done:
+  free(soff);
+  return st;
+}
+
+static pd_status shm_barrier_op(pd_comm *c) {
+  shm_comm *s = (shm_comm *)c;
+  shm_post post = make_post(s, PD_COMM_BARRIER, PD_BOOL, 0, -1, -1);
+  return shm_enter(s, &post);
+}
+
+static void shm_destroy(pd_comm *c) {
+  shm_comm *s = (shm_comm *)c;
+  shm_unmap_group(s);
+  pd_comm_base_clear(c);
+  free(s);
+}
+
+static const pd_comm_ops k_shm_ops = {
+    .name = "shm",
+    .all_reduce = shm_all_reduce,
+    .broadcast = shm_broadcast,
+    .reduce = shm_reduce,
+    .all_gather = shm_all_gather,
+    .reduce_scatter = shm_reduce_scatter,
+    .alltoall = shm_alltoall,
+    .scatter = shm_scatter,
+    .gather = shm_gather,
+    .send = shm_send,
+    .recv = shm_recv,
+    .barrier = shm_barrier_op,
+    .alloc_shared = shm_alloc_shared,
+    .free_shared = shm_free_shared,
+    .destroy = shm_destroy,
+};
+
+pd_comm *pd_comm_shm_create(const pd_comm_init *init) {
+  shm_comm *s = calloc(1, sizeof *s);
+  if (!s) {
+    pd_set_error(PD_ERR_MEMORY, "shm: out of memory");
+    return NULL;
+  }
+  if (pd_comm_base_init(&s->base, &k_shm_ops, init) < 0 || shm_map_group(s, init) < 0) {
+    shm_destroy(&s->base);
+    return NULL;
+  }
+  return &s->base;
+}

@@ -1,0 +1,29 @@
+/* The world rendezvous: every rank learns every other rank's record (pid,
+ * host identity) and one job key that names the job's shared segments.
+ * Through the master endpoint over TCP (rank 0 listens), as Paddle's
+ * TCPStore; under mpirun without a master, through MPI. */
+#ifndef PADDLEC_DIST_RENDEZVOUS_H
+#define PADDLEC_DIST_RENDEZVOUS_H
+
+#include "paddlec/core.h"
+
+typedef struct pd_rank_record {
+  int32_t rank;
+  int32_t pid;
+  char host[128]; /* hostname + network namespace + boot id: equal strings = one host */
+} pd_rank_record;
+
+/* Fills this process's record. */
+void pd_rank_record_self(pd_rank_record *r, int rank);
+
+/* TCP rendezvous at master ("host:port"): all[i] receives rank i's record;
+ * job_key (capacity 96) receives the key rank 0 made. Errors name the
+ * master and what went wrong (unreachable after timeout_s, a duplicate rank,
+ * a world size that differs between ranks). */
+pd_status pd_rendezvous_tcp(const char *master, int rank, int world, double timeout_s,
+                            const pd_rank_record *mine, pd_rank_record *all, char *job_key);
+
+/* A fresh job key: $PADDLEC_JOB_KEY (set by fleetrun) or "job", then random hex. */
+void pd_make_job_key(char *key, size_t cap);
+
+#endif
