@@ -24,10 +24,7 @@ static shm_post make_post(shm_comm *s, pd_comm_kind kind, pd_dtype dt, size_t co
   return p;
 }
 
-static shm_wait_ctx data_ctx(const shm_post *p, char *buf, size_t cap) {
-  pd_comm_sig_str(&p->sig, buf, cap);
-  return (shm_wait_ctx){buf, &p->sig, -1};
-}
+static shm_wait_ctx data_ctx(const shm_post *p) { return (shm_wait_ctx){NULL, &p->sig, -1}; }
 
 /* Rank r's slice [lo, hi) of a chunk of len elements. */
 static void slice_of(size_t len, int n, int r, size_t *lo, size_t *hi) {
@@ -69,8 +66,7 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
   const void **srcs = n <= 64 ? srcs_small : malloc((size_t)n * sizeof *srcs);
   if (!srcs) return pd_set_error(PD_ERR_MEMORY, "shm all_reduce: out of memory");
   pd_status st = PD_OK;
-  char what[160];
-  shm_wait_ctx w = data_ctx(post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(post);
   if (bytes <= SHM_SMALL_BYTES) {
     memcpy(my_small(s, post), in, bytes);
     if ((st = shm_enter(s, post)) < 0) goto done;
@@ -157,8 +153,7 @@ static pd_status shm_broadcast(pd_comm *c, void *buf, size_t count, pd_dtype dt,
     if (me != root) memcpy(buf, small_of(s, root, &post), bytes);
     return PD_OK;
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / es;
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
@@ -183,8 +178,7 @@ static pd_status shm_all_gather(pd_comm *c, const void *in, void *out, size_t co
     for (int r = 0; r < n; r++) memcpy((char *)out + (size_t)r * bytes, small_of(s, r, &post), bytes);
     return PD_OK;
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / es;
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
@@ -218,8 +212,7 @@ static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_
     }
     goto done;
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / ((size_t)n * es);
   if (ce == 0) ce = 1;
   for (size_t off = 0; off < count; off += ce) {
@@ -250,8 +243,7 @@ static pd_status shm_scatter(pd_comm *c, const void *in, void *out, size_t count
     memcpy(out, small_of(s, root, &post) + (size_t)me * count * es, count * es);
     return PD_OK;
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / ((size_t)n * es);
   if (ce == 0) ce = 1;
   for (size_t off = 0; off < count; off += ce) {
@@ -281,8 +273,7 @@ static pd_status shm_gather(pd_comm *c, const void *in, void *out, size_t count,
       for (int r = 0; r < n; r++) memcpy((char *)out + (size_t)r * bytes, small_of(s, r, &post), bytes);
     return PD_OK;
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / es;
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
@@ -346,8 +337,7 @@ static pd_status shm_alltoall(pd_comm *c, const void *in, const size_t *send_cou
       goto done;
     }
   }
-  char what[160];
-  shm_wait_ctx w = data_ctx(&post, what, sizeof what);
+  shm_wait_ctx w = data_ctx(&post);
   size_t rounds = gmax ? (gmax + slot - 1) / slot : 0;
   for (size_t k = 0; k < rounds; k++) {
     if (k) {

@@ -78,6 +78,12 @@ static int dead_peer(shm_comm *s) {
 
 typedef int (*shm_ready_fn)(shm_comm *s, const void *arg);
 
+/* The wait's description, formatted only when it fails. */
+static const char *wait_what(const shm_wait_ctx *w, char *buf, size_t cap) {
+  if (w->what) return w->what;
+  return w->sig ? pd_comm_sig_str(w->sig, buf, cap) : "wait";
+}
+
 /* The one wait loop. `missing` lists (as text) who has not arrived when the
  * wait fails; built lazily by describe(). */
 static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, const shm_wait_ctx *w,
@@ -108,8 +114,9 @@ static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, cons
     t = now_ns();
     int ab = atomic_load(&s->hdr->abort_rank);
     if (ab >= 0 && ab != s->base.rank) {
-      pd_set_error(PD_ERR_COMM, "shm %s on group %d: rank %d failed: %s", w->what, s->base.group_id,
-                   s->base.global_ranks[ab], s->hdr->abort_msg);
+      char wb[160];
+      pd_set_error(PD_ERR_COMM, "shm %s on group %d: rank %d failed: %s", wait_what(w, wb, sizeof wb),
+                   s->base.group_id, s->base.global_ranks[ab], s->hdr->abort_msg);
       pd_comm_break(&s->base);
       return PD_ERR_COMM;
     }
@@ -119,16 +126,19 @@ static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, cons
       if (d >= 0) {
         char who[512] = "";
         if (describe) describe(s, arg, who, sizeof who);
-        pd_set_error(PD_ERR_COMM, "shm %s on group %d: rank %d (pid %d) died%s%s", w->what, s->base.group_id,
-                     s->base.global_ranks[d], s->pids[d], who[0] ? "; " : "", who);
+        char wb[160];
+        pd_set_error(PD_ERR_COMM, "shm %s on group %d: rank %d (pid %d) died%s%s",
+                     wait_what(w, wb, sizeof wb), s->base.group_id, s->base.global_ranks[d], s->pids[d],
+                     who[0] ? "; " : "", who);
         return shm_fail(s);
       }
     }
     if (t >= deadline) {
       char who[512] = "";
       if (describe) describe(s, arg, who, sizeof who);
-      pd_set_error(PD_ERR_COMM, "shm %s on group %d: timed out after %.1f s%s%s", w->what, s->base.group_id,
-                   s->base.timeout_s, who[0] ? "; " : "", who);
+      char wb[160];
+      pd_set_error(PD_ERR_COMM, "shm %s on group %d: timed out after %.1f s%s%s", wait_what(w, wb, sizeof wb),
+                   s->base.group_id, s->base.timeout_s, who[0] ? "; " : "", who);
       return shm_fail(s);
     }
   }
@@ -169,9 +179,7 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
   if (st < 0) return st;
   int par = (int)(post->sig.seq & 1);
   s->ctl[s->base.rank].post[par] = *post;
-  char what[160];
-  pd_comm_sig_str(&post->sig, what, sizeof what);
-  shm_wait_ctx w = {what, &post->sig, -1};
+  shm_wait_ctx w = {NULL, &post->sig, -1};
   arrive(s);
   uint64_t target = s->epoch;
   int n = s->base.nranks;
@@ -181,7 +189,7 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
   int *present = n <= 8 ? present_small : malloc((size_t)n * sizeof *present);
   if (!sigs || !present) {
     if (n > 8) free(sigs), free(present);
-    return pd_set_error(PD_ERR_MEMORY, "shm %s: out of memory", what);
+    return pd_set_error(PD_ERR_MEMORY, "shm collective: out of memory");
   }
   st = wait_for(s, all_arrived, &target, &w, NULL);
   int mismatch = 0;
