@@ -52,7 +52,7 @@ pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err) {
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
-    if (sleep_ns < 1000000) sleep_ns *= 2;
+    sleep_ns = sleep_ns * 2 < 1000000 ? sleep_ns * 2 : 1000000;
   }
   free(idx);
   return st;
