@@ -56,8 +56,9 @@ int pd_comm_sig_equal(const pd_comm_sig *a, const pd_comm_sig *b);
 /* Sets the mismatch error for `me` (group rank) given every rank's
  * signature (sigs[i], present[i] = it arrived): names the disagreeing ranks
  * and what each called, and the ranks that never arrived. Returns PD_ERR_COMM. */
-pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks, const pd_comm_sig *sigs,
-                                 const int *present, const int *global_ranks, const char *reason);
+pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int nranks,
+                                 const pd_comm_sig *sigs, const int *present, const int *global_ranks,
+                                 const char *reason);
 
 typedef struct pd_comm pd_comm;
 
@@ -66,15 +67,17 @@ typedef struct pd_comm_ops {
   pd_status (*all_reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op);
   pd_status (*broadcast)(pd_comm *c, void *buf, size_t count, pd_dtype dt, int root);
   /* out is read only at root (may equal in); the others' out is untouched */
-  pd_status (*reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op, int root);
+  pd_status (*reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op,
+                      int root);
   /* out holds nranks * count elements, rank i's block at i * count */
   pd_status (*all_gather)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt);
   /* in holds nranks * count elements; out (count) = reduction of block `rank` */
-  pd_status (*reduce_scatter)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op);
+  pd_status (*reduce_scatter)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                              pd_reduce_op op);
   /* send_counts[j] elements (packed in rank order in `in`) go to rank j;
    * recv_counts[j] elements come from rank j (packed in `out`) */
-  pd_status (*alltoall)(pd_comm *c, const void *in, const size_t *send_counts, void *out, const size_t *recv_counts,
-                        pd_dtype dt);
+  pd_status (*alltoall)(pd_comm *c, const void *in, const size_t *send_counts, void *out,
+                        const size_t *recv_counts, pd_dtype dt);
   /* in (nranks * count, read at root only) -> out (count) */
   pd_status (*scatter)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root);
   /* in (count) -> out (nranks * count, written at root only) */
@@ -93,12 +96,12 @@ typedef struct pd_comm_ops {
 /* Everything a backend needs to build a group's communicator. */
 typedef struct pd_comm_init {
   int group_id;
-  int rank;               /* in the group */
-  int nranks;             /* group size */
+  int rank;                /* in the group */
+  int nranks;              /* group size */
   const int *global_ranks; /* nranks entries */
   int world_rank, world_size;
-  const int *world_pids;  /* pid of every world rank (same-host backends watch them) */
-  const char *job_key;    /* unique per job: names shared segments */
+  const int *world_pids; /* pid of every world rank (same-host backends watch them) */
+  const char *job_key;   /* unique per job: names shared segments */
   double timeout_s;
 } pd_comm_init;
 

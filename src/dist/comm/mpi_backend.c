@@ -56,7 +56,7 @@ static pd_status mpi_all_reduce(pd_comm *c, const void *in, void *out, size_t co
     int n = (int)min_sz(chunk, count - off);
     const void *src = in == out ? MPI_IN_PLACE : (const char *)in + off * esz;
     MPI_Request r;
-    int rc = MPI_Iallreduce(src, (char *)out + off * esz, n, t, mop, PD_MPI(c)->coll, &r);
+    int rc = pd_mpi_iallreduce(src, (char *)out + off * esz, n, t, mop, PD_MPI(c)->coll, c->nranks, esz, &r);
     if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iallreduce", &sig);
     if ((st = pd_mpi_wait_data(c, &r, 1, deadline, &sig)) != PD_OK) return st;
   }

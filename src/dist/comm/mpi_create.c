@@ -153,22 +153,19 @@ static size_t chunk_bytes_from_env(void) {
   return v > 0 && v <= (1LL << 30) ? (size_t)v : (size_t)1 << 30;
 }
 
-static pd_status dup_comm(MPI_Comm base, MPI_Comm *out, double deadline, const char *what) {
-  MPI_Request r;
-  int err = MPI_Comm_idup(base, out, &r);
-  if (err == MPI_SUCCESS && pd_mpi_poll(&r, 1, deadline, &err) == PD_OK) return PD_OK;
+/* Blocking MPI_Comm_dup is safe here: the rendezvous has seen every member. */
+static pd_status dup_comm(MPI_Comm base, MPI_Comm *out, const char *what) {
+  int rc = MPI_Comm_dup(base, out);
+  if (rc == MPI_SUCCESS) return PD_OK;
   char es[MPI_MAX_ERROR_STRING];
   *out = MPI_COMM_NULL;
-  if (err != MPI_SUCCESS)
-    return pd_set_error(PD_ERR_COMM, "%s: MPI_Comm_idup: %s", what, pd_mpi_error_string(err, es, sizeof es));
-  return pd_set_error(PD_ERR_COMM, "%s: MPI_Comm_idup timed out", what);
+  return pd_set_error(PD_ERR_COMM, "%s: MPI_Comm_dup: %s", what, pd_mpi_error_string(rc, es, sizeof es));
 }
 
 pd_comm *pd_comm_mpi_create(const pd_comm_init *init) {
   int world_size = 0;
   if (pd_comm_mpi_init_world(NULL, &world_size) != PD_OK) return NULL;
   if (check_init(init, world_size) != PD_OK) return NULL;
-  double deadline = pd_mpi_now() + init->timeout_s;
   MPI_Comm base = MPI_COMM_NULL;
   pd_status st = init->group_id == 0 ? create_world(init, &base) : create_group(init, &base);
   if (st != PD_OK) return NULL;
@@ -214,7 +211,7 @@ pd_comm *pd_comm_mpi_create(const pd_comm_init *init) {
     c->ops->destroy(c);
     return NULL;
   }
-  if (dup_comm(base, &m->sig, deadline, what) != PD_OK || dup_comm(base, &m->p2p, deadline, what) != PD_OK) {
+  if (dup_comm(base, &m->sig, what) != PD_OK || dup_comm(base, &m->p2p, what) != PD_OK) {
     c->ops->destroy(c);
     return NULL;
   }

@@ -80,6 +80,14 @@ pd_status pd_mpi_check_sig(pd_comm *c, pd_comm_kind kind, pd_dtype dt, size_t co
 /* Elements of dt per chunk of a collective on c (>= 1, <= INT_MAX). */
 size_t pd_mpi_chunk_elems(pd_comm *c, pd_dtype dt);
 
+/* ---- mpi_tune.c ---- */
+/* MPI_Iallreduce, with Open MPI's ring algorithm for large messages (every
+ * rank must pass the same n and nranks). */
+int pd_mpi_iallreduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm, int nranks,
+                      size_t esz, MPI_Request *req);
+/* Releases the MPI_T handle; before MPI_Finalize. */
+void pd_mpi_tune_finalize(void);
+
 /* ---- mpi_p2p.c ---- */
 pd_status pd_mpi_send(pd_comm *c, const void *buf, size_t count, pd_dtype dt, int peer);
 pd_status pd_mpi_recv(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer);

@@ -20,16 +20,18 @@ double pd_mpi_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Spin (yielding the core) for the first 2 ms, which keeps small
- * collectives at MPI latency, then sleep with a growing period up to 1 ms
- * so a long wait does not burn a core that compute threads need. */
+/* MPI progresses nonblocking collectives only inside MPI calls, so every
+ * round of a multi-round algorithm waits for the next test: polling spins
+ * (yielding the core now and then) for the first 200 ms, which keeps
+ * collectives at MPI's own speed, then sleeps 10 us growing to 200 us so a
+ * long wait for a late peer does not hold a core at full speed. */
 pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err) {
   *mpi_err = MPI_SUCCESS;
   if (n <= 0) return PD_OK;
   int *idx = malloc((size_t)n * sizeof *idx);
   if (!idx) return pd_set_error(PD_ERR_MEMORY, "mpi wait: out of memory for %d requests", n);
   double start = pd_mpi_now();
-  long sleep_ns = 20000;
+  long sleep_ns = 10000;
   pd_status st = PD_OK;
   for (unsigned iter = 0;; iter++) {
     int done = 0;
@@ -46,13 +48,13 @@ pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err) {
       st = PD_ERR_COMM;
       break;
     }
-    if (now - start < 2e-3) {
+    if (now - start < 0.2) {
       if (iter % 16 == 15) sched_yield();
       continue;
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
-    sleep_ns = sleep_ns * 2 < 1000000 ? sleep_ns * 2 : 1000000;
+    sleep_ns = sleep_ns * 2 < 200000 ? sleep_ns * 2 : 200000;
   }
   free(idx);
   return st;

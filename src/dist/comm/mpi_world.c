@@ -151,6 +151,7 @@ void pd_comm_mpi_finalize(void) {
     if (g_world != MPI_COMM_NULL) MPI_Comm_free(&g_world);
     if (g_boot != MPI_COMM_NULL) MPI_Comm_free(&g_boot);
     pd_mpi_free_ops();
+    pd_mpi_tune_finalize();
     if (g_we_initialised) MPI_Finalize();
   }
   g_world = g_boot = MPI_COMM_NULL;

@@ -328,7 +328,10 @@ static void test_big_all_reduce(pd_comm *c) {
   size_t count = (size_t)16 << 20; /* 64 MB of float32 */
   float *buf = malloc(count * sizeof *buf);
   for (size_t i = 0; i < count; i++) buf[i] = (float)value(g_rank, i, PD_FLOAT32);
+  double t = now_s();
   CHECK_OK(c->ops->all_reduce(c, buf, buf, count, PD_FLOAT32, PD_REDUCE_SUM), "64 MB all_reduce");
+  t = now_s() - t;
+  if (g_rank == 0) printf("64 MB float32 all_reduce over %d ranks: %.1f ms\n", g_size, t * 1e3);
   size_t bad = 0;
   for (size_t i = 0; i < count; i++)
     if ((double)buf[i] != expected_reduce(NULL, g_size, i, PD_FLOAT32, PD_REDUCE_SUM, 1)) bad++;
