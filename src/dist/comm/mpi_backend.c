@@ -1,0 +1,274 @@
+/* The Open MPI backend: a group is three MPI communicators over its members
+ * (see pd_mpi_comm). Every collective first checks its signature against
+ * every other member's (mpi_wait.c), then moves data with MPI's
+ * nonblocking collectives, polled with the comm's timeout. Counts beyond
+ * one chunk (1 GiB by default, MPI counts are int) are moved chunk by
+ * chunk. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+static pd_status mpi_call_failed(pd_comm *c, int rc, const char *call, const pd_comm_sig *sig) {
+  char s[160], es[MPI_MAX_ERROR_STRING];
+  pd_set_error(PD_ERR_COMM, "mpi %s on group %d (rank %d): %s failed: %s", pd_comm_sig_str(sig, s, sizeof s),
+               c->group_id, c->global_ranks[c->rank], call, pd_mpi_error_string(rc, es, sizeof es));
+  pd_comm_break(c);
+  return PD_ERR_COMM;
+}
+
+/* After the signatures agree: the arguments every rank shares. */
+static pd_status check_args(pd_comm *c, const char *what, pd_dtype dt, int root) {
+  if (pd_mpi_datatype(dt) == MPI_DATATYPE_NULL)
+    return pd_set_error(PD_ERR_DTYPE, "mpi %s: invalid dtype %d", what, (int)dt);
+  if (root != -1 && (root < 0 || root >= c->nranks))
+    return pd_set_error(PD_ERR_INDEX, "mpi %s: root %d is not a rank of group %d (size %d)", what, root,
+                        c->group_id, c->nranks);
+  return PD_OK;
+}
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* n elements of t with an extent of `stride` elements: rank i's block of a
+ * chunked all_gather / gather / scatter then lands at i * stride. */
+static int strided_block(int n, MPI_Datatype t, size_t stride, size_t esz, MPI_Datatype *out) {
+  MPI_Datatype contig;
+  int rc = MPI_Type_contiguous(n, t, &contig);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = MPI_Type_create_resized(contig, 0, (MPI_Aint)(stride * esz), out);
+  MPI_Type_free(&contig);
+  if (rc == MPI_SUCCESS) rc = MPI_Type_commit(out);
+  return rc;
+}
+
+static pd_status mpi_all_reduce(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                                pd_reduce_op op) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_ALL_REDUCE, dt, count, (int)op, -1, NULL, NULL, &sig);
+  MPI_Op mop;
+  if (st == PD_OK) st = check_args(c, "all_reduce", dt, -1);
+  if (st == PD_OK) st = pd_mpi_reduce_op(dt, op, &mop);
+  if (st != PD_OK) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    const void *src = in == out ? MPI_IN_PLACE : (const char *)in + off * esz;
+    MPI_Request r;
+    int rc = pd_mpi_iallreduce(src, (char *)out + off * esz, n, t, mop, PD_MPI(c)->coll, c->nranks, esz, &r);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iallreduce", &sig);
+    if ((st = pd_mpi_wait_data(c, &r, 1, deadline, &sig)) != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+static pd_status mpi_broadcast(pd_comm *c, void *buf, size_t count, pd_dtype dt, int root) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_BROADCAST, dt, count, -1, root, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, "broadcast", dt, root);
+  if (st != PD_OK) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    MPI_Request r;
+    int rc =
+        MPI_Ibcast((char *)buf + off * esz, (int)min_sz(chunk, count - off), t, root, PD_MPI(c)->coll, &r);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Ibcast", &sig);
+    if ((st = pd_mpi_wait_data(c, &r, 1, deadline, &sig)) != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+static pd_status mpi_reduce(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op,
+                            int root) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_REDUCE, dt, count, (int)op, root, NULL, NULL, &sig);
+  MPI_Op mop;
+  if (st == PD_OK) st = check_args(c, "reduce", dt, root);
+  if (st == PD_OK) st = pd_mpi_reduce_op(dt, op, &mop);
+  if (st != PD_OK) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  int at_root = c->rank == root;
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    const void *src = at_root && in == out ? MPI_IN_PLACE : (const char *)in + off * esz;
+    void *dst = at_root ? (char *)out + off * esz : NULL;
+    MPI_Request r;
+    int rc = MPI_Ireduce(src, dst, (int)min_sz(chunk, count - off), t, mop, root, PD_MPI(c)->coll, &r);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Ireduce", &sig);
+    if ((st = pd_mpi_wait_data(c, &r, 1, deadline, &sig)) != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+static pd_status mpi_all_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_ALL_GATHER, dt, count, -1, -1, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, "all_gather", dt, -1);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  int in_place = (const char *)in == (const char *)out + (size_t)c->rank * count * esz;
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    MPI_Datatype block = t;
+    int rc = n == (int)count ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
+    const void *src = in_place ? MPI_IN_PLACE : (const char *)in + off * esz;
+    MPI_Request r;
+    rc = MPI_Iallgather(src, n, t, (char *)out + off * esz, block == t ? n : 1, block, PD_MPI(c)->coll, &r);
+    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+    if (block != t) MPI_Type_free(&block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iallgather", &sig);
+    if (st != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+static pd_status mpi_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_GATHER, dt, count, -1, root, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, "gather", dt, root);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  int at_root = c->rank == root;
+  int in_place = at_root && (const char *)in == (const char *)out + (size_t)root * count * esz;
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    MPI_Datatype block = t;
+    int rc = n == (int)count || !at_root ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
+    const void *src = in_place ? MPI_IN_PLACE : (const char *)in + off * esz;
+    void *dst = at_root ? (char *)out + off * esz : NULL;
+    MPI_Request r;
+    rc = MPI_Igather(src, n, t, dst, block == t ? n : 1, block, root, PD_MPI(c)->coll, &r);
+    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+    if (block != t) MPI_Type_free(&block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Igather", &sig);
+    if (st != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+static pd_status mpi_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_SCATTER, dt, count, -1, root, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, "scatter", dt, root);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  int at_root = c->rank == root;
+  int in_place = at_root && (const char *)out == (const char *)in + (size_t)root * count * esz;
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    MPI_Datatype block = t;
+    int rc = n == (int)count || !at_root ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
+    const void *src = at_root ? (const char *)in + off * esz : NULL;
+    void *dst = in_place ? MPI_IN_PLACE : (char *)out + off * esz;
+    MPI_Request r;
+    rc = MPI_Iscatter(src, block == t ? n : 1, block, dst, n, t, root, PD_MPI(c)->coll, &r);
+    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+    if (block != t) MPI_Type_free(&block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iscatter", &sig);
+    if (st != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
+/* One chunk fits MPI_Ireduce_scatter_block. Beyond that, each rank's block
+ * is reduced to it chunk by chunk with MPI_Ireduce, one root at a time: when
+ * out == in, root 0's chunk is consumed before another root's result
+ * overwrites it. */
+static pd_status mpi_reduce_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                                    pd_reduce_op op) {
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_REDUCE_SCATTER, dt, count, (int)op, -1, NULL, NULL, &sig);
+  MPI_Op mop;
+  if (st == PD_OK) st = check_args(c, "reduce_scatter", dt, -1);
+  if (st == PD_OK) st = pd_mpi_reduce_op(dt, op, &mop);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  double deadline = pd_mpi_now() + c->timeout_s;
+  MPI_Request r;
+  if (count <= chunk) {
+    const void *src = in == out ? MPI_IN_PLACE : in;
+    int rc = MPI_Ireduce_scatter_block(src, out, (int)count, t, mop, PD_MPI(c)->coll, &r);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Ireduce_scatter_block", &sig);
+    return pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+  }
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    for (int root = 0; root < c->nranks; root++) {
+      const char *src = (const char *)in + ((size_t)root * count + off) * esz;
+      char *dst = (char *)out + off * esz;
+      int at_root = c->rank == root;
+      const void *s = at_root && (const void *)src == (const void *)dst ? MPI_IN_PLACE : (const void *)src;
+      int rc = MPI_Ireduce(s, at_root ? dst : NULL, n, t, mop, root, PD_MPI(c)->coll, &r);
+      if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Ireduce", &sig);
+      if ((st = pd_mpi_wait_data(c, &r, 1, deadline, &sig)) != PD_OK) return st;
+    }
+  }
+  return PD_OK;
+}
+
+/* The signature exchange is itself a barrier: no rank leaves it before
+ * every member's signature has arrived. */
+static pd_status mpi_barrier(pd_comm *c) {
+  pd_comm_sig sig;
+  return pd_mpi_check_sig(c, PD_COMM_BARRIER, (pd_dtype)0, 0, -1, -1, NULL, NULL, &sig);
+}
+
+static void free_comm(MPI_Comm *comm) {
+  if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+}
+
+static void mpi_destroy(pd_comm *c) {
+  if (!c) return;
+  pd_mpi_comm *m = PD_MPI(c);
+  if (m) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      free_comm(&m->coll);
+      free_comm(&m->sig);
+      free_comm(&m->p2p);
+    }
+    if (!m->leak_sig_buffers) {
+      free(m->sig_out);
+      free(m->sig_in);
+    }
+    free(m->reqs);
+    free(m);
+  }
+  pd_comm_base_clear(c);
+  free(c);
+}
+
+static const pd_comm_ops k_mpi_ops = {
+    .name = "mpi",
+    .all_reduce = mpi_all_reduce,
+    .broadcast = mpi_broadcast,
+    .reduce = mpi_reduce,
+    .all_gather = mpi_all_gather,
+    .reduce_scatter = mpi_reduce_scatter,
+    .alltoall = pd_mpi_alltoall,
+    .scatter = mpi_scatter,
+    .gather = mpi_gather,
+    .send = pd_mpi_send,
+    .recv = pd_mpi_recv,
+    .barrier = mpi_barrier,
+    .alloc_shared = NULL,
+    .free_shared = NULL,
+    .destroy = mpi_destroy,
+};
+
+const pd_comm_ops *pd_mpi_ops(void) { return &k_mpi_ops; }

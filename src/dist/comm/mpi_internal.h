@@ -1,0 +1,97 @@
+/* Shared pieces of the Open MPI backend (mpi_*.c): the per-group state,
+ * dtype and reduce-op mapping, the polling waits with a timeout and the
+ * signature exchange. */
+#ifndef PADDLEC_DIST_COMM_MPI_INTERNAL_H
+#define PADDLEC_DIST_COMM_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+
+/* One group's MPI state. Three communicators over the same members, so the
+ * three kinds of traffic never match each other's messages:
+ *   coll: the data of collectives (MPI collectives, and alltoall's
+ *         point-to-point messages tagged by sequence number);
+ *   sig:  the signature exchange before every collective;
+ *   p2p:  send/recv, which may run on other threads meanwhile. */
+typedef struct pd_mpi_comm {
+  MPI_Comm coll, sig, p2p;
+  int tag_ub;         /* MPI_TAG_UB of these communicators */
+  size_t chunk_bytes; /* largest single MPI transfer (counts are int) */
+  /* signature exchange: my message and every rank's (sig_stride bytes
+   * each: a pd_comm_sig, then for alltoall 2 * nranks uint64 counts) */
+  unsigned char *sig_out, *sig_in;
+  size_t sig_stride;
+  MPI_Request *reqs;           /* 2 * nranks */
+  int leak_sig_buffers;        /* a send was abandoned: its buffer must outlive the comm */
+  atomic_uint_fast64_t p2p_id; /* ids of send calls: pick the data/ack tags */
+} pd_mpi_comm;
+
+#define PD_MPI(c) ((pd_mpi_comm *)(c)->impl)
+
+/* ---- mpi_backend.c ---- */
+const pd_comm_ops *pd_mpi_ops(void);
+
+/* ---- mpi_world.c ---- */
+/* The world communicator ordered by the job's ranks (MPI_COMM_NULL until the
+ * world group is created); groups are carved out of it. */
+MPI_Comm pd_mpi_world_comm(void);
+/* Replaces (and frees) the recorded world communicator. */
+void pd_mpi_set_world_comm(MPI_Comm world);
+/* MPI_COMM_WORLD duplicated with errors returned (after init). */
+MPI_Comm pd_mpi_boot_comm(void);
+/* Initialised, with MPI_THREAD_MULTIPLE, and not finalised: else an error. */
+pd_status pd_mpi_require_ready(const char *what);
+/* Text of an MPI error code: "MPI_ERR_TRUNCATE: message truncated". */
+const char *pd_mpi_error_string(int code, char *buf, int cap);
+
+/* ---- mpi_types.c ---- */
+/* The MPI datatype that carries pd dtype dt (float16/bfloat16 as 16-bit
+ * integers, bool as bytes). */
+MPI_Datatype pd_mpi_datatype(pd_dtype dt);
+/* The MPI reduction for (dt, op): a built-in one where MPI has it, else a
+ * user op over pd_kernel_comm_reduce. AVG is SUM (the caller divides).
+ * Ops are created on first use; pd_mpi_free_ops releases them. */
+pd_status pd_mpi_reduce_op(pd_dtype dt, pd_reduce_op op, MPI_Op *out);
+void pd_mpi_free_ops(void);
+
+/* ---- mpi_wait.c ---- */
+double pd_mpi_now(void);
+/* Polls reqs[0..n) (MPI_REQUEST_NULL entries are done) until all complete
+ * or `deadline` (pd_mpi_now seconds) passes. PD_OK; PD_ERR_COMM on timeout
+ * (the requests still pending are left as they are) or on an MPI error;
+ * no error message is set. *mpi_err receives the failing MPI code. */
+pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err);
+/* Cancels what can be cancelled (receives) and frees the rest. Returns 1
+ * when a request could not be cancelled (its buffer may still be read). */
+int pd_mpi_abandon(MPI_Request *reqs, int n);
+
+/* Waits for the data phase of a collective: on a timeout or an MPI error
+ * sets an error naming the call and breaks the comm. */
+pd_status pd_mpi_wait_data(pd_comm *c, MPI_Request *reqs, int n, double deadline, const pd_comm_sig *sig);
+/* The signature check before a collective: a new sequence number, the
+ * exchange with every member and the comparison. peer_counts (alltoall
+ * only, else NULL): per peer, what this rank sends (send_counts) and
+ * expects (recv_counts). Fills *sig; on a mismatch or a missing rank sets
+ * the error, breaks the comm and returns PD_ERR_COMM. */
+pd_status pd_mpi_check_sig(pd_comm *c, pd_comm_kind kind, pd_dtype dt, size_t count, int op, int root,
+                           const size_t *send_counts, const size_t *recv_counts, pd_comm_sig *sig);
+/* Elements of dt per chunk of a collective on c (>= 1, <= INT_MAX). */
+size_t pd_mpi_chunk_elems(pd_comm *c, pd_dtype dt);
+
+/* ---- mpi_tune.c ---- */
+/* MPI_Iallreduce, with Open MPI's ring algorithm for large messages (every
+ * rank must pass the same n and nranks). */
+int pd_mpi_iallreduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm, int nranks,
+                      size_t esz, MPI_Request *req);
+/* Releases the MPI_T handle; before MPI_Finalize. */
+void pd_mpi_tune_finalize(void);
+
+/* ---- mpi_p2p.c ---- */
+pd_status pd_mpi_send(pd_comm *c, const void *buf, size_t count, pd_dtype dt, int peer);
+pd_status pd_mpi_recv(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer);
+pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
+                          const size_t *recv_counts, pd_dtype dt);
+
+#endif
