@@ -533,7 +533,9 @@ int main(int argc, char **argv) {
   if (getenv("OMPI_COMM_WORLD_SIZE")) { /* one rank under mpirun */
     g_rank = atoi(getenv("OMPI_COMM_WORLD_RANK"));
     g_n = atoi(getenv("OMPI_COMM_WORLD_SIZE"));
-    return run_rank(scenario);
+    int rc = run_rank(scenario);
+    if (rc == 0) printf("PASS %s %s rank %d of %d\n", scenario, g_backend, g_rank, g_n);
+    return rc;
   }
   char key[64], master[64], pidfile[128];
   snprintf(key, sizeof key, "disttest%d", getpid());
