@@ -9,6 +9,7 @@
 #include "paddlec/autograd.h"
 #include "paddlec/conv.h"
 #include "paddlec/core.h"
+#include "paddlec/distributed.h"
 #include "paddlec/hapi.h"
 #include "paddlec/io.h"
 #include "paddlec/layers.h"

@@ -10,7 +10,7 @@
 typedef struct pd_rank_record {
   int32_t rank;
   int32_t pid;
-  char host[128]; /* hostname + network namespace + boot id: equal strings = one host */
+  char host[160]; /* hostname + network namespace + boot id: equal strings = one host */
 } pd_rank_record;
 
 /* Fills this process's record. */

@@ -1,0 +1,260 @@
+/* The parallel environment: ParallelEnv parsing from the launcher's, mpirun's
+ * and Slurm's variables, wrong environments, a one-rank world, and a small
+ * two-rank job forked here (so the sanitizer build covers the shm backend). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static const char *const k_vars[] = {"PADDLE_TRAINER_ID",
+                                     "PADDLE_TRAINERS_NUM",
+                                     "PADDLE_TRAINER_ENDPOINTS",
+                                     "PADDLE_CURRENT_ENDPOINT",
+                                     "PADDLE_MASTER",
+                                     "PADDLE_RANK_IN_NODE",
+                                     "PADDLE_LOCAL_SIZE",
+                                     "PADDLE_NNODES",
+                                     "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "SLURM_PROCID",
+                                     "SLURM_NTASKS",
+                                     "SLURM_LOCALID",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "FLAGS_selected_gpus",
+                                     "PMI_RANK",
+                                     "PMI_SIZE",
+                                     "PADDLE_LOCAL_RANK",
+                                     "PADDLEC_COMM_BACKEND",
+                                     NULL};
+
+static void clear_env(void) {
+  for (int i = 0; k_vars[i]; i++) unsetenv(k_vars[i]);
+}
+
+static void test_paddle_launcher_env(void **state) {
+  (void)state;
+  clear_env();
+  setenv("PADDLE_TRAINER_ID", "1", 1);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:6170,127.0.0.1:6171", 1);
+  setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:6171", 1);
+  setenv("PADDLE_RANK_IN_NODE", "1", 1);
+  setenv("FLAGS_selected_gpus", "3", 1);
+  pd_dist_env e;
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_int_equal(e.rank, 1);
+  assert_int_equal(e.world_size, 2);
+  assert_int_equal(e.local_rank, 1);
+  assert_int_equal(e.device_id, 3);
+  assert_int_equal(e.n_endpoints, 2);
+  assert_string_equal(e.trainer_endpoints[1], "127.0.0.1:6171");
+  assert_string_equal(e.current_endpoint, "127.0.0.1:6171");
+  assert_string_equal(e.master, "127.0.0.1:6170"); /* the first endpoint without PADDLE_MASTER */
+  assert_string_equal(e.launcher, "paddle");
+  pd_dist_env_clear(&e);
+  setenv("PADDLE_MASTER", "10.0.0.1:7000", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_string_equal(e.master, "10.0.0.1:7000");
+  pd_dist_env_clear(&e);
+  setenv("MASTER_ADDR", "10.0.0.9", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_string_equal(e.master, "10.0.0.9:1234");
+  pd_dist_env_clear(&e);
+  /* without initialisation, rank and size come from the environment */
+  assert_int_equal(pd_dist_get_rank(NULL), 1);
+  assert_int_equal(pd_dist_get_world_size(NULL), 2);
+  assert_false(pd_dist_is_initialized());
+  clear_env();
+}
+
+static void test_mpirun_and_slurm_env(void **state) {
+  (void)state;
+  clear_env();
+  setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+  pd_dist_env e;
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_int_equal(e.rank, 2);
+  assert_int_equal(e.world_size, 4);
+  assert_int_equal(e.local_rank, 0);
+  assert_string_equal(e.launcher, "mpirun");
+  assert_string_equal(e.master, "");
+  pd_dist_env_clear(&e);
+  clear_env();
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_int_equal(e.rank, 5);
+  assert_int_equal(e.world_size, 8);
+  assert_int_equal(e.local_rank, 1);
+  assert_string_equal(e.launcher, "slurm");
+  pd_dist_env_clear(&e);
+  clear_env();
+}
+
+static void test_wrong_env(void **state) {
+  (void)state;
+  pd_dist_env e;
+  clear_env();
+  setenv("PADDLE_TRAINER_ID", "2", 1);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  assert_true(pd_dist_parallel_env(&e) < 0);
+  assert_non_null(strstr(pd_last_error(), "rank 2 (PADDLE_TRAINER_ID) must be < world size 2"));
+  setenv("PADDLE_TRAINER_ID", "x1", 1);
+  assert_true(pd_dist_parallel_env(&e) < 0);
+  assert_non_null(strstr(pd_last_error(), "PADDLE_TRAINER_ID='x1'"));
+  setenv("PADDLE_TRAINER_ID", "0", 1);
+  setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1", 1);
+  assert_true(pd_dist_parallel_env(&e) < 0);
+  assert_non_null(strstr(pd_last_error(), "lists 1 endpoints but the world size is 2"));
+  setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:2", 1);
+  setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:2", 1);
+  assert_true(pd_dist_parallel_env(&e) < 0);
+  assert_non_null(strstr(pd_last_error(), "PADDLE_CURRENT_ENDPOINT='127.0.0.1:2'"));
+  /* init fails with the same message and leaves nothing initialised */
+  assert_null(pd_dist_init_parallel_env(NULL));
+  assert_false(pd_dist_is_initialized());
+  clear_env();
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.backend = "nccl"}));
+  assert_non_null(strstr(pd_last_error(), "unknown backend 'nccl'"));
+  /* collectives before init */
+  pd_tensor *t = pd_ones(1, SHAPE(3), PD_FLOAT32);
+  assert_true(pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) < 0);
+  assert_non_null(strstr(pd_last_error(), "not initialised"));
+  pd_tensor_release(t);
+  expect_no_live_tensors();
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  bind(fd, (struct sockaddr *)&a, sizeof a);
+  getsockname(fd, (struct sockaddr *)&a, &l);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static void test_unreachable_master(void **state) {
+  (void)state;
+  clear_env();
+  char m[64];
+  snprintf(m, sizeof m, "127.0.0.1:%d", free_port());
+  setenv("PADDLE_TRAINER_ID", "1", 1);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  setenv("PADDLE_MASTER", m, 1);
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 0.5}));
+  assert_non_null(strstr(pd_last_error(), "rank 1 cannot reach the master"));
+  assert_non_null(strstr(pd_last_error(), m));
+  clear_env();
+}
+
+static void test_one_rank_world(void **state) {
+  (void)state;
+  clear_env();
+  pd_dist_group *w = pd_dist_init_parallel_env(NULL);
+  assert_non_null(w);
+  assert_true(pd_dist_is_initialized());
+  assert_ptr_equal(pd_dist_init_parallel_env(NULL), w); /* idempotent */
+  assert_int_equal(pd_dist_get_rank(NULL), 0);
+  assert_int_equal(pd_dist_get_world_size(w), 1);
+  assert_string_equal(pd_dist_group_backend(w), "shm");
+  pd_scope_begin();
+  pd_tensor *t = T(PD_FLOAT32, 1, SHAPE(3), 1, 2, 3);
+  assert_int_equal(pd_dist_all_reduce(t, PD_REDUCE_AVG, NULL), PD_OK);
+  EXPECT_VALUES(t, 0, 1, 2, 3);
+  pd_tensor *list[1] = {NULL};
+  assert_int_equal(pd_dist_all_gather(list, t, NULL), PD_OK);
+  EXPECT_VALUES(list[0], 0, 1, 2, 3); /* new tensors belong to the open scope */
+  /* a shared tensor is an ordinary, zero-filled tensor to the user */
+  pd_tensor *z = pd_dist_alloc_shared(NULL, PD_FLOAT64, 2, SHAPE(2, 2));
+  assert_non_null(z);
+  EXPECT_VALUES(z, 0, 0, 0, 0, 0);
+  assert_int_equal(pd_dist_all_reduce(z, PD_REDUCE_SUM, NULL), PD_OK);
+  pd_scope_end();
+  /* bad arguments: errors, no crash */
+  assert_true(pd_dist_all_reduce(NULL, PD_REDUCE_SUM, NULL) < 0);
+  assert_non_null(strstr(pd_last_error(), "tensor is NULL"));
+  assert_null(pd_dist_new_group((int[]){0, 0}, 2, NULL));
+  assert_non_null(strstr(pd_last_error(), "rank 0 is listed twice"));
+  assert_null(pd_dist_new_group((int[]){3}, 1, NULL));
+  assert_non_null(strstr(pd_last_error(), "rank 3 is out of range"));
+  assert_int_equal(pd_dist_destroy_process_group(NULL), PD_OK);
+  assert_false(pd_dist_is_initialized());
+  expect_no_live_tensors();
+}
+
+/* Two ranks forked from here run a few collectives on the shm backend. */
+static int child(int rank) {
+  char buf[8];
+  snprintf(buf, sizeof buf, "%d", rank);
+  setenv("PADDLE_TRAINER_ID", buf, 1);
+  pd_dist_group *w = pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 30});
+  if (!w) return 10;
+  int rc = 0;
+  pd_scope_begin();
+  int64_t n = 70000; /* several staging chunks */
+  pd_tensor *t = pd_full(1, SHAPE(n), (double)(rank + 1), PD_FLOAT32);
+  if (pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) < 0 || pd_tensor_item_at(t, n - 1) != 3.0) rc = 11;
+  pd_tensor *s = pd_dist_alloc_shared(NULL, PD_FLOAT32, 1, SHAPE(n));
+  float *p = pd_tensor_data(s);
+  for (int64_t i = 0; i < n; i++) p[i] = (float)(rank * 2 + 1);
+  pd_dist_task *task = NULL;
+  if (pd_dist_all_reduce(s, PD_REDUCE_MAX, &(pd_dist_opts){.task = &task}) < 0 ||
+      pd_dist_task_wait(task) < 0 || p[0] != 3.0f || p[n - 1] != 3.0f)
+    rc = 12;
+  pd_dist_task_free(task);
+  pd_tensor *r = pd_zeros(1, SHAPE(5), PD_INT64);
+  pd_tensor *snd = pd_full(1, SHAPE(5), 40 + rank, PD_INT64);
+  pd_dist_task *ts = NULL, *tr = NULL;
+  if (pd_dist_isend(snd, 1 - rank, NULL, &ts) < 0 || pd_dist_irecv(r, 1 - rank, NULL, &tr) < 0 ||
+      pd_dist_task_wait(ts) < 0 || pd_dist_task_wait(tr) < 0 || pd_tensor_item_at(r, 4) != 41 - rank)
+    rc = 13;
+  pd_dist_task_free(ts);
+  pd_dist_task_free(tr);
+  pd_scope_end();
+  pd_dist_destroy_process_group(NULL);
+  return rc;
+}
+
+static void test_two_ranks(void **state) {
+  (void)state;
+  clear_env();
+  char m[64];
+  snprintf(m, sizeof m, "127.0.0.1:%d", free_port());
+  setenv("PADDLE_MASTER", m, 1);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) exit(child(r));
+  }
+  for (int r = 0; r < 2; r++) {
+    int st;
+    waitpid(pids[r], &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+  }
+  clear_env();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_paddle_launcher_env), cmocka_unit_test(test_mpirun_and_slurm_env),
+      cmocka_unit_test(test_wrong_env),           cmocka_unit_test(test_unreachable_master),
+      cmocka_unit_test(test_one_rank_world),      cmocka_unit_test(test_two_ranks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
