@@ -18,6 +18,7 @@
 #include "paddlec/norm.h"
 #include "paddlec/ops.h"
 #include "paddlec/optim.h"
+#include "paddlec/parallel.h"
 #include "paddlec/rnn.h"
 #include "paddlec/transformer.h"
 

@@ -1,0 +1,67 @@
+/* paddle.DataParallel: data-parallel training over a process group.
+ *
+ *   pd_dist_init_parallel_env(NULL);
+ *   pd_layer *dp = pd_data_parallel(net, NULL);      // broadcasts rank 0's parameters
+ *   loss = ...pd_layer_call1(dp, x)...;
+ *   pd_backward(loss, NULL, false);                  // gradients averaged over the ranks
+ *   pd_optimizer_step(opt);
+ *
+ * Gradients are grouped into single-dtype buckets walking the parameters in
+ * forward (registration) order: the bucket holding the first parameters —
+ * whose gradients arrive last in backward — is capped at
+ * last_comm_buffer_size, the others at comm_buffer_size (a bucket closes
+ * once it reaches its cap). Buckets live in the group's shared memory and
+ * hold the gradients themselves; each is all-reduced asynchronously as soon
+ * as it is full, strictly in reverse bucket order on every rank, overlapping
+ * the rest of backward; the end of backward waits for them. Gradients are
+ * averaged (scaled by 1/nranks, then summed), as Paddle does. */
+#ifndef PADDLEC_PARALLEL_H
+#define PADDLEC_PARALLEL_H
+
+#include "paddlec/distributed.h"
+#include "paddlec/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pd_data_parallel_opts {
+  double comm_buffer_size;      /* MB; 0: 25 */
+  double last_comm_buffer_size; /* MB; 0: 1 */
+  /* Parameters the graph did not reach are marked ready (their gradient
+   * counts as zero here). Without it a parameter that gets no gradient is
+   * an error naming it, never a hang. */
+  bool find_unused_parameters;
+  pd_dist_group *group; /* NULL: the world */
+  /* For measurement: launch every bucket after backward instead of
+   * overlapping the all_reduces with it. */
+  bool defer_all_reduce;
+} pd_data_parallel_opts;
+
+/* paddle.DataParallel(layers, ...): a layer that runs `layers` and
+ * synchronises its gradients. Retains `layers`. Broadcasts the parameters
+ * and buffers of the group's first rank to every rank. Its parameters,
+ * named_parameters, state_dict and set_state_dict use the inner layer's
+ * names (no prefix), so a checkpoint loads into the single-process model.
+ * With one rank it is a pass-through. NULL on error (environment not
+ * initialised, no trainable parameter, bad sizes). */
+pd_layer *pd_data_parallel(pd_layer *layers, const pd_data_parallel_opts *opts);
+/* The wrapped layer (DataParallel._layers), borrowed. */
+pd_layer *pd_data_parallel_layers(pd_layer *dp);
+/* no_sync(): between begin and end, forwards record no synchronisation, so
+ * gradients accumulate locally; the first backward after end synchronises
+ * (averages) everything accumulated. */
+pd_status pd_data_parallel_no_sync_begin(pd_layer *dp);
+pd_status pd_data_parallel_no_sync_end(pd_layer *dp);
+
+/* fleet.utils.fused_allreduce_gradients(params, hcg=None): averages the
+ * gradients of the given parameters over `group` (NULL: the world) in
+ * coalesced buckets, synchronously. Parameters without a gradient are
+ * skipped. */
+pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
