@@ -126,6 +126,29 @@ grep -q "failing on purpose" log/workerlog.1 || fail "failrank: workerlog.1"
 [ -f pids/pid.0 ] || fail "failrank: rank 0 never started"
 check_no_leftovers pids failrank
 
+# ---- 3b. kill -9 of one rank while the other sits in a collective (shm):
+# the launcher exits non-zero naming it, nothing is left in /dev/shm
+newcase kill9
+FR_PID_DIR=$PWD/pids FR_ALL_REDUCE=1 FR_KILL_WAIT=1 timeout 30 "$FLEETRUN" --nproc_per_node=3 "$WORKER" >out.txt 2>err.txt &
+BGPID=$!
+for _ in $(seq 200); do grep -q "waits to be killed" log/workerlog.1 2>/dev/null && break; sleep 0.05; done
+sleep 0.3
+t0=$(now_ms)
+kill -9 "$(cat pids/pid.1)"
+wait $BGPID
+rc=$?
+BGPID=
+dt=$(($(now_ms) - t0))
+key=$(sed -n 's/^env PADDLEC_JOB_KEY=//p' log/workerlog.0)
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -lt 10000 ] && ok "kill9: fleetrun exited $rc after ${dt} ms" ||
+  fail "kill9: exit code $rc after ${dt} ms"
+grep -q "all_reduce sum=6 expected=6 backend=shm" log/workerlog.0 || fail "kill9: the first all_reduce"
+grep -q "rank=\[1\] was aborted" err.txt || { fail "kill9: rank 1 not named"; cat err.txt; }
+grep -q "trainer 1 .*signal.*log/workerlog.1\|trainer 1 .*SIGKILL.*workerlog.1\|workerlog.1" err.txt || fail "kill9: no log path"
+[ -n "$key" ] && ! ls /dev/shm/paddlec-"$key"* >/dev/null 2>&1 && ok "kill9: nothing left in /dev/shm" ||
+  fail "kill9: /dev/shm/paddlec-$key* left behind"
+check_no_leftovers pids kill9
+
 # ---- 4. SIGTERM to fleetrun stops the children
 newcase sigterm
 FR_PID_DIR=$PWD/pids FR_SLEEP=1 "$FLEETRUN" --nproc_per_node=2 "$WORKER" >out.txt 2>err.txt &

@@ -48,7 +48,8 @@ cd "$WORK/job" || exit 1
 MCA="--mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 --mca btl self,tcp"
 MCA="$MCA --mca plm_rsh_no_tree_spawn 1 --mca orte_keep_fqdn_hostnames 1"
 t0=$(date +%s)
-PADDLEC_RSH_AGENT=$WORK/agent.sh PADDLEC_MPIRUN_ARGS="$MCA" timeout 60 ip netns exec "$NS1" \
+FR_ALL_REDUCE=1 PADDLEC_RSH_AGENT=$WORK/agent.sh PADDLEC_MPIRUN_ARGS="$MCA -x FR_ALL_REDUCE" timeout 60 \
+  ip netns exec "$NS1" \
   "$FLEETRUN" --ips=10.77.0.1,10.77.0.2 --nproc_per_node=2 "$WORKER" >out.txt 2>err.txt
 rc=$?
 echo "fleetrun exited with $rc after $(($(date +%s) - t0)) s"
@@ -65,7 +66,8 @@ for r in 0 1 2 3; do
     grep -qx "env PADDLE_TRAINERS_NUM=4" "$f" && grep -qx "env PADDLE_TRAINER_ENDPOINTS=$EPS" "$f" &&
     grep -qx "env PADDLE_CURRENT_ENDPOINT=$ip:$((6070 + l))" "$f" && grep -qx "env PADDLE_MASTER=10.77.0.1:6070" "$f" &&
     grep -qx "env PADDLE_RANK_IN_NODE=$l" "$f" && grep -qx "env PADDLE_NNODES=2" "$f" &&
-    grep -qx "env PADDLE_LOCAL_SIZE=2" "$f" && grep -q "^step:2	loss:" "$f"; then
+    grep -qx "env PADDLE_LOCAL_SIZE=2" "$f" && grep -q "^step:2	loss:" "$f" &&
+    grep -qx "all_reduce sum=10 expected=10 backend=mpi" "$f"; then
     echo "ok: rank $r in $f"
   else
     fail "rank $r: $f"

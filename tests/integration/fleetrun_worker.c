@@ -6,6 +6,9 @@
  *   FR_FAIL_ONCE=f    rank 1 exits 1 when the file f is absent (creating it)
  *   FR_SLEEP=1        every rank sleeps 30 s
  *   FR_SHM=1          creates /dev/shm/paddlec-$PADDLEC_JOB_KEY-test (left behind)
+ *   FR_ALL_REDUCE=1   joins the parallel environment and all-reduces rank + 1
+ *   FR_KILL_WAIT=r    with FR_ALL_REDUCE: rank r writes its pid, then waits (to
+ *                     be killed) while the others sit in a second all_reduce
  * Parameter servers (TRAINING_ROLE=PSERVER) serve until stopped. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -83,11 +86,8 @@ int main(void) {
     return 1;
   }
 
-#ifdef FLEETRUN_WORKER_ALL_REDUCE
-  /* ---- the collective check (enable once pd_dist_init_parallel_env and the
-   * backends are in the library): every rank contributes rank + 1, the sum
-   * must be n(n+1)/2 on every rank. ---- */
-  {
+  if (getenv("FR_ALL_REDUCE")) {
+    /* every rank contributes rank + 1: the sum must be n(n+1)/2 everywhere */
     pd_dist_group *world = pd_dist_init_parallel_env(NULL);
     if (!world) {
       fprintf(stderr, "init_parallel_env: %s\n", pd_last_error());
@@ -99,11 +99,24 @@ int main(void) {
       fprintf(stderr, "all_reduce: %s\n", pd_last_error());
       return 1;
     }
-    printf("all_reduce sum=%g expected=%d\n", pd_tensor_item_at(t, 0), n * (n + 1) / 2);
+    printf("all_reduce sum=%g expected=%d backend=%s\n", pd_tensor_item_at(t, 0), n * (n + 1) / 2,
+           pd_dist_group_backend(world));
+    const char *kw = getenv("FR_KILL_WAIT");
+    if (kw) {
+      if (atoi(kw) == rank) {
+        printf("rank %d waits to be killed\n", rank);
+        for (;;) pause();
+      }
+      /* the victim never joins: this fails once it is killed (or the
+       * launcher stops this rank first) */
+      if (pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) != PD_OK) {
+        fprintf(stderr, "all_reduce: %s\n", pd_last_error());
+        return 1;
+      }
+    }
     pd_tensor_release(t);
     pd_dist_destroy_process_group(NULL);
   }
-#endif
 
   for (int i = 0; i < 3; i++) printf("step:%d\tloss:[%.7g]\n", i, 1.5 / (i + 1) + rank);
   return 0;

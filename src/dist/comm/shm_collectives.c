@@ -56,6 +56,18 @@ static int any_zero_copy(shm_comm *s, const shm_post *me) {
   return 0;
 }
 
+/* Copies a chunk into this rank's staging half, all but its own slice: the
+ * rank reads its own slice straight from its input when it reduces. */
+static void copy_in_others(shm_comm *s, uint64_t step, const void *in, size_t off, size_t len, size_t es) {
+  int n = s->base.nranks, me = s->base.rank;
+  for (int r = 0; r < n; r++) {
+    if (r == me) continue;
+    size_t lo, hi;
+    slice_of(len, n, r, &lo, &hi);
+    if (hi > lo) memcpy(shm_stage(s, me, step) + lo * es, (const char *)in + (off + lo) * es, (hi - lo) * es);
+  }
+}
+
 /* all_reduce and reduce: reduce-scatter then all-gather over the staging
  * halves (or the peers' shared buffers); root < 0 gathers everywhere. */
 static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void *out, size_t count,
@@ -85,12 +97,12 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
   size_t ce = s->chunk_bytes / es;
   size_t len0 = count < ce ? count : ce;
   uint64_t step = s->step++;
-  if (zc_alloc < 0) memcpy(shm_stage(s, me, step), in, len0 * es);
+  if (zc_alloc < 0) copy_in_others(s, step, in, 0, len0, es);
   if ((st = shm_enter(s, post)) < 0) goto done;
   int zc = all_zero_copy(s, post);
   if (!zc && any_zero_copy(s, post)) {
     /* some ranks skipped the copy of chunk 0 hoping for zero copy */
-    if (zc_alloc >= 0) memcpy(shm_stage(s, me, step), in, len0 * es);
+    if (zc_alloc >= 0) copy_in_others(s, step, in, 0, len0, es);
     if ((st = shm_barrier(s, &w)) < 0) goto done;
   }
   const shm_alloc *za = zc ? &s->allocs[post->zc_alloc] : NULL;
@@ -98,14 +110,15 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
     size_t len = count - off < ce ? count - off : ce;
     if (off) {
       step = s->step++;
-      if (!zc) memcpy(shm_stage(s, me, step), (const char *)in + off * es, len * es);
+      if (!zc) copy_in_others(s, step, in, off, len, es);
       if ((st = shm_barrier(s, &w)) < 0) goto done;
     }
     size_t lo, hi;
     slice_of(len, n, me, &lo, &hi);
     for (int r = 0; r < n; r++)
-      srcs[r] = zc ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + lo) * es
-                   : shm_stage(s, r, step) + lo * es;
+      srcs[r] = zc        ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + lo) * es
+                : r == me ? (const unsigned char *)in + (off + lo) * es
+                          : shm_stage(s, r, step) + lo * es;
     void *dst = zc ? (void *)((char *)out + (off + lo) * es) : (void *)(shm_stage(s, me, step) + lo * es);
     if (hi > lo) pd_kernel_comm_reduce(dst, srcs, n, hi - lo, dt, op);
     if ((st = shm_barrier(s, &w)) < 0) goto done;
