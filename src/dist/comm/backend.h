@@ -110,8 +110,8 @@ struct pd_comm {
   int group_id, rank, nranks;
   int *global_ranks; /* owned copy */
   double timeout_s;
-  uint64_t seq; /* collectives issued so far */
-  atomic_int broken;
+  uint64_t seq;      /* collectives issued so far */
+  atomic_int broken; /* 0 healthy, 1 being marked, 2 broken (broken_msg set) */
   char broken_msg[1024];
   void *impl;
 };

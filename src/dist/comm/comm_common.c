@@ -100,14 +100,18 @@ void pd_comm_base_clear(pd_comm *c) {
   c->global_ranks = NULL;
 }
 
+/* The first failure wins; send, recv and collective threads may fail at once. */
 void pd_comm_break(pd_comm *c) {
-  if (atomic_load(&c->broken)) return;
+  int healthy = 0;
+  if (!atomic_compare_exchange_strong(&c->broken, &healthy, 1)) return;
   snprintf(c->broken_msg, sizeof c->broken_msg, "%s", pd_last_error());
-  atomic_store(&c->broken, 1);
+  atomic_store(&c->broken, 2);
 }
 
 pd_status pd_comm_check_broken(pd_comm *c, const char *what) {
   if (!atomic_load(&c->broken)) return PD_OK;
+  while (atomic_load(&c->broken) == 1) {
+  } /* the message is being written */
   return pd_set_error(PD_ERR_COMM, "%s: group %d is broken by an earlier failure: %s", what, c->group_id,
                       c->broken_msg);
 }

@@ -221,7 +221,17 @@ void *shm_alloc_shared(pd_comm *c, size_t nbytes) {
   }
   alloc_head *h = (alloc_head *)base;
   if (creator) atomic_store(&h->ready, 1);
-  while (!atomic_load(&h->ready)) nap();
+  double deadline = now_s() + c->timeout_s;
+  while (!atomic_load(&h->ready)) {
+    if (now_s() > deadline) {
+      munmap(base, bytes);
+      pd_set_error(PD_ERR_COMM, "shm alloc_shared: /dev/shm%s never became ready within %.0f s", name,
+                   c->timeout_s);
+      pd_comm_break(c);
+      return NULL;
+    }
+    nap();
+  }
   atomic_fetch_add(&h->attached, 1);
   if (creator && wait_attached(&h->attached, c->nranks, name, c->timeout_s, "alloc_shared") < 0) {
     munmap(base, bytes);

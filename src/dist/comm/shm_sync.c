@@ -86,8 +86,10 @@ static const char *wait_what(const shm_wait_ctx *w, char *buf, size_t cap) {
 
 /* The one wait loop. `missing` lists (as text) who has not arrived when the
  * wait fails; built lazily by describe(). */
+/* own_failure: NULL publishes a timeout or a dead peer at once (shm_fail);
+ * otherwise *own_failure = 1 and the caller publishes a fuller message. */
 static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, const shm_wait_ctx *w,
-                          void (*describe)(shm_comm *, const void *, char *, size_t)) {
+                          void (*describe)(shm_comm *, const void *, char *, size_t), int *own_failure) {
   if (ready(s, arg)) return PD_OK;
   uint64_t t0 = now_ns(), next_watch = t0 + WATCH_EVERY_NS;
   uint64_t deadline = t0 + (uint64_t)(s->base.timeout_s * 1e9);
@@ -130,6 +132,7 @@ static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, cons
         pd_set_error(PD_ERR_COMM, "shm %s on group %d: rank %d (pid %d) died%s%s",
                      wait_what(w, wb, sizeof wb), s->base.group_id, s->base.global_ranks[d], s->pids[d],
                      who[0] ? "; " : "", who);
+        if (own_failure) return *own_failure = 1, PD_ERR_COMM;
         return shm_fail(s);
       }
     }
@@ -139,6 +142,7 @@ static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, cons
       char wb[160];
       pd_set_error(PD_ERR_COMM, "shm %s on group %d: timed out after %.1f s%s%s", wait_what(w, wb, sizeof wb),
                    s->base.group_id, s->base.timeout_s, who[0] ? "; " : "", who);
+      if (own_failure) return *own_failure = 1, PD_ERR_COMM;
       return shm_fail(s);
     }
   }
@@ -171,7 +175,7 @@ static void arrive(shm_comm *s) {
 pd_status shm_barrier(shm_comm *s, const shm_wait_ctx *w) {
   arrive(s);
   uint64_t target = s->epoch;
-  return wait_for(s, all_arrived, &target, w, describe_missing);
+  return wait_for(s, all_arrived, &target, w, describe_missing, NULL);
 }
 
 pd_status shm_enter(shm_comm *s, const shm_post *post) {
@@ -191,7 +195,8 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
     if (n > 8) free(sigs), free(present);
     return pd_set_error(PD_ERR_MEMORY, "shm collective: out of memory");
   }
-  st = wait_for(s, all_arrived, &target, &w, NULL);
+  int own_failure = 0;
+  st = wait_for(s, all_arrived, &target, &w, NULL, &own_failure);
   int mismatch = 0;
   for (int i = 0; i < n; i++) {
     present[i] = atomic_load_explicit(&s->ctl[i].arrive, memory_order_acquire) >= target;
@@ -202,7 +207,7 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
     pd_comm_mismatch_error("shm", s->base.group_id, s->base.rank, n, sigs, present, s->base.global_ranks,
                            "ranks called different collectives");
     st = shm_fail(s);
-  } else if (st < 0 && atomic_load(&s->hdr->abort_rank) == s->base.rank) {
+  } else if (st < 0 && own_failure) {
     /* this rank timed out or saw a death: restate with who called what */
     char reason[1200];
     char on[48];
@@ -211,9 +216,7 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
     snprintf(reason, sizeof reason, "%s", tail ? tail + strlen(on) : e);
     pd_comm_mismatch_error("shm", s->base.group_id, s->base.rank, n, sigs, present, s->base.global_ranks,
                            reason);
-    snprintf(s->hdr->abort_msg, sizeof s->hdr->abort_msg, "%s", pd_last_error());
-    snprintf(s->base.broken_msg, sizeof s->base.broken_msg, "%s", pd_last_error());
-    st = PD_ERR_COMM;
+    st = shm_fail(s);
   }
   if (n > 8) free(sigs), free(present);
   return st;
@@ -232,5 +235,5 @@ static int word_reached(shm_comm *s, const void *arg) {
 
 pd_status shm_wait_u64(shm_comm *s, atomic_uint_fast64_t *word, uint64_t target, const shm_wait_ctx *w) {
   word_target a = {word, target};
-  return wait_for(s, word_reached, &a, w, NULL);
+  return wait_for(s, word_reached, &a, w, NULL, NULL);
 }

@@ -30,19 +30,29 @@
     }                                                                      \
   }
 
-#define PD_DEFINE_REDUCE_ALL(SUFFIX, T)           \
-  PD_DEFINE_REDUCE(sum_##SUFFIX, T, PD_RED_SUM)   \
-  PD_DEFINE_REDUCE(prod_##SUFFIX, T, PD_RED_PROD) \
-  PD_DEFINE_REDUCE(max_##SUFFIX, T, PD_RED_MAX)   \
+/* Integer sums and products wrap around (as NCCL and MPI do in practice):
+ * they are computed in the unsigned type of the same width, since signed
+ * overflow is undefined in C. */
+#define PD_WRAP_SUM32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define PD_WRAP_SUM64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define PD_WRAP_PROD32(a, b) ((int32_t)((uint32_t)(a) * (uint32_t)(b)))
+#define PD_WRAP_PROD64(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+
+#define PD_DEFINE_REDUCE_ALL(SUFFIX, T, SUM, PROD) \
+  PD_DEFINE_REDUCE(sum_##SUFFIX, T, SUM)           \
+  PD_DEFINE_REDUCE(prod_##SUFFIX, T, PROD)         \
+  PD_DEFINE_REDUCE(max_##SUFFIX, T, PD_RED_MAX)    \
   PD_DEFINE_REDUCE(min_##SUFFIX, T, PD_RED_MIN)
 
-PD_DEFINE_REDUCE_ALL(u8, uint8_t)
-PD_DEFINE_REDUCE_ALL(i8, int8_t)
-PD_DEFINE_REDUCE_ALL(i16, int16_t)
-PD_DEFINE_REDUCE_ALL(i32, int32_t)
-PD_DEFINE_REDUCE_ALL(i64, int64_t)
-PD_DEFINE_REDUCE_ALL(f32, float)
-PD_DEFINE_REDUCE_ALL(f64, double)
+/* 8- and 16-bit values are promoted to int, whose range holds any sum or
+ * product of two of them; the store back truncates. */
+PD_DEFINE_REDUCE_ALL(u8, uint8_t, PD_RED_SUM, PD_RED_PROD)
+PD_DEFINE_REDUCE_ALL(i8, int8_t, PD_RED_SUM, PD_RED_PROD)
+PD_DEFINE_REDUCE_ALL(i16, int16_t, PD_RED_SUM, PD_RED_PROD)
+PD_DEFINE_REDUCE_ALL(i32, int32_t, PD_WRAP_SUM32, PD_WRAP_PROD32)
+PD_DEFINE_REDUCE_ALL(i64, int64_t, PD_WRAP_SUM64, PD_WRAP_PROD64)
+PD_DEFINE_REDUCE_ALL(f32, float, PD_RED_SUM, PD_RED_PROD)
+PD_DEFINE_REDUCE_ALL(f64, double, PD_RED_SUM, PD_RED_PROD)
 
 typedef void (*pd_reduce_fn)(void *, const void *const *, int, size_t);
 
