@@ -13,6 +13,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin  # multi-host collective backend
   libzmq3-dev        # parameter-server transport
   libopenblas-dev    # only for the GEMM comparison bench
+  iproute2 util-linux # ip netns and unshare: the two-host launcher test
 )
 
 missing=()
