@@ -191,8 +191,14 @@ static void test_one_rank_world(void **state) {
   assert_non_null(strstr(pd_last_error(), "rank 0 is listed twice"));
   assert_null(pd_dist_new_group((int[]){3}, 1, NULL));
   assert_non_null(strstr(pd_last_error(), "rank 3 is out of range"));
+  /* a shared tensor may outlive its group: its memory stays valid */
+  pd_tensor *keep = pd_dist_alloc_shared(NULL, PD_FLOAT32, 1, SHAPE(1000));
+  assert_non_null(keep);
   assert_int_equal(pd_dist_destroy_process_group(NULL), PD_OK);
   assert_false(pd_dist_is_initialized());
+  ((float *)pd_tensor_data(keep))[999] = 7.0f;
+  assert_true(pd_tensor_item_at(keep, 999) == 7.0);
+  pd_tensor_release(keep);
   expect_no_live_tensors();
 }
 

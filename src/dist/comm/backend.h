@@ -111,6 +111,7 @@ struct pd_comm {
   int *global_ranks; /* owned copy */
   double timeout_s;
   uint64_t seq;      /* collectives issued so far */
+  atomic_int refs;   /* the group and every shared tensor hold one */
   atomic_int broken; /* 0 healthy, 1 being marked, 2 broken (broken_msg set) */
   char broken_msg[1024];
   void *impl;
@@ -119,6 +120,9 @@ struct pd_comm {
 /* Fills the common fields of c from init (allocates global_ranks). */
 pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init);
 void pd_comm_base_clear(pd_comm *c);
+/* A comm lives while its group or a tensor in its shared memory does. */
+pd_comm *pd_comm_retain(pd_comm *c);
+void pd_comm_release(pd_comm *c); /* the last reference destroys it */
 /* Records the current error as the reason the comm is broken. */
 void pd_comm_break(pd_comm *c);
 /* PD_ERR_COMM with the broken message when broken, else PD_OK. */

@@ -619,6 +619,7 @@ typedef struct shared_owner {
 static void free_shared(void *data, void *ctx) {
   shared_owner *o = ctx;
   if (o->comm && o->comm->ops->free_shared) o->comm->ops->free_shared(o->comm, data);
+  pd_comm_release(o->comm);
   free(o);
 }
 
@@ -667,7 +668,7 @@ pd_tensor *pd_dist_alloc_shared(pd_dist_group *group, pd_dtype dtype, int ndim, 
     free(o);
     return NULL;
   }
-  o->comm = g->comm;
+  o->comm = pd_comm_retain(g->comm);
   pd_tensor *t = pd_tensor_from_blob(p, dtype, ndim, shape, free_shared, o);
   if (!t) free_shared(p, o);
   return t;

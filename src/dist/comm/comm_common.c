@@ -87,12 +87,22 @@ pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_in
   c->nranks = init->nranks;
   c->timeout_s = init->timeout_s;
   c->seq = 0;
+  atomic_store(&c->refs, 1);
   atomic_store(&c->broken, 0);
   c->broken_msg[0] = 0;
   c->global_ranks = malloc((size_t)init->nranks * sizeof *c->global_ranks);
   if (!c->global_ranks) return pd_set_error(PD_ERR_MEMORY, "comm: out of memory for %d ranks", init->nranks);
   memcpy(c->global_ranks, init->global_ranks, (size_t)init->nranks * sizeof *c->global_ranks);
   return PD_OK;
+}
+
+pd_comm *pd_comm_retain(pd_comm *c) {
+  if (c) atomic_fetch_add(&c->refs, 1);
+  return c;
+}
+
+void pd_comm_release(pd_comm *c) {
+  if (c && atomic_fetch_sub(&c->refs, 1) == 1) c->ops->destroy(c);
 }
 
 void pd_comm_base_clear(pd_comm *c) {

@@ -56,7 +56,7 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
 static void group_free(pd_dist_group *g) {
   if (!g) return;
   for (int i = 0; i < PD_NUM_LANES; i++) pd_dist_lane_destroy(&g->lanes[i]);
-  if (g->comm) g->comm->ops->destroy(g->comm);
+  pd_comm_release(g->comm); /* shared tensors may keep it alive */
   free(g->ranks);
   free(g);
 }

@@ -91,7 +91,7 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
   uint64_t zc_off = 0;
   int zc_alloc = in == out ? shm_find_alloc(s, out, bytes, &zc_off) : -1;
   if (zc_alloc >= 0) {
-    post->zc_alloc = zc_alloc;
+    post->zc_alloc = (int64_t)s->allocs[zc_alloc].id;
     post->zc_off = zc_off;
   }
   size_t ce = s->chunk_bytes / es;
@@ -105,7 +105,7 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
     if (zc_alloc >= 0) copy_in_others(s, step, in, 0, len0, es);
     if ((st = shm_barrier(s, &w)) < 0) goto done;
   }
-  const shm_alloc *za = zc ? &s->allocs[post->zc_alloc] : NULL;
+  const shm_alloc *za = zc ? &s->allocs[zc_alloc] : NULL;
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
     if (off) {

@@ -45,7 +45,7 @@ typedef struct shm_header {
 /* What a rank posts at a collective's entry (by collective parity). */
 typedef struct shm_post {
   pd_comm_sig sig;
-  int64_t zc_alloc; /* zero-copy: index of the shared allocation, -1 none */
+  int64_t zc_alloc; /* zero-copy: id of the shared allocation, -1 none */
   uint64_t zc_off;  /* and the byte offset inside this rank's block */
   uint64_t aux;     /* per-collective extra (alltoall: largest piece for one peer) */
 } shm_post;
@@ -66,8 +66,9 @@ typedef struct shm_ring {
 } shm_ring;
 
 typedef struct shm_alloc {
-  unsigned char *base; /* nranks blocks of block_bytes */
+  unsigned char *base; /* nranks blocks of block_bytes; NULL: a free slot */
   size_t block_bytes, map_bytes;
+  uint64_t id; /* the group's allocation number: equal on every rank */
 } shm_alloc;
 
 typedef struct shm_comm {
@@ -84,8 +85,9 @@ typedef struct shm_comm {
   uint64_t *p2p_sent_seq, *p2p_recv_seq; /* messages per peer (send and recv threads own one each) */
   int *pidfds;                           /* per group rank; -1 for self or unknown */
   int *pids;
-  char name[160]; /* segment name (for allocations derived from it) */
-  int nallocs;
+  char name[160];     /* segment name (for allocations derived from it) */
+  int nallocs;        /* slots in use or freed */
+  uint64_t alloc_seq; /* allocations made so far (names and ids) */
   shm_alloc allocs[SHM_MAX_ALLOCS];
 } shm_comm;
 
@@ -122,7 +124,8 @@ pd_status shm_map_group(shm_comm *s, const pd_comm_init *init);
 void shm_unmap_group(shm_comm *s);
 void *shm_alloc_shared(pd_comm *c, size_t nbytes);
 void shm_free_shared(pd_comm *c, void *ptr);
-/* Zero-copy lookup: the allocation holding [p, p+n) in this rank's block. */
+/* Zero-copy lookup: the slot of the allocation holding [p, p+n) in this
+ * rank's block (-1 when none); *off = the offset inside the block. */
 int shm_find_alloc(shm_comm *s, const void *p, size_t n, uint64_t *off);
 
 /* ---- shm_p2p.c ---- */

@@ -203,14 +203,16 @@ typedef struct alloc_head {
 void *shm_alloc_shared(pd_comm *c, size_t nbytes) {
   shm_comm *s = (shm_comm *)c;
   if (pd_comm_check_broken(c, "alloc_shared") < 0) return NULL;
-  if (s->nallocs >= SHM_MAX_ALLOCS) {
-    pd_set_error(PD_ERR_MEMORY, "shm alloc_shared: group %d already has %d shared allocations (the limit)",
+  int k = 0;
+  while (k < s->nallocs && s->allocs[k].base) k++; /* reuse a freed slot */
+  if (k >= SHM_MAX_ALLOCS) {
+    pd_set_error(PD_ERR_MEMORY, "shm alloc_shared: group %d already holds %d shared allocations (the limit)",
                  c->group_id, SHM_MAX_ALLOCS);
     return NULL;
   }
-  int k = s->nallocs;
+  uint64_t id = s->alloc_seq++;
   char name[200];
-  snprintf(name, sizeof name, "%s-a%d", s->name, k);
+  snprintf(name, sizeof name, "%s-a%llu", s->name, (unsigned long long)id);
   size_t block = round_up(nbytes ? nbytes : 1, PAGE);
   size_t bytes = PAGE + (size_t)c->nranks * block;
   int creator = c->rank == 0;
@@ -238,8 +240,8 @@ void *shm_alloc_shared(pd_comm *c, size_t nbytes) {
     pd_comm_break(c);
     return NULL;
   }
-  s->allocs[k] = (shm_alloc){base + PAGE, block, bytes};
-  s->nallocs++;
+  s->allocs[k] = (shm_alloc){base + PAGE, block, bytes, id};
+  if (k == s->nallocs) s->nallocs++;
   unsigned char *mine = base + PAGE + (size_t)c->rank * block;
   memset(mine, 0, block);
   return mine;
