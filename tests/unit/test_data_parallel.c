@@ -194,7 +194,7 @@ static net *net_new(uint64_t seed, bool with_c) {
   pd_seed(seed);
   net *m = pd_layer_new(sizeof *m, &net_type);
   static const int64_t dims[] = {6, 8, 8, 4, 1};
-  char name[8];
+  char name[16];
   m->nl = with_c ? 2 : 4;
   for (int i = 0; i < m->nl; i++) {
     int64_t in = with_c ? (i == 0 ? 6 : 4) : dims[i], out = with_c ? (i == 0 ? 4 : 1) : dims[i + 1];
