@@ -43,6 +43,16 @@ pd_status pd_tensor_remove_hook(pd_tensor *t, int id);
 typedef void (*pd_post_accumulate_hook_fn)(pd_tensor *leaf, void *user);
 int pd_tensor_register_post_accumulate_hook(pd_tensor *t, pd_post_accumulate_hook_fn fn, void *user);
 
+/* Engine callbacks (PyTorch's Variable._execution_engine.queue_callback):
+ * called from inside a running backward (a hook), queues fn to run once
+ * when the outermost pd_backward / pd_grad in progress on this thread ends,
+ * in queue order, after every node ran. fn receives the backward's status
+ * (it runs on failure too, so that it can clean up) and returns its own;
+ * the first failure of a callback becomes the result of a backward that
+ * had succeeded. PD_ERR_STATE when no backward is running. */
+typedef pd_status (*pd_autograd_callback_fn)(pd_status backward_status, void *user);
+pd_status pd_autograd_queue_callback(pd_autograd_callback_fn fn, void *user);
+
 /* ---- custom functions (paddle.autograd.PyLayer) ------------------------ */
 typedef struct pd_pylayer_ctx pd_pylayer_ctx;
 /* forward: reads inputs, writes n_out outputs (new references). Runs without

@@ -28,6 +28,15 @@ typedef struct engine {
 
 static uint64_t g_stamp;
 
+/* Callbacks queued during the outermost run on this thread. */
+typedef struct queued_cb {
+  pd_autograd_callback_fn fn;
+  void *user;
+} queued_cb;
+static _Thread_local queued_cb *g_cbs;
+static _Thread_local int g_ncbs, g_cbcap;
+static pd_status run_callbacks(pd_status st);
+
 /* Scratch for one backward run: a thread-local bump arena that keeps its
  * chunks between runs, so a small backward does no malloc. Nested runs (a
  * custom backward calling pd_grad) keep bumping; the outermost run resets. */
@@ -445,8 +454,37 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
     pd_tensor_release(e->leaf_gbuf[l]);
     e->leaves[l]->bw_stamp = 0;
   }
-  g_run_depth--;
+  if (--g_run_depth == 0) st = run_callbacks(st);
   return st;
+}
+
+pd_status pd_autograd_queue_callback(pd_autograd_callback_fn fn, void *user) {
+  if (!fn) return pd_set_error(PD_ERR_INVALID, "queue_callback: callback is NULL");
+  if (g_run_depth == 0)
+    return pd_set_error(PD_ERR_STATE, "queue_callback: no backward is running on this thread");
+  if (g_ncbs == g_cbcap) {
+    int cap = g_cbcap ? g_cbcap * 2 : 8;
+    queued_cb *c = realloc(g_cbs, (size_t)cap * sizeof *c);
+    if (!c) return pd_set_error(PD_ERR_MEMORY, "queue_callback: out of memory");
+    g_cbs = c;
+    g_cbcap = cap;
+  }
+  g_cbs[g_ncbs++] = (queued_cb){fn, user};
+  return PD_OK;
+}
+
+/* Runs (and empties) the queue after the outermost run; a callback may
+ * queue no more (no backward is running), but may itself run a backward,
+ * whose callbacks then run at its own end. */
+static pd_status run_callbacks(pd_status st) {
+  while (g_ncbs > 0) {
+    queued_cb c = g_cbs[0];
+    memmove(g_cbs, g_cbs + 1, (size_t)(g_ncbs - 1) * sizeof *g_cbs);
+    g_ncbs--;
+    pd_status r = c.fn(st, c.user);
+    if (st == PD_OK && r != PD_OK) st = r;
+  }
+  return st; /* the array is kept for the next run, like the scratch chunks */
 }
 
 static pd_tensor *ones_like_root(pd_tensor *t, const char *op) {
