@@ -63,8 +63,8 @@ static pd_status broadcast_state(pd_layer *inner, pd_dist_group *group) {
   int *starts = NULL;
   int ng = 0;
   if (st == PD_OK && n) {
-    memcpy(all, ps.tensors, (size_t)ps.n * sizeof *all);
-    memcpy(all + ps.n, bs.tensors, (size_t)bs.n * sizeof *all);
+    if (ps.n) memcpy(all, ps.tensors, (size_t)ps.n * sizeof *all);
+    if (bs.n) memcpy(all + ps.n, bs.tensors, (size_t)bs.n * sizeof *all);
     ng = pd_dp_build_groups(all, n, SYNC_GROUP_BYTES, &starts);
     if (ng < 0) st = ng;
   }
