@@ -10,6 +10,7 @@
 #include "paddlec/conv.h"
 #include "paddlec/core.h"
 #include "paddlec/distributed.h"
+#include "paddlec/fleet.h"
 #include "paddlec/hapi.h"
 #include "paddlec/io.h"
 #include "paddlec/layers.h"

@@ -47,6 +47,25 @@ pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tenso
                               int n_params, const pd_optim_common *common, const void *opts,
                               pd_optim_convert_fn convert);
 
+/* An optimizer that wraps another (fleet.distributed_optimizer): step and
+ * clear_grad go to ops with ctx, learning rate, name and state dicts to
+ * `inner`. On success the wrapper owns inner and ctx (ops->release(ctx),
+ * may be NULL, then inner is released). */
+typedef struct pd_optim_wrapper_ops {
+  pd_status (*step)(void *ctx, pd_optimizer *inner);
+  void (*clear_grad)(void *ctx, pd_optimizer *inner, bool set_to_zero);
+  void (*release)(void *ctx);
+} pd_optim_wrapper_ops;
+pd_optimizer *pd_optim_wrap(pd_optimizer *inner, const pd_optim_wrapper_ops *ops, void *ctx);
+/* ctx of a wrapper built with ops; NULL for any other optimizer. */
+void *pd_optim_wrapper_ctx(const pd_optimizer *o, const pd_optim_wrapper_ops *ops);
+/* The wrapped optimizer; NULL when o is not a wrapper. */
+pd_optimizer *pd_optim_wrapper_inner(const pd_optimizer *o);
+/* The parameters an optimizer updates (a wrapper's are its inner one's):
+ * their count, and parameter i (borrowed; NULL out of range). */
+int pd_optim_n_params(const pd_optimizer *o);
+pd_tensor *pd_optim_param(const pd_optimizer *o, int i);
+
 /* Checks a clipping strategy (op names the caller). */
 pd_status pd_grad_clip_check(const char *op, const pd_grad_clip *clip);
 /* The multiplier norm clipping gives a gradient of squared norm sq (by norm)

@@ -71,7 +71,44 @@ struct pd_optimizer {
   slot *slots;
   pd_tensor *lr_state[PD_LR_MAX_STATE]; /* the scheduler entries of the last state_dict */
   int n_lr_state;
+  /* A wrapper (pd_optim_wrap): step/clear_grad/release go through wops,
+   * everything else to `inner`. */
+  pd_optimizer *inner;
+  const pd_optim_wrapper_ops *wops;
+  void *wctx;
 };
+
+pd_optimizer *pd_optim_wrap(pd_optimizer *inner, const pd_optim_wrapper_ops *ops, void *ctx) {
+  if (!inner || !ops || !ops->step || !ops->clear_grad) {
+    pd_set_error(PD_ERR_INVALID, "optimizer wrapper: %s is NULL", inner ? "ops" : "inner optimizer");
+    return NULL;
+  }
+  pd_optimizer *o = calloc(1, sizeof *o);
+  if (!o) {
+    pd_set_error(PD_ERR_MEMORY, "optimizer wrapper: out of memory");
+    return NULL;
+  }
+  o->inner = inner;
+  o->wops = ops;
+  o->wctx = ctx;
+  return o;
+}
+
+void *pd_optim_wrapper_ctx(const pd_optimizer *o, const pd_optim_wrapper_ops *ops) {
+  return o && o->inner && o->wops == ops ? o->wctx : NULL;
+}
+
+pd_optimizer *pd_optim_wrapper_inner(const pd_optimizer *o) { return o ? o->inner : NULL; }
+
+int pd_optim_n_params(const pd_optimizer *o) {
+  return !o ? 0 : o->inner ? pd_optim_n_params(o->inner) : o->n_slots;
+}
+
+pd_tensor *pd_optim_param(const pd_optimizer *o, int i) {
+  if (!o) return NULL;
+  if (o->inner) return pd_optim_param(o->inner, i);
+  return i >= 0 && i < o->n_slots ? o->slots[i].param : NULL;
+}
 
 static char *dup_str(const char *s) {
   size_t n = strlen(s) + 1;
@@ -363,6 +400,7 @@ static bool active(const slot *s) { return !s->param->stop_gradient && s->param-
 
 pd_status pd_optimizer_step(pd_optimizer *o) {
   if (!o) return pd_set_error(PD_ERR_INVALID, "optimizer step: optimizer is NULL");
+  if (o->inner) return o->wops->step(o->wctx, o->inner);
   double base = o->sched ? pd_lr_get(o->sched) : o->lr;
   bool prev = pd_set_grad_enabled(false);
   pd_internal_enter();
@@ -394,6 +432,10 @@ pd_status pd_optimizer_step(pd_optimizer *o) {
 
 void pd_optimizer_clear_grad(pd_optimizer *o, bool set_to_zero) {
   if (!o) return;
+  if (o->inner) {
+    o->wops->clear_grad(o->wctx, o->inner, set_to_zero);
+    return;
+  }
   for (int i = 0; i < o->n_slots; i++)
     if (!o->slots[i].param->stop_gradient) pd_tensor_clear_grad(o->slots[i].param, set_to_zero);
 }
@@ -413,11 +455,13 @@ double pd_optimizer_get_lr(const pd_optimizer *o) {
     pd_set_error(PD_ERR_INVALID, "get_lr: optimizer is NULL");
     return NAN;
   }
+  if (o->inner) return pd_optimizer_get_lr(o->inner);
   return o->sched ? pd_lr_get(o->sched) : o->lr;
 }
 
 pd_status pd_optimizer_set_lr(pd_optimizer *o, double value) {
   if (!o) return pd_set_error(PD_ERR_INVALID, "set_lr: optimizer is NULL");
+  if (o->inner) return pd_optimizer_set_lr(o->inner, value);
   if (o->sched)
     return pd_set_error(PD_ERR_STATE,
                         "%s: set_lr cannot be used while the learning rate comes from an LRScheduler (%s)",
@@ -432,14 +476,19 @@ pd_status pd_optimizer_set_lr(pd_optimizer *o, double value) {
 pd_status pd_optimizer_set_lr_scheduler(pd_optimizer *o, pd_lr_scheduler *s) {
   if (!o || !s)
     return pd_set_error(PD_ERR_INVALID, "set_lr_scheduler: %s is NULL", o ? "scheduler" : "optimizer");
+  if (o->inner) return pd_optimizer_set_lr_scheduler(o->inner, s);
   pd_lr_retain(s);
   pd_lr_release(o->sched);
   o->sched = s;
   return PD_OK;
 }
 
-pd_lr_scheduler *pd_optimizer_lr_scheduler(const pd_optimizer *o) { return o ? o->sched : NULL; }
-const char *pd_optimizer_name(const pd_optimizer *o) { return o ? o->desc->cls : NULL; }
+pd_lr_scheduler *pd_optimizer_lr_scheduler(const pd_optimizer *o) {
+  return !o ? NULL : o->inner ? pd_optimizer_lr_scheduler(o->inner) : o->sched;
+}
+const char *pd_optimizer_name(const pd_optimizer *o) {
+  return !o ? NULL : o->inner ? pd_optimizer_name(o->inner) : o->desc->cls;
+}
 
 /* ---- state dicts --------------------------------------------------------------------- */
 static pd_status push(pd_named_tensors *l, int *cap, const char *name, pd_tensor *t) {
@@ -468,6 +517,7 @@ pd_status pd_optimizer_state_dict(pd_optimizer *o, pd_named_tensors *out) {
   if (!out) return pd_set_error(PD_ERR_INVALID, "state_dict: output list is NULL");
   *out = (pd_named_tensors){0};
   if (!o) return pd_set_error(PD_ERR_INVALID, "state_dict: optimizer is NULL");
+  if (o->inner) return pd_optimizer_state_dict(o->inner, out);
   int cap = 0;
   pd_status st = PD_OK;
   const kind_desc *d = o->desc;
@@ -534,6 +584,7 @@ static void acc_name(const pd_optimizer *o, const slot *s, int k, char *buf, siz
 pd_status pd_optimizer_set_state_dict(pd_optimizer *o, const pd_named_tensors *sd) {
   if (!o || !sd)
     return pd_set_error(PD_ERR_INVALID, "set_state_dict: %s is NULL", o ? "state dict" : "optimizer");
+  if (o->inner) return pd_optimizer_set_state_dict(o->inner, sd);
   const kind_desc *d = o->desc;
   const char *cls = d->cls;
   int nk = d->n_acc + d->n_pow;
@@ -598,6 +649,12 @@ pd_status pd_optimizer_set_state_dict(pd_optimizer *o, const pd_named_tensors *s
 
 void pd_optimizer_release(pd_optimizer *o) {
   if (!o) return;
+  if (o->inner) {
+    if (o->wops->release) o->wops->release(o->wctx);
+    pd_optimizer_release(o->inner);
+    free(o);
+    return;
+  }
   for (int i = 0; i < o->n_slots; i++) {
     slot *s = &o->slots[i];
     for (int k = 0; k < MAX_STATE; k++) {
