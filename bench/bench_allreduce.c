@@ -2,7 +2,7 @@
  * the memory-traffic bound measured in the same run.
  *
  *   mpirun --allow-run-as-root -np N build/bench/bench_allreduce   (shm and mpi)
- *   build/bench/bench_allreduce N                                  (shm only: forks N ranks)
+ *   build/bench/bench_allreduce N                                  (shm only: spawns N ranks)
  *
  * Bus bandwidth = 2(n-1)/n * bytes / time (the NCCL convention).
  * Memory-traffic bound: an all_reduce of B bytes on private buffers must at
@@ -14,13 +14,9 @@
  * it is not counted. The zero-copy column uses pd_dist_alloc_shared
  * tensors, which need no copy in or out. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,14 +129,11 @@ static void run(int have_mpi) {
   pd_dist_destroy_process_group(NULL);
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t l = sizeof a;
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  getsockname(fd, (struct sockaddr *)&a, &l);
-  close(fd);
-  return ntohs(a.sin_port);
+static int spawned_rank(int rank, void *arg) {
+  (void)arg;
+  g_rank = rank;
+  run(0);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -157,24 +150,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   g_n = argc > 1 ? atoi(argv[1]) : 2;
-  char master[64];
-  snprintf(master, sizeof master, "127.0.0.1:%d", free_port());
-  setenv("PADDLE_MASTER", master, 1);
-  char nbuf[16];
-  snprintf(nbuf, sizeof nbuf, "%d", g_n);
-  setenv("PADDLE_TRAINERS_NUM", nbuf, 1);
   setenv("OMP_NUM_THREADS", "1", 1);
-  for (int r = 0; r < g_n; r++) {
-    if (fork() == 0) {
-      char buf[16];
-      snprintf(buf, sizeof buf, "%d", r);
-      setenv("PADDLE_TRAINER_ID", buf, 1);
-      g_rank = r;
-      run(0);
-      _exit(0);
-    }
+  if (pd_dist_spawn(spawned_rank, NULL, g_n, NULL) != PD_OK) {
+    fprintf(stderr, "%s\n", pd_last_error());
+    return 1;
   }
-  int ok = 1, st;
-  while (wait(&st) > 0) ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  return ok ? 0 : 1;
+  return 0;
 }

@@ -18,6 +18,7 @@
 #include "autograd/graph_walk.h"
 #include "dist/dataparallel/dp_internal.h"
 #include "paddlec/parallel.h"
+#include "dist_ranks.h"
 #include "test_util.h"
 
 /* ---- bucket plans (no processes) ------------------------------------------ */
@@ -267,58 +268,11 @@ static int compare_params(pd_layer *a, pd_layer *b, double rtol, const char *wha
 enum { B = 3, K = 4 };
 
 /* ---- forked ranks ----------------------------------------------------------- */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t l = sizeof a;
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  getsockname(fd, (struct sockaddr *)&a, &l);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+static int call_rank(int rank, void *fn) { return ((int (*)(int))fn)(rank); }
 
 static void run_two_ranks(int (*fn)(int rank)) {
-  char m[64];
-  snprintf(m, sizeof m, "127.0.0.1:%d", free_port());
-  setenv("PADDLE_MASTER", m, 1);
-  setenv("PADDLE_TRAINERS_NUM", "2", 1);
-  pid_t pids[2];
-  for (int r = 0; r < 2; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "%d", r);
-      setenv("PADDLE_TRAINER_ID", buf, 1);
-      int rc = 90;
-      if (pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 20})) {
-        pd_scope_begin();
-        rc = fn(r);
-        pd_scope_end();
-        pd_dist_destroy_process_group(NULL);
-      }
-      exit(rc);
-    }
-  }
-  /* never hang: a job that has not finished in 60 s is killed and fails */
-  int codes[2] = {-1, -1}, left = 2;
-  for (int t = 0; t < 6000 && left; t++) {
-    for (int r = 0; r < 2; r++) {
-      int st;
-      if (codes[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        left--;
-      }
-    }
-    if (left) nanosleep(&(struct timespec){0, 10000000}, NULL);
-  }
-  for (int r = 0; r < 2; r++)
-    if (codes[r] == -1) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], NULL, 0);
-    }
-  unsetenv("PADDLE_MASTER");
-  unsetenv("PADDLE_TRAINERS_NUM");
-  unsetenv("PADDLE_TRAINER_ID");
+  int codes[2];
+  dist_run_ranks(2, call_rank, (void *)fn, 20, 60, codes);
   assert_int_equal(codes[0], 0);
   assert_int_equal(codes[1], 0);
 }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dist_ranks.h"
 #include "test_util.h"
 
 static const char *const k_vars[] = {"PADDLE_TRAINER_ID",
@@ -137,21 +138,11 @@ static void test_wrong_env(void **state) {
   expect_no_live_tensors();
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t l = sizeof a;
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  getsockname(fd, (struct sockaddr *)&a, &l);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static void test_unreachable_master(void **state) {
   (void)state;
   clear_env();
   char m[64];
-  snprintf(m, sizeof m, "127.0.0.1:%d", free_port());
+  snprintf(m, sizeof m, "127.0.0.1:%d", dist_free_port());
   setenv("PADDLE_TRAINER_ID", "1", 1);
   setenv("PADDLE_TRAINERS_NUM", "2", 1);
   setenv("PADDLE_MASTER", m, 1);
@@ -203,14 +194,9 @@ static void test_one_rank_world(void **state) {
 }
 
 /* Two ranks forked from here run a few collectives on the shm backend. */
-static int child(int rank) {
-  char buf[8];
-  snprintf(buf, sizeof buf, "%d", rank);
-  setenv("PADDLE_TRAINER_ID", buf, 1);
-  pd_dist_group *w = pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 30});
-  if (!w) return 10;
+static int child(int rank, void *arg) {
+  (void)arg;
   int rc = 0;
-  pd_scope_begin();
   int64_t n = 70000; /* several staging chunks */
   pd_tensor *t = pd_full(1, SHAPE(n), (double)(rank + 1), PD_FLOAT32);
   if (pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) < 0 || pd_tensor_item_at(t, n - 1) != 3.0) rc = 11;
@@ -230,29 +216,16 @@ static int child(int rank) {
     rc = 13;
   pd_dist_task_free(ts);
   pd_dist_task_free(tr);
-  pd_scope_end();
-  pd_dist_destroy_process_group(NULL);
   return rc;
 }
 
 static void test_two_ranks(void **state) {
   (void)state;
   clear_env();
-  char m[64];
-  snprintf(m, sizeof m, "127.0.0.1:%d", free_port());
-  setenv("PADDLE_MASTER", m, 1);
-  setenv("PADDLE_TRAINERS_NUM", "2", 1);
-  pid_t pids[2];
-  for (int r = 0; r < 2; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) exit(child(r));
-  }
-  for (int r = 0; r < 2; r++) {
-    int st;
-    waitpid(pids[r], &st, 0);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-  }
+  int codes[2];
+  dist_run_ranks(2, child, NULL, 30, 60, codes);
+  assert_int_equal(codes[0], 0);
+  assert_int_equal(codes[1], 0);
   clear_env();
 }
 

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist_ranks.h"
 #include "paddlec.h"
 #include "paddlec/distributed.h"
 
@@ -501,16 +502,6 @@ static int run_rank(const char *scenario) {
   return 0;
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t l = sizeof a;
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  getsockname(fd, (struct sockaddr *)&a, &l);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static int count_shm(const char *prefix) {
   DIR *d = opendir("/dev/shm");
   int k = 0;
@@ -539,7 +530,7 @@ int main(int argc, char **argv) {
   }
   char key[64], master[64], pidfile[128];
   snprintf(key, sizeof key, "disttest%d", getpid());
-  snprintf(master, sizeof master, "127.0.0.1:%d", free_port());
+  snprintf(master, sizeof master, "127.0.0.1:%d", dist_free_port());
   snprintf(pidfile, sizeof pidfile, "/tmp/paddlec-disttest-%d.pid", getpid());
   setenv("PADDLEC_JOB_KEY", key, 1);
   setenv("PADDLE_MASTER", master, 1);

@@ -1,0 +1,80 @@
+#define _GNU_SOURCE
+#include "dist_ranks.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "paddlec.h"
+
+int dist_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  if (fd < 0) return 0;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || getsockname(fd, (struct sockaddr *)&a, &l) < 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+int dist_run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double timeout_s, double kill_after_s,
+                   int *codes) {
+  char m[64], nbuf[16];
+  snprintf(m, sizeof m, "127.0.0.1:%d", dist_free_port());
+  snprintf(nbuf, sizeof nbuf, "%d", n);
+  setenv("PADDLE_MASTER", m, 1);
+  setenv("PADDLE_TRAINERS_NUM", nbuf, 1);
+  pid_t *pids = calloc((size_t)n, sizeof *pids);
+  for (int r = 0; r < n; r++) {
+    codes[r] = -1;
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      char buf[16];
+      snprintf(buf, sizeof buf, "%d", r);
+      setenv("PADDLE_TRAINER_ID", buf, 1);
+      int rc = 90;
+      if (pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = timeout_s})) {
+        pd_scope_begin();
+        rc = fn(r, arg);
+        pd_scope_end();
+        pd_dist_destroy_process_group(NULL);
+      }
+      exit(rc);
+    }
+  }
+  /* never hang: a job still running after kill_after_s is killed */
+  int left = n;
+  for (long t = 0; t < (long)(kill_after_s * 100) && left; t++) {
+    for (int r = 0; r < n; r++) {
+      int st;
+      if (codes[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        left--;
+      }
+    }
+    if (left) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  int bad = 0;
+  for (int r = 0; r < n; r++) {
+    if (codes[r] == -1) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], NULL, 0);
+      codes[r] = 128 + SIGKILL;
+    }
+    if (codes[r] != 0) bad = 1;
+  }
+  free(pids);
+  unsetenv("PADDLE_MASTER");
+  unsetenv("PADDLE_TRAINERS_NUM");
+  unsetenv("PADDLE_TRAINER_ID");
+  return bad;
+}

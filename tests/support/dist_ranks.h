@@ -1,0 +1,17 @@
+/* Multi-process tests: fork ranks with the launcher's environment. */
+#ifndef PADDLEC_TEST_DIST_RANKS_H
+#define PADDLEC_TEST_DIST_RANKS_H
+
+/* A free TCP port on 127.0.0.1 (for PADDLE_MASTER). */
+int dist_free_port(void);
+
+/* Forks n ranks with PADDLE_MASTER, PADDLE_TRAINERS_NUM and
+ * PADDLE_TRAINER_ID set; each joins the parallel environment (timeout
+ * timeout_s), runs fn(rank, arg) inside a scope, leaves it and exits with
+ * fn's status (90 when it could not join). A job still running after
+ * kill_after_s seconds is killed. codes[r] receives each exit status
+ * (128 + signal when killed); returns 0 when all are 0. */
+int dist_run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double timeout_s, double kill_after_s,
+                   int *codes);
+
+#endif
