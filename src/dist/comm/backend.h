@@ -64,6 +64,10 @@ typedef struct pd_comm pd_comm;
 
 typedef struct pd_comm_ops {
   const char *name;
+  /* true: all_reduce, reduce and reduce_scatter take PD_REDUCE_AVG (each
+   * rank divides its slice as it reduces it); false: the caller passes SUM
+   * and divides the result */
+  bool avg_native;
   pd_status (*all_reduce)(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, pd_reduce_op op);
   pd_status (*broadcast)(pd_comm *c, void *buf, size_t count, pd_dtype dt, int root);
   /* out is read only at root (may equal in); the others' out is untouched */

@@ -30,7 +30,8 @@ static pd_status run_call(struct pd_dist_task *t) {
   coll_call *c = t->call;
   pd_comm *comm = c->g->comm;
   const pd_comm_ops *ops = comm->ops;
-  pd_reduce_op op = c->op == PD_REDUCE_AVG ? PD_REDUCE_SUM : c->op;
+  int divide_after = c->op == PD_REDUCE_AVG && !ops->avg_native;
+  pd_reduce_op op = divide_after ? PD_REDUCE_SUM : c->op;
   pd_status st;
   switch (c->kind) {
     case PD_COMM_ALL_REDUCE:
@@ -70,7 +71,7 @@ static pd_status run_call(struct pd_dist_task *t) {
       st = pd_set_error(PD_ERR_INVALID, "distributed: unknown collective %d", c->kind);
   }
   if (st < 0) return st;
-  if (c->op == PD_REDUCE_AVG) {
+  if (divide_after) {
     size_t n = c->kind == PD_COMM_REDUCE_SCATTER ? c->count : c->count;
     if (c->kind != PD_COMM_REDUCE || c->g->rank == c->root)
       pd_kernel_comm_divide(c->out, n, c->dt, c->g->nranks);

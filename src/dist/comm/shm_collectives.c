@@ -390,6 +390,7 @@ static void shm_destroy(pd_comm *c) {
 
 static const pd_comm_ops k_shm_ops = {
     .name = "shm",
+    .avg_native = true,
     .all_reduce = shm_all_reduce,
     .broadcast = shm_broadcast,
     .reduce = shm_reduce,

@@ -16,7 +16,13 @@
 
 #include "shm_internal.h"
 
-#define SPIN_NS 30000            /* spin this long before sleeping */
+/* How long to spin before sleeping. At a collective's entry the peers may
+ * still be computing (DataParallel launches buckets during backward), and a
+ * spinning waiter would take the core from its own rank's backward: spin
+ * briefly. Inside a collective every rank is moving data and the wait is
+ * short: spin longer than a futex round trip. */
+#define ENTRY_SPIN_NS 2000
+#define DATA_SPIN_NS 50000
 #define SLEEP_NS 2000000         /* futex sleeps at most 2 ms between checks */
 #define WATCH_EVERY_NS 200000000 /* look at the peers' liveness every 200 ms */
 
@@ -88,8 +94,9 @@ static const char *wait_what(const shm_wait_ctx *w, char *buf, size_t cap) {
  * wait fails; built lazily by describe(). */
 /* own_failure: NULL publishes a timeout or a dead peer at once (shm_fail);
  * otherwise *own_failure = 1 and the caller publishes a fuller message. */
-static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, const shm_wait_ctx *w,
-                          void (*describe)(shm_comm *, const void *, char *, size_t), int *own_failure) {
+static pd_status wait_for(shm_comm *s, uint64_t spin_ns, shm_ready_fn ready, const void *arg,
+                          const shm_wait_ctx *w, void (*describe)(shm_comm *, const void *, char *, size_t),
+                          int *own_failure) {
   if (ready(s, arg)) return PD_OK;
   uint64_t t0 = now_ns(), next_watch = t0 + WATCH_EVERY_NS;
   uint64_t deadline = t0 + (uint64_t)(s->base.timeout_s * 1e9);
@@ -100,7 +107,7 @@ static pd_status wait_for(shm_comm *s, shm_ready_fn ready, const void *arg, cons
       continue;
     }
     uint64_t t = now_ns();
-    if (t - t0 < SPIN_NS) {
+    if (t - t0 < spin_ns) {
       for (int k = 0; k < 32; k++) cpu_relax();
       continue;
     }
@@ -175,7 +182,7 @@ static void arrive(shm_comm *s) {
 pd_status shm_barrier(shm_comm *s, const shm_wait_ctx *w) {
   arrive(s);
   uint64_t target = s->epoch;
-  return wait_for(s, all_arrived, &target, w, describe_missing, NULL);
+  return wait_for(s, DATA_SPIN_NS, all_arrived, &target, w, describe_missing, NULL);
 }
 
 pd_status shm_enter(shm_comm *s, const shm_post *post) {
@@ -196,7 +203,7 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
     return pd_set_error(PD_ERR_MEMORY, "shm collective: out of memory");
   }
   int own_failure = 0;
-  st = wait_for(s, all_arrived, &target, &w, NULL, &own_failure);
+  st = wait_for(s, ENTRY_SPIN_NS, all_arrived, &target, &w, NULL, &own_failure);
   int mismatch = 0;
   for (int i = 0; i < n; i++) {
     present[i] = atomic_load_explicit(&s->ctl[i].arrive, memory_order_acquire) >= target;
@@ -235,5 +242,5 @@ static int word_reached(shm_comm *s, const void *arg) {
 
 pd_status shm_wait_u64(shm_comm *s, atomic_uint_fast64_t *word, uint64_t target, const shm_wait_ctx *w) {
   word_target a = {word, target};
-  return wait_for(s, word_reached, &a, w, NULL, NULL);
+  return wait_for(s, DATA_SPIN_NS, word_reached, &a, w, NULL, NULL);
 }

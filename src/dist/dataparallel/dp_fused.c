@@ -41,8 +41,7 @@ pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_
       st = pd_last_status();
       break;
     }
-    pd_dp_scale_inplace(flat, 1.0 / nranks);
-    st = pd_dist_all_reduce(flat, PD_REDUCE_SUM, &(pd_dist_opts){.group = group});
+    st = pd_dist_all_reduce(flat, PD_REDUCE_AVG, &(pd_dist_opts){.group = group});
     if (st == PD_OK) st = pd_dp_unflatten(flat, grads + starts[g], m);
     pd_tensor_release(flat);
   }

@@ -104,10 +104,30 @@ static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t 
   }
 }
 
+static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
+                         pd_reduce_op op);
+
 void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
                            pd_reduce_op op) {
   if (n == 0 || nsrc <= 0) return;
-  if (op == PD_REDUCE_AVG) op = PD_REDUCE_SUM;
+  if (op != PD_REDUCE_AVG || nsrc > 64) {
+    reduce_plain(dst, srcs, nsrc, n, dt, op == PD_REDUCE_AVG ? PD_REDUCE_SUM : op);
+    if (op == PD_REDUCE_AVG) pd_kernel_comm_divide(dst, n, dt, nsrc);
+    return;
+  }
+  /* in blocks, so the division reads what the sum just wrote from cache */
+  size_t es = pd_dtype_size(dt), blk = 8192;
+  const void *part[64];
+  for (size_t b = 0; b < n; b += blk) {
+    size_t m = n - b < blk ? n - b : blk;
+    for (int k = 0; k < nsrc; k++) part[k] = (const char *)srcs[k] + b * es;
+    reduce_plain((char *)dst + b * es, part, nsrc, m, dt, PD_REDUCE_SUM);
+    pd_kernel_comm_divide((char *)dst + b * es, m, dt, nsrc);
+  }
+}
+
+static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
+                         pd_reduce_op op) {
   switch (dt) {
     case PD_BOOL:
       reduce_bool(dst, srcs, nsrc, n, op);

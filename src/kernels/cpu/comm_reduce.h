@@ -11,8 +11,8 @@
 
 /* dst[i] = op(srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i]) for i < n, in
  * source order (so every rank computes bit-identical sums). dst may alias
- * any source. op is SUM, MAX, MIN or PROD (AVG is SUM then
- * pd_kernel_comm_divide). float16/bfloat16 accumulate in float32 and round
+ * any source. op is SUM, MAX, MIN, PROD or AVG (the sum divided by nsrc
+ * block by block, while it is still in cache). float16/bfloat16 accumulate in float32 and round
  * once; bool: SUM/MAX are logical or, PROD/MIN logical and. */
 void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
                            pd_reduce_op op);
