@@ -124,6 +124,16 @@ static void test_wrong_env(void **state) {
   setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:2", 1);
   assert_true(pd_dist_parallel_env(&e) < 0);
   assert_non_null(strstr(pd_last_error(), "PADDLE_CURRENT_ENDPOINT='127.0.0.1:2'"));
+  /* endpoints missing: no master to meet at */
+  unsetenv("PADDLE_TRAINER_ENDPOINTS");
+  unsetenv("PADDLE_CURRENT_ENDPOINT");
+  setenv("PADDLE_TRAINER_ID", "1", 1);
+  assert_null(pd_dist_init_parallel_env(NULL));
+  assert_non_null(
+      strstr(pd_last_error(), "world size 2 (from the paddle environment) but no master endpoint"));
+  setenv("PADDLE_TRAINER_ID", "0", 1);
+  setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:2", 1);
+  setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:2", 1);
   /* init fails with the same message and leaves nothing initialised */
   assert_null(pd_dist_init_parallel_env(NULL));
   assert_false(pd_dist_is_initialized());

@@ -151,6 +151,13 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
       pd_make_job_key(g_dist.job_key, sizeof g_dist.job_key);
     } else if (env.master[0]) {
       st = pd_rendezvous_tcp(env.master, rank, n, timeout, &mine, recs, g_dist.job_key);
+    } else if (strcmp(env.launcher, "mpirun") != 0) {
+      st = pd_set_error(
+          PD_ERR_INVALID,
+          "init_parallel_env: world size %d (from the %s environment) but no master endpoint: set "
+          "PADDLE_MASTER (host:port), MASTER_ADDR and MASTER_PORT, or PADDLE_TRAINER_ENDPOINTS "
+          "(fleetrun sets them)",
+          n, env.launcher);
     } else {
 #ifdef PADDLEC_WITH_MPI
       int mr = 0, ms = 0;
