@@ -80,6 +80,7 @@ typedef struct shm_comm {
   size_t ring_stride;
   unsigned char *stage; /* nranks * 2 * chunk_bytes */
   size_t chunk_bytes;
+  int oversubscribed;                    /* more ranks than online CPUs: yield while waiting */
   uint64_t epoch;                        /* barriers this rank has entered */
   uint64_t step;                         /* staging steps so far (parity picks the half) */
   uint64_t *p2p_sent_seq, *p2p_recv_seq; /* messages per peer (send and recv threads own one each) */

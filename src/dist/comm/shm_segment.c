@@ -166,6 +166,8 @@ pd_status shm_map_group(shm_comm *s, const pd_comm_init *init) {
     }
   }
   s->ctl[init->rank].pid = (int32_t)getpid();
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s->oversubscribed = cpus > 0 && n > cpus;
   atomic_fetch_add(&s->hdr->attached, 1);
   s->pids = calloc((size_t)n, sizeof *s->pids);
   s->pidfds = malloc((size_t)n * sizeof *s->pidfds);

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,11 @@ static pd_status wait_for(shm_comm *s, uint64_t spin_ns, shm_ready_fn ready, con
     }
     uint64_t t = now_ns();
     if (t - t0 < spin_ns) {
-      for (int k = 0; k < 32; k++) cpu_relax();
+      /* more ranks than cores: the rank we wait for may need this core */
+      if (s->oversubscribed)
+        sched_yield();
+      else
+        for (int k = 0; k < 32; k++) cpu_relax();
       continue;
     }
     /* sleep: announce, re-check, then wait on the futex word */
