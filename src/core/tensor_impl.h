@@ -34,27 +34,30 @@ struct pd_tensor {
   pd_place place;
   int64_t numel;
   int64_t offset; /* in elements */
-  int64_t shape[PD_MAX_DIMS];
-  int64_t strides[PD_MAX_DIMS];
   pd_storage *storage;
 
   /* autograd */
   bool stop_gradient;
   bool is_contiguous;
+  bool grad_fn_weak; /* saved output alias: grad_fn is not owned */
+  int out_index;     /* which output of grad_fn this tensor is */
+  int bw_slot;       /* backward engine scratch: this leaf's slot in the run */
+  uint64_t bw_stamp; /* and which run saw it */
+
+  /* Owned extras, all NULL for most tensors (released together). */
   pd_tensor *grad;
   pd_node *grad_fn;    /* owning reference, NULL for leaves */
-  int out_index;       /* which output of grad_fn this tensor is */
-  bool grad_fn_weak;   /* saved output alias: grad_fn is not owned */
   pd_hook *hooks;      /* grad hooks (leaves; non-leaves keep them on the node) */
   pd_hook *post_hooks; /* post-accumulate hooks (leaves) */
-  uint64_t bw_stamp;   /* backward engine scratch: which run saw this leaf */
-  int bw_slot;         /* and its slot in that run */
-
   /* extension points */
   void *dist_attr; /* auto_parallel: mesh + placements + global shape */
   void (*dist_attr_free)(void *);
   void *param_info; /* nn: a pd_param_info (plain memory, freed with the tensor) */
   char *name;
+
+  /* geometry last: a new struct initialises everything before it at once */
+  int64_t shape[PD_MAX_DIMS];
+  int64_t strides[PD_MAX_DIMS];
 };
 
 /* Inline versions of hot accessors for the layers of src/. */
@@ -71,6 +74,8 @@ pd_tensor *pd_tensor_alloc_struct(void);
 /* A new contiguous tensor with fresh storage (uninitialised data). The
  * tensor is registered with the current scope when `scoped`. */
 pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape);
+/* The same, never registered with a scope (the dispatcher's outputs). */
+pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape);
 /* A view over t's storage with the given geometry (retains the storage). */
 pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                               int64_t offset);
