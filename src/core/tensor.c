@@ -60,7 +60,7 @@ typedef struct pool {
   int n;
 } pool;
 #define POOL_CAP 4096
-static _Thread_local pool g_tensor_pool, g_storage_pool;
+static _Thread_local pool g_tensor_pool, g_storage_pool, g_block_pool;
 
 #ifndef PADDLEC_NO_CACHING
 /* A thread's pools are given back when it exits (worker threads come and go). */
@@ -81,6 +81,7 @@ static void pools_at_thread_exit(void *unused) {
   (void)unused;
   pool_drain(&g_tensor_pool);
   pool_drain(&g_storage_pool);
+  pool_drain(&g_block_pool);
 }
 
 static void pool_key_init(void) { pthread_key_create(&g_pool_key, pools_at_thread_exit); }
@@ -152,6 +153,11 @@ pd_tensor *pd_tensor_alloc_struct(void) {
 }
 
 static void tensor_free_struct(pd_tensor *t) { pool_put(&g_tensor_pool, t); }
+
+void *pd_block_get(void) { return pool_get(&g_block_pool, PD_POOL_BLOCK); }
+void pd_block_put(void *p) {
+  if (p) pool_put(&g_block_pool, p);
+}
 
 /* Drops one reference; true when it was the last. A count of 1 seen by the
  * holder of that reference cannot change under it (nobody else holds one),

@@ -69,6 +69,13 @@ static inline void *pd_data_ptr(const pd_tensor *t) {
   return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size_fast(t->dtype);
 }
 
+/* Pooled blocks of PD_POOL_BLOCK bytes (64-byte aligned, uninitialised) for
+ * small short-lived structs such as grad nodes; like tensor structs they
+ * come from a per-thread free list and cost no malloc once warm. */
+#define PD_POOL_BLOCK 2048
+void *pd_block_get(void);
+void pd_block_put(void *p);
+
 /* Creation of tensor structs (internal). */
 pd_tensor *pd_tensor_alloc_struct(void);
 /* A new contiguous tensor with fresh storage (uninitialised data). The
