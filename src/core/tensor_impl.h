@@ -60,6 +60,14 @@ struct pd_tensor {
   int64_t strides[PD_MAX_DIMS];
 };
 
+/* Short copy loops on the hot paths stay loops: the compiler would make
+ * them library calls, whose fixed cost exceeds the copy at these sizes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PD_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define PD_NO_LIBCALLS
+#endif
+
 /* Inline versions of hot accessors for the layers of src/. */
 static inline size_t pd_dtype_size_fast(pd_dtype dt) {
   static const unsigned char k[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};

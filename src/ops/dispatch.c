@@ -29,10 +29,10 @@ int pd_op_find(const char *name) {
   return -1;
 }
 
-void pd_meta_of(const pd_tensor *t, pd_meta *m) {
+PD_NO_LIBCALLS void pd_meta_of(const pd_tensor *t, pd_meta *m) {
   m->dtype = t->dtype;
   m->ndim = t->ndim;
-  memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  for (int d = 0; d < t->ndim; d++) m->shape[d] = t->shape[d];
 }
 
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out) {
@@ -149,7 +149,8 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
       if (place != PD_PLACE_CPU) out[k]->place = in[0]->place; /* new tensors are CPU */
     }
   } else {
-    for (int k = 0; k < nm; k++) out[k] = NULL; /* the failure path releases what exists */
+    out[0] = NULL; /* the failure path releases what exists */
+    for (int k = 1; k < nm; k++) out[k] = NULL;
     if (inplace) out[0] = pd_tensor_retain(in[0]);
   }
   st = kernel(def, in, n_in, a, out, nm);
@@ -274,8 +275,13 @@ pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
   int lead = g->ndim - ndim;
   for (int d = 0; d < g->ndim; d++)
     if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1)) sa.v[0][sa.nv[0]++] = d;
-  sa.i[0] = 1; /* keepdim */
   sa.dtype = g->dtype;
+  /* Only leading dims reduced (a bias's gradient): the sum without keepdim
+   * has the shape already. */
+  bool lead_only = sa.nv[0] > 0;
+  for (int d = lead; d < g->ndim && lead_only; d++) lead_only = shape[d - lead] == g->shape[d];
+  if (lead_only) return pd_dispatch1(PD_OP_sum, &g, 1, &sa);
+  sa.i[0] = 1; /* keepdim */
   pd_tensor *s = sa.nv[0] ? pd_dispatch1(PD_OP_sum, &g, 1, &sa) : pd_tensor_retain(g);
   if (!s) return NULL;
   pd_attrs ra = {0};
