@@ -69,6 +69,11 @@ struct pd_tensor {
 #endif
 
 /* Inline versions of hot accessors for the layers of src/. */
+static inline bool pd_shape_eq(int ndim, const int64_t *a, const int64_t *b) {
+  for (int d = 0; d < ndim; d++)
+    if (a[d] != b[d]) return false;
+  return true;
+}
 static inline size_t pd_dtype_size_fast(pd_dtype dt) {
   static const unsigned char k[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   return k[dt];

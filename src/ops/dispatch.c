@@ -269,7 +269,7 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
 }
 
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
-  if (g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0)
+  if (g->ndim == ndim && pd_shape_eq(ndim, g->shape, shape))
     return pd_tensor_retain(g);
   pd_attrs sa = {0};
   int lead = g->ndim - ndim;
