@@ -14,7 +14,9 @@ typedef struct scope {
 } scope;
 
 static _Thread_local scope *g_scopes;
-static _Thread_local int g_nscopes, g_capscopes;
+static _Thread_local int g_capscopes;
+_Thread_local int pd_g_nscopes; /* open scopes on this thread */
+#define g_nscopes pd_g_nscopes
 _Thread_local int pd_g_internal_depth;
 
 /* Buffers kept across outermost scopes while this small; given back at
@@ -55,10 +57,12 @@ static void scope_push(scope *s, pd_tensor *t) {
   s->items[s->n++] = t;
 }
 
-pd_tensor *pd_scope_track(pd_tensor *t) {
-  if (t && g_nscopes > 0 && pd_g_internal_depth == 0) scope_push(&g_scopes[g_nscopes - 1], t);
+pd_tensor *pd_scope_track_slow(pd_tensor *t) {
+  scope_push(&g_scopes[g_nscopes - 1], t);
   return t;
 }
+
+pd_tensor *(pd_scope_track)(pd_tensor *t) { return pd_scope_track(t); }
 
 void pd_scope_begin(void) {
   if (g_nscopes == g_capscopes) {

@@ -102,8 +102,15 @@ pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape
 /* Wraps foreign memory; free_fn(data, ctx) runs when the storage dies. */
 pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
                                void (*free_fn)(void *, void *), void *free_ctx);
-/* Registers a freshly created tensor with the innermost scope (if any). */
+/* Registers a freshly created tensor with the innermost scope (if any):
+ * only at depth 0 (not inside the library) and while a scope is open. */
 pd_tensor *pd_scope_track(pd_tensor *t);
+pd_tensor *pd_scope_track_slow(pd_tensor *t);
+extern _Thread_local int pd_g_nscopes, pd_g_internal_depth;
+static inline pd_tensor *pd_scope_track_inline(pd_tensor *t) {
+  return t && pd_g_nscopes > 0 && pd_g_internal_depth == 0 ? pd_scope_track_slow(t) : t;
+}
+#define pd_scope_track(t) pd_scope_track_inline(t)
 
 void pd_compute_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 bool pd_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
