@@ -345,8 +345,7 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
   for (int i = 0; i < n->n_in; i++) {
     if (!grad_in[i] || !needs[i]) continue;
     const pd_meta *m = &n->in_meta[i];
-    if (grad_in[i]->ndim != m->ndim ||
-        memcmp(grad_in[i]->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0) {
+    if (grad_in[i]->ndim != m->ndim || !pd_shape_eq(m->ndim, grad_in[i]->shape, m->shape)) {
       char a[160], b[160];
       st = pd_set_error(PD_ERR_SHAPE, "backward of %s: grad of input %d has shape %s, expected %s", name, i,
                         pd_shape_str(grad_in[i]->ndim, grad_in[i]->shape, a, sizeof a),

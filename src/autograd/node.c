@@ -9,13 +9,23 @@ static atomic_int g_hook_id;
 
 int pd_next_hook_id(void) { return atomic_fetch_add(&g_hook_id, 1) + 1; }
 
+/* One block: node, then the per-input and per-output arrays. */
+static size_t node_bytes(int n_in, int n_out) {
+  size_t ni = (size_t)n_in, no = (size_t)n_out;
+  return sizeof(pd_node) + ni * (sizeof(pd_edge) + sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t)) +
+         no * (sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t) + sizeof(pd_hook *)) + 64;
+}
+
 pd_node *pd_node_alloc(int n_in, int n_out) {
   size_t ni = (size_t)n_in, no = (size_t)n_out;
-  /* one block: node, then the per-input and per-output arrays */
-  size_t sz = sizeof(pd_node) +
-              ni * (sizeof(pd_edge) + sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t)) +
-              no * (sizeof(pd_meta) + sizeof(pd_tensor *) + sizeof(uint32_t) + sizeof(pd_hook *)) + 64;
-  char *p = calloc(1, sz);
+  size_t sz = node_bytes(n_in, n_out);
+  char *p;
+  if (sz <= PD_POOL_BLOCK) { /* most nodes: a pooled block */
+    p = pd_block_get();
+    if (p) memset(p, 0, sz);
+  } else {
+    p = calloc(1, sz);
+  }
   if (!p) {
     pd_set_error(PD_ERR_MEMORY, "autograd: out of memory for a grad node");
     return NULL;
@@ -68,8 +78,8 @@ void pd_node_free_saved(pd_node *n) {
 
 /* Iterative, so that releasing a long chain does not overflow the stack. */
 void pd_node_release(pd_node *first) {
-  pd_node **stack = NULL;
-  size_t sp = 0, cap = 0;
+  pd_node *local[16], **stack = local;
+  size_t sp = 0, cap = 16;
   pd_node *n = first;
   while (n) {
     if (atomic_fetch_sub(&n->refcount, 1) == 1) {
@@ -83,19 +93,23 @@ void pd_node_release(pd_node *first) {
         pd_tensor_release(n->edges[i].leaf);
         if (n->edges[i].node) {
           if (sp == cap) {
-            cap = cap ? cap * 2 : 16;
-            pd_node **s = realloc(stack, cap * sizeof *s);
+            pd_node **s = stack == local ? malloc(2 * cap * sizeof *s) : realloc(stack, 2 * cap * sizeof *s);
             if (!s) abort();
+            if (stack == local) memcpy(s, local, sizeof local);
             stack = s;
+            cap *= 2;
           }
           stack[sp++] = n->edges[i].node;
         }
       }
-      free(n);
+      if (node_bytes(n->n_in, n->n_out) <= PD_POOL_BLOCK)
+        pd_block_put(n);
+      else
+        free(n);
     }
     n = sp ? stack[--sp] : NULL;
   }
-  free(stack);
+  if (stack != local) free(stack);
 }
 
 void pd_node_connect_inputs(pd_node *node, pd_tensor *const *in, int n_in) {

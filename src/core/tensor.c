@@ -60,7 +60,7 @@ typedef struct pool {
   int n;
 } pool;
 #define POOL_CAP 4096
-static _Thread_local pool g_tensor_pool, g_storage_pool;
+static _Thread_local pool g_tensor_pool, g_storage_pool, g_block_pool;
 
 #ifndef PADDLEC_NO_CACHING
 /* A thread's pools are given back when it exits (worker threads come and go). */
@@ -81,6 +81,7 @@ static void pools_at_thread_exit(void *unused) {
   (void)unused;
   pool_drain(&g_tensor_pool);
   pool_drain(&g_storage_pool);
+  pool_drain(&g_block_pool);
 }
 
 static void pool_key_init(void) { pthread_key_create(&g_pool_key, pools_at_thread_exit); }
@@ -126,7 +127,8 @@ pd_tensor *pd_tensor_alloc_struct(void) {
     pd_set_error(PD_ERR_MEMORY, "tensor: out of memory");
     return NULL;
   }
-  /* every field but shape/strides (written by whoever fills the geometry) */
+  /* every field but shape/strides (written by whoever fills the geometry),
+   * in declaration order so the stores merge */
   atomic_init(&t->refcount, 1);
   t->dtype = PD_FLOAT32;
   t->ndim = 0;
@@ -134,23 +136,37 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   t->numel = 1;
   t->offset = 0;
   t->storage = NULL;
+  t->stop_gradient = true;
   t->is_contiguous = true;
+  t->grad_fn_weak = false;
+  t->out_index = 0;
+  t->bw_slot = 0;
+  t->bw_stamp = 0;
   t->grad = NULL;
   t->grad_fn = NULL;
-  t->out_index = 0;
-  t->grad_fn_weak = false;
   t->hooks = t->post_hooks = NULL;
-  t->bw_stamp = 0;
-  t->bw_slot = 0;
   t->dist_attr = NULL;
   t->dist_attr_free = NULL;
   t->param_info = NULL;
   t->name = NULL;
-  t->stop_gradient = true;
   return t;
 }
 
 static void tensor_free_struct(pd_tensor *t) { pool_put(&g_tensor_pool, t); }
+
+void *pd_block_get(void) { return pool_get(&g_block_pool, PD_POOL_BLOCK); }
+void pd_block_put(void *p) {
+  if (p) pool_put(&g_block_pool, p);
+}
+
+/* Drops one reference; true when it was the last. A count of 1 seen by the
+ * holder of that reference cannot change under it (nobody else holds one),
+ * so the common case of a tensor owned by one thread costs no locked
+ * instruction. */
+static inline bool drop_ref(atomic_int *rc) {
+  return atomic_load_explicit(rc, memory_order_acquire) == 1 ||
+         atomic_fetch_sub_explicit(rc, 1, memory_order_acq_rel) == 1;
+}
 
 static pd_storage *storage_new(size_t nbytes) {
   pd_storage *s = pool_get(&g_storage_pool, sizeof *s);
@@ -174,7 +190,7 @@ static pd_storage *storage_new(size_t nbytes) {
 }
 
 static void storage_release(pd_storage *s) {
-  if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+  if (!s || !drop_ref(&s->refcount)) return;
   if (s->free_fn)
     s->free_fn(s->data, s->free_ctx);
   else if (s->data == s->inline_data)
@@ -195,7 +211,7 @@ static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int
   t->is_contiguous = pd_strides_are_contiguous(ndim, shape, t->strides);
 }
 
-pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
+pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape) {
   pd_tensor *t = pd_tensor_alloc_struct();
   if (!t) return NULL;
   t->dtype = dt;
@@ -215,7 +231,11 @@ pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
     tensor_free_struct(t);
     return NULL;
   }
-  return pd_scope_track(t);
+  return t;
+}
+
+pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
+  return pd_scope_track(pd_tensor_new_untracked(dt, ndim, shape));
 }
 
 pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
@@ -263,8 +283,7 @@ pd_tensor *pd_tensor_retain(pd_tensor *t) {
   return t;
 }
 
-void pd_tensor_release(pd_tensor *t) {
-  if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+static void release_extras(pd_tensor *t) {
   if (t->grad) pd_tensor_release(t->grad);
   if (t->grad_fn && !t->grad_fn_weak && g_node_release) g_node_release(t->grad_fn);
   if (t->hooks) pd_hook_list_free(t->hooks);
@@ -272,6 +291,13 @@ void pd_tensor_release(pd_tensor *t) {
   if (t->dist_attr && t->dist_attr_free) t->dist_attr_free(t->dist_attr);
   if (t->name) free(t->name);
   if (t->param_info) free(t->param_info);
+}
+
+void pd_tensor_release(pd_tensor *t) {
+  if (!t || !drop_ref(&t->refcount)) return;
+  if (((uintptr_t)t->grad | (uintptr_t)t->grad_fn | (uintptr_t)t->hooks | (uintptr_t)t->post_hooks |
+       (uintptr_t)t->dist_attr | (uintptr_t)t->param_info | (uintptr_t)t->name) != 0)
+    release_extras(t);
   storage_release(t->storage);
   tensor_free_struct(t);
 }

@@ -34,30 +34,46 @@ struct pd_tensor {
   pd_place place;
   int64_t numel;
   int64_t offset; /* in elements */
-  int64_t shape[PD_MAX_DIMS];
-  int64_t strides[PD_MAX_DIMS];
   pd_storage *storage;
 
   /* autograd */
   bool stop_gradient;
   bool is_contiguous;
+  bool grad_fn_weak; /* saved output alias: grad_fn is not owned */
+  int out_index;     /* which output of grad_fn this tensor is */
+  int bw_slot;       /* backward engine scratch: this leaf's slot in the run */
+  uint64_t bw_stamp; /* and which run saw it */
+
+  /* Owned extras, all NULL for most tensors (released together). */
   pd_tensor *grad;
   pd_node *grad_fn;    /* owning reference, NULL for leaves */
-  int out_index;       /* which output of grad_fn this tensor is */
-  bool grad_fn_weak;   /* saved output alias: grad_fn is not owned */
   pd_hook *hooks;      /* grad hooks (leaves; non-leaves keep them on the node) */
   pd_hook *post_hooks; /* post-accumulate hooks (leaves) */
-  uint64_t bw_stamp;   /* backward engine scratch: which run saw this leaf */
-  int bw_slot;         /* and its slot in that run */
-
   /* extension points */
   void *dist_attr; /* auto_parallel: mesh + placements + global shape */
   void (*dist_attr_free)(void *);
   void *param_info; /* nn: a pd_param_info (plain memory, freed with the tensor) */
   char *name;
+
+  /* geometry last: a new struct initialises everything before it at once */
+  int64_t shape[PD_MAX_DIMS];
+  int64_t strides[PD_MAX_DIMS];
 };
 
+/* Short copy loops on the hot paths stay loops: the compiler would make
+ * them library calls, whose fixed cost exceeds the copy at these sizes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PD_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define PD_NO_LIBCALLS
+#endif
+
 /* Inline versions of hot accessors for the layers of src/. */
+static inline bool pd_shape_eq(int ndim, const int64_t *a, const int64_t *b) {
+  for (int d = 0; d < ndim; d++)
+    if (a[d] != b[d]) return false;
+  return true;
+}
 static inline size_t pd_dtype_size_fast(pd_dtype dt) {
   static const unsigned char k[PD_NUM_DTYPES] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   return k[dt];
@@ -66,19 +82,35 @@ static inline void *pd_data_ptr(const pd_tensor *t) {
   return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size_fast(t->dtype);
 }
 
+/* Pooled blocks of PD_POOL_BLOCK bytes (64-byte aligned, uninitialised) for
+ * small short-lived structs such as grad nodes; like tensor structs they
+ * come from a per-thread free list and cost no malloc once warm. */
+#define PD_POOL_BLOCK 2048
+void *pd_block_get(void);
+void pd_block_put(void *p);
+
 /* Creation of tensor structs (internal). */
 pd_tensor *pd_tensor_alloc_struct(void);
 /* A new contiguous tensor with fresh storage (uninitialised data). The
  * tensor is registered with the current scope when `scoped`. */
 pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape);
+/* The same, never registered with a scope (the dispatcher's outputs). */
+pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape);
 /* A view over t's storage with the given geometry (retains the storage). */
 pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                               int64_t offset);
 /* Wraps foreign memory; free_fn(data, ctx) runs when the storage dies. */
 pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t *shape,
                                void (*free_fn)(void *, void *), void *free_ctx);
-/* Registers a freshly created tensor with the innermost scope (if any). */
+/* Registers a freshly created tensor with the innermost scope (if any):
+ * only at depth 0 (not inside the library) and while a scope is open. */
 pd_tensor *pd_scope_track(pd_tensor *t);
+pd_tensor *pd_scope_track_slow(pd_tensor *t);
+extern _Thread_local int pd_g_nscopes, pd_g_internal_depth;
+static inline pd_tensor *pd_scope_track_inline(pd_tensor *t) {
+  return t && pd_g_nscopes > 0 && pd_g_internal_depth == 0 ? pd_scope_track_slow(t) : t;
+}
+#define pd_scope_track(t) pd_scope_track_inline(t)
 
 void pd_compute_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 bool pd_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *strides);

@@ -7,6 +7,7 @@
 #include "op_registry.h"
 
 static pd_autograd_record_fn g_autograd;
+static _Thread_local bool g_no_grad;
 static pd_tracer_fn g_tracer;
 static pd_dist_fn g_dist;
 
@@ -28,10 +29,10 @@ int pd_op_find(const char *name) {
   return -1;
 }
 
-void pd_meta_of(const pd_tensor *t, pd_meta *m) {
+PD_NO_LIBCALLS void pd_meta_of(const pd_tensor *t, pd_meta *m) {
   m->dtype = t->dtype;
   m->ndim = t->ndim;
-  memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  for (int d = 0; d < t->ndim; d++) m->shape[d] = t->shape[d];
 }
 
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out) {
@@ -98,8 +99,75 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
-                     int *n_out);
+/* The core of dispatch, on inputs already in the dtype the kernel takes. */
+static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tensor *const *in, int n_in,
+                                                           const pd_attrs *a, pd_tensor **out, int *n_out) {
+  const pd_op_def *def = pd_op_table[id];
+  pd_meta meta[PD_MAX_OUTPUTS];
+  int nm = def->n_out;
+  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
+  if (st != PD_OK) return st;
+  if (nm < 0 || nm > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
+
+  if (g_dist) {
+    for (int i = 0; i < n_in; i++) {
+      if (in[i]->dist_attr) {
+        if (g_dist(id, in, n_in, a, out, n_out, &st)) return st;
+        break;
+      }
+    }
+  }
+  if (g_tracer && g_tracer(id, in, n_in, a, meta, out, nm, 0)) {
+    *n_out = nm;
+    return PD_OK;
+  }
+
+  pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
+  pd_kernel_fn kernel = def->kernel[place];
+  if (!kernel) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
+
+  unsigned flags = def->flags;
+  bool inplace = flags & PD_OPF_INPLACE;
+  bool record = false;
+  if ((flags & PD_OPF_DIFF) && g_autograd && !g_no_grad)
+    for (int i = 0; i < n_in; i++) record |= !in[i]->stop_gradient;
+  if (inplace && record && !in[0]->grad_fn && !in[0]->stop_gradient)
+    return pd_set_error(PD_ERR_STATE,
+                        "%s: a leaf tensor that needs a gradient (stop_gradient=False) "
+                        "cannot be modified inplace",
+                        def->name);
+
+  if (!(flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) { /* fresh outputs from the metas */
+    for (int k = 0; k < nm; k++) {
+      out[k] = pd_tensor_new_untracked(meta[k].dtype, meta[k].ndim, meta[k].shape);
+      if (!out[k]) {
+        st = pd_last_status();
+        for (int j = 0; j < k; j++) pd_tensor_release(out[j]);
+        return st;
+      }
+      if (place != PD_PLACE_CPU) out[k]->place = in[0]->place; /* new tensors are CPU */
+    }
+  } else {
+    out[0] = NULL; /* the failure path releases what exists */
+    for (int k = 1; k < nm; k++) out[k] = NULL;
+    if (inplace) out[0] = pd_tensor_retain(in[0]);
+  }
+  st = kernel(def, in, n_in, a, out, nm);
+  if (st != PD_OK) goto fail;
+  if (inplace) in[0]->storage->version++;
+  if (g_tracer) g_tracer(id, in, n_in, a, meta, out, nm, 1);
+  if (record) {
+    st = g_autograd(id, in, n_in, a, out, nm);
+    if (st != PD_OK) goto fail;
+  }
+  *n_out = nm;
+  return PD_OK;
+fail:
+  for (int k = 0; k < nm; k++) pd_tensor_release(out[k]);
+  return st;
+}
+
 
 /* Cheap test before convert_inputs: the common case is one float dtype. */
 static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_in) {
@@ -192,76 +260,6 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
   return dispatch_impl(id, in, n_in, a, out, n_out, true);
 }
 
-/* The core of dispatch, on inputs already in the dtype the kernel takes. */
-static pd_status run(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
-                     int *n_out) {
-  const pd_op_def *def = pd_op_table[id];
-  pd_meta meta[PD_MAX_OUTPUTS];
-  int nm = def->n_out;
-  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
-  if (st != PD_OK) return st;
-  if (nm < 0 || nm > PD_MAX_OUTPUTS)
-    return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
-
-  if (g_dist) {
-    for (int i = 0; i < n_in; i++) {
-      if (in[i]->dist_attr) {
-        if (g_dist(id, in, n_in, a, out, n_out, &st)) return st;
-        break;
-      }
-    }
-  }
-  if (g_tracer && g_tracer(id, in, n_in, a, meta, out, nm, 0)) {
-    *n_out = nm;
-    return PD_OK;
-  }
-
-  pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
-  pd_kernel_fn kernel = def->kernel[place];
-  if (!kernel) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
-
-  bool inplace = def->flags & PD_OPF_INPLACE;
-  bool record = g_autograd && (def->flags & PD_OPF_DIFF) && pd_grad_mode_enabled();
-  if (record) {
-    bool any = false;
-    for (int i = 0; i < n_in; i++) any |= !in[i]->stop_gradient;
-    record = any;
-  }
-  if (inplace && record && !in[0]->grad_fn && !in[0]->stop_gradient)
-    return pd_set_error(PD_ERR_STATE,
-                        "%s: a leaf tensor that needs a gradient (stop_gradient=False) "
-                        "cannot be modified inplace",
-                        def->name);
-
-  for (int k = 0; k < nm; k++) out[k] = NULL; /* the failure path releases what exists */
-  if (inplace) {
-    out[0] = pd_tensor_retain(in[0]);
-  } else if (!(def->flags & PD_OPF_VIEW)) {
-    for (int k = 0; k < nm; k++) {
-      out[k] = pd_tensor_new(meta[k].dtype, meta[k].ndim, meta[k].shape);
-      if (!out[k]) {
-        st = pd_last_status();
-        goto fail;
-      }
-      if (n_in > 0 && in[0]->place.kind != PD_PLACE_CPU)
-        out[k]->place = in[0]->place; /* new tensors are CPU */
-    }
-  }
-  st = kernel(def, in, n_in, a, out, nm);
-  if (st != PD_OK) goto fail;
-  if (inplace) in[0]->storage->version++;
-  if (g_tracer) g_tracer(id, in, n_in, a, meta, out, nm, 1);
-  if (record) {
-    st = g_autograd(id, in, n_in, a, out, nm);
-    if (st != PD_OK) goto fail;
-  }
-  *n_out = nm;
-  return PD_OK;
-fail:
-  for (int k = 0; k < nm; k++) pd_tensor_release(out[k]);
-  return st;
-}
-
 pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
@@ -271,14 +269,19 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
 }
 
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
-  if (g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0)
+  if (g->ndim == ndim && pd_shape_eq(ndim, g->shape, shape))
     return pd_tensor_retain(g);
   pd_attrs sa = {0};
   int lead = g->ndim - ndim;
   for (int d = 0; d < g->ndim; d++)
     if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1)) sa.v[0][sa.nv[0]++] = d;
-  sa.i[0] = 1; /* keepdim */
   sa.dtype = g->dtype;
+  /* Only leading dims reduced (a bias's gradient): the sum without keepdim
+   * has the shape already. */
+  bool lead_only = sa.nv[0] > 0;
+  for (int d = lead; d < g->ndim && lead_only; d++) lead_only = shape[d - lead] == g->shape[d];
+  if (lead_only) return pd_dispatch1(PD_OP_sum, &g, 1, &sa);
+  sa.i[0] = 1; /* keepdim */
   pd_tensor *s = sa.nv[0] ? pd_dispatch1(PD_OP_sum, &g, 1, &sa) : pd_tensor_retain(g);
   if (!s) return NULL;
   pd_attrs ra = {0};
@@ -289,7 +292,6 @@ pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
   return r;
 }
 
-static _Thread_local bool g_no_grad;
 bool pd_grad_mode_enabled(void) { return !g_no_grad; }
 bool pd_grad_mode_set(bool on) {
   bool prev = !g_no_grad;

@@ -13,7 +13,7 @@ pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, co
   return PD_OK;
 }
 
-static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in, pd_meta *out) {
+__attribute__((noinline)) static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in, pd_meta *out) {
   bool same = true; /* fast path: identical shapes */
   int nd = in[0]->ndim;
   for (int i = 1; i < n_in && same; i++) {
@@ -40,10 +40,20 @@ static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in, p
 pd_status pd_meta_broadcast(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             pd_meta *out, int *n_out) {
   (void)a;
-  pd_status st = broadcast_all(def->name, in, n_in, out);
-  out->dtype = in[0]->dtype;
   *n_out = 1;
-  return st;
+  out->dtype = in[0]->dtype;
+  if (n_in == 2 && in[0]->ndim == in[1]->ndim) { /* the common case: two operands of one shape */
+    const int64_t *x = in[0]->shape, *y = in[1]->shape;
+    int nd = in[0]->ndim;
+    bool same = true;
+    for (int d = 0; d < nd; d++) {
+      same &= x[d] == y[d];
+      out->shape[d] = x[d];
+    }
+    out->ndim = nd;
+    if (same) return PD_OK;
+  }
+  return broadcast_all(def->name, in, n_in, out);
 }
 
 pd_status pd_meta_broadcast_bool(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,

@@ -30,7 +30,8 @@ static const pd_ew_fn k_div[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(div);
                                   pd_tensor **out, int n_out) {                                            \
     (void)a;                                                                                               \
     (void)n_out;                                                                                           \
-    return pd_ew_apply(def->name, table, out[0]->dtype, out[0], in, n_in, NULL);                           \
+    (void)n_in; /* two, checked by the dispatcher */                                                       \
+    return pd_ew_apply(def->name, table, out[0]->dtype, out[0], in, 2, NULL);                              \
   }
 KERNEL(add, k_add)
 KERNEL(sub, k_sub)
@@ -102,7 +103,7 @@ static pd_status add__meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
                            pd_meta *out, int *n_out) {
   pd_status st = pd_meta_broadcast(def, in, n_in, a, out, n_out);
   if (st != PD_OK) return st;
-  if (out->ndim != in[0]->ndim || memcmp(out->shape, in[0]->shape, sizeof(int64_t) * (size_t)out->ndim)) {
+  if (out->ndim != in[0]->ndim || !pd_shape_eq(out->ndim, out->shape, in[0]->shape)) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: y of shape %s does not broadcast to x's shape %s (inplace)",
                         def->name, pd_shape_str(in[1]->ndim, in[1]->shape, b, sizeof b), PD_SHAPE_STR(in[0]));

@@ -138,6 +138,25 @@ static void scale_out(pd_tensor *out, double beta) {
 
 pd_status pd_matmul_into(const char *op, pd_tensor *x, pd_tensor *y, bool tx, bool ty, double alpha,
                          double beta, pd_tensor *out) {
+  if (x->ndim == 2 && y->ndim == 2 && x->dtype == y->dtype && x->dtype == out->dtype &&
+      (x->dtype == PD_FLOAT32 || x->dtype == PD_FLOAT64)) {
+    /* two matrices (most products): straight to GEMM when both are read in
+     * place; anything else (errors included) takes the general path below */
+    operand ox = {.R = x->shape[0], .C = x->shape[1], .sr = x->strides[0], .sc = x->strides[1]};
+    operand oy = {.R = y->shape[0], .C = y->shape[1], .sr = y->strides[0], .sc = y->strides[1]};
+    int64_t M = tx ? ox.C : ox.R, K = tx ? ox.R : ox.C, N = ty ? oy.R : oy.C;
+    bool ta, tb;
+    int64_t lda, ldb;
+    if (K == (ty ? oy.C : oy.R) && M > 0 && N > 0 && K > 0 && gemm_layout(&ox, tx, &ta, &lda) &&
+        gemm_layout(&oy, ty, &tb, &ldb)) {
+      int rc = run_gemm(out->dtype, ta, tb, M, N, K, alpha, pd_data_ptr(x), lda, 0, pd_data_ptr(y), ldb, 0,
+                        beta, pd_data_ptr(out), N, 0, 1);
+      if (rc != 0)
+        return pd_set_error(PD_ERR_INVALID, "%s: GEMM failed (status %d) for M=%lld N=%lld K=%lld", op, rc,
+                            (long long)M, (long long)N, (long long)K);
+      return PD_OK;
+    }
+  }
   if (x->ndim == 1) tx = false;
   if (y->ndim == 1) ty = false;
   pd_meta m;

@@ -12,7 +12,7 @@ static bool is_half(pd_dtype dt) { return dt == PD_FLOAT16 || dt == PD_BFLOAT16;
 static pd_dtype acc_dtype(pd_dtype pdt) { return pdt == PD_FLOAT64 ? PD_FLOAT64 : PD_FLOAT32; }
 
 static bool same_shape(const pd_tensor *a, const pd_tensor *b) {
-  return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
+  return a->ndim == b->ndim && pd_shape_eq(a->ndim, a->shape, b->shape);
 }
 
 static int expected_inputs(const pd_optim_op_desc *d, const pd_attrs *a) {

@@ -2,6 +2,9 @@
 #include "gemm.h"
 
 #include <omp.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 #include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +28,9 @@
  * the small products of small layers. */
 #define SMALL_GEMM 32768
 
-static void small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
-                        float beta, float *restrict C, int64_t ldc) {
+static void small_sgemm_loop(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
+                             float beta, float *restrict C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
     float *restrict c = C + i * ldc;
     if (N == 1) { /* a matrix-vector product: one dot per row */
@@ -51,6 +54,145 @@ static void small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
   }
 }
 
+#ifdef __AVX2__
+/* Small products on 8-wide vectors: each row of C is summed in one or two
+ * vector accumulators per 16 columns over K and written once (no zeroing
+ * pass, no per-element read-modify-write of C); the last partial block of
+ * columns is loaded and stored under a mask. op(B) is read in place, or
+ * packed into a zero-padded K x NP panel when transposed. */
+#define SMALL_PANEL 4096 /* floats of packed B kept on the stack */
+
+static inline __m256 fma8(__m256 a, __m256 b, __m256 c) {
+#ifdef __FMA__
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  return _mm256_add_ps(_mm256_mul_ps(a, b), c);
+#endif
+}
+
+/* Lanes below n (n in 1..8) set. */
+static inline __m256i lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* c[0:n] = alpha * acc + beta * c (beta == 0: c is not read), n in 1..8. */
+static inline void store8(float *c, __m256 acc, int64_t n, float alpha, float beta) {
+  acc = _mm256_mul_ps(acc, _mm256_set1_ps(alpha));
+  if (n == 8) {
+    if (beta != 0.0f) acc = fma8(_mm256_set1_ps(beta), _mm256_loadu_ps(c), acc);
+    _mm256_storeu_ps(c, acc);
+  } else {
+    __m256i m = lanes(n);
+    if (beta != 0.0f) acc = fma8(_mm256_set1_ps(beta), _mm256_maskload_ps(c, m), acc);
+    _mm256_maskstore_ps(c, m, acc);
+  }
+}
+
+static inline float hsum8(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+/* c = alpha * op(A) b + beta * c, b and c unit-stride vectors. */
+static bool small_sgemv(bool transa, int64_t M, int64_t K, float alpha, const float *restrict A, int64_t lda,
+                        const float *restrict b, float beta, float *restrict c) {
+  if (!transa) { /* one dot product per row of A */
+    int64_t full = K & ~(int64_t)7, rest = K - full;
+    __m256i tail = lanes(rest ? rest : 8);
+    __m256 bt = rest ? _mm256_maskload_ps(b + full, tail) : _mm256_setzero_ps();
+    for (int64_t i = 0; i < M; i++) {
+      const float *a = A + i * lda;
+      __m256 acc = rest ? _mm256_mul_ps(_mm256_maskload_ps(a + full, tail), bt) : _mm256_setzero_ps();
+      for (int64_t p = 0; p < full; p += 8) acc = fma8(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), acc);
+      float s = alpha * hsum8(acc);
+      c[i] = beta == 0.0f ? s : s + beta * c[i];
+    }
+    return true;
+  }
+  /* A is stored K x M: c accumulates b[p] times row p of A, 8 entries at a time */
+  for (int64_t i = 0; i < M; i += 8) {
+    int64_t n = M - i < 8 ? M - i : 8;
+    __m256i m = lanes(n);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t p = 0; p < K; p++) acc = fma8(_mm256_set1_ps(b[p]), _mm256_maskload_ps(A + p * lda + i, m), acc);
+    store8(c + i, acc, n, alpha, beta);
+  }
+  return true;
+}
+
+static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
+                        float beta, float *restrict C, int64_t ldc) {
+  int64_t bstride = transb ? 1 : ldb; /* op(B)[p][0] = B[p * bstride] when N == 1 */
+  if (N == 1 && bstride == 1 && ldc == 1 && K >= 4) return small_sgemv(transa, M, K, alpha, A, lda, B, beta, C);
+  int64_t np = (N + 7) & ~(int64_t)7;
+  if (N < 4 || (transb && K * np > SMALL_PANEL)) return false;
+  _Alignas(32) float bp[SMALL_PANEL];
+  const float *panel = B;
+  int64_t ldp = ldb;
+  if (transb) { /* bp[p][j] = B[j][p], zero padded to np columns */
+    for (int64_t k = 0; k < K * np; k += 8) _mm256_store_ps(bp + k, _mm256_setzero_ps());
+    for (int64_t j = 0; j < N; j++)
+      for (int64_t p = 0; p < K; p++) bp[p * np + j] = B[j * ldb + p];
+    panel = bp;
+    ldp = np;
+  }
+  int64_t full = N & ~(int64_t)7, rest = N - full; /* columns in whole 8-blocks, and the tail */
+  __m256i tail = lanes(rest ? rest : 8);
+  int64_t sa = transa ? lda : 1, ra = transa ? 1 : lda; /* A[i][p] = A[i * ra + p * sa] */
+  for (int64_t i = 0; i < M; i++) {
+    const float *a = A + i * ra;
+    float *c = C + i * ldc;
+    int64_t j = 0;
+    for (; j + 16 <= full; j += 16) {
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (int64_t p = 0; p < K; p++) {
+        __m256 x = _mm256_set1_ps(a[p * sa]);
+        acc0 = fma8(x, _mm256_loadu_ps(panel + p * ldp + j), acc0);
+        acc1 = fma8(x, _mm256_loadu_ps(panel + p * ldp + j + 8), acc1);
+      }
+      store8(c + j, acc0, 8, alpha, beta);
+      store8(c + j + 8, acc1, 8, alpha, beta);
+    }
+    if (j + 8 <= full && rest) { /* one whole block and the tail */
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (int64_t p = 0; p < K; p++) {
+        __m256 x = _mm256_set1_ps(a[p * sa]);
+        acc0 = fma8(x, _mm256_loadu_ps(panel + p * ldp + j), acc0);
+        acc1 = fma8(x, _mm256_maskload_ps(panel + p * ldp + j + 8, tail), acc1);
+      }
+      store8(c + j, acc0, 8, alpha, beta);
+      store8(c + j + 8, acc1, rest, alpha, beta);
+      continue;
+    }
+    if (j < full) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t p = 0; p < K; p++)
+        acc = fma8(_mm256_set1_ps(a[p * sa]), _mm256_loadu_ps(panel + p * ldp + j), acc);
+      store8(c + j, acc, 8, alpha, beta);
+      j += 8;
+    }
+    if (rest) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t p = 0; p < K; p++)
+        acc = fma8(_mm256_set1_ps(a[p * sa]), _mm256_maskload_ps(panel + p * ldp + j, tail), acc);
+      store8(c + j, acc, rest, alpha, beta);
+    }
+  }
+  return true;
+}
+#else
+static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
+                        float beta, float *restrict C, int64_t ldc) {
+  (void)transa, (void)transb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+  (void)beta, (void)C, (void)ldc;
+  return false;
+}
+#endif
+
 int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
@@ -59,7 +201,8 @@ int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float
     return 0;
   }
   if (M * N * K <= SMALL_GEMM) {
-    small_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (!small_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+      small_sgemm_loop(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
   }
   dnnl_status_t st =
