@@ -131,7 +131,7 @@ check_no_leftovers pids failrank
 newcase kill9
 FR_PID_DIR=$PWD/pids FR_ALL_REDUCE=1 FR_KILL_WAIT=1 timeout 30 "$FLEETRUN" --nproc_per_node=3 "$WORKER" >out.txt 2>err.txt &
 BGPID=$!
-for _ in $(seq 200); do grep -q "waits to be killed" log/workerlog.1 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 400); do grep -q "waits to be killed" log/workerlog.1 2>/dev/null && break; sleep 0.05; done
 sleep 0.3
 t0=$(now_ms)
 kill -9 "$(cat pids/pid.1)"
