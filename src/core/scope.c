@@ -84,7 +84,7 @@ void pd_scope_end(void) {
   scope *s = &g_scopes[--g_nscopes];
   for (size_t i = s->n; i-- > 0;) pd_tensor_release(s->items[i]);
   s->n = 0;
-  if (g_nscopes == 0) { /* the outermost scope closed */
+  if (g_nscopes == 0) {    /* the outermost scope closed */
 #ifndef PADDLEC_NO_CACHING /* (the sanitizer build gives everything back at once) */
     bool small = g_capscopes <= KEEP_SCOPES;
     for (int i = 0; i < g_capscopes && small; i++) small = g_scopes[i].cap <= KEEP_ITEMS;

@@ -168,7 +168,6 @@ fail:
   return st;
 }
 
-
 /* Cheap test before convert_inputs: the common case is one float dtype. */
 static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_in) {
   pd_dtype d0 = in[0]->dtype;
@@ -269,8 +268,7 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
 }
 
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
-  if (g->ndim == ndim && pd_shape_eq(ndim, g->shape, shape))
-    return pd_tensor_retain(g);
+  if (g->ndim == ndim && pd_shape_eq(ndim, g->shape, shape)) return pd_tensor_retain(g);
   pd_attrs sa = {0};
   int lead = g->ndim - ndim;
   for (int d = 0; d < g->ndim; d++)

@@ -13,7 +13,8 @@ pd_status pd_meta_unary(const pd_op_def *def, pd_tensor *const *in, int n_in, co
   return PD_OK;
 }
 
-__attribute__((noinline)) static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in, pd_meta *out) {
+__attribute__((noinline)) static pd_status broadcast_all(const char *op, pd_tensor *const *in, int n_in,
+                                                         pd_meta *out) {
   bool same = true; /* fast path: identical shapes */
   int nd = in[0]->ndim;
   for (int i = 1; i < n_in && same; i++) {

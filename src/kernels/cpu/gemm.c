@@ -116,7 +116,8 @@ static bool small_sgemv(bool transa, int64_t M, int64_t K, float alpha, const fl
     int64_t n = M - i < 8 ? M - i : 8;
     __m256i m = lanes(n);
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t p = 0; p < K; p++) acc = fma8(_mm256_set1_ps(b[p]), _mm256_maskload_ps(A + p * lda + i, m), acc);
+    for (int64_t p = 0; p < K; p++)
+      acc = fma8(_mm256_set1_ps(b[p]), _mm256_maskload_ps(A + p * lda + i, m), acc);
     store8(c + i, acc, n, alpha, beta);
   }
   return true;
@@ -126,7 +127,8 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
                         const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
                         float beta, float *restrict C, int64_t ldc) {
   int64_t bstride = transb ? 1 : ldb; /* op(B)[p][0] = B[p * bstride] when N == 1 */
-  if (N == 1 && bstride == 1 && ldc == 1 && K >= 4) return small_sgemv(transa, M, K, alpha, A, lda, B, beta, C);
+  if (N == 1 && bstride == 1 && ldc == 1 && K >= 4)
+    return small_sgemv(transa, M, K, alpha, A, lda, B, beta, C);
   int64_t np = (N + 7) & ~(int64_t)7;
   if (N < 4 || (transb && K * np > SMALL_PANEL)) return false;
   _Alignas(32) float bp[SMALL_PANEL];
