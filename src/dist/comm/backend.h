@@ -121,6 +121,10 @@ struct pd_comm {
   void *impl;
 };
 
+/* Set on the lanes' worker threads: work there runs beside the caller's
+ * computation (sync_op=False), so waits should leave the core early. */
+extern _Thread_local int pd_comm_async_thread;
+
 /* Fills the common fields of c from init (allocates global_ranks). */
 pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init);
 void pd_comm_base_clear(pd_comm *c);

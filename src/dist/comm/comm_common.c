@@ -10,6 +10,8 @@ static const char *const k_kind_names[PD_COMM_NUM_KINDS] = {
     "?",        "all_reduce", "broadcast", "reduce",  "all_gather", "reduce_scatter",
     "alltoall", "scatter",    "gather",    "barrier", "send",       "recv"};
 
+_Thread_local int pd_comm_async_thread;
+
 const char *pd_comm_kind_name(pd_comm_kind k) {
   return k > 0 && k < PD_COMM_NUM_KINDS ? k_kind_names[k] : "?";
 }

@@ -9,7 +9,8 @@
 #include "../../kernels/cpu/comm_reduce.h"
 #include "shm_internal.h"
 
-#define ELEM_ALIGN 16 /* slice boundaries on 64-byte lines for 4-byte dtypes */
+#define ELEM_ALIGN 16     /* slice boundaries on 64-byte lines for 4-byte dtypes */
+#define DIRECT_BLOCK 2048 /* elements reduced then copied while in L1 */
 
 static shm_post make_post(shm_comm *s, pd_comm_kind kind, pd_dtype dt, size_t count, int op, int root) {
   shm_post p;
@@ -119,12 +120,27 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
       srcs[r] = zc        ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + lo) * es
                 : r == me ? (const unsigned char *)in + (off + lo) * es
                           : shm_stage(s, r, step) + lo * es;
-    void *dst = zc ? (void *)((char *)out + (off + lo) * es) : (void *)(shm_stage(s, me, step) + lo * es);
-    if (hi > lo) pd_kernel_comm_reduce(dst, srcs, n, hi - lo, dt, op);
+    /* a rank that keeps the result reduces its slice straight into its
+     * output, block by block, and copies each block (still in L1) to its
+     * staging half for the peers: no second pass over the slice */
+    int direct = !zc && (root < 0 || root == me) && n <= 64;
+    if (direct) {
+      const void *part[64];
+      for (size_t b = lo; b < hi; b += DIRECT_BLOCK) {
+        size_t m = hi - b < DIRECT_BLOCK ? hi - b : DIRECT_BLOCK;
+        for (int r = 0; r < n; r++) part[r] = (const char *)srcs[r] + (b - lo) * es;
+        char *o = (char *)out + (off + b) * es;
+        pd_kernel_comm_reduce(o, part, n, m, dt, op);
+        memcpy(shm_stage(s, me, step) + b * es, o, m * es);
+      }
+    } else if (hi > lo) {
+      void *dst = zc ? (void *)((char *)out + (off + lo) * es) : (void *)(shm_stage(s, me, step) + lo * es);
+      pd_kernel_comm_reduce(dst, srcs, n, hi - lo, dt, op);
+    }
     if ((st = shm_barrier(s, &w)) < 0) goto done;
     if (root >= 0 && root != me) continue;
     for (int r = 0; r < n; r++) {
-      if (zc && r == me) continue;
+      if ((zc || direct) && r == me) continue;
       size_t rlo, rhi;
       slice_of(len, n, r, &rlo, &rhi);
       const unsigned char *from =

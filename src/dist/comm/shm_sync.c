@@ -17,12 +17,16 @@
 
 #include "shm_internal.h"
 
-/* How long to spin before sleeping. At a collective's entry the peers may
- * still be computing (DataParallel launches buckets during backward), and a
- * spinning waiter would take the core from its own rank's backward: spin
- * briefly. Inside a collective every rank is moving data and the wait is
- * short: spin longer than a futex round trip. */
-#define ENTRY_SPIN_NS 2000
+/* How long to spin before sleeping. A synchronous caller has nothing else to
+ * do: it spins long enough to cover the skew between ranks arriving at
+ * back-to-back collectives. An asynchronous collective (a lane's worker
+ * thread, e.g. DataParallel's buckets during backward) shares the core with
+ * its rank's computation, and the peers may still be computing: at the entry
+ * it spins briefly and then sleeps, or it would take the core from the
+ * backward it is meant to overlap (1.3x slower steps with a 30 us spin).
+ * Inside a collective every rank is moving data and waits are short. */
+#define ENTRY_SPIN_NS 50000
+#define ENTRY_SPIN_ASYNC_NS 2000
 #define DATA_SPIN_NS 50000
 #define SLEEP_NS 2000000         /* futex sleeps at most 2 ms between checks */
 #define WATCH_EVERY_NS 200000000 /* look at the peers' liveness every 200 ms */
@@ -208,7 +212,8 @@ pd_status shm_enter(shm_comm *s, const shm_post *post) {
     return pd_set_error(PD_ERR_MEMORY, "shm collective: out of memory");
   }
   int own_failure = 0;
-  st = wait_for(s, ENTRY_SPIN_NS, all_arrived, &target, &w, NULL, &own_failure);
+  st = wait_for(s, pd_comm_async_thread ? ENTRY_SPIN_ASYNC_NS : ENTRY_SPIN_NS, all_arrived, &target, &w, NULL,
+                &own_failure);
   int mismatch = 0;
   for (int i = 0; i < n; i++) {
     present[i] = atomic_load_explicit(&s->ctl[i].arrive, memory_order_acquire) >= target;

@@ -41,6 +41,7 @@ static void execute(struct pd_dist_task *t) {
 
 static void *worker_main(void *arg) {
   pd_dist_lane *l = arg;
+  pd_comm_async_thread = 1;
   pthread_mutex_lock(&l->mu);
   for (;;) {
     while (!l->head && !l->stopping) pthread_cond_wait(&l->cv, &l->mu);
