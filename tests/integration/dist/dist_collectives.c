@@ -6,7 +6,8 @@
  * Started directly, it forks nranks ranks with the launcher's environment
  * (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_MASTER, ...); under mpirun
  * (OMPI_COMM_WORLD_SIZE set) it is one rank. Exits 0 when every rank passed.
- * Scenarios: all (every collective x dtype x size), big (64 MB all_reduce),
+ * Scenarios: all (every collective x dtype x size), big (64 MB through every
+ * collective),
  * mismatch, missing, kill (rank 1 is killed with SIGKILL mid-collective). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -402,6 +403,10 @@ static void scenario_big(void) {
   val_ctx v = {g_n - 1, PD_FLOAT32, 0};
   check_values(t, n, "64 MB broadcast", PD_FLOAT32, ref_value, &v);
   pd_tensor_release(t);
+  /* every other collective with 64 MB gathered or scattered in all (each
+   * rank's part is 64 MB / n, not a multiple of the chunk) */
+  test_movement(PD_FLOAT32, n / g_n + 3, world);
+  test_reductions(PD_INT32, n / g_n + 3, world);
 }
 
 /* Rank 1 calls broadcast where the others call all_reduce; then a size
