@@ -72,9 +72,8 @@ static pd_status run_call(struct pd_dist_task *t) {
   }
   if (st < 0) return st;
   if (divide_after) {
-    size_t n = c->kind == PD_COMM_REDUCE_SCATTER ? c->count : c->count;
     if (c->kind != PD_COMM_REDUCE || c->g->rank == c->root)
-      pd_kernel_comm_divide(c->out, n, c->dt, c->g->nranks);
+      pd_kernel_comm_divide(c->out, c->count, c->dt, c->g->nranks);
   }
   for (int i = 0; i < c->nunpack; i++)
     if (c->unpack[i])
@@ -170,9 +169,11 @@ static pd_status check_op(pd_reduce_op op, pd_dtype dt, const char *name) {
   return PD_OK;
 }
 
-/* A task for a non-member: already complete. */
-static pd_status skip_done(const pd_dist_opts *o) {
-  (void)o;
+/* Every slot of a list the caller supplies must be set. */
+static pd_status check_list_filled(pd_tensor *const *list, int n, const char *op) {
+  if (!list) return pd_set_error(PD_ERR_INVALID, "%s: tensor_list is NULL", op);
+  for (int i = 0; i < n; i++)
+    if (!list[i]) return pd_set_error(PD_ERR_INVALID, "%s: tensor_list[%d] is NULL", op, i);
   return PD_OK;
 }
 
@@ -183,7 +184,7 @@ pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_o
   if (!g) return pd_last_status();
   if (check_tensor(tensor, "all_reduce", "tensor") < 0 || check_op(op, tensor->dtype, "all_reduce") < 0)
     return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   coll_call *c = call_new(PD_COMM_ALL_REDUCE, g);
   if (!c) return pd_last_status();
   c->in = c->out = pd_data_ptr(tensor);
@@ -198,7 +199,7 @@ pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts
   int skip;
   pd_dist_group *g = group_of(opts, "broadcast", &skip);
   if (!g || check_tensor(tensor, "broadcast", "tensor") < 0) return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   int root = group_rank_of(g, src, "broadcast", "src");
   if (root < 0) return pd_last_status();
   coll_call *c = call_new(PD_COMM_BROADCAST, g);
@@ -216,7 +217,7 @@ pd_status pd_dist_reduce(pd_tensor *tensor, int dst, pd_reduce_op op, const pd_d
   pd_dist_group *g = group_of(opts, "reduce", &skip);
   if (!g || check_tensor(tensor, "reduce", "tensor") < 0 || check_op(op, tensor->dtype, "reduce") < 0)
     return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   int root = group_rank_of(g, dst, "reduce", "dst");
   if (root < 0) return pd_last_status();
   coll_call *c = call_new(PD_COMM_REDUCE, g);
@@ -278,7 +279,7 @@ pd_status pd_dist_all_gather(pd_tensor **tensor_list, pd_tensor *tensor, const p
   int skip;
   pd_dist_group *g = group_of(opts, "all_gather", &skip);
   if (!g || check_tensor(tensor, "all_gather", "tensor") < 0) return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   if (prepare_list(tensor_list, g->nranks, tensor, "all_gather", "tensor_list") < 0) return pd_last_status();
   coll_call *c = call_new(PD_COMM_ALL_GATHER, g);
   if (!c) return pd_last_status();
@@ -299,7 +300,7 @@ pd_status pd_dist_all_gather_into_tensor(pd_tensor *out, pd_tensor *tensor, cons
   pd_dist_group *g = group_of(opts, "all_gather", &skip);
   if (!g || check_tensor(tensor, "all_gather", "tensor") < 0 || check_tensor(out, "all_gather", "out") < 0)
     return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   if (out->dtype != tensor->dtype || out->numel != tensor->numel * g->nranks)
     return pd_set_error(
         PD_ERR_SHAPE,
@@ -390,10 +391,8 @@ pd_status pd_dist_reduce_scatter(pd_tensor *tensor, pd_tensor **tensor_list, pd_
   if (!g || check_tensor(tensor, "reduce_scatter", "tensor") < 0 ||
       check_op(op, tensor->dtype, "reduce_scatter") < 0)
     return pd_last_status();
-  if (skip) return skip_done(opts);
-  if (!tensor_list) return pd_set_error(PD_ERR_INVALID, "reduce_scatter: tensor_list is NULL");
-  for (int i = 0; i < g->nranks; i++)
-    if (!tensor_list[i]) return pd_set_error(PD_ERR_INVALID, "reduce_scatter: tensor_list[%d] is NULL", i);
+  if (skip) return PD_OK; /* not a member */
+  if (check_list_filled(tensor_list, g->nranks, "reduce_scatter") < 0) return pd_last_status();
   if (prepare_list(tensor_list, g->nranks, tensor, "reduce_scatter", "tensor_list") < 0)
     return pd_last_status();
   coll_call *c = call_new(PD_COMM_REDUCE_SCATTER, g);
@@ -419,7 +418,7 @@ pd_status pd_dist_alltoall(pd_tensor **out_list, pd_tensor **in_list, const pd_d
   if (!g) return pd_last_status();
   if (!in_list || !out_list)
     return pd_set_error(PD_ERR_INVALID, "alltoall: %s is NULL", in_list ? "out_list" : "in_list");
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   int n = g->nranks;
   for (int i = 0; i < n; i++) {
     if (check_tensor(in_list[i], "alltoall", "in_list[i]") < 0) return pd_last_status();
@@ -477,7 +476,7 @@ pd_status pd_dist_alltoall_single(pd_tensor *out, pd_tensor *in, const int64_t *
   pd_dist_group *g = group_of(opts, "alltoall_single", &skip);
   if (!g || check_tensor(in, "alltoall_single", "in") < 0 || check_tensor(out, "alltoall_single", "out") < 0)
     return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   if (in->dtype != out->dtype)
     return pd_set_error(PD_ERR_DTYPE, "alltoall_single: in is %s but out is %s", pd_dtype_name(in->dtype),
                         pd_dtype_name(out->dtype));
@@ -506,7 +505,7 @@ pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src, c
   int skip;
   pd_dist_group *g = group_of(opts, "scatter", &skip);
   if (!g || check_tensor(tensor, "scatter", "tensor") < 0) return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   int root = group_rank_of(g, src, "scatter", "src");
   if (root < 0) return pd_last_status();
   size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
@@ -517,11 +516,10 @@ pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src, c
       call_free(c);
       return pd_set_error(PD_ERR_INVALID, "scatter: the source rank %d needs tensor_list", src);
     }
-    for (int i = 0; i < g->nranks; i++)
-      if (!tensor_list[i]) {
-        call_free(c);
-        return pd_set_error(PD_ERR_INVALID, "scatter: tensor_list[%d] is NULL", i);
-      }
+    if (check_list_filled(tensor_list, g->nranks, "scatter") < 0) {
+      call_free(c);
+      return pd_last_status();
+    }
     if (prepare_list(tensor_list, g->nranks, tensor, "scatter", "tensor_list") < 0 ||
         !(c->own_in = pack_list(tensor_list, g->nranks, bytes))) {
       call_free(c);
@@ -541,7 +539,7 @@ pd_status pd_dist_gather(pd_tensor *tensor, pd_tensor **gather_list, int dst, co
   int skip;
   pd_dist_group *g = group_of(opts, "gather", &skip);
   if (!g || check_tensor(tensor, "gather", "tensor") < 0) return pd_last_status();
-  if (skip) return skip_done(opts);
+  if (skip) return PD_OK; /* not a member */
   int root = group_rank_of(g, dst, "gather", "dst");
   if (root < 0) return pd_last_status();
   coll_call *c = call_new(PD_COMM_GATHER, g);
@@ -617,6 +615,19 @@ typedef struct shared_owner {
   pd_comm *comm;
 } shared_owner;
 
+/* The allocation as a task of the collective lane (sync: a stays valid). */
+typedef struct alloc_call {
+  pd_comm *comm;
+  size_t bytes;
+  void *ptr;
+} alloc_call;
+
+static pd_status run_alloc(struct pd_dist_task *t) {
+  alloc_call *a = t->call;
+  a->ptr = a->comm->ops->alloc_shared(a->comm, a->bytes);
+  return a->ptr ? PD_OK : pd_last_status();
+}
+
 static void free_shared(void *data, void *ctx) {
   shared_owner *o = ctx;
   if (o->comm && o->comm->ops->free_shared) o->comm->ops->free_shared(o->comm, data);
@@ -655,16 +666,9 @@ pd_tensor *pd_dist_alloc_shared(pd_dist_group *group, pd_dtype dtype, int ndim, 
     return NULL;
   }
   /* collective: runs in order with the group's other collectives */
-  pd_dist_lane *l = &g->lanes[PD_LANE_COLL];
-  pthread_mutex_lock(&l->mu);
-  while (l->head || l->running) pthread_cond_wait(&l->cv, &l->mu);
-  l->running = 1;
-  pthread_mutex_unlock(&l->mu);
-  void *p = g->comm->ops->alloc_shared(g->comm, bytes);
-  pthread_mutex_lock(&l->mu);
-  l->running = 0;
-  pthread_cond_broadcast(&l->cv);
-  pthread_mutex_unlock(&l->mu);
+  alloc_call a = {g->comm, bytes, NULL};
+  struct pd_dist_task *task = pd_dist_task_new(run_alloc, NULL, &a);
+  void *p = task && pd_dist_submit(g, PD_LANE_COLL, task, NULL) == PD_OK ? a.ptr : NULL;
   if (!p) {
     free(o);
     return NULL;

@@ -1,6 +1,6 @@
 /* Bucket plans: Paddle's assign_group_by_size for the reducer and
  * build_groups for coalesced broadcasts and fused all_reduces, plus the
- * flatten / unflatten / scale helpers they share. */
+ * flatten / unflatten helpers they share. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,34 +114,4 @@ pd_status pd_dp_unflatten(const pd_tensor *flat, pd_tensor *const *ts, int n) {
     p += (size_t)t->numel * es;
   }
   return PD_OK;
-}
-
-void pd_dp_scale_inplace(pd_tensor *x, double s) {
-  int64_t n = x->numel;
-  void *p = pd_data_ptr(x);
-  switch (x->dtype) {
-    case PD_FLOAT32: {
-      float *f = p, fs = (float)s;
-      for (int64_t i = 0; i < n; i++) f[i] *= fs;
-      break;
-    }
-    case PD_FLOAT64: {
-      double *d = p;
-      for (int64_t i = 0; i < n; i++) d[i] *= s;
-      break;
-    }
-    case PD_FLOAT16: {
-      uint16_t *h = p;
-      for (int64_t i = 0; i < n; i++) h[i] = pd_f32_to_f16(pd_f16_to_f32(h[i]) * (float)s);
-      break;
-    }
-    case PD_BFLOAT16: {
-      uint16_t *h = p;
-      for (int64_t i = 0; i < n; i++) h[i] = pd_f32_to_bf16(pd_bf16_to_f32(h[i]) * (float)s);
-      break;
-    }
-    default:
-      break;
-  }
-  x->storage->version++;
 }

@@ -27,8 +27,6 @@ int pd_dp_build_groups(pd_tensor *const *ts, int n, size_t limit, int **starts);
  * and back. */
 pd_tensor *pd_dp_flatten(pd_tensor *const *ts, int n);
 pd_status pd_dp_unflatten(const pd_tensor *flat, pd_tensor *const *ts, int n);
-/* x *= s in place (floating dtypes). */
-void pd_dp_scale_inplace(pd_tensor *x, double s);
 
 /* ---- the reducer ------------------------------------------------------ */
 typedef struct pd_dp_reducer pd_dp_reducer;

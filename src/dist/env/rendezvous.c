@@ -59,11 +59,13 @@ void pd_make_job_key(char *key, size_t cap) {
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
     rnd = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
-  char clean[48];
+  char clean[72]; /* with "-" and 16 hex digits it fits a 96-byte key */
   size_t k = 0;
-  for (const char *p = base && *base ? base : "job"; *p && k < sizeof clean - 1; p++)
-    clean[k++] =
-        (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_');
+  for (const char *p = base && *base ? base : "job"; *p && k < sizeof clean - 1; p++) {
+    int keep = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+               *p == '.' || *p == '_' || *p == '-';
+    clean[k++] = keep ? *p : '_';
+  }
   clean[k] = 0;
   snprintf(key, cap, "%s-%016llx", clean, (unsigned long long)rnd);
 }

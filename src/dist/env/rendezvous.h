@@ -23,7 +23,9 @@ void pd_rank_record_self(pd_rank_record *r, int rank);
 pd_status pd_rendezvous_tcp(const char *master, int rank, int world, double timeout_s,
                             const pd_rank_record *mine, pd_rank_record *all, char *job_key);
 
-/* A fresh job key: $PADDLEC_JOB_KEY (set by fleetrun) or "job", then random hex. */
+/* A fresh job key: $PADDLEC_JOB_KEY (set by fleetrun; its characters are
+ * kept, so fleetrun's clean-up of /dev/shm/paddlec-<its key>* finds the
+ * job's segments) or "job", then "-" and random hex. */
 void pd_make_job_key(char *key, size_t cap);
 
 #endif

@@ -5,6 +5,7 @@
  * with their sum (avg: their mean). */
 #include <stdlib.h>
 
+#include "../../kernels/cpu/comm_reduce.h"
 #include "../../optim/optim_internal.h"
 #include "paddlec/fleet.h"
 
@@ -14,31 +15,21 @@ typedef struct merge_ctx {
   int count; /* steps taken since the last update */
 } merge_ctx;
 
-/* g *= scale in place, so a gradient that aliases a communication bucket
- * stays where it is. */
-static pd_status scale_grad(pd_tensor *p, double scale) {
+/* g /= k in place, so a gradient that aliases a communication bucket stays
+ * where it is. */
+static pd_status average_grad(pd_tensor *p, int k) {
   pd_tensor *g = pd_tensor_grad(p);
   if (!g) return PD_OK;
   const char *name = pd_tensor_name(p) ? pd_tensor_name(p) : "(unnamed)";
   if (!pd_tensor_is_contiguous(g))
     return pd_set_error(PD_ERR_UNIMPLEMENTED, "gradient merge: the gradient of %s is not contiguous", name);
-  int64_t n = pd_tensor_numel(g);
-  switch (pd_tensor_dtype(g)) {
-    case PD_FLOAT32: {
-      float *d = pd_tensor_data(g), f = (float)scale;
-      for (int64_t i = 0; i < n; i++) d[i] *= f;
-      return PD_OK;
-    }
-    case PD_FLOAT64: {
-      double *d = pd_tensor_data(g);
-      for (int64_t i = 0; i < n; i++) d[i] *= scale;
-      return PD_OK;
-    }
-    default:
-      return pd_set_error(PD_ERR_DTYPE,
-                          "gradient merge (avg): the gradient of %s is %s; float32 and float64 only", name,
-                          pd_dtype_name(pd_tensor_dtype(g)));
-  }
+  pd_dtype dt = pd_tensor_dtype(g);
+  if (dt != PD_FLOAT32 && dt != PD_FLOAT64)
+    return pd_set_error(PD_ERR_DTYPE,
+                        "gradient merge (avg): the gradient of %s is %s; float32 and float64 only", name,
+                        pd_dtype_name(dt));
+  pd_kernel_comm_divide(pd_tensor_data(g), (size_t)pd_tensor_numel(g), dt, k); /* x *= 1/k, as before */
+  return PD_OK;
 }
 
 static pd_status merge_step(void *ctx, pd_optimizer *inner) {
@@ -49,7 +40,7 @@ static pd_status merge_step(void *ctx, pd_optimizer *inner) {
     for (int i = 0; i < pd_optim_n_params(inner); i++) {
       pd_tensor *p = pd_optim_param(inner, i);
       if (pd_tensor_stop_gradient(p)) continue;
-      pd_status st = scale_grad(p, 1.0 / m->k_steps);
+      pd_status st = average_grad(p, m->k_steps);
       if (st != PD_OK) return st;
     }
   return pd_optimizer_step(inner);
