@@ -11,13 +11,10 @@
  * The parent only forks and collects: every configuration runs in fresh
  * processes (OpenMP is never started before a fork), ranks rendezvous at a
  * free local port, and rank 0 sends its per-step time through a pipe. */
-#include <netinet/in.h>
 #include <paddlec.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,19 +39,6 @@ static void check(bool ok, const char *what) {
     fprintf(stderr, "bench_dp: %s: %s\n", what, pd_last_error());
     exit(1);
   }
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    perror("bench_dp: free port");
-    exit(1);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 typedef struct model {
@@ -135,12 +119,17 @@ static double time_steps(const job *j, model *m, int steps, int reps) {
   return best;
 }
 
-static int run_rank(const job *j, int rank, int fd) {
+typedef struct rank_arg {
+  const job *j;
+  int fd; /* rank 0 writes its seconds per step here */
+} rank_arg;
+
+/* One rank, started by pd_dist_spawn with the launcher's environment. */
+static int run_rank(int rank, void *arg) {
+  const job *j = ((rank_arg *)arg)->j;
+  int fd = ((rank_arg *)arg)->fd;
   pd_set_num_threads(j->nprocs == 1 ? 2 : 1);
   if (j->nprocs > 1) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%d", rank);
-    setenv("PADDLE_TRAINER_ID", buf, 1);
     check(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 120}) != NULL, "init_parallel_env");
   }
   model m = {0};
@@ -164,30 +153,14 @@ static double run_job(const job *j) {
     perror("bench_dp: pipe");
     exit(1);
   }
-  char port[64];
-  snprintf(port, sizeof port, "127.0.0.1:%d", free_port());
-  setenv("PADDLE_MASTER", port, 1);
-  snprintf(port, sizeof port, "%d", j->nprocs);
-  setenv("PADDLE_TRAINERS_NUM", port, 1);
-  pid_t pids[2];
-  for (int r = 0; r < j->nprocs; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      close(p[0]);
-      _exit(run_rank(j, r, p[1]));
-    }
-  }
+  /* the 8 bytes rank 0 writes fit in the pipe: spawn may return first */
+  pd_status st = pd_dist_spawn(run_rank, &(rank_arg){j, p[1]}, j->nprocs, NULL);
   close(p[1]);
   double t = -1;
-  if (read(p[0], &t, sizeof t) != (ssize_t)sizeof t) t = -1;
+  if (st != PD_OK || read(p[0], &t, sizeof t) != (ssize_t)sizeof t) t = -1;
   close(p[0]);
-  for (int r = 0; r < j->nprocs; r++) {
-    int st;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) t = -1;
-  }
   if (t < 0) {
-    fprintf(stderr, "bench_dp: a rank failed\n");
+    fprintf(stderr, "bench_dp: a rank failed: %s\n", pd_last_error());
     exit(1);
   }
   return t;
