@@ -6,7 +6,11 @@
  * Models: an MLP 784-1024-1024-10 (ReLU, cross entropy, Adam) at global
  * batch 256, and the decoder of bench_decoder.c / examples/decoder_model.c
  * (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128, AdamW) at
- * global batch 4. Target: (b) <= 1.1 x (a).
+ * global batch 4. Target: (b) <= 1.1 x (a). A fourth row runs 2 processes of
+ * half the batch without DataParallel: what sharing the machine costs before
+ * any communication. Each row splits rank 0's step into forward, backward
+ * (which includes DataParallel's wait for the last all_reduce) and
+ * optimizer (step, clear_grad and the end of the step's scope).
  *
  * The parent only forks and collects: every configuration runs in fresh
  * processes (OpenMP is never started before a fork), ranks rendezvous at a
@@ -26,7 +30,13 @@ typedef struct job {
   int model;
   int nprocs; /* 1: plain training with 2 threads; 2: DataParallel, 1 thread each */
   bool defer;
+  bool no_dp; /* 2 processes that each train alone: what sharing the machine costs */
 } job;
+
+/* Seconds per step of each phase, summed over the timed steps of the best block. */
+typedef struct phases {
+  double fwd, bwd, opt;
+} phases;
 
 static double now_s(void) {
   struct timespec ts;
@@ -83,7 +93,7 @@ static void build(const job *j, int rank, model *m) {
   pd_named_tensors_free(&ps);
   check(m->opt != NULL, "optimizer");
   m->net = m->inner;
-  if (j->nprocs > 1) {
+  if (j->nprocs > 1 && !j->no_dp) {
     m->net = pd_data_parallel(m->inner, &(pd_data_parallel_opts){.defer_all_reduce = j->defer});
     check(m->net != NULL, "DataParallel");
   }
@@ -100,70 +110,90 @@ static void build(const job *j, int rank, model *m) {
 }
 
 /* The fastest of `reps` blocks of `steps` steps, per step. */
-static double time_steps(const job *j, model *m, int steps, int reps) {
+static double time_steps(const job *j, model *m, int steps, int reps, phases *ph) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
+    phases cur = {0};
     double t0 = now_s();
     for (int s = 0; s < steps; s++) {
+      double a = now_s();
       pd_scope_begin();
       pd_tensor *loss = j->model == MODEL_MLP ? mlp_loss(m) : decoder_loss(m);
       check(loss != NULL, "forward");
+      double b = now_s();
       check(pd_backward(loss, NULL, false) == PD_OK, "backward");
+      double c = now_s();
       check(pd_optimizer_step(m->opt) == PD_OK, "step");
       pd_optimizer_clear_grad(m->opt, true);
       pd_scope_end();
+      double d = now_s();
+      cur.fwd += b - a, cur.bwd += c - b, cur.opt += d - c;
     }
     double t = (now_s() - t0) / steps;
-    if (t < best) best = t;
+    if (t < best) {
+      best = t;
+      if (ph) *ph = (phases){cur.fwd / steps, cur.bwd / steps, cur.opt / steps};
+    }
   }
   return best;
 }
 
 typedef struct rank_arg {
   const job *j;
-  int fd; /* rank 0 writes its seconds per step here */
+  int fd; /* rank 0 writes its seconds per step, then its phases, here */
 } rank_arg;
+
+typedef struct result {
+  double step;
+  phases ph;
+} result;
 
 /* One rank, started by pd_dist_spawn with the launcher's environment. */
 static int run_rank(int rank, void *arg) {
   const job *j = ((rank_arg *)arg)->j;
   int fd = ((rank_arg *)arg)->fd;
   pd_set_num_threads(j->nprocs == 1 ? 2 : 1);
-  if (j->nprocs > 1) {
+  if (j->nprocs > 1 && !j->no_dp) {
     check(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 120}) != NULL, "init_parallel_env");
   }
   model m = {0};
   build(j, rank, &m);
   int steps = j->model == MODEL_MLP ? 20 : 5;
-  time_steps(j, &m, 3, 1); /* warm up pools and primitives */
-  double t = time_steps(j, &m, steps, 5);
-  if (rank == 0 && write(fd, &t, sizeof t) != (ssize_t)sizeof t) return 2;
+  time_steps(j, &m, 3, 1, NULL); /* warm up pools and primitives */
+  result res;
+  res.step = time_steps(j, &m, steps, 5, &res.ph);
+  if (rank == 0 && write(fd, &res, sizeof res) != (ssize_t)sizeof res) return 2;
   pd_tensor_release(m.x), pd_tensor_release(m.y);
   pd_optimizer_release(m.opt);
   if (m.net != m.inner) pd_layer_release(m.net);
   pd_layer_release(m.inner);
-  if (j->nprocs > 1) pd_dist_destroy_process_group(NULL);
+  if (j->nprocs > 1 && !j->no_dp) pd_dist_destroy_process_group(NULL);
   return 0;
 }
 
-/* Runs a job in fresh processes; rank 0's seconds per step. */
-static double run_job(const job *j) {
+/* Runs a job in fresh processes; rank 0's seconds per step and phases. */
+static result run_job(const job *j) {
   int p[2];
   if (pipe(p) != 0) {
     perror("bench_dp: pipe");
     exit(1);
   }
-  /* the 8 bytes rank 0 writes fit in the pipe: spawn may return first */
+  /* the bytes rank 0 writes fit in the pipe: spawn may return first */
   pd_status st = pd_dist_spawn(run_rank, &(rank_arg){j, p[1]}, j->nprocs, NULL);
   close(p[1]);
-  double t = -1;
-  if (st != PD_OK || read(p[0], &t, sizeof t) != (ssize_t)sizeof t) t = -1;
+  result t = {.step = -1};
+  if (st != PD_OK || read(p[0], &t, sizeof t) != (ssize_t)sizeof t) t.step = -1;
   close(p[0]);
-  if (t < 0) {
+  if (t.step < 0) {
     fprintf(stderr, "bench_dp: a rank failed: %s\n", pd_last_error());
     exit(1);
   }
   return t;
+}
+
+static void print_row(const char *what, result r, const char *tail) {
+  printf("  %-42s %8.2f ms/step (forward %6.2f, backward %6.2f, optimizer %6.2f)%s\n", what, r.step * 1e3,
+         r.ph.fwd * 1e3, r.ph.bwd * 1e3, r.ph.opt * 1e3, tail);
 }
 
 int main(void) {
@@ -174,17 +204,20 @@ int main(void) {
       "MLP 784-1024-1024-10, batch 256, Adam",
       "decoder (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128), batch 4, AdamW"};
   for (int mdl = 0; mdl < 2; mdl++) {
-    double one = run_job(&(job){.model = mdl, .nprocs = 1});
-    double two = run_job(&(job){.model = mdl, .nprocs = 2});
-    double deferred = run_job(&(job){.model = mdl, .nprocs = 2, .defer = true});
-    printf("%s (global batch):\n", names[mdl]);
-    printf("  1 process  x 2 threads:                      %8.2f ms/step\n", one * 1e3);
-    printf(
-        "  2 processes x 1 thread (DataParallel):       %8.2f ms/step  = %.3fx the 1-process step "
-        "(target <= 1.1: %s)\n",
-        two * 1e3, two / one, two <= 1.1 * one ? "met" : "NOT met");
-    printf("  2 processes, all_reduce after backward:      %8.2f ms/step  = %.3fx the overlapped step\n",
-           deferred * 1e3, deferred / two);
+    result one = run_job(&(job){.model = mdl, .nprocs = 1});
+    result alone = run_job(&(job){.model = mdl, .nprocs = 2, .no_dp = true});
+    result two = run_job(&(job){.model = mdl, .nprocs = 2});
+    result deferred = run_job(&(job){.model = mdl, .nprocs = 2, .defer = true});
+    char tail[160];
+    printf("%s (global batch; phases are rank 0's):\n", names[mdl]);
+    print_row("(a) 1 process  x 2 threads:", one, "");
+    snprintf(tail, sizeof tail, " = %.3fx (a)", alone.step / one.step);
+    print_row("    2 processes x 1 thread, no DataParallel:", alone, tail);
+    snprintf(tail, sizeof tail, " = %.3fx (a) (target <= 1.1: %s)", two.step / one.step,
+             two.step <= 1.1 * one.step ? "met" : "NOT met");
+    print_row("(b) 2 processes x 1 thread, DataParallel:", two, tail);
+    snprintf(tail, sizeof tail, " = %.3fx (b)", deferred.step / two.step);
+    print_row("(c) as (b), all_reduce after backward:", deferred, tail);
   }
   return 0;
 }
