@@ -157,7 +157,9 @@ size_t pd_memory_peak(void);
 /* Bytes held by the caching allocator (live + cached). */
 size_t pd_memory_reserved(void);
 void pd_memory_reset_peak(void);
-/* Gives cached blocks back to the system. */
+/* Gives cached blocks back to the system: the shared cache and the calling
+ * thread's. Other live threads give theirs back at their next allocation
+ * (a thread's cache holds at most 16 blocks of each size up to 64 KiB). */
 void pd_memory_empty_cache(void);
 
 /* ---- random ------------------------------------------------------------ */

@@ -134,6 +134,64 @@ static void test_memory_counters(void **state) {
   expect_no_live_tensors();
 }
 
+/* Small blocks freed on a thread stay in that thread's cache until it
+ * exits or allocates after pd_memory_empty_cache; the counters stay exact
+ * throughout. */
+typedef struct cache_thread {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int phase; /* 0: fill the cache, 1: cache filled, 2: allocate once more, 3: done */
+  size_t live; /* pd_memory_allocated seen by the thread after its allocation */
+} cache_thread;
+
+static void *cache_thread_main(void *arg) {
+  cache_thread *c = arg;
+  pd_tensor *ts[8];
+  for (int i = 0; i < 8; i++) ts[i] = pd_empty(1, SHAPE(250 + i), PD_FLOAT32); /* ~1 KB each */
+  for (int i = 0; i < 8; i++) pd_tensor_release(ts[i]);
+  pthread_mutex_lock(&c->mu);
+  c->phase = 1;
+  pthread_cond_broadcast(&c->cv);
+  while (c->phase != 2) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  pd_tensor *t = pd_empty(1, SHAPE(250), PD_FLOAT32); /* sees empty_cache: gives its cache back */
+  c->live = pd_memory_allocated();
+  pd_tensor_release(t);
+  pthread_mutex_lock(&c->mu);
+  c->phase = 3;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+static void test_thread_caches(void **state) {
+  (void)state;
+  size_t a0 = pd_memory_allocated();
+  cache_thread c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, cache_thread_main, &c), 0);
+  pthread_mutex_lock(&c.mu);
+  while (c.phase != 1) pthread_cond_wait(&c.cv, &c.mu);
+  pthread_mutex_unlock(&c.mu);
+  assert_int_equal(pd_memory_allocated(), a0);
+  pd_memory_empty_cache();
+#ifndef PADDLEC_NO_CACHING
+  size_t r = pd_memory_reserved(); /* the thread's cached blocks are still reserved */
+  assert_true(r >= pd_memory_allocated() + 8 * 1000);
+#endif
+  pthread_mutex_lock(&c.mu);
+  c.phase = 2;
+  pthread_cond_broadcast(&c.cv);
+  while (c.phase != 3) pthread_cond_wait(&c.cv, &c.mu);
+  pthread_mutex_unlock(&c.mu);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_true(c.live >= a0 + 1000 && c.live <= a0 + 1088);
+  assert_int_equal(pd_memory_allocated(), a0);
+  pd_memory_empty_cache(); /* the thread's blocks went to the shared cache */
+  assert_int_equal(pd_memory_reserved(), pd_memory_allocated());
+  expect_no_live_tensors();
+}
+
 /* A training-like step repeated: once warm, reserved memory stays flat. */
 static void test_steady_state_does_not_grow(void **state) {
   (void)state;
@@ -271,7 +329,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_nested_scopes),           cmocka_unit_test(test_internal_temporaries_not_tracked),
       cmocka_unit_test(test_memory_counters),         cmocka_unit_test(test_steady_state_does_not_grow),
       cmocka_unit_test(test_null_keeps_first_error),  cmocka_unit_test(test_abort_on_error),
-      cmocka_unit_test(test_errors_are_thread_local),
+      cmocka_unit_test(test_errors_are_thread_local),  cmocka_unit_test(test_thread_caches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
