@@ -140,7 +140,7 @@ static void test_memory_counters(void **state) {
 typedef struct cache_thread {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int phase; /* 0: fill the cache, 1: cache filled, 2: allocate once more, 3: done */
+  int phase;   /* 0: fill the cache, 1: cache filled, 2: allocate once more, 3: done */
   size_t live; /* pd_memory_allocated seen by the thread after its allocation */
 } cache_thread;
 
@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_nested_scopes),           cmocka_unit_test(test_internal_temporaries_not_tracked),
       cmocka_unit_test(test_memory_counters),         cmocka_unit_test(test_steady_state_does_not_grow),
       cmocka_unit_test(test_null_keeps_first_error),  cmocka_unit_test(test_abort_on_error),
-      cmocka_unit_test(test_errors_are_thread_local),  cmocka_unit_test(test_thread_caches),
+      cmocka_unit_test(test_errors_are_thread_local), cmocka_unit_test(test_thread_caches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
