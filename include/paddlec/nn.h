@@ -205,8 +205,7 @@ pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
 
 /* state_dict(): parameters and persistable buffers by structured name: per
  * layer its parameters, then its persistable buffers, then its sublayers'
- * entries. As Paddle's, a tensor shared by two layers appears under each
- * name (named_parameters / named_buffers list it once). */
+ * entries; each tensor once. */
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
 /* set_state_dict(): copies matching entries into the layer's tensors
  * (shapes must match; dtypes are converted). Names the layer has but sd

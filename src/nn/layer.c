@@ -367,17 +367,7 @@ static void lst_free(lst *o) {
   *o = (lst){0};
 }
 
-/* WANT_BY_NAME: one entry per structured name, a tensor shared by two
- * layers under each of its names (state_dict); without it each tensor is
- * listed once, under its first name (named_parameters / named_buffers). */
-enum {
-  WANT_PARAMS = 1,
-  WANT_BUFFERS = 2,
-  WANT_PERSISTABLE_ONLY = 4,
-  WANT_LAYERS = 8,
-  WANT_OWN_ONLY = 16,
-  WANT_BY_NAME = 32
-};
+enum { WANT_PARAMS = 1, WANT_BUFFERS = 2, WANT_PERSISTABLE_ONLY = 4, WANT_LAYERS = 8, WANT_OWN_ONLY = 16 };
 
 static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o, int depth) {
   if (depth > 256) return pd_set_error(PD_ERR_STATE, "layer: sublayers nest deeper than 256 (a cycle?)");
@@ -385,12 +375,11 @@ static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o
   const pd_layer_state *s = l->st;
   if (want & WANT_PARAMS)
     for (int i = 0; i < s->params.n && st == PD_OK; i++)
-      if ((want & WANT_BY_NAME) || !lst_has(o, s->params.v[i].ptr))
-        st = lst_push(o, prefix, s->params.v[i].name, s->params.v[i].ptr);
+      if (!lst_has(o, s->params.v[i].ptr)) st = lst_push(o, prefix, s->params.v[i].name, s->params.v[i].ptr);
   if (want & WANT_BUFFERS)
     for (int i = 0; i < s->buffers.n && st == PD_OK; i++)
       if ((!(want & WANT_PERSISTABLE_ONLY) || s->buffers.v[i].persistable) &&
-          ((want & WANT_BY_NAME) || !lst_has(o, s->buffers.v[i].ptr)))
+          !lst_has(o, s->buffers.v[i].ptr))
         st = lst_push(o, prefix, s->buffers.v[i].name, s->buffers.v[i].ptr);
   for (int i = 0; i < s->subs.n && st == PD_OK && !(want & WANT_OWN_ONLY); i++) {
     const pd_layer *sub = s->subs.v[i].ptr;
@@ -439,7 +428,7 @@ pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool 
   return to_tensors(l, prefix, WANT_BUFFERS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
 }
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, NULL, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY | WANT_BY_NAME, out);
+  return to_tensors(l, NULL, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY, out);
 }
 
 pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out) {
