@@ -48,24 +48,44 @@ typedef struct pd_initializer {
   double gain;              /* xavier gain, kaiming negative_slope */
   const char *nonlinearity; /* kaiming: "relu" (default), "leaky_relu", "tanh", ... */
   const pd_tensor *value;   /* assign: copied into the parameter (borrowed) */
+  double lower, upper;      /* truncated normal: the cut-offs a, b (absolute values) */
 } pd_initializer;
 
+/* Constant(value). */
 pd_initializer pd_nn_initializer_constant(double value);
+/* Normal(mean, std): N(mean, std^2). */
 pd_initializer pd_nn_initializer_normal(double mean, double std);
-/* Normal truncated to [mean - 2 std, mean + 2 std] (Paddle's a=-2, b=2). */
-pd_initializer pd_nn_initializer_truncated_normal(double mean, double std);
+/* TruncatedNormal(mean, std, a, b): N(mean, std^2) restricted to [a, b];
+ * a and b bound the value itself (Paddle's defaults: mean 0, std 1, a -2,
+ * b 2). Drawn as Paddle's kernel does: the normal CDF inverted at a uniform
+ * draw between CDF(a) and CDF(b), then clamped to [a, b]. a > b or std < 0
+ * is an error. */
+pd_initializer pd_nn_initializer_truncated_normal(double mean, double std, double a, double b);
+/* Uniform(low, high): [low, high); low > high is an error. */
 pd_initializer pd_nn_initializer_uniform(double low, double high);
-/* fan_in / fan_out of 0 mean "computed from the shape" (Paddle's None). */
+/* XavierNormal / XavierUniform(fan_in, fan_out, gain): std
+ * gain * sqrt(2 / (fan_in + fan_out)), limit gain * sqrt(6 / (fan_in +
+ * fan_out)) (0 when a fan is 0). fan_in / fan_out of 0 mean "computed from
+ * the shape" (Paddle's None); gain 0 means Paddle's default 1. */
 pd_initializer pd_nn_initializer_xavier_normal(double fan_in, double fan_out, double gain);
 pd_initializer pd_nn_initializer_xavier_uniform(double fan_in, double fan_out, double gain);
+/* KaimingNormal / KaimingUniform(fan_in, negative_slope, nonlinearity): std
+ * gain / sqrt(fan_in), limit gain * sqrt(3 / fan_in), gain as Paddle's
+ * calculate_gain(nonlinearity, negative_slope): relu sqrt(2) (NULL means
+ * Paddle's default "relu"), leaky_relu sqrt(2 / (1 + slope^2)), tanh 5/3,
+ * selu 3/4, sigmoid, linear and conv* 1; any other name is an error. Paddle's
+ * defaults: fan_in None (0), negative_slope 0. */
 pd_initializer pd_nn_initializer_kaiming_normal(double fan_in, double negative_slope,
                                                 const char *nonlinearity);
 pd_initializer pd_nn_initializer_kaiming_uniform(double fan_in, double negative_slope,
                                                  const char *nonlinearity);
+/* Assign(value): copies value (converted to the parameter's dtype); its
+ * shape must equal the parameter's. */
 pd_initializer pd_nn_initializer_assign(const pd_tensor *value);
 /* Fills t (no gradient recorded). Fans as Paddle computes them: a 2-D
  * [in, out] weight has fan_in = in, fan_out = out; higher ranks
- * [out, in, k...] use in * prod(k) and out * prod(k). */
+ * [out, in, k...] use in * prod(k) and out * prod(k); 1-D [n] uses n for
+ * both, 0-D 1. Random initializers draw from the global generator (pd_seed). */
 pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t);
 
 /* ---- parameter attributes (paddle.ParamAttr) --------------------------- */
@@ -127,8 +147,10 @@ pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
 /* Registers `sub` under `name`, taking over the caller's reference; returns
  * sub (NULL, and sub released, on error). Replaces a sublayer of that name. */
 pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub);
-/* Removes sublayer `name` and hands its reference to the caller (NULL when
- * there is none). The other sublayers keep their order. */
+/* Removes sublayer `name` and hands its reference to the caller; its
+ * parameters and buffers leave l's named lists and state dict. The other
+ * sublayers keep their order. NULL, with an error naming `name`, when l has
+ * no sublayer of that name. */
 pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name);
 /* create_parameter: a new parameter of the given shape, initialised with
  * attr->initializer or default_init (Xavier-uniform when NULL and not bias,
@@ -168,11 +190,22 @@ void pd_named_layers_free(pd_named_layers *list);
 pd_status pd_layer_named_parameters(const pd_layer *l, pd_named_tensors *out);
 /* parameters(): the same tensors; names are filled too. */
 pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out);
+/* named_buffers(): every buffer, persistable or not, by dotted name: l's own
+ * in registration order, then each sublayer's depth-first; each tensor once. */
 pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out);
+/* named_parameters(prefix, include_sublayers) / named_buffers(prefix,
+ * include_sublayers): the same lists with every name under `prefix` (NULL
+ * or "": none) and, without include_sublayers, only l's own entries. */
+pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                       pd_named_tensors *out);
+pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                    pd_named_tensors *out);
 /* named_sublayers(): every descendant with its dotted path (not l itself). */
 pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
 
-/* state_dict(): parameters and persistable buffers by structured name. */
+/* state_dict(): parameters and persistable buffers by structured name: per
+ * layer its parameters, then its persistable buffers, then its sublayers'
+ * entries; each tensor once. */
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
 /* set_state_dict(): copies matching entries into the layer's tensors
  * (shapes must match; dtypes are converted). Names the layer has but sd
@@ -184,7 +217,8 @@ pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_na
 /* train() / eval(): set the flag on l and every sublayer. */
 void pd_layer_train(pd_layer *l);
 void pd_layer_eval(pd_layer *l);
-/* apply(fn): fn on every sublayer (depth-first, children first) then on l. */
+/* apply(fn): as Paddle, apply(fn) on each direct sublayer in registration
+ * order (so each subtree children first), then fn on l itself. */
 void pd_layer_apply(pd_layer *l, void (*fn)(pd_layer *layer, void *user), void *user);
 /* clear_gradients(set_to_zero) on every parameter. */
 void pd_layer_clear_gradients(pd_layer *l, bool set_to_zero);

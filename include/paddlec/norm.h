@@ -67,7 +67,9 @@ pd_tensor *pd_instance_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *ru
 
 /* ---- layers (paddle.nn) --------------------------------------------------
  * Options structs are optional: NULL or all-zero means Paddle's defaults; an
- * epsilon or momentum of 0 means the default value, a zero dtype float32. */
+ * epsilon of 0 means the default value, a zero dtype float32. A momentum of 0
+ * means the default 0.9 unless has_momentum is set, which takes momentum as
+ * written (Paddle's momentum=0: the running statistics become the batch's). */
 
 typedef struct pd_nn_layer_norm_opts {
   double epsilon;                   /* 0: 1e-5 */
@@ -94,7 +96,8 @@ typedef struct pd_nn_rms_norm_opts {
 pd_layer *pd_nn_rms_norm(int nshape, const int64_t *normalized_shape, const pd_nn_rms_norm_opts *opts);
 
 typedef struct pd_nn_batch_norm_opts {
-  double momentum;                  /* 0: 0.9 */
+  bool has_momentum;                /* momentum is taken as written, 0 included */
+  double momentum;                  /* without has_momentum, 0: 0.9 */
   double epsilon;                   /* 0: 1e-5 */
   const pd_param_attr *weight_attr; /* default initializer: ones */
   const pd_param_attr *bias_attr;   /* default initializer: zeros */
@@ -130,7 +133,8 @@ pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels, const pd_nn
 
 typedef struct pd_nn_instance_norm_opts {
   double epsilon;                   /* 0: 1e-5 */
-  double momentum;                  /* 0: 0.9 (kept for Paddle's signature) */
+  bool has_momentum;                /* momentum is taken as written, 0 included */
+  double momentum;                  /* without has_momentum, 0: 0.9 (kept for Paddle's signature) */
   const pd_param_attr *weight_attr; /* default initializer: ones */
   const pd_param_attr *bias_attr;   /* default initializer: zeros */
   bool no_affine;                   /* weight_attr=bias_attr=False: no parameters */

@@ -1,4 +1,5 @@
 /* paddle.nn.initializer: fills parameters in place, without recording. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -13,8 +14,8 @@ pd_initializer pd_nn_initializer_constant(double value) {
 pd_initializer pd_nn_initializer_normal(double mean, double std) {
   return (pd_initializer){.kind = PD_INIT_NORMAL, .a = mean, .b = std};
 }
-pd_initializer pd_nn_initializer_truncated_normal(double mean, double std) {
-  return (pd_initializer){.kind = PD_INIT_TRUNCATED_NORMAL, .a = mean, .b = std};
+pd_initializer pd_nn_initializer_truncated_normal(double mean, double std, double a, double b) {
+  return (pd_initializer){.kind = PD_INIT_TRUNCATED_NORMAL, .a = mean, .b = std, .lower = a, .upper = b};
 }
 pd_initializer pd_nn_initializer_uniform(double low, double high) {
   return (pd_initializer){.kind = PD_INIT_UNIFORM, .a = low, .b = high};
@@ -56,13 +57,17 @@ static void fans(const pd_tensor *t, double *fan_in, double *fan_out) {
   }
 }
 
-/* Paddle's calculate_gain. */
+/* Paddle's calculate_gain(nonlinearity, param); -1 for a name it rejects. */
 static double kaiming_gain(const char *nl, double slope) {
+  static const char *const ones[] = {"sigmoid", "linear",           "conv1d",           "conv2d",
+                                     "conv3d",  "conv1d_transpose", "conv2d_transpose", "conv3d_transpose"};
   if (!nl || strcmp(nl, "relu") == 0) return sqrt(2.0);
   if (strcmp(nl, "leaky_relu") == 0) return sqrt(2.0 / (1 + slope * slope));
   if (strcmp(nl, "tanh") == 0) return 5.0 / 3;
   if (strcmp(nl, "selu") == 0) return 3.0 / 4;
-  return 1.0; /* linear, conv*, sigmoid */
+  for (size_t i = 0; i < sizeof ones / sizeof *ones; i++)
+    if (strcmp(nl, ones[i]) == 0) return 1.0;
+  return -1.0;
 }
 
 /* Copies src's values into t (shapes already equal). */
@@ -88,22 +93,49 @@ static pd_tensor *normal_like(const pd_tensor *t, double mean, double std) {
   return r;
 }
 
-/* Normal draws outside mean +- 2 std are drawn again. */
-static pd_tensor *truncated_like(const pd_tensor *t, double mean, double std) {
-  pd_tensor *r = pd_randn(t->ndim, t->shape, PD_FLOAT64);
+/* Solves Phi(x) = p for the standard normal CDF Phi, p in (0, 1]: a
+ * rational first guess (Abramowitz & Stegun 26.2.23, |error| < 4.5e-4)
+ * polished by Halley steps on Phi computed with erfc, which keeps its
+ * relative accuracy deep in the lower tail. */
+static double normal_quantile(double p) {
+  if (p <= 0) return -INFINITY;
+  if (p >= 1) return INFINITY;
+  if (p > 0.5) return -normal_quantile(1.0 - p); /* 1 - p is exact for p >= 0.5 */
+  double t = sqrt(-2.0 * log(p));
+  double x = -(t - (2.515517 + t * (0.802853 + t * 0.010328)) /
+                       (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))));
+  for (int it = 0; it < 3; it++) {
+    double phi = exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    if (!(phi > 0)) break; /* p below the normal doubles: the guess is as good as it gets */
+    double u = (0.5 * erfc(-x / M_SQRT2) - p) / phi;
+    x -= u / (1.0 + 0.5 * x * u);
+  }
+  return x;
+}
+
+static double normal_cdf(double x) { return 0.5 * erfc(-x / M_SQRT2); }
+
+/* Paddle's truncated_gaussian_random: u uniform in [FLT_MIN, 1), p between
+ * Phi(alpha) and Phi(beta), value = mean + std * Phi^-1(p) clamped to
+ * [lo, hi]. When both cut-offs lie above the mean the mirrored problem is
+ * solved instead (the same distribution; the CDF keeps its precision in
+ * the lower tail). */
+static pd_tensor *truncated_like(const pd_tensor *t, double mean, double std, double lo, double hi) {
+  if (std == 0) return pd_full(t->ndim, t->shape, mean < lo ? lo : mean > hi ? hi : mean, PD_FLOAT64);
+  pd_tensor *r = pd_uniform(t->ndim, t->shape, PD_FLOAT64, FLT_MIN, 1.0, 0);
   if (!r) return NULL;
+  double alpha = (lo - mean) / std, beta = (hi - mean) / std, sign = 1;
+  if (alpha > 0) {
+    double a2 = -beta;
+    beta = -alpha;
+    alpha = a2;
+    sign = -1;
+  }
+  double ca = normal_cdf(alpha), cb = normal_cdf(beta);
   double *p = pd_tensor_data(r);
   for (int64_t i = 0; i < r->numel; i++) {
-    while (fabs(p[i]) > 2.0) {
-      pd_tensor *extra = pd_randn(0, NULL, PD_FLOAT64);
-      if (!extra) {
-        pd_tensor_release(r);
-        return NULL;
-      }
-      p[i] = *(double *)pd_tensor_data(extra);
-      pd_tensor_release(extra);
-    }
-    p[i] = mean + std * p[i];
+    double v = mean + sign * std * normal_quantile(ca + (cb - ca) * p[i]);
+    p[i] = v < lo ? lo : v > hi ? hi : v;
   }
   return r;
 }
@@ -129,7 +161,12 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
       st = fill_from(t, normal_like(t, init->a, init->b));
       break;
     case PD_INIT_TRUNCATED_NORMAL:
-      st = fill_from(t, truncated_like(t, init->a, init->b));
+      if (!(init->lower <= init->upper) || !(init->b >= 0))
+        st = pd_set_error(PD_ERR_INVALID,
+                          "initializer: TruncatedNormal needs a <= b and std >= 0, got a %g, b %g, std %g",
+                          init->lower, init->upper, init->b);
+      else
+        st = fill_from(t, truncated_like(t, init->a, init->b, init->lower, init->upper));
       break;
     case PD_INIT_UNIFORM:
       st = init->a > init->b
@@ -140,11 +177,12 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
     case PD_INIT_XAVIER_UNIFORM: {
       double in = init->a > 0 ? init->a : fi, out = init->b > 0 ? init->b : fo;
       double gain = init->gain > 0 ? init->gain : 1.0;
+      bool zero = in == 0 || out == 0; /* Paddle: limit / std 0 when a fan is 0 */
       if (init->kind == PD_INIT_XAVIER_UNIFORM) {
-        double lim = gain * sqrt(6.0 / (in + out));
+        double lim = zero ? 0.0 : gain * sqrt(6.0 / (in + out));
         st = fill_from(t, uniform_like(t, -lim, lim));
       } else {
-        st = fill_from(t, normal_like(t, 0.0, gain * sqrt(2.0 / (in + out))));
+        st = fill_from(t, normal_like(t, 0.0, zero ? 0.0 : gain * sqrt(2.0 / (in + out))));
       }
       break;
     }
@@ -152,7 +190,14 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
     case PD_INIT_KAIMING_UNIFORM: {
       double in = init->a > 0 ? init->a : fi;
       double gain = kaiming_gain(init->nonlinearity, init->gain);
-      if (init->kind == PD_INIT_KAIMING_UNIFORM) {
+      if (gain < 0) {
+        st = pd_set_error(PD_ERR_INVALID,
+                          "initializer: Kaiming nonlinearity '%s' is not supported (relu, leaky_relu, tanh, "
+                          "selu, sigmoid, linear, conv1d/2d/3d, conv1d/2d/3d_transpose)",
+                          init->nonlinearity);
+      } else if (t->numel == 0) {
+        st = PD_OK; /* nothing to draw; fan_in may be 0 */
+      } else if (init->kind == PD_INIT_KAIMING_UNIFORM) {
         double lim = gain * sqrt(3.0 / in);
         st = fill_from(t, uniform_like(t, -lim, lim));
       } else {
@@ -164,7 +209,7 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
       const pd_tensor *v = init->value;
       if (!v) {
         st = pd_set_error(PD_ERR_INVALID, "initializer: Assign needs a value tensor");
-      } else if (v->numel != t->numel) {
+      } else if (v->ndim != t->ndim || memcmp(v->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0) {
         char a[160];
         st = pd_set_error(PD_ERR_SHAPE,
                           "initializer: Assign value of shape %s does not fit a parameter of shape %s",

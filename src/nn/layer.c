@@ -196,8 +196,22 @@ pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub) {
 }
 
 pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name) {
-  int i = l && name ? vec_find(&l->st->subs, name) : -1;
-  if (i < 0) return NULL;
+  if (!l || !name) {
+    pd_set_error(PD_ERR_INVALID, "remove_sublayer: %s is NULL", l ? "name" : "layer");
+    return NULL;
+  }
+  int i = vec_find(&l->st->subs, name);
+  if (i < 0) {
+    char have[256] = "";
+    size_t k = 0;
+    for (int j = 0; j < l->st->subs.n && k < sizeof have; j++) {
+      int w = snprintf(have + k, sizeof have - k, "%s'%s'", j ? ", " : "", l->st->subs.v[j].name);
+      k += w > 0 ? (size_t)w : 0;
+    }
+    pd_set_error(PD_ERR_INVALID, "remove_sublayer: %s has no sublayer '%s' (its sublayers: %s)",
+                 l->st->full_name, name, l->st->subs.n ? have : "none");
+    return NULL;
+  }
   pd_layer *sub = l->st->subs.v[i].ptr;
   vec_remove(&l->st->subs, i);
   return sub;
@@ -353,7 +367,7 @@ static void lst_free(lst *o) {
   *o = (lst){0};
 }
 
-enum { WANT_PARAMS = 1, WANT_BUFFERS = 2, WANT_PERSISTABLE_ONLY = 4, WANT_LAYERS = 8 };
+enum { WANT_PARAMS = 1, WANT_BUFFERS = 2, WANT_PERSISTABLE_ONLY = 4, WANT_LAYERS = 8, WANT_OWN_ONLY = 16 };
 
 static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o, int depth) {
   if (depth > 256) return pd_set_error(PD_ERR_STATE, "layer: sublayers nest deeper than 256 (a cycle?)");
@@ -367,7 +381,7 @@ static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o
       if ((!(want & WANT_PERSISTABLE_ONLY) || s->buffers.v[i].persistable) &&
           !lst_has(o, s->buffers.v[i].ptr))
         st = lst_push(o, prefix, s->buffers.v[i].name, s->buffers.v[i].ptr);
-  for (int i = 0; i < s->subs.n && st == PD_OK; i++) {
+  for (int i = 0; i < s->subs.n && st == PD_OK && !(want & WANT_OWN_ONLY); i++) {
     const pd_layer *sub = s->subs.v[i].ptr;
     size_t len = strlen(prefix) + strlen(s->subs.v[i].name) + 2;
     char *p = malloc(len);
@@ -380,12 +394,12 @@ static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o
   return st;
 }
 
-static pd_status to_tensors(const pd_layer *l, int want, pd_named_tensors *out) {
+static pd_status to_tensors(const pd_layer *l, const char *prefix, int want, pd_named_tensors *out) {
   if (!out) return pd_set_error(PD_ERR_INVALID, "layer: output list is NULL");
   *out = (pd_named_tensors){0};
   if (!l) return pd_set_error(PD_ERR_INVALID, "layer: layer is NULL");
   lst o = {0};
-  pd_status st = collect(l, "", want, &o, 0);
+  pd_status st = collect(l, prefix ? prefix : "", want, &o, 0);
   if (st != PD_OK) {
     lst_free(&o);
     return st;
@@ -397,16 +411,24 @@ static pd_status to_tensors(const pd_layer *l, int want, pd_named_tensors *out) 
 }
 
 pd_status pd_layer_named_parameters(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, WANT_PARAMS, out);
+  return to_tensors(l, NULL, WANT_PARAMS, out);
 }
 pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, WANT_PARAMS, out);
+  return to_tensors(l, NULL, WANT_PARAMS, out);
 }
 pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, WANT_BUFFERS, out);
+  return to_tensors(l, NULL, WANT_BUFFERS, out);
+}
+pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                       pd_named_tensors *out) {
+  return to_tensors(l, prefix, WANT_PARAMS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
+}
+pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                    pd_named_tensors *out) {
+  return to_tensors(l, prefix, WANT_BUFFERS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
 }
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY, out);
+  return to_tensors(l, NULL, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY, out);
 }
 
 pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out) {

@@ -107,7 +107,7 @@ static pd_layer *batch_norm_new(int kind, int64_t num_features, const pd_nn_batc
   if (!l) return NULL;
   l->num_features = num_features;
   l->kind = kind;
-  l->momentum = opts->momentum != 0 ? opts->momentum : 0.9;
+  l->momentum = opts->has_momentum || opts->momentum != 0 ? opts->momentum : 0.9;
   l->epsilon = opts->epsilon != 0 ? opts->epsilon : 1e-5;
   l->channel_last = cl;
   snprintf(l->data_format, sizeof l->data_format, "%s", fmt);

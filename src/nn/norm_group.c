@@ -157,7 +157,7 @@ static pd_layer *instance_norm_new(int kind, int64_t num_features, const pd_nn_i
   l->num_features = num_features;
   l->kind = kind;
   l->epsilon = opts->epsilon != 0 ? opts->epsilon : 1e-5;
-  l->momentum = opts->momentum != 0 ? opts->momentum : 0.9;
+  l->momentum = opts->has_momentum || opts->momentum != 0 ? opts->momentum : 0.9;
   snprintf(l->data_format, sizeof l->data_format, "%s", fmt);
   if (!opts->no_affine) {
     const int64_t shape[1] = {num_features};

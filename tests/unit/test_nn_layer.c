@@ -217,7 +217,7 @@ static void test_param_attr_and_initializers(void **state) {
   }
   double var = s2 / 60000 - (s / 60000) * (s / 60000);
   assert_true(fabs(var - 2.0 / 200) < 0.05 * 2.0 / 200); /* std = sqrt(2 / fan_in) */
-  pd_initializer tn = pd_nn_initializer_truncated_normal(1.0, 0.5);
+  pd_initializer tn = pd_nn_initializer_truncated_normal(1.0, 0.5, 0.0, 2.0);
   assert_int_equal(pd_initializer_apply(&tn, t), PD_OK);
   for (int64_t i = 0; i < 60000; i++) assert_true(fabs(pd_tensor_item_at(t, i) - 1.0) <= 1.0);
   pd_initializer bad = pd_nn_initializer_assign(pd_ones(1, SHAPE(5), PD_FLOAT32));
@@ -232,11 +232,222 @@ static void test_param_attr_and_initializers(void **state) {
   expect_no_live_tensors();
 }
 
+/* ---- apply, named_buffers, remove_sublayer ----------------------------------------------------------- */
+
+static const pd_layer_type node_type = {"Node", NULL, NULL, NULL};
+
+/* root
+ *   a (Node): buffer "stat" (persistable)
+ *     a1 (Linear 2->3): buffer "cnt" (not persistable)
+ *     a2 (Linear 3->1)
+ *   b (Linear 1->2): buffer "shared" (the same tensor as root's "rb", not persistable here)
+ * root: buffers "rb" (persistable), "tmp" (not persistable). */
+typedef struct tree {
+  pd_layer *root, *a, *a1, *a2, *b;
+} tree;
+
+static tree tree_new(void) {
+  tree t;
+  t.root = pd_layer_new(sizeof(pd_layer), &node_type);
+  t.a = pd_layer_add_sublayer(t.root, "a", pd_layer_new(sizeof(pd_layer), &node_type));
+  t.a1 = pd_layer_add_sublayer(t.a, "a1", pd_nn_linear(2, 3, NULL));
+  t.a2 = pd_layer_add_sublayer(t.a, "a2", pd_nn_linear(3, 1, NULL));
+  t.b = pd_layer_add_sublayer(t.root, "b", pd_nn_linear(1, 2, NULL));
+  pd_scope_begin();
+  pd_tensor *rb = pd_zeros(1, SHAPE(2), PD_FLOAT32);
+  assert_int_equal(pd_layer_register_buffer(t.root, "rb", rb, true), PD_OK);
+  assert_int_equal(pd_layer_register_buffer(t.root, "tmp", pd_ones(1, SHAPE(1), PD_FLOAT32), false), PD_OK);
+  assert_int_equal(pd_layer_register_buffer(t.a, "stat", pd_ones(1, SHAPE(3), PD_FLOAT32), true), PD_OK);
+  assert_int_equal(pd_layer_register_buffer(t.a1, "cnt", pd_zeros(1, SHAPE(1), PD_INT64), false), PD_OK);
+  assert_int_equal(pd_layer_register_buffer(t.b, "shared", rb, false), PD_OK);
+  pd_scope_end(); /* the layers hold the buffers now */
+  return t;
+}
+
+/* The names of a list, comma-separated, for exact comparison. */
+static void expect_names(const pd_named_tensors *l, const char *want) {
+  char got[512] = "";
+  size_t k = 0;
+  for (int i = 0; i < l->n; i++)
+    k += (size_t)snprintf(got + k, sizeof got - k, "%s%s", i ? "," : "", l->names[i]);
+  assert_string_equal(got, want);
+}
+
+typedef struct visit_log {
+  int n;
+  pd_layer *seen[16];
+  bool training[16];
+} visit_log;
+
+static void record_visit(pd_layer *l, void *user) {
+  visit_log *v = user;
+  v->training[v->n] = l->training;
+  v->seen[v->n++] = l;
+}
+
+static void test_apply_order(void **state) {
+  (void)state;
+  tree t = tree_new();
+  /* Paddle's apply: each child's apply (its own subtree, children first), then fn(self) */
+  visit_log v = {0};
+  pd_layer_apply(t.root, record_visit, &v);
+  pd_layer *want[5] = {t.a1, t.a2, t.a, t.b, t.root};
+  assert_int_equal(v.n, 5);
+  for (int i = 0; i < 5; i++) assert_ptr_equal(v.seen[i], want[i]);
+  /* on a subtree, and on a leaf: only those */
+  v.n = 0;
+  pd_layer_apply(t.a, record_visit, &v);
+  assert_int_equal(v.n, 3);
+  assert_ptr_equal(v.seen[0], t.a1);
+  assert_ptr_equal(v.seen[2], t.a);
+  v.n = 0;
+  pd_layer_apply(t.b, record_visit, &v);
+  assert_int_equal(v.n, 1);
+  assert_ptr_equal(v.seen[0], t.b);
+  /* eval() reaches every layer through the same walk */
+  pd_layer_eval(t.root);
+  v.n = 0;
+  pd_layer_apply(t.root, record_visit, &v);
+  for (int i = 0; i < 5; i++) assert_false(v.training[i]);
+  pd_layer_train(t.a);
+  assert_true(t.a1->training && t.a->training);
+  assert_false(t.root->training || t.b->training);
+  /* NULL layer or callback: nothing happens */
+  pd_layer_apply(NULL, record_visit, &v);
+  pd_layer_apply(t.root, NULL, NULL);
+  pd_layer_release(t.root);
+  expect_no_live_tensors();
+}
+
+static void test_named_buffers(void **state) {
+  (void)state;
+  tree t = tree_new();
+  pd_named_tensors l;
+  /* persistable and not, nested prefixes, l's own first, each tensor once ("b.shared" is "rb") */
+  assert_int_equal(pd_layer_named_buffers(t.root, &l), PD_OK);
+  expect_names(&l, "rb,tmp,a.stat,a.a1.cnt");
+  assert_ptr_equal(l.tensors[0], pd_layer_buffer(t.root, "rb"));
+  assert_ptr_equal(l.tensors[3], pd_layer_buffer(t.a1, "cnt"));
+  pd_named_tensors_free(&l);
+  /* include_sublayers=False: only the layer's own; a prefix on every name */
+  assert_int_equal(pd_layer_named_buffers_ex(t.root, NULL, false, &l), PD_OK);
+  expect_names(&l, "rb,tmp");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_buffers_ex(t.root, "net", true, &l), PD_OK);
+  expect_names(&l, "net.rb,net.tmp,net.a.stat,net.a.a1.cnt");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_buffers_ex(t.a, "", true, &l), PD_OK);
+  expect_names(&l, "stat,a1.cnt");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_buffers_ex(t.a2, NULL, true, &l), PD_OK);
+  assert_int_equal(l.n, 0);
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_buffers(t.b, &l), PD_OK);
+  expect_names(&l, "shared"); /* on its own, b names the shared tensor itself */
+  pd_named_tensors_free(&l);
+  /* named_parameters with the same options */
+  assert_int_equal(pd_layer_named_parameters_ex(t.root, "m", true, &l), PD_OK);
+  expect_names(&l, "m.a.a1.weight,m.a.a1.bias,m.a.a2.weight,m.a.a2.bias,m.b.weight,m.b.bias");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_parameters_ex(t.root, NULL, false, &l), PD_OK);
+  assert_int_equal(l.n, 0);
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_parameters_ex(t.a1, NULL, false, &l), PD_OK);
+  expect_names(&l, "weight,bias");
+  pd_named_tensors_free(&l);
+  /* the state dict: per layer its parameters, then its persistable buffers, then its sublayers */
+  assert_int_equal(pd_layer_state_dict(t.root, &l), PD_OK);
+  expect_names(&l, "rb,a.stat,a.a1.weight,a.a1.bias,a.a2.weight,a.a2.bias,b.weight,b.bias");
+  pd_named_tensors_free(&l);
+  /* re-registering keeps the position; persistable can change; NULL removes */
+  pd_scope_begin();
+  assert_int_equal(pd_layer_register_buffer(t.root, "rb", pd_full(1, SHAPE(2), 4, PD_FLOAT32), false), PD_OK);
+  pd_scope_end();
+  assert_int_equal(pd_layer_named_buffers(t.root, &l), PD_OK);
+  expect_names(&l, "rb,tmp,a.stat,a.a1.cnt,b.shared"); /* the old "rb" tensor is b's alone now */
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_state_dict(t.root, &l), PD_OK);
+  expect_names(&l, "a.stat,a.a1.weight,a.a1.bias,a.a2.weight,a.a2.bias,b.weight,b.bias");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_register_buffer(t.root, "tmp", NULL, false), PD_OK);
+  assert_null(pd_layer_buffer(t.root, "tmp"));
+  assert_int_equal(pd_layer_named_buffers_ex(t.root, NULL, false, &l), PD_OK);
+  expect_names(&l, "rb");
+  pd_named_tensors_free(&l);
+  /* bad arguments */
+  assert_true(pd_layer_named_buffers_ex(NULL, NULL, true, &l) < 0);
+  assert_int_equal(l.n, 0);
+  assert_true(pd_layer_named_buffers(t.root, NULL) < 0);
+  pd_clear_error();
+  pd_layer_release(t.root);
+  expect_no_live_tensors();
+}
+
+static void test_remove_sublayer(void **state) {
+  (void)state;
+  tree t = tree_new();
+  pd_tensor *a1w = pd_layer_parameter(t.a1, "weight");
+  /* remove "a": its parameters and buffers leave the parent's lists and state dict */
+  pd_layer *a = pd_layer_remove_sublayer(t.root, "a");
+  assert_ptr_equal(a, t.a);
+  assert_null(pd_layer_sublayer(t.root, "a"));
+  pd_named_tensors l;
+  assert_int_equal(pd_layer_named_parameters(t.root, &l), PD_OK);
+  expect_names(&l, "b.weight,b.bias");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_state_dict(t.root, &l), PD_OK);
+  expect_names(&l, "rb,b.weight,b.bias");
+  pd_named_tensors_free(&l);
+  assert_int_equal(pd_layer_named_buffers(t.root, &l), PD_OK);
+  expect_names(&l, "rb,tmp");
+  pd_named_tensors_free(&l);
+  pd_named_layers nl;
+  assert_int_equal(pd_layer_named_sublayers(t.root, &nl), PD_OK);
+  assert_int_equal(nl.n, 1);
+  assert_string_equal(nl.names[0], "b");
+  pd_named_layers_free(&nl);
+  /* the removed layer is the caller's and still whole */
+  assert_int_equal(pd_layer_named_parameters(a, &l), PD_OK);
+  expect_names(&l, "a1.weight,a1.bias,a2.weight,a2.bias");
+  assert_ptr_equal(l.tensors[0], a1w);
+  pd_named_tensors_free(&l);
+  /* removing from the middle keeps the order of the others */
+  pd_layer_add_sublayer(t.root, "c", pd_nn_linear(1, 1, NULL));
+  pd_layer_add_sublayer(t.root, "d", pd_nn_linear(1, 1, NULL));
+  pd_layer_release(pd_layer_remove_sublayer(t.root, "c"));
+  assert_int_equal(pd_layer_named_sublayers(t.root, &nl), PD_OK);
+  assert_int_equal(nl.n, 2);
+  assert_string_equal(nl.names[0], "b");
+  assert_string_equal(nl.names[1], "d");
+  pd_named_layers_free(&nl);
+  assert_int_equal(pd_layer_named_parameters(t.root, &l), PD_OK);
+  expect_names(&l, "b.weight,b.bias,d.weight,d.bias");
+  pd_named_tensors_free(&l);
+  /* an unknown name: NULL and an error naming it and the sublayers there are */
+  assert_null(pd_layer_remove_sublayer(t.root, "a"));
+  assert_non_null(strstr(pd_last_error(), "remove_sublayer"));
+  assert_non_null(strstr(pd_last_error(), "'a'"));
+  assert_non_null(strstr(pd_last_error(), "'b', 'd'"));
+  assert_null(pd_layer_remove_sublayer(t.a2, "x"));
+  assert_non_null(strstr(pd_last_error(), "none"));
+  assert_null(pd_layer_remove_sublayer(t.root, NULL));
+  assert_null(pd_layer_remove_sublayer(NULL, "b"));
+  pd_clear_error();
+  pd_layer_release(a);
+  pd_layer_release(t.root);
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_linear_net_parameters),       cmocka_unit_test(test_linear_net_forward_backward),
-      cmocka_unit_test(test_state_dict_round_trip),       cmocka_unit_test(test_modes_hooks_and_repr),
+      cmocka_unit_test(test_linear_net_parameters),
+      cmocka_unit_test(test_linear_net_forward_backward),
+      cmocka_unit_test(test_state_dict_round_trip),
+      cmocka_unit_test(test_modes_hooks_and_repr),
       cmocka_unit_test(test_param_attr_and_initializers),
+      cmocka_unit_test(test_apply_order),
+      cmocka_unit_test(test_named_buffers),
+      cmocka_unit_test(test_remove_sublayer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

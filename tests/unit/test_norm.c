@@ -578,6 +578,66 @@ static void test_norm_layers(void **state) {
   expect_no_live_tensors();
 }
 
+/* momentum: all-zero options keep Paddle's 0.9; has_momentum takes 0 as written, so the
+ * running statistics become the batch's (running = 0 * running + 1 * batch). */
+static void test_norm_layer_momentum(void **state) {
+  (void)state;
+  const int64_t B = 4, C = 3, S = 5;
+  pd_layer *bn_default = pd_nn_batch_norm1d(C, &(pd_nn_batch_norm_opts){.dtype = PD_FLOAT64});
+  pd_layer *bn_zero = pd_nn_batch_norm1d(
+      C, &(pd_nn_batch_norm_opts){.has_momentum = true, .momentum = 0, .dtype = PD_FLOAT64});
+  pd_layer *bn_half = pd_nn_batch_norm1d(C, &(pd_nn_batch_norm_opts){.has_momentum = true, .momentum = 0.5});
+  expect_repr(bn_default, "BatchNorm1D(num_features=3, momentum=0.9, epsilon=1e-05, data_format=NCL)");
+  expect_repr(bn_zero, "BatchNorm1D(num_features=3, momentum=0, epsilon=1e-05, data_format=NCL)");
+  expect_repr(bn_half, "BatchNorm1D(num_features=3, momentum=0.5, epsilon=1e-05, data_format=NCL)");
+  pd_layer *null_opts = pd_nn_batch_norm2d(C, NULL);
+  expect_repr(null_opts, "BatchNorm2D(num_features=3, momentum=0.9, epsilon=1e-05)");
+  pd_layer_release(null_opts);
+  pd_scope_begin();
+  double hm[3] = {0, 0, 0}, hv[3] = {1, 1, 1}, m[3], v[3];
+  pd_tensor *x = NULL;
+  for (int step = 0; step < 2; step++) {
+    x = rand_t(PD_FLOAT64, 3, SHAPE(B, C, S), -1 - step, 2 + 3 * step);
+    double *xv = vals(x), *want = ref_batch(xv, B, C, S, NULL, NULL, 1e-5, m, v);
+    expect_array(pd_layer_call1(bn_zero, x), want, 1e-12, 1e-12);
+    expect_array(pd_layer_call1(bn_default, x), want, 1e-12, 1e-12);
+    /* momentum 0: exactly this batch's mean and biased variance */
+    expect_array(pd_layer_parameter(bn_zero, "_mean"), m, 1e-12, 1e-14);
+    expect_array(pd_layer_parameter(bn_zero, "_variance"), v, 1e-12, 1e-14);
+    /* the default 0.9: running = 0.9 running + 0.1 batch */
+    for (int c = 0; c < C; c++) {
+      hm[c] = 0.9 * hm[c] + 0.1 * m[c];
+      hv[c] = 0.9 * hv[c] + 0.1 * v[c];
+    }
+    expect_array(pd_layer_parameter(bn_default, "_mean"), hm, 1e-12, 1e-14);
+    expect_array(pd_layer_parameter(bn_default, "_variance"), hv, 1e-12, 1e-14);
+    free(xv);
+    free(want);
+  }
+  /* in eval the momentum-0 layer normalizes with the last batch's statistics: the training output */
+  pd_layer_eval(bn_zero);
+  double *xv = vals(x), *want = ref_batch(xv, B, C, S, NULL, NULL, 1e-5, m, v);
+  expect_array(pd_layer_call1(bn_zero, x), want, 1e-12, 1e-12);
+  free(xv);
+  free(want);
+  /* 0.5 as written, with or without has_momentum */
+  pd_tensor *x32 = pd_cast(x, PD_FLOAT32);
+  pd_layer_call1(bn_half, x32);
+  for (int c = 0; c < C; c++) hm[c] = 0.5 * m[c];
+  expect_array(pd_layer_parameter(bn_half, "_mean"), hm, 1e-5, 1e-6);
+  /* InstanceNorm accepts momentum 0 too (no running statistics, as in Paddle's eager mode) */
+  pd_layer *in0 = pd_nn_instance_norm1d(C, &(pd_nn_instance_norm_opts){.has_momentum = true});
+  assert_non_null(in0);
+  expect_close(pd_layer_call1(in0, x32),
+               pd_instance_norm(x32, NULL, NULL, NULL, NULL, true, 0.0, 1e-5, "NCL"), 1e-6, 1e-6);
+  pd_layer_release(in0);
+  pd_scope_end();
+  pd_layer_release(bn_default);
+  pd_layer_release(bn_zero);
+  pd_layer_release(bn_half);
+  expect_no_live_tensors();
+}
+
 /* ---- bad inputs ---------------------------------------------------------------------------------- */
 
 static void test_norm_bad_inputs(void **state) {
@@ -638,6 +698,7 @@ int main(void) {
       cmocka_unit_test(test_batch_norm_gradients),
       cmocka_unit_test(test_group_instance_norm_values),
       cmocka_unit_test(test_norm_layers),
+      cmocka_unit_test(test_norm_layer_momentum),
       cmocka_unit_test(test_norm_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

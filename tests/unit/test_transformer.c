@@ -255,6 +255,178 @@ static void test_decoder_and_transformer_run(void **state) {
   expect_no_live_tensors();
 }
 
+/* The sublayer at a dotted path ("encoder.layers.1"). */
+static pd_layer *sub_at(pd_layer *l, const char *path) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *s = strtok(buf, "."); s; s = strtok(NULL, ".")) {
+    l = pd_layer_sublayer(l, s);
+    assert_non_null(l);
+  }
+  return l;
+}
+
+/* TransformerDecoderLayer composed: self-attention (tgt_mask), cross-attention
+ * on memory (memory_mask; memory itself is never normalized), FFN; each
+ * block residual, with its norm before (pre-norm) or after. */
+static pd_tensor *ref_decoder_layer(pd_layer *l, pd_tensor *x, pd_tensor *mem, pd_tensor *tm, pd_tensor *mm,
+                                    bool pre, bool gelu) {
+  pd_tensor *h = pre ? ln(l, "norm1", x) : x;
+  pd_tensor *y = pd_add(x, ref_mha(l, "self_attn.", h, h, h, tm, 2, NULL));
+  if (!pre) y = ln(l, "norm1", y);
+  h = pre ? ln(l, "norm2", y) : y;
+  pd_tensor *z = pd_add(y, ref_mha(l, "cross_attn.", h, mem, mem, mm, 2, NULL));
+  if (!pre) z = ln(l, "norm2", z);
+  h = pre ? ln(l, "norm3", z) : z;
+  pd_tensor *a = lin(l, "linear1", h);
+  a = gelu ? pd_gelu(a, false) : pd_relu(a);
+  pd_tensor *o = pd_add(z, lin(l, "linear2", a));
+  return pre ? o : ln(l, "norm3", o);
+}
+
+/* A bool memory mask [2, 1, 4, 6] (every row keeps some key) and its additive
+ * form (mask - 1) * 1e9, as Paddle's _convert_attention_mask. */
+static pd_tensor *bool_mask(int64_t b, int64_t t, int64_t s, pd_tensor **additive, pd_dtype dt) {
+  int64_t n = b * t * s;
+  double *v = malloc(sizeof(double) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = (i % s == 0) || rnd() > 0.35;
+  pd_tensor *m = pd_tensor_from_f64(v, PD_BOOL, 4, (int64_t[]){b, 1, t, s});
+  free(v);
+  *additive = pd_scale(pd_cast(m, dt), 1e9, -1.0, false);
+  return m;
+}
+
+static void test_decoder_stack_against_composed(void **state) {
+  (void)state;
+  pd_scope_begin();
+  for (int pre = 0; pre < 2; pre++) {
+    pd_nn_transformer_opts o = {
+        .dropout = -1, .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
+    pd_layer *d0 = pd_nn_transformer_decoder_layer(8, 2, 16, &o);
+    pd_layer *norm = pd_nn_layer_norm(1, (int64_t[]){8}, &(pd_nn_layer_norm_opts){.dtype = PD_FLOAT64});
+    pd_layer *dec = pd_nn_transformer_decoder(d0, 3, norm);
+    assert_non_null(dec);
+    randomize_norms(dec); /* the final norm too */
+    pd_tensor *tgt = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 4, 8}, -1, 1);
+    pd_tensor *mem = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 6, 8}, -1, 1);
+    pd_tensor *tm = pd_nn_transformer_generate_square_subsequent_mask(4); /* float32: cast by the layer */
+    pd_tensor *tm64 = pd_cast(tm, PD_FLOAT64), *mm_add = NULL;
+    pd_tensor *mm = bool_mask(2, 4, 6, &mm_add, PD_FLOAT64);
+    /* layers.0 .. layers.2 in sequence, then the decoder's norm */
+    pd_tensor *want = tgt;
+    char path[32];
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "layers.%d", i);
+      want = ref_decoder_layer(sub_at(dec, path), want, mem, tm64, mm_add, pre, pre);
+    }
+    want = ln(dec, "norm", want);
+    pd_tensor *got = pd_nn_transformer_decoder_call(dec, tgt, mem, tm, mm);
+    expect_close(got, want, 1e-10, 1e-10);
+    /* the same from the (value-tested) layer calls and the norm layer */
+    pd_tensor *x = tgt;
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "layers.%d", i);
+      x = pd_nn_transformer_decoder_call(sub_at(dec, path), x, mem, tm, mm);
+    }
+    expect_close(got, pd_layer_call1(norm, x), 1e-12, 1e-12);
+    /* only a memory mask; then no mask at all */
+    want = tgt;
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "layers.%d", i);
+      want = ref_decoder_layer(sub_at(dec, path), want, mem, NULL, mm_add, pre, pre);
+    }
+    expect_close(pd_nn_transformer_decoder_call(dec, tgt, mem, NULL, mm), ln(dec, "norm", want), 1e-10,
+                 1e-10);
+    want = tgt;
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "layers.%d", i);
+      want = ref_decoder_layer(sub_at(dec, path), want, mem, NULL, NULL, pre, pre);
+    }
+    pd_tensor *in2[2] = {tgt, mem}, *out[1];
+    assert_int_equal(pd_layer_call(dec, in2, 2, out, 1), 1);
+    expect_close(out[0], ln(dec, "norm", want), 1e-10, 1e-10);
+    pd_layer_release(dec);
+  }
+  /* without a final norm the stack ends with the last layer */
+  pd_nn_transformer_opts o = {.dropout = -1, .dtype = PD_FLOAT64};
+  pd_layer *dec = pd_nn_transformer_decoder(pd_nn_transformer_decoder_layer(8, 2, 16, &o), 2, NULL);
+  randomize_norms(dec);
+  pd_tensor *tgt = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 3, 8}, -1, 1);
+  pd_tensor *mem = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 5, 8}, -1, 1);
+  pd_tensor *tm = pd_cast(pd_nn_transformer_generate_square_subsequent_mask(3), PD_FLOAT64);
+  pd_tensor *want = ref_decoder_layer(sub_at(dec, "layers.0"), tgt, mem, tm, NULL, false, false);
+  want = ref_decoder_layer(sub_at(dec, "layers.1"), want, mem, tm, NULL, false, false);
+  expect_close(pd_nn_transformer_decoder_call(dec, tgt, mem, tm, NULL), want, 1e-10, 1e-10);
+  pd_layer_release(dec);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+/* Transformer: memory = encoder.norm(encoder layers(src, src_mask)), then
+ * decoder.norm(decoder layers(tgt, memory, tgt_mask, memory_mask)). */
+static pd_tensor *ref_transformer(pd_layer *t, int n_enc, int n_dec, pd_tensor *src, pd_tensor *tgt,
+                                  pd_tensor *sm, pd_tensor *tm, pd_tensor *mm, bool pre, bool gelu) {
+  char path[48];
+  pd_tensor *mem = src;
+  for (int i = 0; i < n_enc; i++) {
+    snprintf(path, sizeof path, "encoder.layers.%d", i);
+    mem = ref_encoder_layer(sub_at(t, path), mem, sm, pre, gelu);
+  }
+  mem = ln(t, "encoder.norm", mem);
+  pd_tensor *x = tgt;
+  for (int i = 0; i < n_dec; i++) {
+    snprintf(path, sizeof path, "decoder.layers.%d", i);
+    x = ref_decoder_layer(sub_at(t, path), x, mem, tm, mm, pre, gelu);
+  }
+  return ln(t, "decoder.norm", x);
+}
+
+static void test_transformer_against_composed(void **state) {
+  (void)state;
+  pd_scope_begin();
+  for (int pre = 0; pre < 2; pre++) {
+    /* Paddle's default dropout 0.1: eval() turns it off */
+    pd_nn_transformer_opts o = {
+        .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
+    pd_layer *t = pd_nn_transformer(8, 2, 2, 3, 16, &o);
+    assert_non_null(t);
+    randomize_norms(t);
+    pd_layer_eval(t);
+    pd_tensor *src = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 6, 8}, -1, 1);
+    pd_tensor *tgt = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 4, 8}, -1, 1);
+    pd_tensor *sm = rand_t(PD_FLOAT64, 4, (int64_t[]){2, 1, 6, 6}, -2, 0);
+    pd_tensor *tm = pd_nn_transformer_generate_square_subsequent_mask(4);
+    pd_tensor *tm64 = pd_cast(tm, PD_FLOAT64), *mm_add = NULL;
+    pd_tensor *mm = bool_mask(2, 4, 6, &mm_add, PD_FLOAT64);
+    pd_tensor *got = pd_nn_transformer_call(t, src, tgt, sm, tm, mm);
+    expect_close(got, ref_transformer(t, 2, 3, src, tgt, sm, tm64, mm_add, pre, pre), 1e-10, 1e-10);
+    /* only the causal tgt_mask */
+    expect_close(pd_nn_transformer_call(t, src, tgt, NULL, tm, NULL),
+                 ref_transformer(t, 2, 3, src, tgt, NULL, tm64, NULL, pre, pre), 1e-10, 1e-10);
+    /* the encoder and decoder sublayers called by hand give the same */
+    pd_tensor *mem = pd_nn_transformer_encoder_call(sub_at(t, "encoder"), src, sm);
+    expect_close(pd_nn_transformer_decoder_call(sub_at(t, "decoder"), tgt, mem, tm, mm), got, 1e-12, 1e-12);
+    /* in training mode dropout acts */
+    pd_layer_train(t);
+    pd_tensor *tr = pd_nn_transformer_call(t, src, tgt, sm, tm, mm);
+    double diff = pd_tensor_item(pd_max(pd_abs(pd_subtract(tr, got)), NULL, 0, false));
+    assert_true(diff > 1e-3);
+    pd_layer_release(t);
+  }
+  /* float32, post-norm, to 1e-5 */
+  pd_layer *t = pd_nn_transformer(8, 2, 1, 2, 16, &(pd_nn_transformer_opts){.dropout = -1});
+  randomize_norms(t);
+  pd_tensor *src = rand_t(PD_FLOAT32, 3, (int64_t[]){3, 5, 8}, -1, 1);
+  pd_tensor *tgt = rand_t(PD_FLOAT32, 3, (int64_t[]){3, 4, 8}, -1, 1);
+  pd_tensor *tm = pd_nn_transformer_generate_square_subsequent_mask(4), *mm_add = NULL;
+  pd_tensor *mm = bool_mask(3, 4, 5, &mm_add, PD_FLOAT32);
+  expect_close(pd_nn_transformer_call(t, src, tgt, NULL, tm, mm),
+               ref_transformer(t, 1, 2, src, tgt, NULL, tm, mm_add, false, false), 1e-5, 1e-5);
+  pd_layer_release(t);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_square_subsequent_mask(void **state) {
   (void)state;
   pd_scope_begin();
@@ -307,6 +479,8 @@ int main(void) {
       cmocka_unit_test(test_encoder_layer_against_composed),
       cmocka_unit_test(test_parameter_names_and_counts),
       cmocka_unit_test(test_decoder_and_transformer_run),
+      cmocka_unit_test(test_decoder_stack_against_composed),
+      cmocka_unit_test(test_transformer_against_composed),
       cmocka_unit_test(test_square_subsequent_mask),
       cmocka_unit_test(test_transformer_bad_inputs),
   };
