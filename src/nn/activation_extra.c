@@ -29,7 +29,7 @@ typedef enum act_kind {
 typedef struct act {
   pd_layer base;
   act_kind kind;
-  double a, b;    /* alpha / min / threshold / lower, max / value / upper */
+  double a, b;      /* alpha / min / threshold / lower, max / value / upper */
   int groups, axis; /* Maxout, GLU */
 } act;
 

@@ -37,23 +37,22 @@ static pd_status rrelu_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-#define RRELU_TRAIN(T, xp, yp, np, n, first, key, lo, span)                  \
-  PD_FOR_PHILOX_BLOCKS(((n) + 3) / 4, first, key, RRELU_GRAIN, {             \
-    int64_t i0 = 4 * b, c = (n)-i0 < 4 ? (n)-i0 : 4;                         \
-    for (int k = 0; k < c; k++) {                                            \
-      T v = (xp)[i0 + k];                                                    \
-      T s = v < (T)0 ? (T)((lo) + (span) * (double)pd_u32_to_unit_f32(w[k])) \
-                     : (T)1;                                                 \
-      (np)[i0 + k] = s;                                                      \
-      (yp)[i0 + k] = v * s;                                                  \
-    }                                                                        \
+#define RRELU_TRAIN(T, xp, yp, np, n, first, key, lo, span)                          \
+  PD_FOR_PHILOX_BLOCKS(((n) + 3) / 4, first, key, RRELU_GRAIN, {                     \
+    int64_t i0 = 4 * b, c = (n)-i0 < 4 ? (n)-i0 : 4;                                 \
+    for (int k = 0; k < c; k++) {                                                    \
+      T v = (xp)[i0 + k];                                                            \
+      T s = v < (T)0 ? (T)((lo) + (span) * (double)pd_u32_to_unit_f32(w[k])) : (T)1; \
+      (np)[i0 + k] = s;                                                              \
+      (yp)[i0 + k] = v * s;                                                          \
+    }                                                                                \
   })
 
-#define RRELU_EVAL(T, xp, yp, np, n, mid)                 \
-  PD_PARALLEL_FOR_IF((n) >= PD_GRAIN, i, (n), {           \
-    T v = (xp)[i], s = v < (T)0 ? (mid) : (T)1;           \
-    (np)[i] = s;                                          \
-    (yp)[i] = v * s;                                      \
+#define RRELU_EVAL(T, xp, yp, np, n, mid)       \
+  PD_PARALLEL_FOR_IF((n) >= PD_GRAIN, i, (n), { \
+    T v = (xp)[i], s = v < (T)0 ? (mid) : (T)1; \
+    (np)[i] = s;                                \
+    (yp)[i] = v * s;                            \
   })
 
 static pd_status rrelu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,

@@ -36,7 +36,7 @@ typedef struct pointwise {
 static const pointwise k_ops[] = {
     {"celu", celu, ref_celu, 1.0, 0, 6e-7},
     {"celu", celu, ref_celu, 0.2, 0, 6e-7},
-    {"celu", celu, ref_celu, -0.7, 0, 5e-6}, /* e^(x / alpha) grows fast here */
+    {"celu", celu, ref_celu, -0.7, 0, 5e-6},           /* e^(x / alpha) grows fast here */
     {"hardtanh", hardtanh, ref_hardtanh, -1, 1, 6e-8}, /* float32 bounds */
     {"hardtanh", hardtanh, ref_hardtanh, -0.3, 2.5, 6e-8},
     {"hardshrink", hardshrink, ref_hardshrink, 0.5, 0, 0},
@@ -50,7 +50,7 @@ static const pointwise k_ops[] = {
 };
 #define N_OPS ((int)(sizeof k_ops / sizeof *k_ops))
 
-static const double k_xs[] = {-45, -7,  -3,  -2.5, -1, -0.5, -0.3, -0.07, -1e-3, 0, 2e-4,
+static const double k_xs[] = {-45,  -7,  -3,  -2.5, -1, -0.5, -0.3, -0.07, -1e-3, 0,  2e-4,
                               0.01, 0.4, 0.5, 0.62, 1,  2.5,  2.9,  5,     8,     21, 30};
 #define N_XS ((int)(sizeof k_xs / sizeof *k_xs))
 
@@ -108,8 +108,8 @@ static void test_paddle_examples(void **state) {
   EXPECT_VALUES(pd_softshrink(T(PD_FLOAT32, 1, SHAPE(4), -0.9, -0.2, 0.1, 0.8), 0.5), 1e-7, -0.39999998, 0, 0,
                 0.30000001);
   /* Paddle prints x - tanh(x) with the rounding of its float32 tanh (4e-8 here) */
-  EXPECT_VALUES(pd_tanhshrink(T(PD_FLOAT32, 1, SHAPE(4), -0.4, -0.2, 0.1, 0.3)), 5e-8, -0.02005100, -0.00262472,
-                0.00033201, 0.00868741);
+  EXPECT_VALUES(pd_tanhshrink(T(PD_FLOAT32, 1, SHAPE(4), -0.4, -0.2, 0.1, 0.3)), 5e-8, -0.02005100,
+                -0.00262472, 0.00033201, 0.00868741);
   EXPECT_VALUES(pd_mish(T(PD_FLOAT32, 1, SHAPE(3), -5, 0, 5)), 1e-7, -0.03357624, 0, 4.99955177);
   EXPECT_VALUES(pd_thresholded_relu(T(PD_FLOAT32, 1, SHAPE(3), 2, 0, 1), 1, 0), 0, 2, 0, 0);
   pd_tensor *g = T(PD_FLOAT32, 2, SHAPE(2, 4), -0.22014759, -1.76358426, 0.80566144, 0.04241343, -1.94900405,
@@ -117,10 +117,10 @@ static void test_paddle_examples(void **state) {
   pd_tensor *gy = pd_glu(g, -1);
   expect_shape(gy, 2, SHAPE(2, 2));
   EXPECT_VALUES(gy, 1e-7, -0.15216254, -0.90048921, -1.05778778, -0.46985325);
-  pd_tensor *m = T(PD_FLOAT32, 4, SHAPE(1, 2, 3, 4), 0.86583614, 0.52014720, 0.25960937, 0.90525323, 0.42400089,
-                   0.40641287, 0.97020894, 0.74437362, 0.51785129, 0.73292869, 0.97786582, 0.04315904, 0.42639419,
-                   0.71958369, 0.20811461, 0.19731510, 0.38424349, 0.14603184, 0.22713774, 0.44607511, 0.21657862,
-                   0.67685395, 0.46460176, 0.92382854);
+  pd_tensor *m = T(PD_FLOAT32, 4, SHAPE(1, 2, 3, 4), 0.86583614, 0.52014720, 0.25960937, 0.90525323,
+                   0.42400089, 0.40641287, 0.97020894, 0.74437362, 0.51785129, 0.73292869, 0.97786582,
+                   0.04315904, 0.42639419, 0.71958369, 0.20811461, 0.19731510, 0.38424349, 0.14603184,
+                   0.22713774, 0.44607511, 0.21657862, 0.67685395, 0.46460176, 0.92382854);
   pd_tensor *my = pd_maxout(m, 2, 1);
   expect_shape(my, 4, SHAPE(1, 1, 3, 4));
   EXPECT_VALUES(my, 0, (float)0.86583614, (float)0.71958369, (float)0.25960937, (float)0.90525323,
@@ -154,7 +154,8 @@ static void test_extremes(void **state) {
     double v = pd_tensor_item_at(xs, i);
     double want_t = ref_tanhshrink(v), want_c = -v > 0 ? -v : expm1(-v);
     double got_t = pd_tensor_item_at(ts, i), got_c = pd_tensor_item_at(cs, i);
-    if (fabs(got_t - want_t) > 4e-6 * fabs(want_t)) fail_msg("tanhshrink(%g): %.9g vs %.9g", v, got_t, want_t);
+    if (fabs(got_t - want_t) > 4e-6 * fabs(want_t))
+      fail_msg("tanhshrink(%g): %.9g vs %.9g", v, got_t, want_t);
     if (fabs(got_c - want_c) > 6e-7 * fabs(want_c)) fail_msg("celu(%g): %.9g vs %.9g", -v, got_c, want_c);
   }
   pd_scope_end();
@@ -192,7 +193,7 @@ static void test_pointwise_grads(void **state) {
   static const struct {
     int op; /* index into k_ops */
     double (*d)(double);
-  } cases[] = {{0, d_celu},  {2, d_celu},       {3, d_hardtanh}, {5, d_shrink},
+  } cases[] = {{0, d_celu},   {2, d_celu},       {3, d_hardtanh}, {5, d_shrink},
                {7, d_shrink}, {9, d_tanhshrink}, {10, d_mish},    {12, d_thresholded}};
   static const double xv[] = {-1.7, -0.6, -0.2, 0.3, 0.9, 2.2, 23};
   static const double wv[] = {1, -2, 0.5, 3, -1, 2, 0.25};
@@ -315,7 +316,8 @@ static void test_glu(void **state) {
   for (int64_t r = 0; r < 300; r++)
     for (int64_t c = 0; c < 200; c++) {
       double want = bp[r * 400 + c] * sig(bp[r * 400 + 200 + c]), got = pd_tensor_item_at(yb, r * 200 + c);
-      if (fabs(got - want) > 1e-6 * (fabs(want) + 1e-3)) fail_msg("glu large at %lld, %lld", (long long)r, (long long)c);
+      if (fabs(got - want) > 1e-6 * (fabs(want) + 1e-3))
+        fail_msg("glu large at %lld, %lld", (long long)r, (long long)c);
     }
   /* bad inputs */
   expect_error(pd_glu(T(PD_FLOAT32, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6), -1), "glu", "size 3");
@@ -338,7 +340,8 @@ static int64_t slopes(pd_tensor *x, pd_tensor *y, double lo, double hi, double *
       continue;
     }
     double a = yv / xv;
-    if (!(a >= lo * (1 - 1e-6) && a <= hi * (1 + 1e-6))) fail_msg("rrelu: slope %.9g outside [%g, %g]", a, lo, hi);
+    if (!(a >= lo * (1 - 1e-6) && a <= hi * (1 + 1e-6)))
+      fail_msg("rrelu: slope %.9g outside [%g, %g]", a, lo, hi);
     s += a;
     cnt++;
   }
@@ -354,7 +357,8 @@ static void test_rrelu(void **state) {
   float mid = (float)((0.1 + 0.3) / 2);
   EXPECT_VALUES(pd_rrelu(x, 0.1, 0.3, false), 0, mid * -2.0f, mid * -0.5f, 0, 1.5, mid * (float)-3.3);
   pd_tensor *x64 = T(PD_FLOAT64, 1, SHAPE(3), -2, 0, 4);
-  EXPECT_VALUES(pd_rrelu(x64, PD_RRELU_LOWER, PD_RRELU_UPPER, false), 0, -2 * ((1.0 / 8 + 1.0 / 3) / 2), 0, 4);
+  EXPECT_VALUES(pd_rrelu(x64, PD_RRELU_LOWER, PD_RRELU_UPPER, false), 0, -2 * ((1.0 / 8 + 1.0 / 3) / 2), 0,
+                4);
   /* training: slopes within [lower, upper], reproducible under pd_seed */
   pd_tensor *xr = pd_uniform(1, SHAPE(4001), PD_FLOAT64, -2, 2, 9);
   pd_seed(42);
@@ -381,8 +385,8 @@ static void test_rrelu(void **state) {
   pd_tensor *yl1 = pd_rrelu(xl, 0.1, 0.5, true);
   pd_set_num_threads(nt);
   expect_close(yl1, yl, 0, 0);
-  slopes(pd_reshape(pd_cast(xl, PD_FLOAT64), 1, SHAPE(300 * 401)), pd_reshape(yl, 1, SHAPE(300 * 401)), 0.1, 0.5,
-         &mean);
+  slopes(pd_reshape(pd_cast(xl, PD_FLOAT64), 1, SHAPE(300 * 401)), pd_reshape(yl, 1, SHAPE(300 * 401)), 0.1,
+         0.5, &mean);
   /* a transposed input keeps the element-to-element match */
   pd_tensor *xtr = pd_transpose(pd_reshape(xr, 2, SHAPE(1, 4001)), 2, SHAPE(1, 0));
   slopes(pd_reshape(xtr, 1, SHAPE(4001)), pd_reshape(pd_rrelu(xtr, 0.1, 0.3, true), 1, SHAPE(4001)), 0.1, 0.3,
@@ -527,11 +531,16 @@ static void test_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pointwise_values), cmocka_unit_test(test_paddle_examples),
-      cmocka_unit_test(test_extremes),         cmocka_unit_test(test_large),
-      cmocka_unit_test(test_pointwise_grads),  cmocka_unit_test(test_maxout),
-      cmocka_unit_test(test_glu),              cmocka_unit_test(test_rrelu),
-      cmocka_unit_test(test_layers),           cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_pointwise_values),
+      cmocka_unit_test(test_paddle_examples),
+      cmocka_unit_test(test_extremes),
+      cmocka_unit_test(test_large),
+      cmocka_unit_test(test_pointwise_grads),
+      cmocka_unit_test(test_maxout),
+      cmocka_unit_test(test_glu),
+      cmocka_unit_test(test_rrelu),
+      cmocka_unit_test(test_layers),
+      cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
