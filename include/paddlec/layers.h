@@ -163,6 +163,27 @@ pd_layer *pd_nn_log_sigmoid(void);
 pd_layer *pd_nn_softmax(int axis);
 pd_layer *pd_nn_log_softmax(int axis);
 pd_layer *pd_nn_tanh(void);
+/* Paddle's default alpha: 1.0 (0 is refused). */
+pd_layer *pd_nn_celu(double alpha);
+/* Paddle's defaults: min -1, max 1. */
+pd_layer *pd_nn_hardtanh(double min, double max);
+/* Paddle's default threshold: 0.5. */
+pd_layer *pd_nn_hardshrink(double threshold);
+/* Paddle's default threshold: 0.5 (a negative one is refused). */
+pd_layer *pd_nn_softshrink(double threshold);
+pd_layer *pd_nn_tanhshrink(void);
+pd_layer *pd_nn_mish(void);
+/* paddle.nn.Maxout(groups, axis): groups > 1, axis 1, 3 or -1 (Paddle's default 1). */
+pd_layer *pd_nn_maxout(int groups, int axis);
+/* Paddle's defaults: threshold 1, value 0. */
+pd_layer *pd_nn_thresholded_relu(double threshold, double value);
+/* paddle.nn.RReLU(lower, upper): random slopes while training, their mean
+ * in eval mode. Paddle's defaults: PD_RRELU_LOWER, PD_RRELU_UPPER. */
+pd_layer *pd_nn_rrelu(double lower, double upper);
+/* Paddle's default axis: -1. */
+pd_layer *pd_nn_glu(int axis);
+/* paddle.nn.Softmax2D: softmax over axis -3 of a 3-D or 4-D input. */
+pd_layer *pd_nn_softmax2d(void);
 
 /* F.prelu: x > 0 ? x : w * x. weight of shape [1] (one slope) or [C], C the
  * channel dim of data_format (NULL: "NCHW"; "NC", "NCL", "NCDHW" take dim 1,

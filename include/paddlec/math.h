@@ -158,6 +158,36 @@ pd_tensor *pd_log_softmax(pd_tensor *x, int axis);
  * dim is split in two halves a, b and the result is silu(a) * b. Gradients
  * are first order only (as Paddle's fused op). */
 pd_tensor *pd_swiglu(pd_tensor *x, pd_tensor *y);
+/* max(0, x) + min(0, alpha * (e^(x / alpha) - 1)) (default alpha 1; 0 is refused). */
+pd_tensor *pd_celu(pd_tensor *x, double alpha);
+/* min(max(x, min), max) (Paddle's defaults -1, 1). */
+pd_tensor *pd_hardtanh(pd_tensor *x, double min, double max);
+/* x where x > threshold or x < -threshold, else 0 (default threshold 0.5). */
+pd_tensor *pd_hardshrink(pd_tensor *x, double threshold);
+/* x - threshold above threshold, x + threshold below -threshold, else 0
+ * (default 0.5; a negative threshold is refused). */
+pd_tensor *pd_softshrink(pd_tensor *x, double threshold);
+/* x - tanh(x). */
+pd_tensor *pd_tanhshrink(pd_tensor *x);
+/* x * tanh(softplus(x)), softplus taken as x above 20 (Paddle's threshold). */
+pd_tensor *pd_mish(pd_tensor *x);
+/* x > threshold ? x : value (Paddle's defaults 1, 0). */
+pd_tensor *pd_thresholded_relu(pd_tensor *x, double threshold, double value);
+/* 4-D x, channels on axis 1 (NCHW) or 3 / -1 (NHWC): output channel c is
+ * the maximum of input channels c * groups .. c * groups + groups - 1
+ * (groups > 1 and a divisor of the channels; Paddle's default axis 1).
+ * Gradients are first order only. */
+pd_tensor *pd_maxout(pd_tensor *x, int groups, int axis);
+/* Randomized leaky relu: x >= 0 ? x : a * x. Training draws a per element
+ * uniformly from [lower, upper) with the global generator (reproducible
+ * under pd_seed, whatever the threads); eval uses a = (lower + upper) / 2.
+ * Requires 0 <= lower <= upper <= 1; Paddle's defaults below. */
+#define PD_RRELU_LOWER (1.0 / 8.0)
+#define PD_RRELU_UPPER (1.0 / 3.0)
+pd_tensor *pd_rrelu(pd_tensor *x, double lower, double upper, bool training);
+/* Gated linear unit: a * sigmoid(b), a and b the halves of x along axis
+ * (whose size must be even; Paddle's default axis -1). */
+pd_tensor *pd_glu(pd_tensor *x, int axis);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 
 #include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
+#include "activation_internal.h"
 #include "paddlec/creation.h"
 #include "paddlec/layers.h"
 #include "paddlec/manipulation.h"
@@ -133,8 +134,7 @@ static int act_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor
   return y ? 1 : pd_last_status();
 }
 
-/* A double as Python's str() prints it: shortest round-trip form, ".0" on integers. */
-static void pyfloat(double v, char *buf, size_t cap) {
+void pd_nn_pyfloat(double v, char *buf, size_t cap) {
   if (isnan(v)) {
     snprintf(buf, cap, "nan");
     return;
@@ -155,8 +155,8 @@ static char *act_repr(const pd_layer *self) {
   char *s = malloc(128), a[40], b[40];
   if (!s) return NULL;
   s[0] = 0;
-  pyfloat(l->a, a, sizeof a);
-  pyfloat(l->b, b, sizeof b);
+  pd_nn_pyfloat(l->a, a, sizeof a);
+  pd_nn_pyfloat(l->b, b, sizeof b);
   switch (l->kind) {
     case ACT_LEAKY_RELU:
       snprintf(s, 128, "negative_slope=%s", a);
@@ -298,7 +298,7 @@ static char *prelu_repr(const pd_layer *self) {
   const prelu *l = (const prelu *)self;
   char *s = malloc(128), v[40];
   if (!s) return NULL;
-  pyfloat(l->init, v, sizeof v);
+  pd_nn_pyfloat(l->init, v, sizeof v);
   snprintf(s, 128, "num_parameters=%lld, data_format=%s, init=%s, dtype=%s", (long long)l->num,
            l->data_format, v, pd_dtype_name(l->weight->dtype));
   return s;

@@ -76,6 +76,75 @@ static int s_swiglu1(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+static int s_celu(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 1.5;
+  return 1;
+}
+static int s_celu_neg_alpha(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = -0.7;
+  return 1;
+}
+static int s_hardtanh(pd_tensor **in, pd_attrs *a) { /* every piece */
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = -1.0;
+  a->f[1] = 0.8;
+  return 1;
+}
+static int s_shrink(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 0.5;
+  return 1;
+}
+static int s_mish(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -4, 4);
+  a->f[0] = 20.0;
+  return 1;
+}
+static int s_thresholded_relu(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 0.5;
+  a->f[1] = 0.3;
+  return 1;
+}
+static int s_maxout_nchw(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(4, S(2, 6, 2, 3), -2, 2);
+  a->i[0] = 3;
+  a->i[1] = 1;
+  return 1;
+}
+static int s_maxout_nhwc(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(4, S(2, 2, 3, 4), -2, 2);
+  a->i[0] = 2;
+  a->i[1] = -1;
+  return 1;
+}
+static int s_rrelu_train(pd_tensor **in, pd_attrs *a) { /* fixed seed: every forward draws the same slopes */
+  in[0] = sample_uniform(2, S(4, 5), -2, 2);
+  a->f[0] = 0.1;
+  a->f[1] = 0.3;
+  a->i[1] = 77;
+  return 1;
+}
+static int s_rrelu_eval(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->f[0] = 0.125;
+  a->f[1] = 1.0 / 3.0;
+  a->i[0] = 1;
+  return 1;
+}
+static int s_glu_last(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 4), -2, 2);
+  a->i[0] = -1;
+  return 1;
+}
+static int s_glu_first(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, S(4, 2, 3), -2, 2);
+  a->i[0] = 0;
+  return 1;
+}
+
 const pd_op_sample pd_samples_activation[] = {
     {"relu", s_sym, 0},
     {"relu6", s_relu6, 0},
@@ -99,5 +168,19 @@ const pd_op_sample pd_samples_activation[] = {
     {"log_softmax", s_softmax_mid, 0},
     {"swiglu", s_swiglu2, 0},
     {"swiglu", s_swiglu1, 0},
+    {"celu", s_celu, 0},
+    {"celu", s_celu_neg_alpha, 0},
+    {"hardtanh", s_hardtanh, 0},
+    {"hardshrink", s_shrink, 0},
+    {"softshrink", s_shrink, 0},
+    {"tanh_shrink", s_sym, 0},
+    {"mish", s_mish, 0},
+    {"thresholded_relu", s_thresholded_relu, 0},
+    {"maxout", s_maxout_nchw, 0},
+    {"maxout", s_maxout_nhwc, 0},
+    {"rrelu", s_rrelu_train, 0},
+    {"rrelu", s_rrelu_eval, 0},
+    {"glu", s_glu_last, 0},
+    {"glu", s_glu_first, 0},
     {NULL, NULL, 0},
 };
