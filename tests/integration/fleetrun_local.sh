@@ -143,7 +143,8 @@ key=$(sed -n 's/^env PADDLEC_JOB_KEY=//p' log/workerlog.0)
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -lt 10000 ] && ok "kill9: fleetrun exited $rc after ${dt} ms" ||
   fail "kill9: exit code $rc after ${dt} ms"
 grep -q "all_reduce sum=6 expected=6 backend=shm" log/workerlog.0 || fail "kill9: the first all_reduce"
-grep -q "rank=\[1\] was aborted" err.txt || { fail "kill9: rank 1 not named"; cat err.txt; }
+# rank 1 first; on a loaded machine the ranks that lost their peer may be reaped in the same poll
+grep -q "rank=\[1[],]" err.txt || { fail "kill9: rank 1 not named"; cat err.txt; }
 grep -q "trainer 1 .*signal.*log/workerlog.1\|trainer 1 .*SIGKILL.*workerlog.1\|workerlog.1" err.txt || fail "kill9: no log path"
 [ -n "$key" ] && ! ls /dev/shm/paddlec-"$key"* >/dev/null 2>&1 && ok "kill9: nothing left in /dev/shm" ||
   fail "kill9: /dev/shm/paddlec-$key* left behind"

@@ -192,6 +192,15 @@ int fr_watch(fr_proc *procs, int n, const char *tail, long tail_offset, int *fai
       if (procs[i].done && failed_status(procs[i].status)) failed[(*nfailed)++] = i;
       if (!procs[i].done && !procs[i].server) waiting++;
     }
+    /* Several found in one poll (a loaded machine): a process killed by a
+     * signal is the likelier cause of the others' failure, so it goes first. */
+    for (int i = 1; i < *nfailed; i++)
+      for (int j = i;
+           j > 0 && WIFSIGNALED(procs[failed[j]].status) && !WIFSIGNALED(procs[failed[j - 1]].status); j--) {
+        int t = failed[j];
+        failed[j] = failed[j - 1];
+        failed[j - 1] = t;
+      }
     if (*nfailed) {
       result = 1;
       break;
