@@ -259,6 +259,25 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
   return dispatch_impl(id, in, n_in, a, out, n_out, true);
 }
 
+pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
+  const pd_op_def *def = pd_op_table[id];
+  bool plain = g_no_grad && !g_tracer && (def->flags & PD_OPF_INPLACE) && in[0]->place.kind == PD_PLACE_CPU;
+  for (int i = 0; i < n_in && plain; i++) plain = !in[i]->dist_attr;
+  if (!plain) {
+    pd_tensor *out[PD_MAX_OUTPUTS];
+    int n_out = 0;
+    pd_status st = dispatch_impl(id, in, n_in, a, out, &n_out, false);
+    for (int k = 0; k < n_out; k++) pd_tensor_release(out[k]);
+    return st;
+  }
+  pd_tensor *out[PD_MAX_OUTPUTS] = {in[0]};
+  pd_internal_enter();
+  pd_status st = def->kernel[PD_PLACE_CPU](def, in, n_in, a, out, def->n_out);
+  pd_internal_leave();
+  if (st == PD_OK) in[0]->storage->version++;
+  return st;
+}
+
 pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;

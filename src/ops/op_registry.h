@@ -125,6 +125,13 @@ void pd_dispatch_set_autograd(pd_autograd_record_fn fn);
 pd_autograd_record_fn pd_dispatch_get_autograd(void);
 void pd_dispatch_set_tracer(pd_tracer_fn fn);
 void pd_dispatch_set_dist(pd_dist_fn fn);
+/* Runs inplace op `id` on inputs its caller built and checked itself (the
+ * optimizer's update ops: accumulators it created, a gradient it compared
+ * with the parameter): the kernel and the version bump without infer_meta or
+ * output bookkeeping, which cost more than the update of a small parameter.
+ * With grad recording on, a tracer or a DTensor handler installed, or a
+ * non-CPU place, it is pd_dispatch. */
+pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a);
 /* Whether gradients are being recorded (paddle.no_grad turns it off). */
 bool pd_grad_mode_enabled(void);
 /* Sets grad mode, returning the previous value. */

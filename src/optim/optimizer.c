@@ -388,10 +388,17 @@ static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double gl
     a.i[1] = 1;
     in[n++] = s->gscale;
   }
-  pd_tensor *out[PD_MAX_OUTPUTS];
-  int nout = 0;
-  st = pd_dispatch(d->op, in, n, &a, out, &nout);
-  for (int k = 0; k < nout; k++) pd_tensor_release(out[k]);
+  /* Everything but the gradient and the parameter's layout is ours; with
+   * those as the update op requires, its checks can be skipped. */
+  if (g->dtype == p->dtype && p->is_contiguous && pd_shape_eq(p->ndim, p->shape, g->shape) &&
+      g->ndim == p->ndim) {
+    st = pd_dispatch_inplace_trusted(d->op, in, n, &a);
+  } else {
+    pd_tensor *out[PD_MAX_OUTPUTS];
+    int nout = 0;
+    st = pd_dispatch(d->op, in, n, &a, out, &nout);
+    for (int k = 0; k < nout; k++) pd_tensor_release(out[k]);
+  }
   pd_tensor_release(g);
   return st;
 }
