@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #endif
 #include <oneapi/dnnl/dnnl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,16 +76,26 @@ static inline __m256i lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* c[0:n] = alpha * acc + beta * c (beta == 0: c is not read), n in 1..8. */
+/* c[0:n] = alpha * acc + beta * c (beta == 0: c is not read), n in 1..8.
+ * A partial block goes through a stack copy: masked stores are slow on
+ * some x86 cores (tens of cycles on AMD Zen). */
 static inline void store8(float *c, __m256 acc, int64_t n, float alpha, float beta) {
   acc = _mm256_mul_ps(acc, _mm256_set1_ps(alpha));
   if (n == 8) {
     if (beta != 0.0f) acc = fma8(_mm256_set1_ps(beta), _mm256_loadu_ps(c), acc);
     _mm256_storeu_ps(c, acc);
+    return;
+  }
+  _Alignas(32) float t[8];
+  _mm256_store_ps(t, acc);
+  if (beta == 0.0f) {
+    for (int64_t k = 0; k < n; k++) c[k] = t[k];
   } else {
-    __m256i m = lanes(n);
-    if (beta != 0.0f) acc = fma8(_mm256_set1_ps(beta), _mm256_maskload_ps(c, m), acc);
-    _mm256_maskstore_ps(c, m, acc);
+#ifdef __FMA__
+    for (int64_t k = 0; k < n; k++) c[k] = fmaf(beta, c[k], t[k]);
+#else
+    for (int64_t k = 0; k < n; k++) c[k] = beta * c[k] + t[k];
+#endif
   }
 }
 
@@ -95,30 +106,38 @@ static inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(x);
 }
 
-/* c = alpha * op(A) b + beta * c, b and c unit-stride vectors. */
+/* c = alpha * op(A) b + beta * c, b and c unit-stride vectors. Tails that
+ * do not fill a vector are summed in scalars (no masked loads, see store8). */
 static bool small_sgemv(bool transa, int64_t M, int64_t K, float alpha, const float *restrict A, int64_t lda,
                         const float *restrict b, float beta, float *restrict c) {
   if (!transa) { /* one dot product per row of A */
-    int64_t full = K & ~(int64_t)7, rest = K - full;
-    __m256i tail = lanes(rest ? rest : 8);
-    __m256 bt = rest ? _mm256_maskload_ps(b + full, tail) : _mm256_setzero_ps();
+    int64_t full = K & ~(int64_t)7;
     for (int64_t i = 0; i < M; i++) {
       const float *a = A + i * lda;
-      __m256 acc = rest ? _mm256_mul_ps(_mm256_maskload_ps(a + full, tail), bt) : _mm256_setzero_ps();
+      __m256 acc = _mm256_setzero_ps();
       for (int64_t p = 0; p < full; p += 8) acc = fma8(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), acc);
-      float s = alpha * hsum8(acc);
+      float t = 0.0f;
+      for (int64_t p = full; p < K; p++) t += a[p] * b[p];
+      float s = alpha * (hsum8(acc) + t);
       c[i] = beta == 0.0f ? s : s + beta * c[i];
     }
     return true;
   }
   /* A is stored K x M: c accumulates b[p] times row p of A, 8 entries at a time */
-  for (int64_t i = 0; i < M; i += 8) {
-    int64_t n = M - i < 8 ? M - i : 8;
-    __m256i m = lanes(n);
+  int64_t fullm = M & ~(int64_t)7;
+  for (int64_t i = 0; i < fullm; i += 8) {
     __m256 acc = _mm256_setzero_ps();
+    for (int64_t p = 0; p < K; p++) acc = fma8(_mm256_set1_ps(b[p]), _mm256_loadu_ps(A + p * lda + i), acc);
+    store8(c + i, acc, 8, alpha, beta);
+  }
+  if (fullm < M) {
+    float t[8] = {0};
     for (int64_t p = 0; p < K; p++)
-      acc = fma8(_mm256_set1_ps(b[p]), _mm256_maskload_ps(A + p * lda + i, m), acc);
-    store8(c + i, acc, n, alpha, beta);
+      for (int64_t i = fullm; i < M; i++) t[i - fullm] += b[p] * A[p * lda + i];
+    for (int64_t i = fullm; i < M; i++) {
+      float s = alpha * t[i - fullm];
+      c[i] = beta == 0.0f ? s : s + beta * c[i];
+    }
   }
   return true;
 }
@@ -134,15 +153,24 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
   _Alignas(32) float bp[SMALL_PANEL];
   const float *panel = B;
   int64_t ldp = ldb;
+  int64_t full = N & ~(int64_t)7, rest = N - full; /* columns in whole 8-blocks, and the tail */
   if (transb) { /* bp[p][j] = B[j][p], zero padded to np columns */
     for (int64_t k = 0; k < K * np; k += 8) _mm256_store_ps(bp + k, _mm256_setzero_ps());
     for (int64_t j = 0; j < N; j++)
       for (int64_t p = 0; p < K; p++) bp[p * np + j] = B[j * ldb + p];
     panel = bp;
     ldp = np;
+  } else if (rest && K * np <= SMALL_PANEL) { /* padded copy: the tail loads whole vectors */
+    for (int64_t p = 0; p < K; p++) {
+      _mm256_store_ps(bp + p * np + full, _mm256_setzero_ps());
+      memcpy(bp + p * np, B + p * ldb, sizeof(float) * (size_t)N);
+    }
+    panel = bp;
+    ldp = np;
   }
-  int64_t full = N & ~(int64_t)7, rest = N - full; /* columns in whole 8-blocks, and the tail */
+  /* the tail of a padded panel loads whole vectors (zeros past N), else under a mask */
   __m256i tail = lanes(rest ? rest : 8);
+  bool padded = panel == bp;
   int64_t sa = transa ? lda : 1, ra = transa ? 1 : lda; /* A[i][p] = A[i * ra + p * sa] */
   for (int64_t i = 0; i < M; i++) {
     const float *a = A + i * ra;
@@ -163,7 +191,8 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
       for (int64_t p = 0; p < K; p++) {
         __m256 x = _mm256_set1_ps(a[p * sa]);
         acc0 = fma8(x, _mm256_loadu_ps(panel + p * ldp + j), acc0);
-        acc1 = fma8(x, _mm256_maskload_ps(panel + p * ldp + j + 8, tail), acc1);
+        const float *q = panel + p * ldp + j + 8;
+        acc1 = fma8(x, padded ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, tail), acc1);
       }
       store8(c + j, acc0, 8, alpha, beta);
       store8(c + j + 8, acc1, rest, alpha, beta);
@@ -178,8 +207,10 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
     }
     if (rest) {
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t p = 0; p < K; p++)
-        acc = fma8(_mm256_set1_ps(a[p * sa]), _mm256_maskload_ps(panel + p * ldp + j, tail), acc);
+      for (int64_t p = 0; p < K; p++) {
+        const float *q = panel + p * ldp + j;
+        acc = fma8(_mm256_set1_ps(a[p * sa]), padded ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, tail), acc);
+      }
       store8(c + j, acc, rest, alpha, beta);
     }
   }

@@ -1,0 +1,96 @@
+/* The float32 GEMM entry point against a double-precision loop: every
+ * combination of transposes, small and odd sizes (the vector tails of the
+ * small-product kernel, its matrix-vector paths and the oneDNN path),
+ * padded leading dimensions, alpha and beta, and C left untouched outside
+ * its M x N block. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/gemm.h"
+#include "test_util.h"
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* One product: C = alpha op(A) op(B) + beta C, checked element by element. */
+static void check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta, int pad) {
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  int64_t ra = ta ? K : M, rb = tb ? N : K;
+  float *A = malloc(sizeof(float) * (size_t)(ra * lda + 1)),
+        *B = malloc(sizeof(float) * (size_t)(rb * ldb + 1));
+  float *C = malloc(sizeof(float) * (size_t)(M * ldc + 1)),
+        *C0 = malloc(sizeof(float) * (size_t)(M * ldc + 1));
+  unsigned s = (unsigned)(M * 131 + N * 17 + K * 7 + ta * 3 + tb * 5 + pad);
+  for (int64_t i = 0; i < ra * lda; i++) A[i] = frand(&s);
+  for (int64_t i = 0; i < rb * ldb; i++) B[i] = frand(&s);
+  for (int64_t i = 0; i < M * ldc; i++) C[i] = C0[i] = beta == 0.0f && i % 3 == 0 ? NAN : frand(&s);
+  assert_int_equal(pd_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
+  for (int64_t i = 0; i < M; i++) {
+    for (int64_t j = 0; j < ldc; j++) {
+      float got = C[i * ldc + j];
+      if (j >= N) { /* the padding stays as it was */
+        float was = C0[i * ldc + j];
+        assert_true((isnan(was) && isnan(got)) || was == got);
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (int64_t p = 0; p < K; p++) {
+        double a = ta ? A[p * lda + i] : A[i * lda + p], b = tb ? B[j * ldb + p] : B[p * ldb + j];
+        ref += a * b;
+        mag += fabs(a * b);
+      }
+      ref *= alpha;
+      mag *= fabs(alpha);
+      if (beta != 0.0f) {
+        ref += (double)beta * C0[i * ldc + j];
+        mag += fabs((double)beta * C0[i * ldc + j]);
+      }
+      if (fabs(got - ref) > 1e-6 * (mag + 1.0)) {
+        print_error(
+            "gemm ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g pad=%d: C[%lld][%lld] = %.9g, want "
+            "%.9g\n",
+            ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, pad, (long long)i, (long long)j,
+            got, ref);
+        fail();
+      }
+    }
+  }
+  free(A), free(B), free(C), free(C0);
+}
+
+static void test_gemm_small_shapes(void **state) {
+  (void)state;
+  const int64_t sizes[] = {1, 2, 3, 4, 7, 8, 9, 10, 15, 16, 17, 33};
+  const int ns = (int)(sizeof sizes / sizeof *sizes);
+  const float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-1.5f, -0.25f}};
+  for (int t = 0; t < 4; t++)
+    for (int mi = 0; mi < ns; mi++)
+      for (int ni = 0; ni < ns; ni++)
+        for (int ki = 0; ki < ns; ki += 2)
+          for (int c = 0; c < 3; c++)
+            check_one(t & 1, t & 2, sizes[mi], sizes[ni], sizes[ki], ab[c][0], ab[c][1],
+                      (mi + ni + ki + c) % 3);
+}
+
+/* Sizes past the small-product limit (oneDNN) and long K with a tail that
+ * does not fit the packed panel (masked loads). */
+static void test_gemm_larger_shapes(void **state) {
+  (void)state;
+  for (int t = 0; t < 4; t++) {
+    check_one(t & 1, t & 2, 40, 37, 50, 1.0f, 0.0f, 1);
+    check_one(t & 1, t & 2, 1, 10, 3000, 1.0f, 1.0f, 0);
+    check_one(t & 1, t & 2, 2, 13, 700, 0.5f, -1.0f, 2);
+    check_one(t & 1, t & 2, 70, 1, 300, 1.0f, 0.5f, 0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gemm_small_shapes),
+      cmocka_unit_test(test_gemm_larger_shapes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
