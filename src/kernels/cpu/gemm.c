@@ -154,7 +154,7 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
   const float *panel = B;
   int64_t ldp = ldb;
   int64_t full = N & ~(int64_t)7, rest = N - full; /* columns in whole 8-blocks, and the tail */
-  if (transb) { /* bp[p][j] = B[j][p], zero padded to np columns */
+  if (transb) {                                    /* bp[p][j] = B[j][p], zero padded to np columns */
     for (int64_t k = 0; k < K * np; k += 8) _mm256_store_ps(bp + k, _mm256_setzero_ps());
     for (int64_t j = 0; j < N; j++)
       for (int64_t p = 0; p < K; p++) bp[p * np + j] = B[j * ldb + p];
