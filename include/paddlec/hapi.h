@@ -41,7 +41,11 @@ void pd_string_map_free(pd_string_map *m);
 
 /* paddle.save(state_dict, path): writes every tensor of `state` (names must
  * be distinct, valid UTF-8, and not "__metadata__"). Non-contiguous tensors
- * are written row-major. The metadata is {"format": "paddle.c"}. */
+ * are written row-major. The metadata is {"format": "paddle.c"}. The save
+ * is atomic: the data goes to a temporary "<path>.tmp.<pid>.<n>" of its own
+ * (created exclusively, removed on any error), is synced, and is renamed
+ * over path; threads saving to one path at once leave one of their files,
+ * whole. */
 pd_status pd_save(const pd_named_tensors *state, const char *path);
 /* pd_save with extra metadata entries (NULL: none); a "format" key in
  * `metadata` replaces the default "paddle.c". */
@@ -326,10 +330,16 @@ void *pd_callback_new(size_t size, const pd_callback_fns *fns);
 pd_callback *pd_callback_retain(pd_callback *cb);
 void pd_callback_release(pd_callback *cb); /* NULL is a no-op */
 
-/* paddle.callbacks.ProgBarLogger(log_freq, verbose). verbose 1: on a terminal
- * a live bar rewritten in place
+/* paddle.callbacks.ProgBarLogger(log_freq, verbose). verbose 1: when `out`
+ * is a terminal (isatty of its descriptor), a live bar redrawn in place
  *   step  10/100 [==>...........................] - loss: 0.1234 - acc: 0.9000 - ETA: 3s - 12ms/step
- * and, elsewhere, one line every log_freq steps; verbose 2 (or 3): the line
+ * drawn as Paddle's ProgressBar draws it: backspaces over the last line, a
+ * carriage return, the new line padded with spaces to the old one's width,
+ * and a newline once the bar is full (after every line when the number of
+ * steps is unknown, which drops the bar: "step   3 - loss: ..."). The bar is
+ * 30 columns, fewer on a terminal narrower than 80 ($COLUMNS, else the
+ * terminal's width: min(60%, width - 50)). Elsewhere verbose 1 prints one
+ * plain line every log_freq steps; verbose 2 (or 3): the line
  *   step  10/100 - loss: 0.1234 - acc: 0.9000 - 12ms/step
  * every log_freq steps and at the end of each epoch / evaluation. Values
  * above 1e-3 print as %.4f, others as %.4e; the speed is the time since the
@@ -338,7 +348,7 @@ void pd_callback_release(pd_callback *cb); /* NULL is a no-op */
 typedef struct pd_callbacks_prog_bar_logger_opts {
   int log_freq; /* 0 = 1 */
   int verbose;  /* 0 = 2 */
-  FILE *out;    /* NULL: stdout */
+  FILE *out;    /* where it prints (any stream: a file, a pipe, a terminal); NULL: stdout */
   /* seconds from any fixed origin (NULL: a monotonic clock) */
   double (*clock)(void *user);
   void *clock_user;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,7 +51,9 @@ bool pd_logs_get(const pd_logs *logs, const char *name, double *value) {
 typedef struct progbar {
   int64_t num; /* -1: unknown */
   double start;
-  int total_width;
+  int width;       /* of the bar between [ and ] */
+  int total_width; /* of the last line drawn */
+  bool open;       /* the cursor is at the end of a drawn line */
 } progbar;
 
 typedef struct prog_bar_logger {
@@ -76,10 +79,32 @@ static double monotonic_clock(void *user) {
 
 static double pbl_now(prog_bar_logger *p) { return p->clock(p->clock_user); }
 
+/* ProgressBar._get_max_width: 30 columns, less on a terminal narrower than
+ * 80 (at most 60% of it and 50 short of it). The width is $COLUMNS, else
+ * the terminal's, else 80 (shutil.get_terminal_size). */
+static int bar_width(FILE *out) {
+  int cols = 0;
+  const char *env = getenv("COLUMNS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end == 0 && v > 0 && v < 100000) cols = (int)v;
+  }
+  struct winsize ws;
+  int fd = fileno(out);
+  if (cols == 0 && fd >= 0 && ioctl(fd, TIOCGWINSZ, &ws) == 0) cols = ws.ws_col;
+  if (cols <= 0) cols = 80;
+  int max_width = (int)(cols * 0.6) < cols - 50 ? (int)(cols * 0.6) : cols - 50;
+  int width = max_width < 30 ? max_width : 30;
+  return width > 0 ? width : 0; /* Python's bar is "[]" for any width <= 0 */
+}
+
 static void progbar_start(prog_bar_logger *p, int mode, int64_t num) {
   p->bar[mode].num = num;
   p->bar[mode].start = pbl_now(p);
+  p->bar[mode].width = p->dynamic ? bar_width(p->out) : 30;
   p->bar[mode].total_width = 0;
+  p->bar[mode].open = false;
 }
 
 static int append(char *buf, size_t cap, int len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -129,7 +154,7 @@ static void progbar_update(prog_bar_logger *p, int mode, int64_t current, const 
   else
     n = append(line, sizeof line, n, "step %3lld", (long long)current);
   if (bar && b->num > 0) {
-    const int width = 30;
+    const int width = b->width;
     int prog_width = (int)(width * ((double)current / (double)b->num));
     if (prog_width > width) prog_width = width;
     n = append(line, sizeof line, n, " [");
@@ -151,12 +176,17 @@ static void progbar_update(prog_bar_logger *p, int mode, int64_t current, const 
   }
   n = append(line, sizeof line, n, "%s", fps);
   if (bar) {
+    /* as Paddle draws it: back over the last line, to its start, the new
+     * line padded to the old one's width; a newline once the bar is full,
+     * and after every line when the number of steps is unknown */
+    for (int i = 0; i < b->total_width; i++) fputc('\b', p->out);
     int pad = b->total_width > n ? b->total_width - n : 0;
     fprintf(p->out, "\r%s%*s", line, pad, "");
     b->total_width = n;
-    if (b->num > 0 && current >= b->num) {
+    b->open = true;
+    if (b->num <= 0 || current >= b->num) {
       fputc('\n', p->out);
-      b->total_width = 0;
+      b->open = false;
     }
   } else {
     fprintf(p->out, "%s\n", line);
@@ -167,9 +197,9 @@ static void progbar_update(prog_bar_logger *p, int mode, int64_t current, const 
 static bool pbl_print(const prog_bar_logger *p) { return p->verbose > 0; }
 
 static void pbl_newline_if_open(prog_bar_logger *p, int mode) {
-  if (p->bar[mode].total_width > 0) {
+  if (p->bar[mode].open) {
     fputc('\n', p->out);
-    p->bar[mode].total_width = 0;
+    p->bar[mode].open = false;
   }
 }
 

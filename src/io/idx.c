@@ -92,20 +92,27 @@ pd_tensor *pd_io_load_idx(const char *path) {
     snprintf(why, sizeof why, "the header of %d sizes is truncated", ndim);
     goto fail;
   }
-  int64_t shape[PD_MAX_DIMS], numel = 1;
+  int64_t shape[PD_MAX_DIMS], numel = 1, span = 1;
   size_t sz = pd_dtype_size(dt);
   for (int i = 0; i < ndim; i++) {
     const unsigned char *p = hdr + 4 + 4 * i;
     shape[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-    if (shape[i] && numel > (INT64_MAX / 16) / shape[i]) {
-      snprintf(why, sizeof why, "sizes too large");
+  }
+  /* the product of the sizes must fit, also with zeros counted as 1 (the
+   * strides of an empty tensor are made of its other sizes) */
+  for (int i = 0; i < ndim; i++) {
+    int64_t d = shape[i] ? shape[i] : 1;
+    if (span > (INT64_MAX / 16) / d) {
+      snprintf(why, sizeof why, "sizes %s are too large", pd_shape_str(ndim, shape, (char[160]){0}, 160));
       goto fail;
     }
+    span *= d;
     numel *= shape[i];
   }
   int64_t nbytes = numel * (int64_t)sz;
-  /* grow the buffer as data arrives: a lying header costs no huge allocation */
-  int64_t cap = nbytes < (1 << 24) ? nbytes : (1 << 24), have = 0;
+  /* grow the buffer as data arrives (from 64 KiB, doubling): a header that
+   * lies about the sizes costs no big allocation */
+  int64_t cap = nbytes < (1 << 16) ? nbytes : (1 << 16), have = 0;
   data = malloc((size_t)(cap > 0 ? cap : 1));
   while (data) {
     int64_t k = read_all(f, data + have, cap - have, why, sizeof why);

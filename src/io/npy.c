@@ -268,13 +268,17 @@ pd_tensor *pd_io_load_npy_buffer(const void *data, size_t size, const char *name
     return NULL;
   }
   size_t sz = pd_dtype_size(info.dtype);
-  int64_t numel = 1;
+  /* The product of the dims must fit, and so must the product with zeros
+   * counted as 1: an empty array's strides are made of its other dims. */
+  int64_t numel = 1, span = 1;
   for (int i = 0; i < info.ndim; i++) {
-    if (info.shape[i] && numel > INT64_MAX / 16 / info.shape[i]) {
+    int64_t d = info.shape[i] ? info.shape[i] : 1;
+    if (span > INT64_MAX / 16 / d) {
       pd_set_error(PD_ERR_IO, "load_npy: '%s': shape %s is too large", name,
                    pd_shape_str(info.ndim, info.shape, (char[160]){0}, 160));
       return NULL;
     }
+    span *= d;
     numel *= info.shape[i];
   }
   size_t have = size - hstart - hlen, want = (size_t)numel * sz;

@@ -1,11 +1,14 @@
 /* paddle.save / paddle.load in the safetensors format: an 8-byte
  * little-endian header length, a JSON header, the tensors' bytes. Saving is
- * atomic (temporary file, fsync, rename, directory fsync); loading validates
+ * atomic (a temporary file of its own in the same directory, created with
+ * O_EXCL, fsync, rename, directory fsync), also when threads save to one
+ * path at once: the file is then whole and one of theirs. Loading validates
  * the whole header against the file size before allocating anything. */
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -326,6 +329,22 @@ static pd_status sync_dir(const char *path) {
   return st;
 }
 
+/* Numbers the temporary files of this process, so that threads saving to
+ * the same path at once never share one. */
+static atomic_ullong g_tmp_serial;
+
+/* Creates "<path>.tmp.<pid>.<n>" in the directory of path, exclusively (a
+ * name left by a crashed process whose pid was reused is skipped); its name
+ * goes to tmp. Returns the descriptor, or -1 with errno set. */
+static int open_temp(const char *path, char *tmp, size_t cap) {
+  for (int attempt = 0;; attempt++) {
+    unsigned long long n = atomic_fetch_add(&g_tmp_serial, 1);
+    snprintf(tmp, cap, "%s.tmp.%ld.%llu", path, (long)getpid(), n);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST || attempt == 1000) return fd;
+  }
+}
+
 pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata) {
   if (!state || !path || !path[0])
     return pd_set_error(PD_ERR_INVALID, "save: %s", !state ? "state is NULL" : "path is NULL or empty");
@@ -337,7 +356,7 @@ pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_s
     free(hdr.s);
     return st;
   }
-  size_t plen = strlen(path) + 32;
+  size_t plen = strlen(path) + 64;
   char *tmp = malloc(plen);
   writer *w = malloc(sizeof *w);
   if (!tmp || !w) {
@@ -346,8 +365,7 @@ pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_s
     free(hdr.s);
     return pd_set_error(PD_ERR_MEMORY, "save: '%s': out of memory", path);
   }
-  snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-  w->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  w->fd = open_temp(path, tmp, plen);
   w->path = path;
   w->written = 0;
   w->len = 0;

@@ -1,12 +1,17 @@
-/* libFuzzer target for the safetensors loader.
+/* Fuzz target for the safetensors loader.
  *
  * Every input is loaded from memory; the loader must either fail with a
  * message or return tensors. A file that loads must also save and load back
- * to the same names, dtypes, shapes and bytes.
+ * to the same names, dtypes, shapes and bytes (through a file in /dev/shm
+ * when there is one, so that the save's fsyncs cost nothing).
  *
- * Built only with Clang (tests/fuzz/CMakeLists.txt). Best run from a
- * sanitizer build, so that the library itself is instrumented and tensors
- * come straight from malloc:
+ * ctest runs it through tests/fuzz/standalone_driver.c
+ * (fuzz_safetensors_standalone, any compiler) on tests/fuzz/corpus and the
+ * files fuzz_make_seeds writes: each seed, each truncation of it and a
+ * fixed set of mutations; see standalone_driver.c for its flags and how to
+ * replay a failure. With Clang there is also a libFuzzer build, best run
+ * from a sanitizer build, so that the library itself is instrumented and
+ * tensors come straight from malloc:
  *
  *   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPADDLEC_SANITIZE=ON
  *   cmake --build build-fuzz -j2 --target fuzz_safetensors
@@ -42,10 +47,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* round trip through a file */
   char path[64];
-  snprintf(path, sizeof path, "/tmp/fuzz_safetensors.%ld", (long)getpid());
+  snprintf(path, sizeof path, "%s/fuzz_safetensors.%ld", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
+           (long)getpid());
   check(pd_save_ex(&out, path, &meta) == PD_OK, "a loaded state does not save");
   pd_named_tensors back;
-  check(pd_load(path, &back) == PD_OK, "a saved state does not load");
+  pd_string_map back_meta;
+  check(pd_load_ex(path, &back, &back_meta) == PD_OK, "a saved state does not load");
+  /* the metadata comes back as it was, with "format" added when it had none */
+  const char *fmt = pd_string_map_get(&meta, "format");
+  check(back_meta.n == meta.n + (fmt ? 0 : 1), "the round trip changed the metadata count");
+  for (int i = 0; i < meta.n; i++) {
+    const char *v = pd_string_map_get(&back_meta, meta.keys[i]);
+    check(v && strcmp(v, meta.values[i]) == 0, "the round trip changed a metadata value");
+  }
   check(back.n == out.n, "the round trip changed the tensor count");
   for (int i = 0; i < out.n; i++) {
     const pd_tensor *a = out.tensors[i], *b = back.tensors[i];
@@ -59,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   unlink(path);
   pd_state_free(&back);
+  pd_string_map_free(&back_meta);
   pd_state_free(&out);
   pd_string_map_free(&meta);
   return 0;

@@ -4,6 +4,7 @@
  * loader that refuses every truncated, flipped or lying file cleanly. */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,29 @@ static const char *path_of(const char *name) {
   k = (k + 1) % 4;
   snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
   return buf[k];
+}
+
+/* The temporary files of saves to p in its directory: "<name>.tmp.<pid>.<n>"
+ * (only those of process pid when pid > 0). Returns their count; the path
+ * of the first goes to first (when not NULL). */
+static int find_temps(const char *p, long pid, char *first, size_t cap) {
+  const char *slash = strrchr(p, '/');
+  char dir[256], prefix[300];
+  snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+  if (pid > 0)
+    snprintf(prefix, sizeof prefix, "%s.tmp.%ld.", slash + 1, pid);
+  else
+    snprintf(prefix, sizeof prefix, "%s.tmp.", slash + 1);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+    if (n++ == 0 && first && snprintf(first, cap, "%s/%s", dir, e->d_name) >= (int)cap)
+      fail_msg("path of %s too long", e->d_name);
+  }
+  closedir(d);
+  return n;
 }
 
 static unsigned char *read_file(const char *path, size_t *n) {
@@ -303,10 +327,7 @@ static void test_saved_header_by_hand(void **state) {
   assert_memory_equal(f + 8 + hlen, fw, 24);
   assert_memory_equal(f + 8 + hlen + 24, fb, 24);
   /* no temporary file is left behind */
-  char tmp[300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
-  struct stat sb;
-  assert_int_not_equal(stat(tmp, &sb), 0);
+  assert_int_equal(find_temps(p, 0, NULL, 0), 0);
   free(f);
   pd_scope_end();
   expect_no_live_tensors();
@@ -383,9 +404,7 @@ static void test_injected_failure_keeps_previous(void **state) {
   assert_int_equal(pd_save(&sd, p), PD_ERR_IO);
   pd_safetensors_inject(PD_ST_INJECT_NONE, 0);
   expect_error(NULL, "inject.safetensors", "injected failure");
-  char tmp[300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
-  assert_int_not_equal(stat(tmp, &sb), 0); /* the error path removed it */
+  assert_int_equal(find_temps(p, 0, NULL, 0), 0); /* the error path removed it */
   assert_true(check_pair(p) == 1.0);
   pd_tensor_release(a);
   expect_no_live_tensors();
@@ -416,7 +435,7 @@ static void test_killed_half_way_keeps_previous(void **state) {
   assert_true(WIFSIGNALED(status));
   assert_int_equal(WTERMSIG(status), SIGKILL);
   char tmp[300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)pid);
+  assert_int_equal(find_temps(p, pid, tmp, sizeof tmp), 1);
   assert_int_equal(stat(tmp, &sb), 0); /* the half-written temporary */
   assert_int_equal(sb.st_size, half);
   pd_named_tensors out;
@@ -446,14 +465,14 @@ static void test_sigkill_during_large_save(void **state) {
       if (pd_save(&sd, p) != PD_OK) _exit(4);
   }
   char tmp[300];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)pid);
-  /* wait until the temporary holds part of the data, then kill */
+  /* wait until a temporary holds part of the data, then kill */
   struct timespec t0, now, nap = {0, 100000};
   clock_gettime(CLOCK_MONOTONIC, &t0);
   struct stat sb;
   int seen_partial = 0;
   for (;;) {
-    if (stat(tmp, &sb) == 0 && sb.st_size > 0 && sb.st_size < (off_t)BIG * 4) {
+    if (find_temps(p, pid, tmp, sizeof tmp) > 0 && stat(tmp, &sb) == 0 && sb.st_size > 0 &&
+        sb.st_size < (off_t)BIG * 4) {
       seen_partial = 1;
       break;
     }
@@ -466,11 +485,111 @@ static void test_sigkill_during_large_save(void **state) {
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   assert_true(seen_partial);
-  unlink(tmp);
+  while (find_temps(p, pid, tmp, sizeof tmp) > 0) unlink(tmp);
   double v = check_pair(p);
   assert_true(v == 1.0 || v == 2.0);
   pd_tensor_release(a);
   pd_tensor_release(b);
+  expect_no_live_tensors();
+}
+
+/* Threads of one process save different checkpoints to the same path at
+ * once, several times each: every save succeeds, the file is then exactly
+ * one of their checkpoints, and no temporary file is left. (With one
+ * temporary name per process they wrote into one file: saves failed and the
+ * result could mix them.) */
+enum { SAVERS = 6, SAVES_EACH = 6 };
+typedef struct saver {
+  const char *path;
+  pd_named_tensors state;
+  pthread_barrier_t *start;
+  int failures;
+} saver;
+
+static void *saver_main(void *arg) {
+  saver *s = arg;
+  pthread_barrier_wait(s->start);
+  for (int k = 0; k < SAVES_EACH; k++)
+    if (pd_save(&s->state, s->path) != PD_OK) s->failures++;
+  return NULL;
+}
+
+static void test_concurrent_saves_to_one_path(void **state) {
+  (void)state;
+  const char *p = path_of("shared.safetensors");
+  saver sv[SAVERS];
+  pd_tensor *ts[SAVERS][2];
+  pthread_t th[SAVERS];
+  pthread_barrier_t start;
+  assert_int_equal(pthread_barrier_init(&start, NULL, SAVERS), 0);
+  static char *names[2] = {"a", "b"};
+  for (int i = 0; i < SAVERS; i++) {
+    /* checkpoint i: a = 1000 + 4099 i values of i + 1, b = three of -(i + 1) (as save_pair writes) */
+    ts[i][0] = pd_full(1, SHAPE(1000 + 4099 * i), i + 1.0, PD_FLOAT32);
+    ts[i][1] = pd_full(1, SHAPE(3), -(i + 1.0), PD_FLOAT64);
+    sv[i] = (saver){.path = p, .state = {2, names, ts[i]}, .start = &start};
+  }
+  for (int i = 0; i < SAVERS; i++) assert_int_equal(pthread_create(&th[i], NULL, saver_main, &sv[i]), 0);
+  for (int i = 0; i < SAVERS; i++) assert_int_equal(pthread_join(th[i], NULL), 0);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < SAVERS; i++) assert_int_equal(sv[i].failures, 0);
+  /* exactly one of the checkpoints, whole: values and size agree */
+  double v = check_pair(p);
+  int which = (int)v - 1;
+  assert_true(which >= 0 && which < SAVERS && v == which + 1.0);
+  pd_named_tensors out;
+  assert_int_equal(pd_load(p, &out), PD_OK);
+  assert_int_equal(pd_tensor_numel(out.tensors[0]), 1000 + 4099 * which);
+  pd_state_free(&out);
+  assert_int_equal(find_temps(p, 0, NULL, 0), 0);
+  for (int i = 0; i < SAVERS; i++) {
+    pd_tensor_release(ts[i][0]);
+    pd_tensor_release(ts[i][1]);
+  }
+  expect_no_live_tensors();
+}
+
+/* A temporary name already taken (say, left by a crashed process whose pid
+ * came back) is skipped: O_EXCL, then the next name; the file there is not
+ * touched. */
+static void test_save_skips_taken_temp_names(void **state) {
+  (void)state;
+  const char *p = path_of("taken.safetensors");
+  save_pair(p, 1.0, 8);
+  /* the number the next save of this process will use: a forked child has
+   * the same counter; killed half way, it leaves its temporary behind */
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    pd_safetensors_inject(PD_ST_INJECT_KILL, 16);
+    save_pair(p, 2.0, 8);
+    _exit(3);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  char tmp[300];
+  assert_int_equal(find_temps(p, pid, tmp, sizeof tmp), 1);
+  unsigned long long next = strtoull(strrchr(tmp, '.') + 1, NULL, 10);
+  unlink(tmp);
+  /* take that name and the four after it */
+  char taken[5][300];
+  for (int k = 0; k < 5; k++) {
+    snprintf(taken[k], sizeof taken[k], "%s.tmp.%ld.%llu", p, (long)getpid(), next + (unsigned long long)k);
+    write_file(taken[k], "keep", 4);
+  }
+  save_pair(p, 3.0, 8);
+  assert_true(check_pair(p) == 3.0);
+  for (int k = 0; k < 5; k++) {
+    size_t n;
+    unsigned char *b = read_file(taken[k], &n);
+    assert_int_equal(n, 4);
+    assert_memory_equal(b, "keep", 4);
+    free(b);
+    unlink(taken[k]);
+  }
+  assert_int_equal(find_temps(p, 0, NULL, 0), 0);
   expect_no_live_tensors();
 }
 
@@ -865,6 +984,8 @@ int main(void) {
       cmocka_unit_test(test_injected_failure_keeps_previous),
       cmocka_unit_test(test_killed_half_way_keeps_previous),
       cmocka_unit_test(test_sigkill_during_large_save),
+      cmocka_unit_test(test_concurrent_saves_to_one_path),
+      cmocka_unit_test(test_save_skips_taken_temp_names),
       cmocka_unit_test(test_truncated_at_every_byte),
       cmocka_unit_test(test_flipped_header_bytes),
       cmocka_unit_test(test_lying_header_lengths),

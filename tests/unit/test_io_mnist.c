@@ -272,6 +272,23 @@ static void test_broken_files(void **state) {
   write_bytes(path_of("m"), bad, n, false);
   expect_error_msg(pd_io_load_idx(path_of("m")), "bad magic number 0x00000800", NULL);
   expect_error_msg(pd_io_load_idx(path_of("nothing-here")), "cannot open", "nothing-here");
+  /* no elements, but sizes whose product overflows int64: an empty tensor
+   * of that shape would have strides that overflow, so it is an error (the
+   * sanitizer build flagged the overflow before the check counted zeros) */
+  const uint32_t huge = 0xffffffffu;
+  n = make_idx(bad, 0x08, 4, (const uint32_t[]){0, huge, huge, huge}, NULL, 0);
+  write_bytes(path_of("zero-huge"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "zero-huge",
+                   "sizes [0, 4294967295, 4294967295, 4294967295] are too large");
+  n = make_idx(bad, 0x0E, 3, (const uint32_t[]){huge, huge, 0}, NULL, 0);
+  write_bytes(path_of("zero-huge"), bad, n, true);
+  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "too large", NULL);
+  /* while a product that fits is an empty tensor */
+  n = make_idx(bad, 0x08, 3, (const uint32_t[]){0, huge, 1000}, NULL, 0);
+  write_bytes(path_of("zero-big"), bad, n, false);
+  pd_tensor *zb = pd_io_load_idx(path_of("zero-big"));
+  expect_shape(zb, 3, SHAPE(0, 4294967295, 1000));
+  pd_tensor_release(zb);
   /* MNIST: files swapped, counts that disagree */
   write_small_set(path_of("a-im"), path_of("a-lb"), false);
   expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.image_path = path_of("a-lb"),

@@ -247,6 +247,31 @@ static void test_malformed_headers(void **state) {
   expect_no_live_tensors();
 }
 
+/* An array with no elements whose other dims multiply past int64: the
+ * empty tensor's strides would overflow (the fuzz run of the sanitizer
+ * build found this), so it is an error; a product that fits loads. */
+static void test_empty_with_huge_dims(void **state) {
+  (void)state;
+  unsigned char buf[512];
+  static const char *const bad[] = {
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }",
+      "{'descr': '<f4', 'fortran_order': True, 'shape': (4611686018427387904, 4611686018427387904, 0), }",
+      "{'descr': '|u1', 'fortran_order': False, 'shape': (4611686018427387904, 0), }",
+      /* the input the fuzz test found: a zero dim between 2 and 2^62 */
+      "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 0, 4611686018427387904), }",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    size_t n = make_npy(buf, 1, bad[i], NULL, 0);
+    expect_error_status(pd_io_load_npy_buffer(buf, n, "huge.npy"), "'huge.npy'", "is too large");
+  }
+  size_t n =
+      make_npy(buf, 1, "{'descr': '<f8', 'fortran_order': True, 'shape': (0, 1000000, 1000000), }", NULL, 0);
+  pd_tensor *t = pd_io_load_npy_buffer(buf, n, "fits.npy");
+  expect_shape(t, 3, SHAPE(0, 1000000, 1000000));
+  pd_tensor_release(t);
+  expect_no_live_tensors();
+}
+
 /* every prefix of a valid file is a clean error; byte flips never crash */
 static void test_truncations_and_flips(void **state) {
   (void)state;
@@ -292,7 +317,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_every_dtype), cmocka_unit_test(test_bytes_as_numpy_writes_them),
       cmocka_unit_test(test_hand_written_files),     cmocka_unit_test(test_malformed_headers),
-      cmocka_unit_test(test_truncations_and_flips),
+      cmocka_unit_test(test_truncations_and_flips),  cmocka_unit_test(test_empty_with_huge_dims),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

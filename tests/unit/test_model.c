@@ -1,8 +1,15 @@
-/* paddle.Model: fit / evaluate / predict, callbacks, save / load. */
+/* paddle.Model: fit / evaluate / predict, callbacks, save / load, and the
+ * ProgBarLogger's output to files and to a pseudo-terminal. */
+#define _GNU_SOURCE /* posix_openpt, cfmakeraw */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -462,6 +469,231 @@ static void test_prog_bar_logger_format(void **state) {
   expect_no_live_tensors();
 }
 
+/* ---- ProgBarLogger verbose 1: the live bar on a terminal ---------------------------- */
+
+/* The far side of a pseudo-terminal, read by a thread until the terminal
+ * side is closed (read then fails with EIO). */
+typedef struct pty_capture {
+  int master;
+  pthread_t reader;
+  size_t n;
+  bool overflow;
+  char buf[32768];
+} pty_capture;
+
+static void *pty_drain(void *arg) {
+  pty_capture *c = arg;
+  char spill[4096];
+  for (;;) { /* past a full buffer it keeps reading, so that the writer never blocks */
+    bool full = c->n == sizeof c->buf - 1;
+    ssize_t k = full ? read(c->master, spill, sizeof spill)
+                     : read(c->master, c->buf + c->n, sizeof c->buf - 1 - c->n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    if (full)
+      c->overflow = true;
+    else
+      c->n += (size_t)k;
+  }
+  c->buf[c->n] = 0;
+  return NULL;
+}
+
+/* A terminal of `cols` columns in raw mode (bytes pass unchanged: no "\n" to
+ * "\r\n"), as a stream for the logger. */
+static FILE *pty_open(pty_capture *c, int cols) {
+  c->n = 0;
+  c->overflow = false;
+  c->master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(c->master >= 0);
+  assert_int_equal(grantpt(c->master), 0);
+  assert_int_equal(unlockpt(c->master), 0);
+  int term = open(ptsname(c->master), O_RDWR | O_NOCTTY);
+  assert_true(term >= 0);
+  struct termios tio;
+  assert_int_equal(tcgetattr(term, &tio), 0);
+  cfmakeraw(&tio);
+  assert_int_equal(tcsetattr(term, TCSANOW, &tio), 0);
+  struct winsize ws = {.ws_row = 24, .ws_col = (unsigned short)cols};
+  assert_int_equal(ioctl(c->master, TIOCSWINSZ, &ws), 0);
+  assert_int_equal(pthread_create(&c->reader, NULL, pty_drain, c), 0);
+  FILE *f = fdopen(term, "w");
+  assert_non_null(f);
+  return f;
+}
+
+/* Closes the terminal side; everything written to it. */
+static const char *pty_close(pty_capture *c, FILE *f) {
+  fclose(f);
+  assert_int_equal(pthread_join(c->reader, NULL), 0);
+  close(c->master);
+  assert_false(c->overflow);
+  return c->buf;
+}
+
+/* An iterable dataset of n regression samples: fit then knows no step count. */
+static int stream_next(void *user, pd_tensor **out, int max_out) {
+  int *left = user;
+  assert_true(max_out >= 2);
+  if (*left == 0) return 0;
+  double x = (*left)--;
+  out[0] = pd_tensor_from_f64(&x, PD_FLOAT32, 1, SHAPE(1));
+  out[1] = pd_tensor_from_f64(&x, PD_FLOAT32, 1, SHAPE(1));
+  return 2;
+}
+static pd_status stream_reset(void *user) {
+  *(int *)user = 3;
+  return PD_OK;
+}
+
+/* One epoch of fit (batch size 1, each batch 12 ms by the test clock, train
+ * loss 0.5, eval loss 0.25, the metric "tiny" 1e-4) logged to out. */
+static void fit_logged(FILE *out, int verbose, pd_io_dataset *train, pd_io_dataset *eval) {
+  pd_optimizer *opt;
+  pd_model *m = linear_model(1, 1, &opt, false);
+  fake_loss *fl = pd_layer_new(sizeof *fl, &fake_loss_type);
+  fl->train_value = 0.5;
+  const char *tn = "tiny";
+  pd_metric *tiny = pd_metric_new(sizeof(pd_metric), &tiny_fns, 1, &tn);
+  assert_int_equal(pd_model_prepare(m, opt, &fl->base, &tiny, 1), PD_OK);
+  double now = 100.0;
+  pd_callbacks_prog_bar_logger_opts po = {
+      .log_freq = 1, .verbose = verbose, .out = out, .clock = test_clock, .clock_user = &now};
+  pd_callback *pbl = pd_callbacks_prog_bar_logger(&po);
+  assert_non_null(pbl);
+  recorder *rec = pd_callback_new(sizeof *rec, &recorder_fns);
+  rec->clock = &now;
+  pd_callback *cbs[2] = {pbl, &rec->base};
+  pd_model_fit_opts fo = {.batch_size = 1, .epochs = 1, .callbacks = cbs, .n_callbacks = 2};
+  assert_int_equal(
+      pd_model_fit(m, pd_model_dataset(train), eval ? pd_model_dataset(eval) : (pd_model_data){0}, &fo),
+      PD_OK);
+  pd_callback_release(pbl);
+  pd_callback_release(&rec->base);
+  pd_metric_release(tiny);
+  pd_layer_release(&fl->base);
+  pd_model_free(m);
+  pd_optimizer_release(opt);
+}
+
+/* What Paddle's ProgressBar.update writes on a terminal to show `line`:
+ * backspaces over the previous line, a carriage return, the line padded to
+ * the previous width, and a newline when `end`. */
+static void redraw(char *out, size_t cap, size_t *prev, const char *line, bool end) {
+  size_t n = strlen(out), len = strlen(line);
+  for (size_t i = 0; i < *prev && n + 1 < cap; i++) out[n++] = '\b';
+  out[n] = 0;
+  int pad = *prev > len ? (int)(*prev - len) : 0;
+  snprintf(out + n, cap - n, "\r%s%*s%s", line, pad, "", end ? "\n" : "");
+  *prev = len;
+}
+
+static const char k_banner[] =
+    "The loss value printed in the log is the current step, and the metric is the average value of previous "
+    "steps.\n";
+
+static void test_prog_bar_logger_terminal(void **state) {
+  (void)state;
+  char *columns = getenv("COLUMNS") ? strdup(getenv("COLUMNS")) : NULL;
+  unsetenv("COLUMNS");
+  pd_io_dataset *train = regression_data(4), *eval = regression_data(2);
+  static pty_capture c;
+  /* an 80-column terminal: the 30-column bar, redrawn at every step */
+  FILE *f = pty_open(&c, 80);
+  fit_logged(f, 1, train, eval);
+  const char *got = pty_close(&c, f);
+  char want[8192];
+  size_t prev = 0;
+  snprintf(want, sizeof want, "%sEpoch 1/1\n", k_banner);
+  redraw(want, sizeof want, &prev,
+         "step 1/4 [======>.......................] - loss: 0.5000 - tiny: 1.0000e-04 - ETA: 0s - 12ms/step",
+         false);
+  redraw(want, sizeof want, &prev,
+         "step 2/4 [==============>...............] - loss: 0.5000 - tiny: 1.0000e-04 - ETA: 0s - 12ms/step",
+         false);
+  redraw(want, sizeof want, &prev,
+         "step 3/4 [=====================>........] - loss: 0.5000 - tiny: 1.0000e-04 - ETA: 0s - 12ms/step",
+         false);
+  redraw(want, sizeof want, &prev,
+         "step 4/4 [==============================] - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step", true);
+  prev = 0;
+  strcat(want, "Eval begin...\n");
+  redraw(want, sizeof want, &prev,
+         "step 1/2 [==============>...............] - loss: 0.2500 - tiny: 1.0000e-04 - ETA: 0s - 12ms/step",
+         false);
+  redraw(want, sizeof want, &prev,
+         "step 2/2 [==============================] - loss: 0.2500 - tiny: 1.0000e-04 - 12ms/step", true);
+  strcat(want, "Eval samples: 2\n");
+  assert_string_equal(got, want);
+  /* the last train line: 10 blanks where " - ETA: 0s" was, then the newline */
+  assert_non_null(strstr(got,
+                         "4/4 [==============================] - loss: 0.5000 - tiny: 1.0000e-04 - "
+                         "12ms/step          \nEval begin"));
+
+  /* a 60-column terminal: a 10-column bar (min(60% of 60, 60 - 50)) */
+  f = pty_open(&c, 60);
+  fit_logged(f, 1, train, NULL);
+  got = pty_close(&c, f);
+  assert_non_null(strstr(got, "\rstep 1/4 [=>........] - loss: 0.5000"));
+  assert_non_null(strstr(got, "\rstep 4/4 [==========] - loss: 0.5000"));
+  /* $COLUMNS wins over the terminal's width, as in shutil.get_terminal_size */
+  setenv("COLUMNS", "70", 1);
+  f = pty_open(&c, 60);
+  fit_logged(f, 1, train, NULL);
+  got = pty_close(&c, f);
+  assert_non_null(strstr(got, "\rstep 1/4 [====>...............] - loss"));
+  /* under 51 columns the bar is empty, as Paddle's is */
+  setenv("COLUMNS", "40", 1);
+  f = pty_open(&c, 80);
+  fit_logged(f, 1, train, NULL);
+  got = pty_close(&c, f);
+  assert_non_null(strstr(got, "\rstep 1/4 [] - loss: 0.5000"));
+  unsetenv("COLUMNS");
+
+  /* an unknown number of steps (an iterable dataset): no bar, no ETA, a
+   * newline after each line; nothing at the end of the epoch */
+  int left = 3;
+  pd_io_dataset *stream =
+      pd_io_dataset_new(&(pd_io_dataset_fns){.next = stream_next, .reset = stream_reset}, &left);
+  f = pty_open(&c, 80);
+  fit_logged(f, 1, stream, NULL);
+  got = pty_close(&c, f);
+  prev = 0;
+  snprintf(want, sizeof want, "%sEpoch 1/1\n", k_banner);
+  redraw(want, sizeof want, &prev, "step   1 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step", true);
+  redraw(want, sizeof want, &prev, "step   2 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step", true);
+  redraw(want, sizeof want, &prev, "step   3 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step", true);
+  assert_string_equal(got, want);
+  pd_io_dataset_release(stream);
+
+  /* verbose 1 on a file (not a terminal): plain lines, no bar, no ETA */
+  FILE *plain = tmpfile();
+  fit_logged(plain, 1, train, eval);
+  rewind(plain);
+  char text[4096] = {0};
+  size_t n = fread(text, 1, sizeof text - 1, plain);
+  text[n] = 0;
+  fclose(plain);
+  snprintf(want, sizeof want,
+           "%sEpoch 1/1\n"
+           "step 1/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "step 2/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "step 3/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "step 4/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "Eval begin...\n"
+           "step 1/2 - loss: 0.2500 - tiny: 1.0000e-04 - 12ms/step\n"
+           "step 2/2 - loss: 0.2500 - tiny: 1.0000e-04 - 12ms/step\n"
+           "Eval samples: 2\n",
+           k_banner);
+  assert_string_equal(text, want);
+
+  if (columns) setenv("COLUMNS", columns, 1);
+  free(columns);
+  pd_io_dataset_release(train);
+  pd_io_dataset_release(eval);
+  expect_no_live_tensors();
+}
+
 static void test_bad_inputs(void **state) {
   (void)state;
   pd_io_dataset *ds = regression_data(4);
@@ -517,13 +749,10 @@ static void test_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fit_regression),
-      cmocka_unit_test(test_fit_classifier_accuracy),
-      cmocka_unit_test(test_callback_order),
-      cmocka_unit_test(test_early_stopping),
-      cmocka_unit_test(test_checkpoint_and_resume),
-      cmocka_unit_test(test_prog_bar_logger_format),
-      cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_fit_regression),           cmocka_unit_test(test_fit_classifier_accuracy),
+      cmocka_unit_test(test_callback_order),           cmocka_unit_test(test_early_stopping),
+      cmocka_unit_test(test_checkpoint_and_resume),    cmocka_unit_test(test_prog_bar_logger_format),
+      cmocka_unit_test(test_prog_bar_logger_terminal), cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
