@@ -283,6 +283,12 @@ static void test_broken_files(void **state) {
   n = make_idx(bad, 0x0E, 3, (const uint32_t[]){huge, huge, 0}, NULL, 0);
   write_bytes(path_of("zero-huge"), bad, n, true);
   expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "too large", NULL);
+  /* the input the fuzz test found: eight sizes, the first 0 */
+  n = make_idx(bad, 0x08, 8, (const uint32_t[]){0, 0x280803, 3, 2, 2, 0xff0a14, 0x1e28323c, 0x01020304}, NULL,
+               0);
+  assert_int_equal(n, 36);
+  write_bytes(path_of("zero-huge"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "zero-huge", "are too large");
   /* while a product that fits is an empty tensor */
   n = make_idx(bad, 0x08, 3, (const uint32_t[]){0, huge, 1000}, NULL, 0);
   write_bytes(path_of("zero-big"), bad, n, false);
