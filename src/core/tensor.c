@@ -217,12 +217,21 @@ pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape) 
   t->dtype = dt;
   /* fresh storage: contiguous by construction */
   t->ndim = ndim;
-  int64_t stride = 1, numel = 1;
+  int64_t stride = 1, numel = 1, nbytes = 0;
+  bool overflow = false; /* strides count dims of size 0 as 1, so they can overflow with numel 0 */
   for (int i = ndim - 1; i >= 0; i--) {
     t->shape[i] = shape[i];
     t->strides[i] = stride;
-    stride *= shape[i] > 1 ? shape[i] : 1;
-    numel *= shape[i];
+    overflow |= __builtin_mul_overflow(stride, shape[i] > 1 ? shape[i] : 1, &stride);
+    overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
+  }
+  overflow |= __builtin_mul_overflow(numel, (int64_t)pd_dtype_size_fast(dt), &nbytes);
+  if (overflow) {
+    char buf[256];
+    pd_set_error(PD_ERR_SHAPE, "tensor: shape %s of %s is too large (its sizes overflow int64)",
+                 pd_shape_str(ndim, shape, buf, sizeof buf), pd_dtype_name(dt));
+    tensor_free_struct(t);
+    return NULL;
   }
   t->numel = numel;
   t->is_contiguous = true;

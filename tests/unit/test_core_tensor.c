@@ -250,6 +250,11 @@ static void test_bad_constructor_inputs(void **state) {
   expect_error(pd_full(PD_MAX_DIMS + 1, SHAPE(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0, PD_FLOAT32), "full",
                "rank 10");
   expect_error(pd_zeros(1, SHAPE(3), (pd_dtype)-5), "full", "dtype -5");
+  /* sizes past int64: strides overflow even when a dim of 0 makes the tensor empty */
+  const int64_t huge = (int64_t)1 << 62;
+  expect_error(pd_empty(3, SHAPE(2, 0, huge), PD_FLOAT32), "[2, 0, 4611686018427387904]", "too large");
+  expect_error(pd_zeros(2, SHAPE((int64_t)1 << 40, (int64_t)1 << 40), PD_FLOAT32), "tensor", "too large");
+  expect_error(pd_empty(1, SHAPE((int64_t)1 << 62), PD_FLOAT64), "tensor", "overflow");
   /* rank 9 is the limit and works */
   pd_tensor *t9 = pd_ones(PD_MAX_DIMS, SHAPE(1, 2, 1, 2, 1, 2, 1, 2, 1), PD_INT8);
   expect_shape(t9, 9, SHAPE(1, 2, 1, 2, 1, 2, 1, 2, 1));
