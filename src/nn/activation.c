@@ -1,16 +1,14 @@
 /* Activation layers: one table-driven type over the functional ops of
- * paddlec/math.h, plus PReLU (a learnable slope) and F.prelu. */
+ * paddlec/math.h. Parameters Paddle would only refuse at forward time are
+ * refused by the constructors already. PReLU is in prelu.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
 #include "activation_internal.h"
-#include "paddlec/creation.h"
 #include "paddlec/layers.h"
-#include "paddlec/manipulation.h"
 #include "paddlec/math.h"
 
 typedef enum act_kind {
@@ -31,15 +29,27 @@ typedef enum act_kind {
   ACT_SOFTMAX,
   ACT_LOG_SOFTMAX,
   ACT_TANH,
+  ACT_CELU,
+  ACT_HARDTANH,
+  ACT_HARDSHRINK,
+  ACT_SOFTSHRINK,
+  ACT_TANHSHRINK,
+  ACT_MISH,
+  ACT_MAXOUT,
+  ACT_THRESHOLDED_RELU,
+  ACT_RRELU,
+  ACT_GLU,
+  ACT_SOFTMAX2D,
   ACT_COUNT
 } act_kind;
 
 typedef struct act {
   pd_layer base;
   act_kind kind;
-  double a, b; /* slope / alpha / scale, beta / threshold */
+  double a, b; /* slope / alpha / scale / min / threshold / lower, beta / threshold / max / value / upper */
   int axis;
-  bool flag; /* gelu approximate */
+  int groups; /* Maxout */
+  bool flag;  /* gelu approximate */
 } act;
 
 /* Paddle's Hardsigmoid layer slope. */
@@ -67,6 +77,17 @@ static const pd_layer_type act_types[ACT_COUNT] = {
     TYPE(ACT_SOFTMAX, "Softmax"),
     TYPE(ACT_LOG_SOFTMAX, "LogSoftmax"),
     TYPE(ACT_TANH, "Tanh"),
+    TYPE(ACT_CELU, "CELU"),
+    TYPE(ACT_HARDTANH, "Hardtanh"),
+    TYPE(ACT_HARDSHRINK, "Hardshrink"),
+    TYPE(ACT_SOFTSHRINK, "Softshrink"),
+    TYPE(ACT_TANHSHRINK, "Tanhshrink"),
+    TYPE(ACT_MISH, "Mish"),
+    TYPE(ACT_MAXOUT, "Maxout"),
+    TYPE(ACT_THRESHOLDED_RELU, "ThresholdedReLU"),
+    TYPE(ACT_RRELU, "RReLU"),
+    TYPE(ACT_GLU, "GLU"),
+    TYPE(ACT_SOFTMAX2D, "Softmax2D"),
 };
 #undef TYPE
 
@@ -127,6 +148,42 @@ static int act_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor
     case ACT_TANH:
       y = pd_tanh(x);
       break;
+    case ACT_CELU:
+      y = pd_celu(x, l->a);
+      break;
+    case ACT_HARDTANH:
+      y = pd_hardtanh(x, l->a, l->b);
+      break;
+    case ACT_HARDSHRINK:
+      y = pd_hardshrink(x, l->a);
+      break;
+    case ACT_SOFTSHRINK:
+      y = pd_softshrink(x, l->a);
+      break;
+    case ACT_TANHSHRINK:
+      y = pd_tanhshrink(x);
+      break;
+    case ACT_MISH:
+      y = pd_mish(x);
+      break;
+    case ACT_MAXOUT:
+      y = pd_maxout(x, l->groups, l->axis);
+      break;
+    case ACT_THRESHOLDED_RELU:
+      y = pd_thresholded_relu(x, l->a, l->b);
+      break;
+    case ACT_RRELU:
+      y = pd_rrelu(x, l->a, l->b, self->training);
+      break;
+    case ACT_GLU:
+      y = pd_glu(x, l->axis);
+      break;
+    case ACT_SOFTMAX2D:
+      if (x && x->ndim != 3 && x->ndim != 4)
+        return pd_set_error(PD_ERR_SHAPE, "Softmax2D: requires a 3-D or 4-D input, got %d-D (shape %s)",
+                            x->ndim, PD_SHAPE_STR(x));
+      y = pd_softmax(x, -3);
+      break;
     case ACT_COUNT:
       break;
   }
@@ -152,30 +209,53 @@ void pd_nn_pyfloat(double v, char *buf, size_t cap) {
 
 static char *act_repr(const pd_layer *self) {
   const act *l = (const act *)self;
-  char *s = malloc(128), a[40], b[40];
+  char *s = malloc(160), a[40], b[40];
   if (!s) return NULL;
   s[0] = 0;
   pd_nn_pyfloat(l->a, a, sizeof a);
   pd_nn_pyfloat(l->b, b, sizeof b);
   switch (l->kind) {
     case ACT_LEAKY_RELU:
-      snprintf(s, 128, "negative_slope=%s", a);
+      snprintf(s, 160, "negative_slope=%s", a);
       break;
     case ACT_ELU:
-      snprintf(s, 128, "alpha=%s", a);
+      snprintf(s, 160, "alpha=%s", a);
       break;
     case ACT_SELU:
-      snprintf(s, 128, "scale=%.16f, alpha=%.16f", l->a, l->b);
+      snprintf(s, 160, "scale=%.16f, alpha=%.16f", l->a, l->b);
       break;
     case ACT_GELU:
-      snprintf(s, 128, "approximate=%s", l->flag ? "True" : "False");
+      snprintf(s, 160, "approximate=%s", l->flag ? "True" : "False");
       break;
     case ACT_SOFTPLUS:
-      snprintf(s, 128, "beta=%s, threshold=%s", a, b);
+      snprintf(s, 160, "beta=%s, threshold=%s", a, b);
       break;
     case ACT_SOFTMAX:
     case ACT_LOG_SOFTMAX:
-      snprintf(s, 128, "axis=%d", l->axis);
+      snprintf(s, 160, "axis=%d", l->axis);
+      break;
+    case ACT_CELU:
+      snprintf(s, 160, "alpha=%s", a);
+      break;
+    case ACT_HARDTANH:
+      snprintf(s, 160, "min=%s, max=%s", a, b);
+      break;
+    case ACT_HARDSHRINK:
+    case ACT_SOFTSHRINK:
+      snprintf(s, 160, "threshold=%s", a);
+      break;
+    case ACT_MAXOUT:
+      snprintf(s, 160, "groups=%d, axis=%d", l->groups, l->axis);
+      break;
+    case ACT_THRESHOLDED_RELU:
+      snprintf(s, 160, "threshold=%s, value=%s", a, b);
+      break;
+    case ACT_RRELU:
+      snprintf(s, 160, "lower=%s, upper=%s, training=%s, dtype=float32", a, b,
+               self->training ? "True" : "False");
+      break;
+    case ACT_GLU:
+      snprintf(s, 160, "axis=%d", l->axis);
       break;
     default:
       break;
@@ -215,122 +295,51 @@ pd_layer *pd_nn_log_sigmoid(void) { return make(ACT_LOG_SIGMOID, 0, 0, 0, false)
 pd_layer *pd_nn_softmax(int axis) { return make(ACT_SOFTMAX, 0, 0, axis, false); }
 pd_layer *pd_nn_log_softmax(int axis) { return make(ACT_LOG_SOFTMAX, 0, 0, axis, false); }
 pd_layer *pd_nn_tanh(void) { return make(ACT_TANH, 0, 0, 0, false); }
-
-/* ---- F.prelu ---------------------------------------------------------------------- */
-static const char *const k_prelu_formats[] = {"NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC"};
-
-/* 1: channel first, 2: channel last, 0: unknown. */
-static int prelu_format(const char *df) {
-  if (!df) return 1;
-  for (int i = 0; i < 7; i++)
-    if (strcmp(df, k_prelu_formats[i]) == 0) return i < 4 ? 1 : 2;
-  return 0;
+pd_layer *pd_nn_celu(double alpha) {
+  if (alpha == 0.0) {
+    pd_set_error(PD_ERR_INVALID, "CELU: alpha cannot be 0 (got %g)", alpha);
+    return NULL;
+  }
+  return make(ACT_CELU, alpha, 0, 0, false);
 }
-
-pd_tensor *pd_prelu(pd_tensor *x, pd_tensor *weight, const char *data_format) {
-  if (!x || !weight) {
-    if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "prelu: %s is NULL", x ? "weight" : "x");
+pd_layer *pd_nn_hardtanh(double min, double max) { return make(ACT_HARDTANH, min, max, 0, false); }
+pd_layer *pd_nn_hardshrink(double threshold) { return make(ACT_HARDSHRINK, threshold, 0, 0, false); }
+pd_layer *pd_nn_softshrink(double threshold) {
+  if (!(threshold >= 0.0)) {
+    pd_set_error(PD_ERR_INVALID, "Softshrink: threshold (%g) must be no less than zero", threshold);
     return NULL;
   }
-  int fmt = prelu_format(data_format);
-  if (!fmt) {
-    pd_set_error(PD_ERR_INVALID,
-                 "prelu: data_format '%s' is not one of NC, NCL, NCHW, NCDHW, NLC, NHWC, NDHWC", data_format);
-    return NULL;
-  }
-  if (weight->ndim != 1) {
-    pd_set_error(PD_ERR_SHAPE, "prelu: weight must be 1-D, got shape %s", PD_SHAPE_STR(weight));
-    return NULL;
-  }
-  int64_t c = weight->shape[0];
-  int64_t bshape[PD_MAX_DIMS];
-  int bnd = 1;
-  bshape[0] = 1;
-  if (c != 1) { /* mode 'channel' */
-    if (x->ndim < 2) {
-      pd_set_error(PD_ERR_SHAPE, "prelu: x of shape %s needs rank >= 2 for a per-channel weight of shape %s",
-                   PD_SHAPE_STR(x), PD_SHAPE_STR(weight));
-      return NULL;
-    }
-    int ch = fmt == 1 ? 1 : x->ndim - 1;
-    if (x->shape[ch] != c) {
-      pd_set_error(PD_ERR_SHAPE,
-                   "prelu: weight of shape %s does not match the %lld channels (dim %d) of x %s (%s)",
-                   PD_SHAPE_STR(weight), (long long)x->shape[ch], ch, PD_SHAPE_STR(x),
-                   data_format ? data_format : "NCHW");
-      return NULL;
-    }
-    bnd = x->ndim;
-    for (int d = 0; d < bnd; d++) bshape[d] = d == ch ? c : 1;
-  }
-  pd_internal_enter();
-  pd_tensor *w = pd_reshape(weight, bnd, bshape);
-  pd_tensor *zero = pd_full(0, NULL, 0.0, x->dtype);
-  pd_tensor *pos = pd_greater_than(x, zero);
-  pd_tensor *wx = pd_multiply(w, x);
-  pd_tensor *r = pd_where(pos, x, wx);
-  pd_tensor_release(w);
-  pd_tensor_release(zero);
-  pd_tensor_release(pos);
-  pd_tensor_release(wx);
-  pd_internal_leave();
-  return pd_scope_track(r);
+  return make(ACT_SOFTSHRINK, threshold, 0, 0, false);
 }
-
-/* ---- PReLU ------------------------------------------------------------------------------ */
-typedef struct prelu {
-  pd_layer base;
-  int64_t num;
-  double init;
-  char data_format[8];
-  pd_tensor *weight;
-} prelu;
-
-static int prelu_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
-  (void)max_out;
-  prelu *l = (prelu *)self;
-  if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "PReLU: expects 1 input, got %d", n_in);
-  out[0] = pd_prelu(in[0], l->weight, l->data_format);
-  return out[0] ? 1 : pd_last_status();
-}
-
-static char *prelu_repr(const pd_layer *self) {
-  const prelu *l = (const prelu *)self;
-  char *s = malloc(128), v[40];
-  if (!s) return NULL;
-  pd_nn_pyfloat(l->init, v, sizeof v);
-  snprintf(s, 128, "num_parameters=%lld, data_format=%s, init=%s, dtype=%s", (long long)l->num,
-           l->data_format, v, pd_dtype_name(l->weight->dtype));
-  return s;
-}
-
-static const pd_layer_type prelu_type = {"PReLU", prelu_forward, NULL, prelu_repr};
-
-pd_layer *pd_nn_prelu(int64_t num_parameters, double init, const pd_nn_prelu_opts *opts) {
-  static const pd_nn_prelu_opts defaults;
-  if (!opts) opts = &defaults;
-  if (num_parameters <= 0) {
-    pd_set_error(PD_ERR_INVALID, "PReLU: num_parameters (%lld) must be positive", (long long)num_parameters);
+pd_layer *pd_nn_tanhshrink(void) { return make(ACT_TANHSHRINK, 0, 0, 0, false); }
+pd_layer *pd_nn_mish(void) { return make(ACT_MISH, 0, 0, 0, false); }
+pd_layer *pd_nn_maxout(int groups, int axis) {
+  if (groups <= 1) {
+    pd_set_error(PD_ERR_INVALID, "Maxout: groups (%d) must be greater than 1", groups);
     return NULL;
   }
-  if (!prelu_format(opts->data_format)) {
-    pd_set_error(PD_ERR_INVALID,
-                 "PReLU: data_format '%s' is not one of NC, NCL, NCHW, NCDHW, NLC, NHWC, NDHWC",
-                 opts->data_format);
+  if (axis != 1 && axis != 3 && axis != -1) {
+    pd_set_error(PD_ERR_INVALID, "Maxout: axis %d is not supported; it must be 1 (NCHW), 3 or -1 (NHWC)",
+                 axis);
     return NULL;
   }
-  prelu *l = pd_layer_new(sizeof *l, &prelu_type);
-  if (!l) return NULL;
-  l->num = num_parameters;
-  l->init = init;
-  snprintf(l->data_format, sizeof l->data_format, "%s", opts->data_format ? opts->data_format : "NCHW");
-  pd_initializer c = pd_nn_initializer_constant(init);
-  l->weight = pd_layer_create_parameter(&l->base, "weight", 1, (const int64_t[]){num_parameters},
-                                        opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype, opts->weight_attr,
-                                        &c, false);
-  if (!l->weight) {
-    pd_layer_release(&l->base);
-    return NULL;
-  }
-  return &l->base;
+  pd_layer *l = make(ACT_MAXOUT, 0, 0, axis, false);
+  if (l) ((act *)l)->groups = groups;
+  return l;
 }
+pd_layer *pd_nn_thresholded_relu(double threshold, double value) {
+  return make(ACT_THRESHOLDED_RELU, threshold, value, 0, false);
+}
+pd_layer *pd_nn_rrelu(double lower, double upper) {
+  if (!(lower >= 0.0 && lower <= 1.0)) {
+    pd_set_error(PD_ERR_INVALID, "RReLU: lower (%g) must be in [0, 1]", lower);
+    return NULL;
+  }
+  if (!(upper >= lower && upper <= 1.0)) {
+    pd_set_error(PD_ERR_INVALID, "RReLU: upper (%g) must be in [lower, 1] = [%g, 1]", upper, lower);
+    return NULL;
+  }
+  return make(ACT_RRELU, lower, upper, 0, false);
+}
+pd_layer *pd_nn_glu(int axis) { return make(ACT_GLU, 0, 0, axis, false); }
+pd_layer *pd_nn_softmax2d(void) { return make(ACT_SOFTMAX2D, 0, 0, 0, false); }
