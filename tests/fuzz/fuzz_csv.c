@@ -7,57 +7,33 @@
  * ctest runs it through tests/fuzz/standalone_driver.c (fuzz_csv_standalone)
  * on the files fuzz_make_seeds writes into seeds/csv; with Clang there is
  * also a libFuzzer build (see fuzz_npy.c for how to run one). */
-#define _GNU_SOURCE /* memfd_create */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "fuzz_util.h"
 #include "paddlec.h"
 
-static void check(int ok, const char *what) {
-  if (!ok) {
-    fprintf(stderr, "fuzz_csv: %s (%s)\n", what, pd_last_error());
-    abort();
-  }
-}
-
-/* The input as a file: one memfd, rewritten for each input. */
-static const char *as_file(const uint8_t *data, size_t size) {
-  static int fd = -1;
-  static char path[64];
-  if (fd < 0) {
-    fd = memfd_create("fuzz_csv", MFD_CLOEXEC);
-    check(fd >= 0, "memfd_create failed");
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  }
-  check(ftruncate(fd, 0) == 0, "ftruncate failed");
-  for (size_t off = 0; off < size;) {
-    ssize_t k = pwrite(fd, data + off, size - off, (off_t)off);
-    check(k > 0, "pwrite failed");
-    off += (size_t)k;
-  }
-  return path;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  const char *path = as_file(data, size);
+  const char *path = fuzz_input_file(data, size);
   const pd_io_csv_opts opts[3] = {{0}, {.header = true, .dtype = PD_FLOAT64}, {.delimiter = ';'}};
   for (int k = 0; k < 3; k++) {
     pd_tensor *t = pd_io_load_csv(path, &opts[k]);
     if (t) {
-      check(pd_tensor_ndim(t) == 2, "a loaded table is not 2-D");
-      check(pd_tensor_dtype(t) == (k == 1 ? PD_FLOAT64 : PD_FLOAT32), "a loaded table has the wrong dtype");
+      fuzz_check(pd_tensor_ndim(t) == 2, "a loaded table is not 2-D");
+      fuzz_check(pd_tensor_dtype(t) == (k == 1 ? PD_FLOAT64 : PD_FLOAT32),
+                 "a loaded table has the wrong dtype");
       int64_t n = pd_tensor_numel(t);
-      check(n == pd_tensor_shape(t)[0] * pd_tensor_shape(t)[1], "a loaded table's shape and size disagree");
+      fuzz_check(n == pd_tensor_shape(t)[0] * pd_tensor_shape(t)[1],
+                 "a loaded table's shape and size disagree");
       double s = 0;
       for (int64_t i = 0; i < n && i < 4096; i++) s += pd_tensor_item_at(t, i);
       (void)s;
       pd_tensor_release(t);
     } else {
-      check(strstr(pd_last_error(), "load_csv") != NULL, "a failed load left no message naming load_csv");
+      fuzz_check(strstr(pd_last_error(), "load_csv") != NULL,
+                 "a failed load left no message naming load_csv");
     }
     pd_clear_error();
   }

@@ -6,52 +6,26 @@
  * ctest runs it through tests/fuzz/standalone_driver.c (fuzz_idx_standalone)
  * on the files fuzz_make_seeds writes into seeds/idx; with Clang there is
  * also a libFuzzer build (see fuzz_npy.c for how to run one). */
-#define _GNU_SOURCE /* memfd_create */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "fuzz_util.h"
 #include "paddlec.h"
 
-static void check(int ok, const char *what) {
-  if (!ok) {
-    fprintf(stderr, "fuzz_idx: %s (%s)\n", what, pd_last_error());
-    abort();
-  }
-}
-
-/* The input as a file: one memfd, rewritten for each input. */
-static const char *as_file(const uint8_t *data, size_t size) {
-  static int fd = -1;
-  static char path[64];
-  if (fd < 0) {
-    fd = memfd_create("fuzz_idx", MFD_CLOEXEC);
-    check(fd >= 0, "memfd_create failed");
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  }
-  check(ftruncate(fd, 0) == 0, "ftruncate failed");
-  for (size_t off = 0; off < size;) {
-    ssize_t k = pwrite(fd, data + off, size - off, (off_t)off);
-    check(k > 0, "pwrite failed");
-    off += (size_t)k;
-  }
-  return path;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  pd_tensor *t = pd_io_load_idx(as_file(data, size));
+  pd_tensor *t = pd_io_load_idx(fuzz_input_file(data, size));
   if (t) {
     int64_t numel = 1;
     for (int i = 0; i < pd_tensor_ndim(t); i++) numel *= pd_tensor_shape(t)[i];
-    check(pd_tensor_numel(t) == numel && pd_tensor_ndim(t) >= 1, "a loaded tensor's shape and size disagree");
+    fuzz_check(pd_tensor_numel(t) == numel && pd_tensor_ndim(t) >= 1,
+               "a loaded tensor's shape and size disagree");
     double s = 0;
     for (int64_t i = 0; i < numel && i < 4096; i++) s += pd_tensor_item_at(t, i);
     (void)s;
     pd_tensor_release(t);
   } else {
-    check(pd_last_error()[0] != 0, "a failed load left no message");
+    fuzz_check(pd_last_error()[0] != 0, "a failed load left no message");
   }
   pd_clear_error();
   return 0;

@@ -21,30 +21,24 @@
 #include <string.h>
 
 #include "io/io_internal.h"
+#include "fuzz_util.h"
 #include "paddlec.h"
-
-static void check(int ok, const char *what) {
-  if (!ok) {
-    fprintf(stderr, "fuzz_npy: %s (%s)\n", what, pd_last_error());
-    abort();
-  }
-}
 
 static void round_trip(const pd_tensor *t) {
   unsigned char *enc;
   size_t n;
-  check(pd_io_npy_encode(t, &enc, &n, "fuzz") == PD_OK, "a loaded array does not encode");
+  fuzz_check(pd_io_npy_encode(t, &enc, &n, "fuzz") == PD_OK, "a loaded array does not encode");
   pd_tensor *back = pd_io_load_npy_buffer(enc, n, "round trip");
   free(enc);
-  check(back != NULL, "an encoded array does not load");
+  fuzz_check(back != NULL, "an encoded array does not load");
   int nd = pd_tensor_ndim(t);
-  check(pd_tensor_dtype(back) == pd_tensor_dtype(t) && pd_tensor_ndim(back) == nd,
-        "the round trip changed the dtype or rank");
-  check(memcmp(pd_tensor_shape(back), pd_tensor_shape(t), sizeof(int64_t) * (size_t)nd) == 0,
-        "the round trip changed the shape");
+  fuzz_check(pd_tensor_dtype(back) == pd_tensor_dtype(t) && pd_tensor_ndim(back) == nd,
+             "the round trip changed the dtype or rank");
+  fuzz_check(memcmp(pd_tensor_shape(back), pd_tensor_shape(t), sizeof(int64_t) * (size_t)nd) == 0,
+             "the round trip changed the shape");
   size_t bytes = (size_t)pd_tensor_numel(t) * pd_dtype_size(pd_tensor_dtype(t));
-  check(bytes == 0 || memcmp(pd_tensor_data(back), pd_tensor_data(t), bytes) == 0,
-        "the round trip changed the data");
+  fuzz_check(bytes == 0 || memcmp(pd_tensor_data(back), pd_tensor_data(t), bytes) == 0,
+             "the round trip changed the data");
   pd_tensor_release(back);
 }
 
@@ -58,21 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     round_trip(t);
     pd_tensor_release(t);
   } else {
-    check(pd_last_error()[0] != 0, "a failed .npy load left no message");
+    fuzz_check(pd_last_error()[0] != 0, "a failed .npy load left no message");
   }
   pd_clear_error();
   pd_io_npz *z = pd_io_load_npz_buffer(data, size, "fuzz.npz");
   if (z) {
     for (int i = 0; i < pd_io_npz_count(z); i++) {
       const char *name = pd_io_npz_name(z, i);
-      check(name != NULL, "an npz member has no name");
+      fuzz_check(name != NULL, "an npz member has no name");
       pd_tensor *m = pd_io_npz_get(z, name);
-      check(m != NULL, "an npz member cannot be fetched by its name");
+      fuzz_check(m != NULL, "an npz member cannot be fetched by its name");
       round_trip(m);
       pd_tensor_release(m);
     }
   } else {
-    check(pd_last_error()[0] != 0, "a failed .npz load left no message");
+    fuzz_check(pd_last_error()[0] != 0, "a failed .npz load left no message");
   }
   pd_io_npz_free(z);
   pd_clear_error();

@@ -27,21 +27,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_util.h"
 #include "paddlec.h"
-
-static void check(int ok, const char *what) {
-  if (!ok) {
-    fprintf(stderr, "fuzz_safetensors: %s (%s)\n", what, pd_last_error());
-    abort();
-  }
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pd_named_tensors out;
   pd_string_map meta;
   if (pd_load_buffer(data, size, "fuzz input", &out, &meta) != PD_OK) {
-    check(out.n == 0 && meta.n == 0, "a failed load returned entries");
-    check(pd_last_error()[0] != 0, "a failed load left no message");
+    fuzz_check(out.n == 0 && meta.n == 0, "a failed load returned entries");
+    fuzz_check(pd_last_error()[0] != 0, "a failed load left no message");
     pd_clear_error();
     return 0;
   }
@@ -49,27 +43,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];
   snprintf(path, sizeof path, "%s/fuzz_safetensors.%ld", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
            (long)getpid());
-  check(pd_save_ex(&out, path, &meta) == PD_OK, "a loaded state does not save");
+  fuzz_check(pd_save_ex(&out, path, &meta) == PD_OK, "a loaded state does not save");
   pd_named_tensors back;
   pd_string_map back_meta;
-  check(pd_load_ex(path, &back, &back_meta) == PD_OK, "a saved state does not load");
+  fuzz_check(pd_load_ex(path, &back, &back_meta) == PD_OK, "a saved state does not load");
   /* the metadata comes back as it was, with "format" added when it had none */
   const char *fmt = pd_string_map_get(&meta, "format");
-  check(back_meta.n == meta.n + (fmt ? 0 : 1), "the round trip changed the metadata count");
+  fuzz_check(back_meta.n == meta.n + (fmt ? 0 : 1), "the round trip changed the metadata count");
   for (int i = 0; i < meta.n; i++) {
     const char *v = pd_string_map_get(&back_meta, meta.keys[i]);
-    check(v && strcmp(v, meta.values[i]) == 0, "the round trip changed a metadata value");
+    fuzz_check(v && strcmp(v, meta.values[i]) == 0, "the round trip changed a metadata value");
   }
-  check(back.n == out.n, "the round trip changed the tensor count");
+  fuzz_check(back.n == out.n, "the round trip changed the tensor count");
   for (int i = 0; i < out.n; i++) {
     const pd_tensor *a = out.tensors[i], *b = back.tensors[i];
-    check(strcmp(out.names[i], back.names[i]) == 0, "the round trip changed a name");
-    check(pd_tensor_dtype(a) == pd_tensor_dtype(b) && pd_tensor_ndim(a) == pd_tensor_ndim(b),
-          "the round trip changed a dtype or rank");
-    check(memcmp(pd_tensor_shape(a), pd_tensor_shape(b), sizeof(int64_t) * (size_t)pd_tensor_ndim(a)) == 0,
-          "the round trip changed a shape");
+    fuzz_check(strcmp(out.names[i], back.names[i]) == 0, "the round trip changed a name");
+    fuzz_check(pd_tensor_dtype(a) == pd_tensor_dtype(b) && pd_tensor_ndim(a) == pd_tensor_ndim(b),
+               "the round trip changed a dtype or rank");
+    fuzz_check(
+        memcmp(pd_tensor_shape(a), pd_tensor_shape(b), sizeof(int64_t) * (size_t)pd_tensor_ndim(a)) == 0,
+        "the round trip changed a shape");
     size_t n = (size_t)pd_tensor_numel(a) * pd_dtype_size(pd_tensor_dtype(a));
-    check(n == 0 || memcmp(pd_tensor_data(a), pd_tensor_data(b), n) == 0, "the round trip changed the data");
+    fuzz_check(n == 0 || memcmp(pd_tensor_data(a), pd_tensor_data(b), n) == 0,
+               "the round trip changed the data");
   }
   unlink(path);
   pd_state_free(&back);
