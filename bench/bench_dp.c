@@ -6,9 +6,10 @@
  * Models: an MLP 784-1024-1024-10 (ReLU, cross entropy, Adam) at global
  * batch 256, and the decoder of bench_decoder.c / examples/decoder_model.c
  * (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128, AdamW) at
- * global batch 4. Target: (b) <= 1.1 x (a). A fourth row runs 2 processes of
- * half the batch without DataParallel: what sharing the machine costs before
- * any communication. Each row splits rank 0's step into forward, backward
+ * global batch 4. Target: (b) <= 1.1 x (a). Two more rows: one process on one
+ * thread with half the batch (one rank's work, the machine to itself), and 2
+ * such processes at once without DataParallel (what sharing the machine costs
+ * before any communication). Each row splits rank 0's step into forward, backward
  * (which includes DataParallel's wait for the last all_reduce) and
  * optimizer (step, clear_grad and the end of the step's scope).
  *
@@ -31,6 +32,7 @@ typedef struct job {
   int nprocs; /* 1: plain training with 2 threads; 2: DataParallel, 1 thread each */
   bool defer;
   bool no_dp; /* 2 processes that each train alone: what sharing the machine costs */
+  bool half;  /* 1 process, 1 thread, half the batch: one rank's work with the machine to itself */
 } job;
 
 /* Seconds per step of each phase, summed over the timed steps of the best block. */
@@ -98,7 +100,7 @@ static void build(const job *j, int rank, model *m) {
     check(m->net != NULL, "DataParallel");
   }
   pd_seed(100 + (uint64_t)rank);
-  int64_t b = (j->model == MODEL_MLP ? 256 : 4) / j->nprocs;
+  int64_t b = (j->model == MODEL_MLP ? 256 : 4) / (j->half ? 2 : j->nprocs);
   if (j->model == MODEL_MLP) {
     m->x = pd_randn(2, (int64_t[]){b, 784}, PD_FLOAT32);
     m->y = pd_randint(0, 10, 1, (int64_t[]){b}, PD_INT64);
@@ -152,7 +154,7 @@ typedef struct result {
 static int run_rank(int rank, void *arg) {
   const job *j = ((rank_arg *)arg)->j;
   int fd = ((rank_arg *)arg)->fd;
-  pd_set_num_threads(j->nprocs == 1 ? 2 : 1);
+  pd_set_num_threads(j->nprocs == 1 && !j->half ? 2 : 1);
   if (j->nprocs > 1 && !j->no_dp) {
     check(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 120}) != NULL, "init_parallel_env");
   }
@@ -205,12 +207,14 @@ int main(void) {
       "decoder (hidden 256, 4 heads, inter 688, 2 layers, vocab 1000, seq 128), batch 4, AdamW"};
   for (int mdl = 0; mdl < 2; mdl++) {
     result one = run_job(&(job){.model = mdl, .nprocs = 1});
+    result half = run_job(&(job){.model = mdl, .nprocs = 1, .half = true});
     result alone = run_job(&(job){.model = mdl, .nprocs = 2, .no_dp = true});
     result two = run_job(&(job){.model = mdl, .nprocs = 2});
     result deferred = run_job(&(job){.model = mdl, .nprocs = 2, .defer = true});
     char tail[160];
     printf("%s (global batch; phases are rank 0's):\n", names[mdl]);
     print_row("(a) 1 process  x 2 threads:", one, "");
+    print_row("    1 process x 1 thread, half the batch:", half, "");
     snprintf(tail, sizeof tail, " = %.3fx (a)", alone.step / one.step);
     print_row("    2 processes x 1 thread, no DataParallel:", alone, tail);
     snprintf(tail, sizeof tail, " = %.3fx (a) (target <= 1.1: %s)", two.step / one.step,

@@ -390,8 +390,8 @@ static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double gl
   }
   /* Everything but the gradient and the parameter's layout is ours; with
    * those as the update op requires, its checks can be skipped. */
-  if (g->dtype == p->dtype && p->is_contiguous && pd_shape_eq(p->ndim, p->shape, g->shape) &&
-      g->ndim == p->ndim) {
+  if (g->dtype == p->dtype && p->is_contiguous && g->ndim == p->ndim &&
+      pd_shape_eq(p->ndim, p->shape, g->shape)) {
     st = pd_dispatch_inplace_trusted(d->op, in, n, &a);
   } else {
     pd_tensor *out[PD_MAX_OUTPUTS];

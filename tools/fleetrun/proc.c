@@ -189,18 +189,15 @@ int fr_watch(fr_proc *procs, int n, const char *tail, long tail_offset, int *fai
     int waiting = 0;
     for (int i = 0; i < n; i++) {
       reap(&procs[i], 0);
-      if (procs[i].done && failed_status(procs[i].status)) failed[(*nfailed)++] = i;
       if (!procs[i].done && !procs[i].server) waiting++;
     }
     /* Several found in one poll (a loaded machine): a process killed by a
      * signal is the likelier cause of the others' failure, so it goes first. */
-    for (int i = 1; i < *nfailed; i++)
-      for (int j = i;
-           j > 0 && WIFSIGNALED(procs[failed[j]].status) && !WIFSIGNALED(procs[failed[j - 1]].status); j--) {
-        int t = failed[j];
-        failed[j] = failed[j - 1];
-        failed[j - 1] = t;
-      }
+    for (int signaled = 1; signaled >= 0; signaled--)
+      for (int i = 0; i < n; i++)
+        if (procs[i].done && failed_status(procs[i].status) &&
+            (WIFSIGNALED(procs[i].status) != 0) == signaled)
+          failed[(*nfailed)++] = i;
     if (*nfailed) {
       result = 1;
       break;
