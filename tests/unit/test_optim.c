@@ -904,6 +904,16 @@ static void test_bad_inputs(void **state) {
   assert_true(pd_optimizer_step(NULL) < 0);
   expect_error(NULL, "optimizer", "NULL");
 
+  /* a gradient that does not match its parameter takes the checked path of the update op */
+  pd_optimizer *bad = pd_optimizer_adam(0.1, &p, 1, NULL);
+  pd_tensor_set_grad(p, pd_zeros(1, SHAPE(3), PD_FLOAT64));
+  assert_true(pd_optimizer_step(bad) < 0);
+  expect_error(NULL, "adam_", "grad shape [3] does not match param shape [4]");
+  pd_tensor_set_grad(p, pd_zeros(1, SHAPE(4), PD_FLOAT32));
+  assert_true(pd_optimizer_step(bad) < 0);
+  expect_error(NULL, "adam_", "grad is float32 but param is float64");
+  pd_tensor_set_grad(p, NULL);
+  pd_optimizer_release(bad);
   /* the update op itself checks its inputs */
   pd_tensor *g = pd_zeros(1, SHAPE(3), PD_FLOAT64), *lr = pd_full(1, SHAPE(1), 0.1, PD_FLOAT64);
   pd_tensor *in[3] = {p, g, lr}, *out[4];
