@@ -1,8 +1,8 @@
 /* The collectives of the shm backend (layout and the staging rule in
  * shm_internal.h). Payloads up to SHM_SMALL_BYTES travel inside the control
  * blocks with a single barrier; larger ones move through the staging halves
- * in chunks; all_reduce on memory from pd_dist_alloc_shared reads the peers'
- * buffers directly (no copy in or out). */
+ * in chunks; all_reduce and reduce on memory from pd_dist_alloc_shared read
+ * and write the peers' buffers directly (no staging, no chunks). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +69,37 @@ static void copy_in_others(shm_comm *s, uint64_t step, const void *in, size_t of
   }
 }
 
+/* all_reduce and reduce on memory every rank mapped (pd_dist_alloc_shared,
+ * same allocation and offset on every rank): rank r reduces slice r of the
+ * whole buffer, reading every rank's block, and writes the result into the
+ * block of every rank that keeps it (all ranks, or the root), block by block
+ * while it is in L1. The slices are disjoint, so no rank reads what another
+ * writes; one barrier at the end, after which every result is in place. No
+ * staging and no chunking: the data moves once (read every input once,
+ * write every output once), with two barriers in all where the staged path
+ * needs two per chunk. Non-root buffers of a reduce stay untouched. */
+static pd_status reduce_zero_copy(shm_comm *s, const shm_post *post, const shm_alloc *za, size_t count,
+                                  pd_dtype dt, pd_reduce_op op, int root, const void **srcs) {
+  int n = s->base.nranks, me = s->base.rank;
+  size_t es = pd_dtype_size(dt), lo, hi;
+  slice_of(count, n, me, &lo, &hi);
+  const unsigned char *blocks = za->base + post->zc_off;
+  /* the first keeper's block receives the reduction, the others a copy */
+  int first = root < 0 ? me : root;
+  for (size_t b = lo; b < hi; b += DIRECT_BLOCK) {
+    size_t m = hi - b < DIRECT_BLOCK ? hi - b : DIRECT_BLOCK;
+    for (int r = 0; r < n; r++) srcs[r] = blocks + (size_t)r * za->block_bytes + b * es;
+    unsigned char *dst = (unsigned char *)blocks + (size_t)first * za->block_bytes + b * es;
+    pd_kernel_comm_reduce(dst, srcs, n, m, dt, op);
+    if (root >= 0) continue;
+    for (int r = 0; r < n; r++)
+      if (r != first) memcpy((unsigned char *)blocks + (size_t)r * za->block_bytes + b * es, dst, m * es);
+  }
+  /* peers read and write this rank's block until they pass this barrier */
+  shm_wait_ctx w = data_ctx(post);
+  return shm_barrier(s, &w);
+}
+
 /* all_reduce and reduce: reduce-scatter then all-gather over the staging
  * halves (or the peers' shared buffers); root < 0 gathers everywhere. */
 static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void *out, size_t count,
@@ -106,24 +137,25 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
     if (zc_alloc >= 0) copy_in_others(s, step, in, 0, len0, es);
     if ((st = shm_barrier(s, &w)) < 0) goto done;
   }
-  const shm_alloc *za = zc ? &s->allocs[zc_alloc] : NULL;
+  if (zc) {
+    st = reduce_zero_copy(s, post, &s->allocs[zc_alloc], count, dt, op, root, srcs);
+    goto done;
+  }
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
     if (off) {
       step = s->step++;
-      if (!zc) copy_in_others(s, step, in, off, len, es);
+      copy_in_others(s, step, in, off, len, es);
       if ((st = shm_barrier(s, &w)) < 0) goto done;
     }
     size_t lo, hi;
     slice_of(len, n, me, &lo, &hi);
     for (int r = 0; r < n; r++)
-      srcs[r] = zc        ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + lo) * es
-                : r == me ? (const unsigned char *)in + (off + lo) * es
-                          : shm_stage(s, r, step) + lo * es;
+      srcs[r] = r == me ? (const unsigned char *)in + (off + lo) * es : shm_stage(s, r, step) + lo * es;
     /* a rank that keeps the result reduces its slice straight into its
      * output, block by block, and copies each block (still in L1) to its
      * staging half for the peers: no second pass over the slice */
-    int direct = !zc && (root < 0 || root == me) && n <= 64;
+    int direct = (root < 0 || root == me) && n <= 64;
     if (direct) {
       const void *part[64];
       for (size_t b = lo; b < hi; b += DIRECT_BLOCK) {
@@ -134,23 +166,18 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
         memcpy(shm_stage(s, me, step) + b * es, o, m * es);
       }
     } else if (hi > lo) {
-      void *dst = zc ? (void *)((char *)out + (off + lo) * es) : (void *)(shm_stage(s, me, step) + lo * es);
-      pd_kernel_comm_reduce(dst, srcs, n, hi - lo, dt, op);
+      pd_kernel_comm_reduce(shm_stage(s, me, step) + lo * es, srcs, n, hi - lo, dt, op);
     }
     if ((st = shm_barrier(s, &w)) < 0) goto done;
     if (root >= 0 && root != me) continue;
     for (int r = 0; r < n; r++) {
-      if ((zc || direct) && r == me) continue;
+      if (direct && r == me) continue;
       size_t rlo, rhi;
       slice_of(len, n, r, &rlo, &rhi);
-      const unsigned char *from =
-          zc ? za->base + (size_t)r * za->block_bytes + post->zc_off + (off + rlo) * es
-             : shm_stage(s, r, step) + rlo * es;
-      if (rhi > rlo) memcpy((char *)out + (off + rlo) * es, from, (rhi - rlo) * es);
+      if (rhi > rlo)
+        memcpy((char *)out + (off + rlo) * es, shm_stage(s, r, step) + rlo * es, (rhi - rlo) * es);
     }
   }
-  /* peers read this rank's shared buffer until they pass this barrier */
-  if (zc) st = shm_barrier(s, &w);
 done:
   if (n > 64) free(srcs);
   return st;

@@ -360,7 +360,46 @@ static void scenario_all(void) {
           FAIL("zero-copy all_reduce rep %d: element %lld is %g, expected %g", rep, (long long)i, p[i], want);
       }
     }
+    /* reduce to the last rank: the root gets the sum, the other ranks'
+     * shared buffers stay as they were */
+    int root = g_n - 1;
+    for (int64_t i = 0; i < 301000; i++) p[i] = (float)value_of(g_rank, i, PD_FLOAT32);
+    CHECK_OK(pd_dist_reduce(t, root, PD_REDUCE_SUM, NULL));
+    for (int64_t i = 0; i < 301000; i++) {
+      double want = g_rank == root ? expect_reduce(i, PD_FLOAT32, PD_REDUCE_SUM, g_n, world, 0)
+                                   : value_of(g_rank, i, PD_FLOAT32);
+      if (fabs(p[i] - want) > 1e-5 * (1 + fabs(want)))
+        FAIL("zero-copy reduce to %d on rank %d: element %lld is %g, expected %g", root, g_rank, (long long)i,
+             p[i], want);
+    }
+    /* AVG, and a count that does not split into whole lines per rank */
+    pd_tensor *odd = pd_dist_alloc_shared(NULL, PD_FLOAT64, 1, (int64_t[]){300007});
+    if (!odd) FAIL("alloc_shared: %s", pd_last_error());
+    double *q = pd_tensor_data(odd);
+    for (int64_t i = 0; i < 300007; i++) q[i] = value_of(g_rank, i, PD_FLOAT64);
+    CHECK_OK(pd_dist_all_reduce(odd, PD_REDUCE_AVG, NULL));
+    for (int64_t i = 0; i < 300007; i++) {
+      double want = expect_reduce(i, PD_FLOAT64, PD_REDUCE_SUM, g_n, world, 0) / g_n;
+      if (fabs(q[i] - want) > 1e-12 * (1 + fabs(want)))
+        FAIL("zero-copy AVG all_reduce: element %lld is %.17g, expected %.17g", (long long)i, q[i], want);
+    }
+    pd_tensor_release(odd);
     pd_tensor_release(t);
+  }
+  /* zero copy on rank 0 only: the others stage, and the result is the same */
+  {
+    int64_t n = 200003;
+    pd_tensor *shared = pd_dist_alloc_shared(NULL, PD_FLOAT32, 1, (int64_t[]){n}); /* collective */
+    if (!shared) FAIL("alloc_shared: %s", pd_last_error());
+    pd_tensor *t = g_rank == 0 ? shared : pd_empty(1, (int64_t[]){n}, PD_FLOAT32);
+    if (!t) FAIL("tensor: %s", pd_last_error());
+    float *p = pd_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)value_of(g_rank, i, PD_FLOAT32);
+    CHECK_OK(pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL));
+    red_ctx c = {PD_FLOAT32, PD_REDUCE_SUM, g_n, world, 0};
+    check_values(t, n, "all_reduce, zero copy on rank 0 only", PD_FLOAT32, ref_reduce, &c);
+    if (t != shared) pd_tensor_release(t);
+    pd_tensor_release(shared);
   }
   /* all_gather_object: bytes of different lengths */
   {
