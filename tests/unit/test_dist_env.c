@@ -188,6 +188,36 @@ static void test_one_rank_world(void **state) {
   /* bad arguments: errors, no crash */
   assert_true(pd_dist_all_reduce(NULL, PD_REDUCE_SUM, NULL) < 0);
   assert_non_null(strstr(pd_last_error(), "tensor is NULL"));
+  {
+    pd_tensor *b = T(PD_FLOAT32, 1, SHAPE(2), 1, 2);
+    assert_true(pd_dist_broadcast(b, 4, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "broadcast: src 4 is not a member of group"));
+    assert_true(pd_dist_reduce(b, -1, PD_REDUCE_SUM, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "reduce: dst -1 is not a member"));
+    assert_true(pd_dist_reduce(b, 0, (pd_reduce_op)7, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "reduce: reduce op 7 is not one of"));
+    assert_true(pd_dist_scatter(b, NULL, 0, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "scatter: the source rank 0 needs tensor_list"));
+    pd_tensor *none[1] = {NULL};
+    assert_true(pd_dist_scatter(b, none, 0, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "scatter: tensor_list[0] is NULL"));
+    assert_true(pd_dist_gather(b, NULL, 0, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "gather: the destination rank 0 needs gather_list"));
+    assert_true(pd_dist_reduce_scatter(b, none, PD_REDUCE_SUM, NULL) < 0);
+    assert_non_null(strstr(pd_last_error(), "reduce_scatter: tensor_list[0] is NULL"));
+    /* and the same calls with good arguments on the one-rank world */
+    pd_tensor *one[1] = {T(PD_FLOAT32, 1, SHAPE(2), 5, 6)};
+    assert_int_equal(pd_dist_scatter(b, one, 0, NULL), PD_OK);
+    EXPECT_VALUES(b, 0, 5, 6);
+    assert_int_equal(pd_dist_reduce(b, 0, PD_REDUCE_MAX, NULL), PD_OK);
+    EXPECT_VALUES(b, 0, 5, 6);
+    pd_tensor *got[1] = {NULL};
+    assert_int_equal(pd_dist_gather(b, got, 0, NULL), PD_OK);
+    EXPECT_VALUES(got[0], 0, 5, 6);
+    pd_tensor_release(got[0]);
+    pd_tensor_release(one[0]);
+    pd_tensor_release(b);
+  }
   assert_null(pd_dist_new_group((int[]){0, 0}, 2, NULL));
   assert_non_null(strstr(pd_last_error(), "rank 0 is listed twice"));
   assert_null(pd_dist_new_group((int[]){3}, 1, NULL));

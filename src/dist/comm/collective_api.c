@@ -177,57 +177,61 @@ static pd_status check_list_filled(pd_tensor *const *list, int n, const char *op
   return PD_OK;
 }
 
-/* ---- the API ---- */
-pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_opts *opts) {
+/* The start the collectives on one tensor share: resolve the group, check
+ * the tensor and the reduce op (op >= 0), and for a rooted collective
+ * (root_what set) find the root's group rank (members only). Returns the
+ * call with count, dtype, op and root set and the tensor held; NULL with
+ * *st = PD_OK when this process is not in the group, or with the error. */
+static coll_call *tensor_call(pd_comm_kind kind, const char *name, pd_tensor *tensor, int op, int root_global,
+                              const char *root_what, const pd_dist_opts *opts, pd_status *st) {
   int skip;
-  pd_dist_group *g = group_of(opts, "all_reduce", &skip);
-  if (!g) return pd_last_status();
-  if (check_tensor(tensor, "all_reduce", "tensor") < 0 || check_op(op, tensor->dtype, "all_reduce") < 0)
-    return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  coll_call *c = call_new(PD_COMM_ALL_REDUCE, g);
-  if (!c) return pd_last_status();
-  c->in = c->out = pd_data_ptr(tensor);
+  pd_dist_group *g = group_of(opts, name, &skip);
+  *st = PD_ERR_INVALID;
+  if (!g || check_tensor(tensor, name, "tensor") < 0 ||
+      (op >= 0 && check_op((pd_reduce_op)op, tensor->dtype, name) < 0)) {
+    *st = pd_last_status();
+    return NULL;
+  }
+  if (skip) {
+    *st = PD_OK; /* not a member */
+    return NULL;
+  }
+  int root = root_what ? group_rank_of(g, root_global, name, root_what) : -1;
+  coll_call *c = root_what && root < 0 ? NULL : call_new(kind, g);
+  if (!c) {
+    *st = pd_last_status();
+    return NULL;
+  }
   c->count = (size_t)tensor->numel;
   c->dt = tensor->dtype;
-  c->op = op;
+  if (op >= 0) c->op = (pd_reduce_op)op;
+  c->root = root;
   call_keep(c, 0, tensor);
+  return c;
+}
+
+/* ---- the API ---- */
+pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_opts *opts) {
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_ALL_REDUCE, "all_reduce", tensor, (int)op, 0, NULL, opts, &st);
+  if (!c) return st;
+  c->in = c->out = pd_data_ptr(tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
 pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts) {
-  int skip;
-  pd_dist_group *g = group_of(opts, "broadcast", &skip);
-  if (!g || check_tensor(tensor, "broadcast", "tensor") < 0) return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  int root = group_rank_of(g, src, "broadcast", "src");
-  if (root < 0) return pd_last_status();
-  coll_call *c = call_new(PD_COMM_BROADCAST, g);
-  if (!c) return pd_last_status();
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_BROADCAST, "broadcast", tensor, -1, src, "src", opts, &st);
+  if (!c) return st;
   c->out = pd_data_ptr(tensor);
-  c->count = (size_t)tensor->numel;
-  c->dt = tensor->dtype;
-  c->root = root;
-  call_keep(c, 0, tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
 pd_status pd_dist_reduce(pd_tensor *tensor, int dst, pd_reduce_op op, const pd_dist_opts *opts) {
-  int skip;
-  pd_dist_group *g = group_of(opts, "reduce", &skip);
-  if (!g || check_tensor(tensor, "reduce", "tensor") < 0 || check_op(op, tensor->dtype, "reduce") < 0)
-    return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  int root = group_rank_of(g, dst, "reduce", "dst");
-  if (root < 0) return pd_last_status();
-  coll_call *c = call_new(PD_COMM_REDUCE, g);
-  if (!c) return pd_last_status();
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_REDUCE, "reduce", tensor, (int)op, dst, "dst", opts, &st);
+  if (!c) return st;
   c->in = c->out = pd_data_ptr(tensor);
-  c->count = (size_t)tensor->numel;
-  c->dt = tensor->dtype;
-  c->op = op;
-  c->root = root;
-  call_keep(c, 0, tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
@@ -386,29 +390,19 @@ pd_status pd_dist_all_gather_object(void **objs, size_t *lens, const void *obj, 
 
 pd_status pd_dist_reduce_scatter(pd_tensor *tensor, pd_tensor **tensor_list, pd_reduce_op op,
                                  const pd_dist_opts *opts) {
-  int skip;
-  pd_dist_group *g = group_of(opts, "reduce_scatter", &skip);
-  if (!g || check_tensor(tensor, "reduce_scatter", "tensor") < 0 ||
-      check_op(op, tensor->dtype, "reduce_scatter") < 0)
-    return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  if (check_list_filled(tensor_list, g->nranks, "reduce_scatter") < 0) return pd_last_status();
-  if (prepare_list(tensor_list, g->nranks, tensor, "reduce_scatter", "tensor_list") < 0)
-    return pd_last_status();
-  coll_call *c = call_new(PD_COMM_REDUCE_SCATTER, g);
-  if (!c) return pd_last_status();
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_REDUCE_SCATTER, "reduce_scatter", tensor, (int)op, 0, NULL, opts, &st);
+  if (!c) return st;
+  int n = c->g->nranks;
   size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
-  c->own_in = pack_list(tensor_list, g->nranks, bytes);
-  if (!c->own_in) {
+  if (check_list_filled(tensor_list, n, "reduce_scatter") < 0 ||
+      prepare_list(tensor_list, n, tensor, "reduce_scatter", "tensor_list") < 0 ||
+      !(c->own_in = pack_list(tensor_list, n, bytes))) {
     call_free(c);
     return pd_last_status();
   }
   c->in = c->own_in;
   c->out = pd_data_ptr(tensor);
-  c->count = (size_t)tensor->numel;
-  c->dt = tensor->dtype;
-  c->op = op;
-  call_keep(c, 0, tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
@@ -502,65 +496,45 @@ pd_status pd_dist_alltoall_single(pd_tensor *out, pd_tensor *in, const int64_t *
 }
 
 pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src, const pd_dist_opts *opts) {
-  int skip;
-  pd_dist_group *g = group_of(opts, "scatter", &skip);
-  if (!g || check_tensor(tensor, "scatter", "tensor") < 0) return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  int root = group_rank_of(g, src, "scatter", "src");
-  if (root < 0) return pd_last_status();
-  size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
-  coll_call *c = call_new(PD_COMM_SCATTER, g);
-  if (!c) return pd_last_status();
-  if (g->rank == root) {
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_SCATTER, "scatter", tensor, -1, src, "src", opts, &st);
+  if (!c) return st;
+  int n = c->g->nranks;
+  if (c->g->rank == c->root) {
+    size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
     if (!tensor_list) {
       call_free(c);
       return pd_set_error(PD_ERR_INVALID, "scatter: the source rank %d needs tensor_list", src);
     }
-    if (check_list_filled(tensor_list, g->nranks, "scatter") < 0) {
-      call_free(c);
-      return pd_last_status();
-    }
-    if (prepare_list(tensor_list, g->nranks, tensor, "scatter", "tensor_list") < 0 ||
-        !(c->own_in = pack_list(tensor_list, g->nranks, bytes))) {
+    if (check_list_filled(tensor_list, n, "scatter") < 0 ||
+        prepare_list(tensor_list, n, tensor, "scatter", "tensor_list") < 0 ||
+        !(c->own_in = pack_list(tensor_list, n, bytes))) {
       call_free(c);
       return pd_last_status();
     }
     c->in = c->own_in;
   }
   c->out = pd_data_ptr(tensor);
-  c->count = (size_t)tensor->numel;
-  c->dt = tensor->dtype;
-  c->root = root;
-  call_keep(c, 0, tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
 pd_status pd_dist_gather(pd_tensor *tensor, pd_tensor **gather_list, int dst, const pd_dist_opts *opts) {
-  int skip;
-  pd_dist_group *g = group_of(opts, "gather", &skip);
-  if (!g || check_tensor(tensor, "gather", "tensor") < 0) return pd_last_status();
-  if (skip) return PD_OK; /* not a member */
-  int root = group_rank_of(g, dst, "gather", "dst");
-  if (root < 0) return pd_last_status();
-  coll_call *c = call_new(PD_COMM_GATHER, g);
-  if (!c) return pd_last_status();
-  if (g->rank == root) {
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_GATHER, "gather", tensor, -1, dst, "dst", opts, &st);
+  if (!c) return st;
+  if (c->g->rank == c->root) {
     size_t bytes = (size_t)tensor->numel * pd_dtype_size(tensor->dtype);
     if (!gather_list) {
       call_free(c);
       return pd_set_error(PD_ERR_INVALID, "gather: the destination rank %d needs gather_list", dst);
     }
-    if (prepare_list(gather_list, g->nranks, tensor, "gather", "gather_list") < 0 ||
-        set_unpack(c, gather_list, g->nranks, bytes) < 0) {
+    if (prepare_list(gather_list, c->g->nranks, tensor, "gather", "gather_list") < 0 ||
+        set_unpack(c, gather_list, c->g->nranks, bytes) < 0) {
       call_free(c);
       return pd_last_status();
     }
   }
   c->in = pd_data_ptr(tensor);
-  c->count = (size_t)tensor->numel;
-  c->dt = tensor->dtype;
-  c->root = root;
-  call_keep(c, 0, tensor);
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
