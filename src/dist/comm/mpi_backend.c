@@ -4,6 +4,7 @@
  * nonblocking collectives, polled with the comm's timeout. Counts beyond
  * one chunk (1 GiB by default, MPI counts are int) are moved chunk by
  * chunk. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,83 +105,65 @@ static pd_status mpi_reduce(pd_comm *c, const void *in, void *out, size_t count,
   return PD_OK;
 }
 
+/* all_gather, gather and scatter move one block of `count` elements per
+ * rank: rank r's block is elements [r count, (r+1) count) of the buffer
+ * that holds them all (every rank's out for all_gather, the root's out for
+ * gather, the root's in for scatter). Large counts go in chunks; chunk
+ * [off, off+n) of every block at once is one strided datatype on the side
+ * holding all blocks. A rank whose own block already sits at its place in
+ * that buffer passes MPI_IN_PLACE. */
+static pd_status blocks_collective(pd_comm *c, pd_comm_kind kind, const void *in, void *out, size_t count,
+                                   pd_dtype dt, int root) {
+  const char *name = kind == PD_COMM_ALL_GATHER ? "all_gather"
+                     : kind == PD_COMM_GATHER   ? "gather"
+                                                : "scatter";
+  const char *fn = kind == PD_COMM_ALL_GATHER ? "MPI_Iallgather"
+                   : kind == PD_COMM_GATHER   ? "MPI_Igather"
+                                              : "MPI_Iscatter";
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, kind, dt, count, -1, root, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, name, dt, root);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
+  int scatter = kind == PD_COMM_SCATTER;
+  int holds_all = kind == PD_COMM_ALL_GATHER || c->rank == root;
+  char *all = scatter ? (char *)(uintptr_t)in : (char *)out;
+  char *mine = scatter ? (char *)out : (char *)(uintptr_t)in;
+  int place = kind == PD_COMM_ALL_GATHER ? c->rank : root;
+  int in_place = holds_all && mine == all + (size_t)place * count * esz;
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t off = 0; off < count; off += chunk) {
+    int n = (int)min_sz(chunk, count - off);
+    MPI_Datatype block = t;
+    int rc = n == (int)count || !holds_all ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
+    int nb = block == t ? n : 1;
+    void *a = holds_all ? all + off * esz : NULL;
+    void *m = in_place ? MPI_IN_PLACE : mine + off * esz;
+    MPI_Request r;
+    if (kind == PD_COMM_ALL_GATHER)
+      rc = MPI_Iallgather(m, n, t, a, nb, block, PD_MPI(c)->coll, &r);
+    else if (kind == PD_COMM_GATHER)
+      rc = MPI_Igather(m, n, t, a, nb, block, root, PD_MPI(c)->coll, &r);
+    else
+      rc = MPI_Iscatter(a, nb, block, m, n, t, root, PD_MPI(c)->coll, &r);
+    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+    if (block != t) MPI_Type_free(&block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, fn, &sig);
+    if (st != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
 static pd_status mpi_all_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt) {
-  pd_comm_sig sig;
-  pd_status st = pd_mpi_check_sig(c, PD_COMM_ALL_GATHER, dt, count, -1, -1, NULL, NULL, &sig);
-  if (st == PD_OK) st = check_args(c, "all_gather", dt, -1);
-  if (st != PD_OK || count == 0) return st;
-  MPI_Datatype t = pd_mpi_datatype(dt);
-  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
-  int in_place = (const char *)in == (const char *)out + (size_t)c->rank * count * esz;
-  double deadline = pd_mpi_now() + c->timeout_s;
-  for (size_t off = 0; off < count; off += chunk) {
-    int n = (int)min_sz(chunk, count - off);
-    MPI_Datatype block = t;
-    int rc = n == (int)count ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
-    const void *src = in_place ? MPI_IN_PLACE : (const char *)in + off * esz;
-    MPI_Request r;
-    rc = MPI_Iallgather(src, n, t, (char *)out + off * esz, block == t ? n : 1, block, PD_MPI(c)->coll, &r);
-    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
-    if (block != t) MPI_Type_free(&block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iallgather", &sig);
-    if (st != PD_OK) return st;
-  }
-  return PD_OK;
+  return blocks_collective(c, PD_COMM_ALL_GATHER, in, out, count, dt, -1);
 }
-
 static pd_status mpi_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
-  pd_comm_sig sig;
-  pd_status st = pd_mpi_check_sig(c, PD_COMM_GATHER, dt, count, -1, root, NULL, NULL, &sig);
-  if (st == PD_OK) st = check_args(c, "gather", dt, root);
-  if (st != PD_OK || count == 0) return st;
-  MPI_Datatype t = pd_mpi_datatype(dt);
-  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
-  int at_root = c->rank == root;
-  int in_place = at_root && (const char *)in == (const char *)out + (size_t)root * count * esz;
-  double deadline = pd_mpi_now() + c->timeout_s;
-  for (size_t off = 0; off < count; off += chunk) {
-    int n = (int)min_sz(chunk, count - off);
-    MPI_Datatype block = t;
-    int rc = n == (int)count || !at_root ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
-    const void *src = in_place ? MPI_IN_PLACE : (const char *)in + off * esz;
-    void *dst = at_root ? (char *)out + off * esz : NULL;
-    MPI_Request r;
-    rc = MPI_Igather(src, n, t, dst, block == t ? n : 1, block, root, PD_MPI(c)->coll, &r);
-    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
-    if (block != t) MPI_Type_free(&block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Igather", &sig);
-    if (st != PD_OK) return st;
-  }
-  return PD_OK;
+  return blocks_collective(c, PD_COMM_GATHER, in, out, count, dt, root);
 }
-
 static pd_status mpi_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
-  pd_comm_sig sig;
-  pd_status st = pd_mpi_check_sig(c, PD_COMM_SCATTER, dt, count, -1, root, NULL, NULL, &sig);
-  if (st == PD_OK) st = check_args(c, "scatter", dt, root);
-  if (st != PD_OK || count == 0) return st;
-  MPI_Datatype t = pd_mpi_datatype(dt);
-  size_t esz = pd_dtype_size(dt), chunk = pd_mpi_chunk_elems(c, dt);
-  int at_root = c->rank == root;
-  int in_place = at_root && (const char *)out == (const char *)in + (size_t)root * count * esz;
-  double deadline = pd_mpi_now() + c->timeout_s;
-  for (size_t off = 0; off < count; off += chunk) {
-    int n = (int)min_sz(chunk, count - off);
-    MPI_Datatype block = t;
-    int rc = n == (int)count || !at_root ? MPI_SUCCESS : strided_block(n, t, count, esz, &block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_create_resized", &sig);
-    const void *src = at_root ? (const char *)in + off * esz : NULL;
-    void *dst = in_place ? MPI_IN_PLACE : (char *)out + off * esz;
-    MPI_Request r;
-    rc = MPI_Iscatter(src, block == t ? n : 1, block, dst, n, t, root, PD_MPI(c)->coll, &r);
-    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
-    if (block != t) MPI_Type_free(&block);
-    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iscatter", &sig);
-    if (st != PD_OK) return st;
-  }
-  return PD_OK;
+  return blocks_collective(c, PD_COMM_SCATTER, in, out, count, dt, root);
 }
 
 /* One chunk fits MPI_Ireduce_scatter_block. Beyond that, each rank's block
