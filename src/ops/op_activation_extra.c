@@ -13,13 +13,7 @@
 /* e^x - 1: below |x| = ln2 / 2 pd_vexpf reduces to 1 + r + r^2 p(r) with
  * r = x, so dropping the 1 gives the result without cancellation. */
 static inline float expm1_f(float x) {
-  float p = 1.9875691500e-4f;
-  p = p * x + 1.3981999507e-3f;
-  p = p * x + 8.3334519073e-3f;
-  p = p * x + 4.1665795894e-2f;
-  p = p * x + 1.6666665459e-1f;
-  p = p * x + 5.0000001201e-1f;
-  return pd_self(fabsf(x) < 0.34657359f, p * x * x + x, pd_vexpf(x) - 1.0f);
+  return pd_self(fabsf(x) < 0.34657359f, pd_vexpf_poly(x) * x * x + x, pd_vexpf(x) - 1.0f);
 }
 
 /* celu: x > 0 ? x : alpha (e^(x / alpha) - 1), which equals Paddle's

@@ -48,10 +48,13 @@ static pd_status maxout_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status check_dtype(const pd_op_def *def, pd_dtype dt) {
-  if (dt != PD_FLOAT32 && dt != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(dt));
-  return PD_OK;
+/* What both kernels check first: the geometry and the dtype. */
+static pd_status kernel_geom(const pd_op_def *def, const pd_tensor *x, const pd_attrs *a, pd_maxout_geom *g) {
+  int ax = 1;
+  pd_status st = maxout_geom(def, x, a, g, &ax);
+  if (st == PD_OK && x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
+    st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));
+  return st;
 }
 
 static pd_status maxout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -59,9 +62,7 @@ static pd_status maxout_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   (void)n_in;
   (void)n_out;
   pd_maxout_geom g = {0, 0, 0, 0};
-  int ax = 1;
-  pd_status st = maxout_geom(def, in[0], a, &g, &ax);
-  if (st == PD_OK) st = check_dtype(def, in[0]->dtype);
+  pd_status st = kernel_geom(def, in[0], a, &g);
   if (st != PD_OK || out[0]->numel == 0) return st;
   pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
@@ -99,9 +100,7 @@ static pd_status maxout_grad_kernel(const pd_op_def *def, pd_tensor *const *in, 
   (void)n_in;
   (void)n_out;
   pd_maxout_geom g = {0, 0, 0, 0};
-  int ax = 1;
-  pd_status st = maxout_geom(def, in[0], a, &g, &ax);
-  if (st == PD_OK) st = check_dtype(def, in[0]->dtype);
+  pd_status st = kernel_geom(def, in[0], a, &g);
   if (st != PD_OK || out[0]->numel == 0) return st;
   pd_tensor *c[3] = {NULL, NULL, NULL};
   for (int k = 0; k < 3; k++)

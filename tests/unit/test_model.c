@@ -422,9 +422,14 @@ static const pd_metric_fns tiny_fns = {
 
 static double test_clock(void *user) { return *(double *)user; }
 
-static void test_prog_bar_logger_format(void **state) {
-  (void)state;
-  pd_io_dataset *train = regression_data(4), *eval = regression_data(2);
+static const char k_banner[] =
+    "The loss value printed in the log is the current step, and the metric is the average value of previous "
+    "steps.\n";
+
+/* One epoch of fit (batch size 1, each batch 12 ms by the test clock, train
+ * loss 0.5, eval loss 0.25, the metric "tiny" 1e-4) logged to out every
+ * log_freq steps. */
+static void fit_logged(FILE *out, int verbose, int log_freq, pd_io_dataset *train, pd_io_dataset *eval) {
   pd_optimizer *opt;
   pd_model *m = linear_model(1, 1, &opt, false);
   fake_loss *fl = pd_layer_new(sizeof *fl, &fake_loss_type);
@@ -432,38 +437,51 @@ static void test_prog_bar_logger_format(void **state) {
   const char *tn = "tiny";
   pd_metric *tiny = pd_metric_new(sizeof(pd_metric), &tiny_fns, 1, &tn);
   assert_int_equal(pd_model_prepare(m, opt, &fl->base, &tiny, 1), PD_OK);
-  FILE *f = tmpfile();
   double now = 100.0;
   pd_callbacks_prog_bar_logger_opts po = {
-      .log_freq = 2, .verbose = 2, .out = f, .clock = test_clock, .clock_user = &now};
+      .log_freq = log_freq, .verbose = verbose, .out = out, .clock = test_clock, .clock_user = &now};
   pd_callback *pbl = pd_callbacks_prog_bar_logger(&po);
+  assert_non_null(pbl);
   recorder *rec = pd_callback_new(sizeof *rec, &recorder_fns);
   rec->clock = &now;
   pd_callback *cbs[2] = {pbl, &rec->base};
   pd_model_fit_opts fo = {.batch_size = 1, .epochs = 1, .callbacks = cbs, .n_callbacks = 2};
-  assert_int_equal(pd_model_fit(m, pd_model_dataset(train), pd_model_dataset(eval), &fo), PD_OK);
-  rewind(f);
-  char got[2048] = {0};
-  size_t n = fread(got, 1, sizeof got - 1, f);
-  got[n] = 0;
-  fclose(f);
-  const char *want =
-      "The loss value printed in the log is the current step, and the metric is the average value of "
-      "previous "
-      "steps.\n"
-      "Epoch 1/1\n"
-      "step 2/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
-      "step 4/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
-      "Eval begin...\n"
-      "step 2/2 - loss: 0.2500 - tiny: 1.0000e-04 - 12ms/step\n"
-      "Eval samples: 2\n";
-  assert_string_equal(got, want);
+  assert_int_equal(
+      pd_model_fit(m, pd_model_dataset(train), eval ? pd_model_dataset(eval) : (pd_model_data){0}, &fo),
+      PD_OK);
   pd_callback_release(pbl);
   pd_callback_release(&rec->base);
   pd_metric_release(tiny);
   pd_layer_release(&fl->base);
   pd_model_free(m);
   pd_optimizer_release(opt);
+}
+
+/* What was written to a temporary file, as a string; closes the file. */
+static void read_and_close(FILE *f, char *buf, size_t cap) {
+  rewind(f);
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+}
+
+static void test_prog_bar_logger_format(void **state) {
+  (void)state;
+  pd_io_dataset *train = regression_data(4), *eval = regression_data(2);
+  FILE *f = tmpfile();
+  fit_logged(f, 2, 2, train, eval);
+  char got[2048];
+  read_and_close(f, got, sizeof got);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "%sEpoch 1/1\n"
+           "step 2/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "step 4/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"
+           "Eval begin...\n"
+           "step 2/2 - loss: 0.2500 - tiny: 1.0000e-04 - 12ms/step\n"
+           "Eval samples: 2\n",
+           k_banner);
+  assert_string_equal(got, want);
   pd_io_dataset_release(train);
   pd_io_dataset_release(eval);
   expect_no_live_tensors();
@@ -546,36 +564,6 @@ static pd_status stream_reset(void *user) {
   return PD_OK;
 }
 
-/* One epoch of fit (batch size 1, each batch 12 ms by the test clock, train
- * loss 0.5, eval loss 0.25, the metric "tiny" 1e-4) logged to out. */
-static void fit_logged(FILE *out, int verbose, pd_io_dataset *train, pd_io_dataset *eval) {
-  pd_optimizer *opt;
-  pd_model *m = linear_model(1, 1, &opt, false);
-  fake_loss *fl = pd_layer_new(sizeof *fl, &fake_loss_type);
-  fl->train_value = 0.5;
-  const char *tn = "tiny";
-  pd_metric *tiny = pd_metric_new(sizeof(pd_metric), &tiny_fns, 1, &tn);
-  assert_int_equal(pd_model_prepare(m, opt, &fl->base, &tiny, 1), PD_OK);
-  double now = 100.0;
-  pd_callbacks_prog_bar_logger_opts po = {
-      .log_freq = 1, .verbose = verbose, .out = out, .clock = test_clock, .clock_user = &now};
-  pd_callback *pbl = pd_callbacks_prog_bar_logger(&po);
-  assert_non_null(pbl);
-  recorder *rec = pd_callback_new(sizeof *rec, &recorder_fns);
-  rec->clock = &now;
-  pd_callback *cbs[2] = {pbl, &rec->base};
-  pd_model_fit_opts fo = {.batch_size = 1, .epochs = 1, .callbacks = cbs, .n_callbacks = 2};
-  assert_int_equal(
-      pd_model_fit(m, pd_model_dataset(train), eval ? pd_model_dataset(eval) : (pd_model_data){0}, &fo),
-      PD_OK);
-  pd_callback_release(pbl);
-  pd_callback_release(&rec->base);
-  pd_metric_release(tiny);
-  pd_layer_release(&fl->base);
-  pd_model_free(m);
-  pd_optimizer_release(opt);
-}
-
 /* What Paddle's ProgressBar.update writes on a terminal to show `line`:
  * backspaces over the previous line, a carriage return, the line padded to
  * the previous width, and a newline when `end`. */
@@ -588,10 +576,6 @@ static void redraw(char *out, size_t cap, size_t *prev, const char *line, bool e
   *prev = len;
 }
 
-static const char k_banner[] =
-    "The loss value printed in the log is the current step, and the metric is the average value of previous "
-    "steps.\n";
-
 static void test_prog_bar_logger_terminal(void **state) {
   (void)state;
   char *columns = getenv("COLUMNS") ? strdup(getenv("COLUMNS")) : NULL;
@@ -600,7 +584,7 @@ static void test_prog_bar_logger_terminal(void **state) {
   static pty_capture c;
   /* an 80-column terminal: the 30-column bar, redrawn at every step */
   FILE *f = pty_open(&c, 80);
-  fit_logged(f, 1, train, eval);
+  fit_logged(f, 1, 1, train, eval);
   const char *got = pty_close(&c, f);
   char want[8192];
   size_t prev = 0;
@@ -632,20 +616,20 @@ static void test_prog_bar_logger_terminal(void **state) {
 
   /* a 60-column terminal: a 10-column bar (min(60% of 60, 60 - 50)) */
   f = pty_open(&c, 60);
-  fit_logged(f, 1, train, NULL);
+  fit_logged(f, 1, 1, train, NULL);
   got = pty_close(&c, f);
   assert_non_null(strstr(got, "\rstep 1/4 [=>........] - loss: 0.5000"));
   assert_non_null(strstr(got, "\rstep 4/4 [==========] - loss: 0.5000"));
   /* $COLUMNS wins over the terminal's width, as in shutil.get_terminal_size */
   setenv("COLUMNS", "70", 1);
   f = pty_open(&c, 60);
-  fit_logged(f, 1, train, NULL);
+  fit_logged(f, 1, 1, train, NULL);
   got = pty_close(&c, f);
   assert_non_null(strstr(got, "\rstep 1/4 [====>...............] - loss"));
   /* under 51 columns the bar is empty, as Paddle's is */
   setenv("COLUMNS", "40", 1);
   f = pty_open(&c, 80);
-  fit_logged(f, 1, train, NULL);
+  fit_logged(f, 1, 1, train, NULL);
   got = pty_close(&c, f);
   assert_non_null(strstr(got, "\rstep 1/4 [] - loss: 0.5000"));
   unsetenv("COLUMNS");
@@ -656,7 +640,7 @@ static void test_prog_bar_logger_terminal(void **state) {
   pd_io_dataset *stream =
       pd_io_dataset_new(&(pd_io_dataset_fns){.next = stream_next, .reset = stream_reset}, &left);
   f = pty_open(&c, 80);
-  fit_logged(f, 1, stream, NULL);
+  fit_logged(f, 1, 1, stream, NULL);
   got = pty_close(&c, f);
   prev = 0;
   snprintf(want, sizeof want, "%sEpoch 1/1\n", k_banner);
@@ -668,12 +652,9 @@ static void test_prog_bar_logger_terminal(void **state) {
 
   /* verbose 1 on a file (not a terminal): plain lines, no bar, no ETA */
   FILE *plain = tmpfile();
-  fit_logged(plain, 1, train, eval);
-  rewind(plain);
-  char text[4096] = {0};
-  size_t n = fread(text, 1, sizeof text - 1, plain);
-  text[n] = 0;
-  fclose(plain);
+  fit_logged(plain, 1, 1, train, eval);
+  char text[4096];
+  read_and_close(plain, text, sizeof text);
   snprintf(want, sizeof want,
            "%sEpoch 1/1\n"
            "step 1/4 - loss: 0.5000 - tiny: 1.0000e-04 - 12ms/step\n"

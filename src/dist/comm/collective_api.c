@@ -186,16 +186,11 @@ static coll_call *tensor_call(pd_comm_kind kind, const char *name, pd_tensor *te
                               const char *root_what, const pd_dist_opts *opts, pd_status *st) {
   int skip;
   pd_dist_group *g = group_of(opts, name, &skip);
-  *st = PD_ERR_INVALID;
+  *st = PD_OK; /* a non-member returns NULL with PD_OK */
   if (!g || check_tensor(tensor, name, "tensor") < 0 ||
-      (op >= 0 && check_op((pd_reduce_op)op, tensor->dtype, name) < 0)) {
+      (op >= 0 && check_op((pd_reduce_op)op, tensor->dtype, name) < 0))
     *st = pd_last_status();
-    return NULL;
-  }
-  if (skip) {
-    *st = PD_OK; /* not a member */
-    return NULL;
-  }
+  if (*st != PD_OK || skip) return NULL;
   int root = root_what ? group_rank_of(g, root_global, name, root_what) : -1;
   coll_call *c = root_what && root < 0 ? NULL : call_new(kind, g);
   if (!c) {

@@ -51,16 +51,19 @@ PD_VINLINE float pd_pow2if(int32_t n) {
  * hi - n ln2_hi so a two-part argument keeps its accuracy; a degree-6
  * polynomial for e^r; 2^n applied in two halves so that results down to the
  * denormals and up to overflow come out right. */
-PD_VINLINE float pd_vexpf_core(float hi, float lo) {
-  float nf = ((hi + lo) * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-  float r = (hi - nf * 0.693359375f) + (lo - nf * -2.12194440e-4f);
+/* p(r) of e^r = 1 + r + r^2 p(r) on |r| <= ln2/2. */
+PD_VINLINE float pd_vexpf_poly(float r) {
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.0f;
+  return p * r + 5.0000001201e-1f;
+}
+PD_VINLINE float pd_vexpf_core(float hi, float lo) {
+  float nf = ((hi + lo) * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+  float r = (hi - nf * 0.693359375f) + (lo - nf * -2.12194440e-4f);
+  float y = pd_vexpf_poly(r) * r * r + r + 1.0f;
   int32_t n = (int32_t)nf, n1 = n / 2;
   return y * pd_pow2if(n1) * pd_pow2if(n - n1);
 }
