@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang-format python3
   libdnnl-dev        # GEMM and convolution (oneDNN)
+  ocl-icd-opencl-dev # Debian's dnnl-config.cmake requires OpenCL (only a recommends)
   libcjson-dev       # safetensors headers, Program files, configs
   zlib1g-dev         # gzipped datasets
   libcmocka-dev      # unit test assertions
