@@ -15,6 +15,7 @@ PACKAGES=(
   libzmq3-dev        # parameter-server transport
   libopenblas-dev    # only for the GEMM comparison bench
   iproute2 util-linux # ip netns and unshare: the two-host launcher test
+  dataset-fashion-mnist # the Fashion-MNIST example's test data (30 MB)
 )
 
 missing=()

@@ -277,6 +277,60 @@ static void run_two_ranks(int (*fn)(int rank)) {
   assert_int_equal(codes[1], 0);
 }
 
+/* A reference model and two DataParallel copies of it (same seed), each
+ * with its SGD; trio_free releases whatever trio_new made. */
+typedef struct trio {
+  net *ref, *m, *m2;
+  pd_layer *dp, *dp2;
+  pd_optimizer *o_ref, *o, *o2;
+} trio;
+
+static bool trio_new(trio *t, uint64_t seed, bool with_c, const pd_data_parallel_opts *opts,
+                     const pd_data_parallel_opts *opts2) {
+  t->ref = net_new(seed, with_c);
+  t->m = net_new(seed, with_c);
+  t->m2 = net_new(seed, with_c);
+  t->dp = pd_data_parallel(&t->m->base, opts);
+  t->dp2 = pd_data_parallel(&t->m2->base, opts2);
+  t->o_ref = sgd_of(&t->ref->base);
+  t->o = t->dp ? sgd_of(t->dp) : NULL;
+  t->o2 = t->dp2 ? sgd_of(t->dp2) : NULL;
+  return t->o_ref && t->o && t->o2;
+}
+
+static void trio_free(trio *t) {
+  pd_optimizer_release(t->o_ref);
+  pd_optimizer_release(t->o);
+  pd_optimizer_release(t->o2);
+  pd_layer_release(t->dp);
+  pd_layer_release(t->dp2);
+  pd_layer_release(&t->ref->base);
+  pd_layer_release(&t->m->base);
+  pd_layer_release(&t->m2->base);
+}
+
+/* 0 when a fresh net (seed 7) under DataParallel(opts) plans n buckets,
+ * bucket k (reducer order) holding want_n[k] parameters from index
+ * want_first[k] on, want_numel[k] float32 elements in all. */
+static int check_layout(const pd_data_parallel_opts *opts, int n, const int *want_n, const int *want_first,
+                        const int64_t *want_numel) {
+  net *probe = net_new(7, false);
+  pd_layer *dp = pd_data_parallel(&probe->base, opts);
+  pd_dp_reducer *red = dp ? pd_data_parallel_reducer(dp) : NULL;
+  int bad = !red || pd_dp_reducer_num_buckets(red) != n;
+  for (int k = 0; k < n && !bad; k++) {
+    pd_dp_bucket_info bi = pd_dp_reducer_bucket(red, k);
+    bad = bi.dtype != PD_FLOAT32 || bi.n_params != want_n[k] || bi.params[0] != want_first[k] ||
+          bi.numel != want_numel[k];
+    if (bad)
+      fprintf(stderr, "bucket %d: %d params from %d, %lld elements\n", k, bi.n_params, bi.params[0],
+              (long long)bi.numel);
+  }
+  pd_layer_release(dp);
+  pd_layer_release(&probe->base);
+  return bad;
+}
+
 /* K steps of DP on rows [rank * B, rank * B + B) against one process on
  * all 2B rows; parameters match to 1e-5; a rerun is bit-identical. */
 static int train_dp(int rank, const pd_data_parallel_opts *opts, pd_layer **out_inner) {
@@ -326,35 +380,17 @@ static int rank_equivalence(int rank) {
   pd_layer *ref = NULL, *a = NULL, *b = NULL, *c = NULL;
   int rc = reference_run(&ref);
   CHECK(rc == 0, 3);
-  {
-    net *probe = net_new(7, false);
-    pd_layer *dp = pd_data_parallel(&probe->base, &small);
-    pd_dp_reducer *red = pd_data_parallel_reducer(dp);
-    CHECK(red && pd_dp_reducer_num_buckets(red) == 3, 4);
-    static const int want_n[] = {3, 3, 2}, want_first[] = {5, 2, 0};
-    static const int64_t want_numel[] = {4 + 4 + 1, 64 + 8 + 32, 48 + 8};
-    for (int k = 0; k < 3; k++) {
-      pd_dp_bucket_info bi = pd_dp_reducer_bucket(red, k);
-      CHECK(bi.dtype == PD_FLOAT32 && bi.n_params == want_n[k] && bi.params[0] == want_first[k] &&
-                bi.numel == want_numel[k],
-            5);
-    }
-    pd_layer_release(dp);
-    pd_layer_release(&probe->base);
-  }
+  CHECK(check_layout(&small, 3, (int[]){3, 3, 2}, (int[]){5, 2, 0},
+                     (int64_t[]){4 + 4 + 1, 64 + 8 + 32, 48 + 8}) == 0,
+        4);
   CHECK(train_dp(rank, &small, &a) == 0, 6);
   CHECK(compare_params(a, ref, 1e-5, "several buckets vs one process") == 0, 7);
   CHECK(train_dp(rank, &small, &b) == 0, 8);
   CHECK(compare_params(b, a, 0, "rerun") == 0, 9);
   CHECK(train_dp(rank, NULL, &c) == 0, 10); /* default sizes: one bucket */
   CHECK(compare_params(c, ref, 1e-5, "default buckets vs one process") == 0, 11);
-  {
-    net *probe = net_new(7, false);
-    pd_layer *dp = pd_data_parallel(&probe->base, NULL);
-    CHECK(pd_dp_reducer_num_buckets(pd_data_parallel_reducer(dp)) == 1, 12);
-    pd_layer_release(dp);
-    pd_layer_release(&probe->base);
-  }
+  CHECK(check_layout(NULL, 1, (int[]){8}, (int[]){0}, (int64_t[]){48 + 8 + 64 + 8 + 32 + 4 + 4 + 1}) == 0,
+        12);
 done:
   pd_layer_release(ref);
   pd_layer_release(a);
@@ -372,12 +408,14 @@ static void test_equivalence_two_ranks(void **state) {
  * 1/4) equal one step on the 4x larger batch; deferred launch too. */
 static int rank_no_sync(int rank) {
   int rc = 0;
-  net *ref = net_new(5, false), *m = net_new(5, false), *m2 = net_new(5, false);
-  pd_layer *dp = pd_data_parallel(
-      &m->base, &(pd_data_parallel_opts){.comm_buffer_size = 0.0003, .last_comm_buffer_size = 0.0002});
-  pd_layer *dp2 = pd_data_parallel(&m2->base, &(pd_data_parallel_opts){.defer_all_reduce = true});
-  pd_optimizer *o_ref = sgd_of(&ref->base), *o = sgd_of(dp), *o2 = sgd_of(dp2);
-  CHECK(dp && dp2 && o && o2 && o_ref, 1);
+  trio t;
+  CHECK(trio_new(&t, 5, false,
+                 &(pd_data_parallel_opts){.comm_buffer_size = 0.0003, .last_comm_buffer_size = 0.0002},
+                 &(pd_data_parallel_opts){.defer_all_reduce = true}),
+        1);
+  net *ref = t.ref, *m = t.m, *m2 = t.m2;
+  pd_layer *dp = t.dp, *dp2 = t.dp2;
+  pd_optimizer *o_ref = t.o_ref, *o = t.o, *o2 = t.o2;
   for (int s = 0; s < 2; s++) {
     /* reference: rows 0..8B-1 of step s; micro-batch j of rank r takes
      * rows (2j + r) B .. (2j + r + 1) B - 1 */
@@ -401,14 +439,7 @@ static int rank_no_sync(int rank) {
   CHECK(pd_data_parallel_no_sync_end(dp) == PD_ERR_STATE, 9);
   CHECK(pd_data_parallel_no_sync_begin(&ref->base) == PD_ERR_INVALID, 9);
 done:
-  pd_optimizer_release(o_ref);
-  pd_optimizer_release(o);
-  pd_optimizer_release(o2);
-  pd_layer_release(dp);
-  pd_layer_release(dp2);
-  pd_layer_release(&ref->base);
-  pd_layer_release(&m->base);
-  pd_layer_release(&m2->base);
+  trio_free(&t);
   return rc;
 }
 
@@ -423,13 +454,16 @@ static bool uses_c(int step, int rank) { return step % 2 == 0 && !(step == 2 && 
 
 static int rank_unused(int rank) {
   int rc = 0;
-  net *ref = net_new(11, true), *m = net_new(11, true), *m2 = net_new(11, true);
-  pd_layer *dp = pd_data_parallel(&m->base, &(pd_data_parallel_opts){.find_unused_parameters = true,
-                                                                     .comm_buffer_size = 0.00005,
-                                                                     .last_comm_buffer_size = 0.00005});
-  pd_layer *dp2 = pd_data_parallel(&m2->base, NULL);
-  pd_optimizer *o_ref = sgd_of(&ref->base), *o = sgd_of(dp), *o2 = sgd_of(dp2);
-  CHECK(dp && dp2 && o && o2 && o_ref, 1);
+  trio t;
+  CHECK(trio_new(&t, 11, true,
+                 &(pd_data_parallel_opts){.find_unused_parameters = true,
+                                          .comm_buffer_size = 0.00005,
+                                          .last_comm_buffer_size = 0.00005},
+                 NULL),
+        1);
+  net *ref = t.ref, *m = t.m, *m2 = t.m2;
+  pd_layer *dp = t.dp, *dp2 = t.dp2;
+  pd_optimizer *o_ref = t.o_ref, *o = t.o;
   for (int s = 0; s < 4; s++) {
     pd_scope_begin();
     /* reference: the mean of the two halves, each with its rank's branch */
@@ -463,14 +497,7 @@ static int rank_unused(int rank) {
   m2->use_c = 1;
   CHECK(pd_backward(loss_of(dp2, 2, rank * B, B, 1), NULL, false) == PD_OK, 7);
 done:
-  pd_optimizer_release(o_ref);
-  pd_optimizer_release(o);
-  pd_optimizer_release(o2);
-  pd_layer_release(dp);
-  pd_layer_release(dp2);
-  pd_layer_release(&ref->base);
-  pd_layer_release(&m->base);
-  pd_layer_release(&m2->base);
+  trio_free(&t);
   return rc;
 }
 
