@@ -205,14 +205,22 @@ pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
 
 /* state_dict(): parameters and persistable buffers by structured name: per
  * layer its parameters, then its persistable buffers, then its sublayers'
- * entries; each tensor once. */
+ * entries. As in Paddle, a tensor reached by several paths (shared by two
+ * layers, or held by a layer and its sublayer as LSTM's weights are) is
+ * listed under each of them. */
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
 /* set_state_dict(): copies matching entries into the layer's tensors
  * (shapes must match; dtypes are converted). Names the layer has but sd
  * lacks go to *missing, names sd has but the layer lacks to *unexpected
- * (either may be NULL). A shape mismatch is an error naming both shapes. */
+ * (either may be NULL). A name whose tensor sd holds under another of its
+ * names is not missing: the tensor was loaded. A shape mismatch is an error
+ * naming both shapes, and changes nothing. */
 pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
                                   pd_named_tensors *unexpected);
+/* The *missing and *unexpected lists set_state_dict(sd) would give,
+ * without changing the layer (for strict loading). */
+pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
+                                    pd_named_tensors *unexpected);
 
 /* train() / eval(): set the flag on l and every sublayer. */
 void pd_layer_train(pd_layer *l);

@@ -693,6 +693,14 @@ static int find_name(const pd_named_tensors *l, const char *name) {
   return -1;
 }
 
+/* Whether the file holds entry i's tensor under another of its names (a
+ * tensor shared by two layers is in the state dict under each path). */
+static bool loaded_under_alias(const pd_named_tensors *sd, int i, const pd_named_tensors *file) {
+  for (int k = 0; k < sd->n; k++)
+    if (k != i && sd->tensors[k] == sd->tensors[i] && find_name(file, sd->names[k]) >= 0) return true;
+  return false;
+}
+
 /* Renames the optimizer entries saved for another instance of the network
  * (accumulators are keyed by parameter tensor names) to this one's. */
 static pd_status remap_optimizer_names(pd_model *m, pd_named_tensors *opt, const pd_string_map *meta) {
@@ -755,6 +763,7 @@ pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool 
   for (int i = 0; s == PD_OK && i < sd.n; i++) {
     int j = find_name(&file, sd.names[i]);
     char msg[512];
+    if (j < 0 && loaded_under_alias(&sd, i, &file)) continue;
     if (j < 0) {
       snprintf(msg, sizeof msg, "%s is not found in the providing file %s", sd.names[i], pp);
     } else if (pd_tensor_ndim(file.tensors[j]) != pd_tensor_ndim(sd.tensors[i]) ||

@@ -17,24 +17,12 @@ pd_status pd_layer_save(const pd_layer *layer, const char *path) {
   return st;
 }
 
-static int has_name(const pd_named_tensors *l, const char *name) {
-  for (int i = 0; i < l->n; i++)
-    if (strcmp(l->names[i], name) == 0) return 1;
-  return 0;
-}
-
-/* Appends up to a few names of `a` that `b` lacks to `sb`; returns how many there are. */
-static int list_absent(pd_strbuf *sb, const char *label, const pd_named_tensors *a,
-                       const pd_named_tensors *b) {
-  int count = 0;
-  for (int i = 0; i < a->n; i++) {
-    if (has_name(b, a->names[i])) continue;
-    if (count == 0) pd_sb_printf(sb, "%s%s: ", sb->len ? "; " : "", label);
-    if (count < 16) pd_sb_printf(sb, "%s'%s'", count ? ", " : "", a->names[i]);
-    count++;
-  }
-  if (count > 16) pd_sb_printf(sb, " and %d more", count - 16);
-  return count;
+/* Appends up to 16 names of a list to `sb`. */
+static void list_names(pd_strbuf *sb, const char *label, const pd_named_tensors *l) {
+  if (l->n == 0) return;
+  pd_sb_printf(sb, "%s%s: ", sb->len ? "; " : "", label);
+  for (int i = 0; i < l->n && i < 16; i++) pd_sb_printf(sb, "%s'%s'", i ? ", " : "", l->names[i]);
+  if (l->n > 16) pd_sb_printf(sb, " and %d more", l->n - 16);
 }
 
 pd_status pd_layer_load(pd_layer *layer, const char *path, bool strict) {
@@ -43,18 +31,18 @@ pd_status pd_layer_load(pd_layer *layer, const char *path, bool strict) {
   pd_status st = pd_load(path, &file);
   if (st != PD_OK) return st;
   if (strict) {
-    pd_named_tensors own;
-    st = pd_layer_state_dict(layer, &own);
-    if (st == PD_OK) {
+    pd_named_tensors missing, unexpected;
+    st = pd_layer_match_state_dict(layer, &file, &missing, &unexpected);
+    if (st == PD_OK && (missing.n || unexpected.n)) {
       pd_strbuf sb = {0};
-      int bad = list_absent(&sb, "missing keys", &own, &file);
-      bad += list_absent(&sb, "unexpected keys", &file, &own);
-      if (bad)
-        st = pd_set_error(PD_ERR_INVALID, "layer_load: '%s' does not match the layer (%s): %s", path,
-                          pd_layer_full_name(layer), sb.s ? sb.s : "out of memory");
+      list_names(&sb, "missing keys", &missing);
+      list_names(&sb, "unexpected keys", &unexpected);
+      st = pd_set_error(PD_ERR_INVALID, "layer_load: '%s' does not match the layer (%s): %s", path,
+                        pd_layer_full_name(layer), sb.s ? sb.s : "out of memory");
       free(sb.s);
-      pd_named_tensors_free(&own);
     }
+    pd_named_tensors_free(&missing);
+    pd_named_tensors_free(&unexpected);
   }
   if (st == PD_OK) {
     st = pd_layer_set_state_dict(layer, &file, NULL, NULL);

@@ -367,19 +367,30 @@ static void lst_free(lst *o) {
   *o = (lst){0};
 }
 
-enum { WANT_PARAMS = 1, WANT_BUFFERS = 2, WANT_PERSISTABLE_ONLY = 4, WANT_LAYERS = 8, WANT_OWN_ONLY = 16 };
+/* WANT_EVERY_PATH lists a tensor under each path that reaches it (the
+ * state dict, as Paddle's); the other lists name each tensor once. */
+enum {
+  WANT_PARAMS = 1,
+  WANT_BUFFERS = 2,
+  WANT_PERSISTABLE_ONLY = 4,
+  WANT_LAYERS = 8,
+  WANT_OWN_ONLY = 16,
+  WANT_EVERY_PATH = 32
+};
 
 static pd_status collect(const pd_layer *l, const char *prefix, int want, lst *o, int depth) {
   if (depth > 256) return pd_set_error(PD_ERR_STATE, "layer: sublayers nest deeper than 256 (a cycle?)");
   pd_status st = PD_OK;
   const pd_layer_state *s = l->st;
+  bool every = want & WANT_EVERY_PATH;
   if (want & WANT_PARAMS)
     for (int i = 0; i < s->params.n && st == PD_OK; i++)
-      if (!lst_has(o, s->params.v[i].ptr)) st = lst_push(o, prefix, s->params.v[i].name, s->params.v[i].ptr);
+      if (every || !lst_has(o, s->params.v[i].ptr))
+        st = lst_push(o, prefix, s->params.v[i].name, s->params.v[i].ptr);
   if (want & WANT_BUFFERS)
     for (int i = 0; i < s->buffers.n && st == PD_OK; i++)
       if ((!(want & WANT_PERSISTABLE_ONLY) || s->buffers.v[i].persistable) &&
-          !lst_has(o, s->buffers.v[i].ptr))
+          (every || !lst_has(o, s->buffers.v[i].ptr)))
         st = lst_push(o, prefix, s->buffers.v[i].name, s->buffers.v[i].ptr);
   for (int i = 0; i < s->subs.n && st == PD_OK && !(want & WANT_OWN_ONLY); i++) {
     const pd_layer *sub = s->subs.v[i].ptr;
@@ -428,7 +439,7 @@ pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool 
   return to_tensors(l, prefix, WANT_BUFFERS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
 }
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out) {
-  return to_tensors(l, NULL, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY, out);
+  return to_tensors(l, NULL, WANT_PARAMS | WANT_BUFFERS | WANT_PERSISTABLE_ONLY | WANT_EVERY_PATH, out);
 }
 
 pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out) {
@@ -472,6 +483,41 @@ static pd_status append_named(pd_named_tensors *l, const char *name, pd_tensor *
   return st;
 }
 
+static int find_entry(const pd_named_tensors *l, const char *name) {
+  for (int j = 0; j < l->n; j++)
+    if (strcmp(l->names[j], name) == 0) return j;
+  return -1;
+}
+
+/* A name of the layer that sd lacks is missing unless sd holds its tensor
+ * under another of its names (a tensor shared by two layers). */
+static bool entry_missing(const pd_named_tensors *own, int i, const pd_named_tensors *sd) {
+  if (find_entry(sd, own->names[i]) >= 0) return false;
+  for (int k = 0; k < own->n; k++)
+    if (k != i && own->tensors[k] == own->tensors[i] && find_entry(sd, own->names[k]) >= 0) return false;
+  return true;
+}
+
+pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
+                                    pd_named_tensors *unexpected) {
+  if (missing) *missing = (pd_named_tensors){0};
+  if (unexpected) *unexpected = (pd_named_tensors){0};
+  if (!l || !sd)
+    return pd_set_error(PD_ERR_INVALID, "state dict match: %s is NULL", l ? "state dict" : "layer");
+  pd_named_tensors own;
+  pd_status st = pd_layer_state_dict(l, &own);
+  for (int i = 0; i < own.n && st == PD_OK && missing; i++)
+    if (entry_missing(&own, i, sd)) st = append_named(missing, own.names[i], own.tensors[i]);
+  for (int j = 0; j < sd->n && st == PD_OK && unexpected; j++)
+    if (find_entry(&own, sd->names[j]) < 0) st = append_named(unexpected, sd->names[j], sd->tensors[j]);
+  pd_named_tensors_free(&own);
+  if (st != PD_OK) {
+    pd_named_tensors_free(missing);
+    pd_named_tensors_free(unexpected);
+  }
+  return st;
+}
+
 pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
                                   pd_named_tensors *unexpected) {
   if (missing) *missing = (pd_named_tensors){0};
@@ -483,44 +529,30 @@ pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_na
   if (st != PD_OK) return st;
   /* check every shape first, so a mismatch changes nothing */
   for (int i = 0; i < own.n && st == PD_OK; i++) {
-    for (int j = 0; j < sd->n; j++) {
-      if (strcmp(own.names[i], sd->names[j]) != 0) continue;
-      const pd_tensor *src = sd->tensors[j], *dst = own.tensors[i];
-      if (!src) {
-        st = pd_set_error(PD_ERR_INVALID, "set_state_dict: entry '%s' is NULL", sd->names[j]);
-      } else if (src->numel != dst->numel || src->ndim != dst->ndim ||
-                 memcmp(src->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim) != 0) {
-        char a[160], b[160];
-        st = pd_set_error(PD_ERR_SHAPE,
-                          "set_state_dict: '%s' has shape %s in the state dict but %s in the layer",
-                          own.names[i], pd_shape_str(src->ndim, src->shape, a, sizeof a),
-                          pd_shape_str(dst->ndim, dst->shape, b, sizeof b));
-      }
-      break;
+    int j = find_entry(sd, own.names[i]);
+    if (j < 0) continue;
+    const pd_tensor *src = sd->tensors[j], *dst = own.tensors[i];
+    if (!src) {
+      st = pd_set_error(PD_ERR_INVALID, "set_state_dict: entry '%s' is NULL", sd->names[j]);
+    } else if (src->numel != dst->numel || src->ndim != dst->ndim ||
+               memcmp(src->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim) != 0) {
+      char a[160], b[160];
+      st = pd_set_error(PD_ERR_SHAPE,
+                        "set_state_dict: '%s' has shape %s in the state dict but %s in the layer",
+                        own.names[i], pd_shape_str(src->ndim, src->shape, a, sizeof a),
+                        pd_shape_str(dst->ndim, dst->shape, b, sizeof b));
     }
   }
   for (int i = 0; i < own.n && st == PD_OK; i++) {
-    int j = 0;
-    while (j < sd->n && strcmp(own.names[i], sd->names[j]) != 0) j++;
-    if (j == sd->n) {
-      if (missing) st = append_named(missing, own.names[i], own.tensors[i]);
-      continue;
-    }
+    int j = find_entry(sd, own.names[i]);
+    if (j < 0) continue;
     pd_tensor *dst = own.tensors[i];
     int64_t n = pd_tensor_copy_to(sd->tensors[j], pd_tensor_data(dst), dst->numel, dst->dtype);
     if (n < 0) st = (pd_status)n;
     dst->storage->version++;
   }
-  for (int j = 0; j < sd->n && st == PD_OK && unexpected; j++) {
-    int i = 0;
-    while (i < own.n && strcmp(own.names[i], sd->names[j]) != 0) i++;
-    if (i == own.n) st = append_named(unexpected, sd->names[j], sd->tensors[j]);
-  }
   pd_named_tensors_free(&own);
-  if (st != PD_OK) {
-    pd_named_tensors_free(missing);
-    pd_named_tensors_free(unexpected);
-  }
+  if (st == PD_OK) st = pd_layer_match_state_dict(l, sd, missing, unexpected);
   return st;
 }
 

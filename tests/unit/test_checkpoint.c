@@ -948,6 +948,46 @@ static void test_layer_save_load(void **state) {
   expect_no_live_tensors();
 }
 
+/* Shared weights (an LSTM holds its cells' tensors under its own names):
+ * the file has every path, as Paddle's state dict; a file with one name per
+ * tensor (either one) still loads strictly, nothing missing. */
+static void test_shared_weights_save_load(void **state) {
+  (void)state;
+  pd_seed(5);
+  pd_layer *a = pd_nn_lstm(3, 4, NULL), *b = pd_nn_lstm(3, 4, NULL);
+  const char *p = path_of("lstm.safetensors");
+  assert_int_equal(pd_layer_save(a, p), PD_OK);
+  pd_named_tensors file;
+  assert_int_equal(pd_load(p, &file), PD_OK);
+  assert_int_equal(file.n, 8);
+  assert_string_equal(file.names[0], "weight_ih_l0");
+  assert_string_equal(file.names[4], "0.cell.weight_ih");
+  expect_same_bytes(file.tensors[0], file.tensors[4]);
+  assert_int_equal(pd_layer_load(b, p, true), PD_OK);
+  expect_same_params(a, b);
+  /* one name per tensor: the LSTM's names alone, then the cell's alone */
+  const char *q = path_of("lstm_half.safetensors");
+  for (int half = 0; half < 2; half++) {
+    pd_layer *c = pd_nn_lstm(3, 4, NULL);
+    pd_named_tensors part = {4, file.names + 4 * half, file.tensors + 4 * half};
+    assert_int_equal(pd_save(&part, q), PD_OK);
+    assert_int_equal(pd_layer_load(c, q, true), PD_OK);
+    expect_same_params(a, c);
+    pd_layer_release(c);
+  }
+  /* a tensor under neither name is missing under both */
+  pd_layer *d = pd_nn_lstm(3, 4, NULL);
+  pd_named_tensors three = {3, file.names, file.tensors};
+  assert_int_equal(pd_save(&three, q), PD_OK);
+  assert_int_equal(pd_layer_load(d, q, true), PD_ERR_INVALID);
+  expect_error(NULL, "missing keys: 'bias_hh_l0', '0.cell.bias_hh'", NULL);
+  pd_state_free(&file);
+  pd_layer_release(a);
+  pd_layer_release(b);
+  pd_layer_release(d);
+  expect_no_live_tensors();
+}
+
 /* Optimizer-style state: a float64 layer saved and loaded into float32
  * (set_state_dict converts), and int64 step counters kept exactly. */
 static void test_dtype_conversion_on_layer_load(void **state) {
@@ -993,6 +1033,7 @@ int main(void) {
       cmocka_unit_test(test_overflowing_shapes),
       cmocka_unit_test(test_malformed_headers),
       cmocka_unit_test(test_layer_save_load),
+      cmocka_unit_test(test_shared_weights_save_load),
       cmocka_unit_test(test_dtype_conversion_on_layer_load),
   };
   return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -393,6 +393,27 @@ static void test_checkpoint_and_resume(void **state) {
   expect_error(NULL, "pd_model_load", "missing.pdparams");
   pd_model_free(c);
   pd_layer_release(wide);
+  /* shared weights: a file naming each of an LSTM's tensors once (here by
+   * its cell's names) loads; one without a tensor names it */
+  pd_layer *lstm_a = pd_nn_lstm(2, 3, NULL), *lstm_b = pd_nn_lstm(2, 3, NULL);
+  pd_named_tensors sd;
+  assert_int_equal(pd_layer_state_dict(lstm_a, &sd), PD_OK);
+  assert_int_equal(sd.n, 8);
+  snprintf(path, sizeof path, "%s/lstm.pdparams", dir);
+  pd_named_tensors cells = {4, sd.names + 4, sd.tensors + 4};
+  assert_int_equal(pd_save(&cells, path), PD_OK);
+  pd_model *d = pd_model_new(lstm_b, NULL, 0, NULL, 0);
+  assert_false(same_params(lstm_a, lstm_b));
+  assert_int_equal(pd_model_load(d, path, false, false), PD_OK);
+  assert_true(same_params(lstm_a, lstm_b));
+  cells.n = 3;
+  assert_int_equal(pd_save(&cells, path), PD_OK);
+  assert_true(pd_model_load(d, path, false, false) < 0);
+  expect_error(NULL, "bias_hh_l0 is not found", NULL);
+  pd_named_tensors_free(&sd);
+  pd_model_free(d);
+  pd_layer_release(lstm_a);
+  pd_layer_release(lstm_b);
   pd_layer_release(mse);
   pd_model_free(a);
   pd_model_free(b);

@@ -539,9 +539,30 @@ static void test_parameter_names_and_shapes(void **state) {
   assert_string_equal(subs.names[1], "0.cell_fw");
   assert_string_equal(subs.names[2], "0.cell_bw");
   pd_named_layers_free(&subs);
+  /* as Paddle's, the state dict lists each weight under both of its paths:
+   * the LSTM's own name, then the cell's */
   pd_named_tensors sd;
   assert_int_equal(pd_layer_state_dict(net, &sd), PD_OK);
-  assert_int_equal(sd.n, 16);
+  assert_int_equal(sd.n, 32);
+  for (int i = 0; i < 16; i++) assert_string_equal(sd.names[i], want[i]);
+  assert_string_equal(sd.names[16], "0.cell_fw.weight_ih");
+  assert_string_equal(sd.names[23], "0.cell_bw.bias_hh");
+  assert_string_equal(sd.names[31], "1.cell_bw.bias_hh");
+  assert_ptr_equal(sd.tensors[16], sd.tensors[0]);
+  assert_ptr_equal(sd.tensors[31], sd.tensors[15]);
+  /* either half loads every weight: nothing is missing */
+  pd_named_tensors half = {.n = 16, .names = sd.names + 16, .tensors = sd.tensors + 16}, missing, unexpected;
+  assert_int_equal(pd_layer_match_state_dict(net, &half, &missing, &unexpected), PD_OK);
+  assert_int_equal(missing.n, 0);
+  assert_int_equal(unexpected.n, 0);
+  half.names = sd.names;
+  half.n = 15; /* without bias_hh_l1_reverse (and its cell name): that one is missing, twice */
+  assert_int_equal(pd_layer_match_state_dict(net, &half, &missing, &unexpected), PD_OK);
+  assert_int_equal(missing.n, 2);
+  assert_string_equal(missing.names[0], "bias_hh_l1_reverse");
+  assert_string_equal(missing.names[1], "1.cell_bw.bias_hh");
+  pd_named_tensors_free(&missing);
+  pd_named_tensors_free(&unexpected);
   pd_named_tensors_free(&sd);
   char *s = pd_layer_to_string(net);
   assert_non_null(strstr(s, "LSTM(3, 4, num_layers=2"));
@@ -555,7 +576,6 @@ static void test_parameter_names_and_shapes(void **state) {
   expect_shape(pd_layer_parameter(g1, "weight_ih_l0"), 2, SHAPE(9, 5));
   expect_shape(pd_layer_parameter(g1, "bias_hh_l0"), 1, SHAPE(9));
   assert_int_equal(pd_layer_state_dict(g1, &sd), PD_OK);
-  pd_named_tensors missing, unexpected;
   assert_int_equal(pd_layer_set_state_dict(g2, &sd, &missing, &unexpected), PD_OK);
   assert_int_equal(missing.n, 0);
   assert_int_equal(unexpected.n, 0);
