@@ -26,8 +26,10 @@ extern "C" {
 #endif
 
 typedef struct pd_data_parallel_opts {
-  double comm_buffer_size;      /* MB; 0: 25 */
-  double last_comm_buffer_size; /* MB; 0: 1 */
+  /* Bucket sizes in MB, each in (0, 1048576]; checked with any number of
+   * ranks, so a bad size fails on one rank as it would on several. */
+  double comm_buffer_size;      /* 0: 25 */
+  double last_comm_buffer_size; /* 0: 1 */
   /* Parameters the graph did not reach are marked ready (their gradient
    * counts as zero here). Without it a parameter that gets no gradient is
    * an error naming it, never a hang. */

@@ -638,6 +638,15 @@ static void test_one_rank_pass_through(void **state) {
   assert_null(pd_data_parallel_layers(&m->base));
   assert_non_null(strstr(pd_last_error(), "not a DataParallel layer"));
   assert_null(pd_data_parallel(NULL, NULL));
+  /* bad bucket sizes fail on one rank as they would on several */
+  static const double bad[][2] = {{NAN, 1}, {25, -1}, {1e300, 1}, {25, INFINITY}};
+  for (int i = 0; i < 4; i++) {
+    pd_data_parallel_opts o = {.comm_buffer_size = bad[i][0], .last_comm_buffer_size = bad[i][1]};
+    assert_null(pd_data_parallel(&m->base, &o));
+    assert_non_null(strstr(pd_last_error(), "comm_buffer_size"));
+    assert_non_null(strstr(pd_last_error(), "must be in (0, 1.04858e+06] MB"));
+  }
+  pd_clear_error();
   pd_layer_release(dp);
   pd_layer_release(&m->base);
   expect_no_live_tensors();

@@ -31,6 +31,9 @@ pd_status pd_dp_unflatten(const pd_tensor *flat, pd_tensor *const *ts, int n);
 /* ---- the reducer ------------------------------------------------------ */
 typedef struct pd_dp_reducer pd_dp_reducer;
 
+/* The bucket sizes of opts in MB (0 takes Paddle's defaults, 25 and 1);
+ * an error naming both unless each is in (0, 1 TiB]. */
+pd_status pd_dp_buffer_sizes(const pd_data_parallel_opts *opts, double *comm_mb, double *last_mb);
 /* Builds the buckets of the given parameters (already in bucket order:
  * forward order, deduplicated, trainable) in the group's shared memory and
  * registers a post-accumulate hook on each. */

@@ -148,6 +148,8 @@ pd_layer *pd_data_parallel(pd_layer *layers, const pd_data_parallel_opts *opts) 
     if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "DataParallel: layers is NULL");
     return NULL;
   }
+  double comm_mb, last_mb; /* checked with any number of ranks: a program fails the same way on one */
+  if (pd_dp_buffer_sizes(opts, &comm_mb, &last_mb) != PD_OK) return NULL;
   pd_dist_group *group = opts ? opts->group : NULL;
   int nranks = pd_dist_get_world_size(group);
   if (nranks > 1 && !pd_dist_is_initialized()) {

@@ -101,16 +101,25 @@ static int cmp_lookup(const void *a, const void *b) {
 
 static void on_grad_ready(pd_tensor *leaf, void *user);
 
+/* Sizes above this many MB would not fit a size_t in bytes on every host
+ * and are never meant (1 TiB). */
+#define MAX_BUFFER_MB 1048576.0
+
+pd_status pd_dp_buffer_sizes(const pd_data_parallel_opts *opts, double *comm_mb, double *last_mb) {
+  *comm_mb = opts && opts->comm_buffer_size != 0 ? opts->comm_buffer_size : 25;
+  *last_mb = opts && opts->last_comm_buffer_size != 0 ? opts->last_comm_buffer_size : 1;
+  if (!(*comm_mb > 0 && *comm_mb <= MAX_BUFFER_MB) || !(*last_mb > 0 && *last_mb <= MAX_BUFFER_MB))
+    return pd_set_error(PD_ERR_INVALID,
+                        "DataParallel: comm_buffer_size (%g MB) and last_comm_buffer_size (%g MB) must be in "
+                        "(0, %g] MB",
+                        *comm_mb, *last_mb, MAX_BUFFER_MB);
+  return PD_OK;
+}
+
 pd_dp_reducer *pd_dp_reducer_new(pd_tensor *const *params, char *const *names, int n, pd_dist_group *group,
                                  const pd_data_parallel_opts *opts) {
-  double comm_mb = opts && opts->comm_buffer_size != 0 ? opts->comm_buffer_size : 25;
-  double last_mb = opts && opts->last_comm_buffer_size != 0 ? opts->last_comm_buffer_size : 1;
-  if (!(comm_mb > 0) || !(last_mb > 0)) {
-    pd_set_error(PD_ERR_INVALID,
-                 "DataParallel: comm_buffer_size (%g MB) and last_comm_buffer_size (%g MB) must be positive",
-                 comm_mb, last_mb);
-    return NULL;
-  }
+  double comm_mb, last_mb;
+  if (pd_dp_buffer_sizes(opts, &comm_mb, &last_mb) != PD_OK) return NULL;
   pd_dp_reducer *r = calloc(1, sizeof *r);
   if (!r) {
     pd_set_error(PD_ERR_MEMORY, "DataParallel: out of memory");
