@@ -693,14 +693,6 @@ static int find_name(const pd_named_tensors *l, const char *name) {
   return -1;
 }
 
-/* Whether the file holds entry i's tensor under another of its names (a
- * tensor shared by two layers is in the state dict under each path). */
-static bool loaded_under_alias(const pd_named_tensors *sd, int i, const pd_named_tensors *file) {
-  for (int k = 0; k < sd->n; k++)
-    if (k != i && sd->tensors[k] == sd->tensors[i] && find_name(file, sd->names[k]) >= 0) return true;
-  return false;
-}
-
 /* Renames the optimizer entries saved for another instance of the network
  * (accumulators are keyed by parameter tensor names) to this one's. */
 static pd_status remap_optimizer_names(pd_model *m, pd_named_tensors *opt, const pd_string_map *meta) {
@@ -750,11 +742,13 @@ pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool 
   if (bl > 9 && strcmp(base + bl - 9, ".pdparams") == 0) base[bl - 9] = 0;
   char *pp = concat2(base, ".pdparams"), *op = concat2(base, ".pdopt");
   free(base);
-  pd_named_tensors file = {0}, sd = {0}, matched = {0};
+  pd_named_tensors file = {0}, sd = {0}, matched = {0}, missing = {0};
   pd_status s = pp && op ? PD_OK : pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
   if (s == PD_OK && pd_load(pp, &file) != PD_OK)
     s = pd_set_error(pd_last_status(), "%s: failed to load parameters from %s: %s", fn, pp, pd_last_error());
   if (s == PD_OK) s = pd_layer_state_dict(m->network, &sd);
+  /* a name the file lacks is loaded under another of its names unless missing */
+  if (s == PD_OK) s = pd_layer_match_state_dict(m->network, &file, &missing, NULL);
   if (s == PD_OK) {
     matched.names = calloc((size_t)sd.n + 1, sizeof(char *));
     matched.tensors = calloc((size_t)sd.n + 1, sizeof(pd_tensor *));
@@ -763,7 +757,7 @@ pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool 
   for (int i = 0; s == PD_OK && i < sd.n; i++) {
     int j = find_name(&file, sd.names[i]);
     char msg[512];
-    if (j < 0 && loaded_under_alias(&sd, i, &file)) continue;
+    if (j < 0 && find_name(&missing, sd.names[i]) < 0) continue;
     if (j < 0) {
       snprintf(msg, sizeof msg, "%s is not found in the providing file %s", sd.names[i], pp);
     } else if (pd_tensor_ndim(file.tensors[j]) != pd_tensor_ndim(sd.tensors[i]) ||
@@ -795,6 +789,7 @@ pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool 
     pd_string_map_free(&meta);
   }
   pd_named_tensors_free(&sd);
+  pd_named_tensors_free(&missing);
   pd_state_free(&file);
   free(pp);
   free(op);
