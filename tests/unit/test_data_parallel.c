@@ -585,6 +585,38 @@ static void test_resume_two_ranks(void **state) {
   run_two_ranks(rank_resume);
 }
 
+/* Ranks that wrap different models fail together with an error naming the
+ * first entry that differs, instead of a broadcast overwriting a differently
+ * shaped weight or failing on its element count. */
+static int rank_different_models(int rank) {
+  int rc = 0;
+  /* same entries, the weight transposed on rank 1: [2, 4] against [4, 2] */
+  pd_layer *a = pd_nn_linear(rank == 0 ? 2 : 4, rank == 0 ? 4 : 2, &(pd_nn_linear_opts){.no_bias = true});
+  /* one entry fewer on rank 1 */
+  pd_layer *b = pd_nn_linear(3, 3, &(pd_nn_linear_opts){.no_bias = rank == 1});
+  pd_layer *c = pd_nn_linear(3, 3, NULL), *dp = NULL;
+  CHECK(!pd_data_parallel(a, NULL) && pd_last_status() == PD_ERR_INVALID, 1);
+  CHECK(strstr(pd_last_error(), "entry 0, 'weight'") &&
+            strstr(pd_last_error(),
+                   rank == 0 ? "float32 [2, 4] on this rank" : "float32 [4, 2] on this rank") &&
+            strstr(pd_last_error(), rank == 0 ? "on another rank" : "from rank 0's"),
+        2);
+  CHECK(!pd_data_parallel(b, NULL) && strstr(pd_last_error(), "between 1 and 2 parameters and buffers"), 3);
+  /* the ranks are still in step: a matching model works */
+  CHECK((dp = pd_data_parallel(c, NULL)) != NULL, 4);
+done:
+  pd_layer_release(dp);
+  pd_layer_release(a);
+  pd_layer_release(b);
+  pd_layer_release(c);
+  return rc;
+}
+
+static void test_different_models_two_ranks(void **state) {
+  (void)state;
+  run_two_ranks(rank_different_models);
+}
+
 /* fused_allreduce_gradients averages the grads; a parameter without one is
  * skipped. */
 static int rank_fused(int rank) {
@@ -654,11 +686,17 @@ static void test_one_rank_pass_through(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_assign_buckets),        cmocka_unit_test(test_build_groups),
-      cmocka_unit_test(test_queue_callback),        cmocka_unit_test(test_visit_leaves),
-      cmocka_unit_test(test_one_rank_pass_through), cmocka_unit_test(test_equivalence_two_ranks),
-      cmocka_unit_test(test_no_sync_two_ranks),     cmocka_unit_test(test_unused_parameters_two_ranks),
-      cmocka_unit_test(test_resume_two_ranks),      cmocka_unit_test(test_fused_allreduce_two_ranks),
+      cmocka_unit_test(test_assign_buckets),
+      cmocka_unit_test(test_build_groups),
+      cmocka_unit_test(test_queue_callback),
+      cmocka_unit_test(test_visit_leaves),
+      cmocka_unit_test(test_one_rank_pass_through),
+      cmocka_unit_test(test_equivalence_two_ranks),
+      cmocka_unit_test(test_no_sync_two_ranks),
+      cmocka_unit_test(test_unused_parameters_two_ranks),
+      cmocka_unit_test(test_resume_two_ranks),
+      cmocka_unit_test(test_fused_allreduce_two_ranks),
+      cmocka_unit_test(test_different_models_two_ranks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

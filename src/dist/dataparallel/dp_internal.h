@@ -28,6 +28,12 @@ int pd_dp_build_groups(pd_tensor *const *ts, int n, size_t limit, int **starts);
 pd_tensor *pd_dp_flatten(pd_tensor *const *ts, int n);
 pd_status pd_dp_unflatten(const pd_tensor *flat, pd_tensor *const *ts, int n);
 
+/* An error on every rank unless all ranks' entries (parameters and
+ * buffers, in order) have the same names, dtypes and shapes as rank src's;
+ * collective over group (dp_same_model.c). */
+pd_status pd_dp_check_same_model(pd_tensor *const *ts, char *const *names, int n, int src,
+                                 pd_dist_group *group);
+
 /* ---- the reducer ------------------------------------------------------ */
 typedef struct pd_dp_reducer pd_dp_reducer;
 

@@ -59,16 +59,22 @@ static pd_status broadcast_state(pd_layer *inner, pd_dist_group *group) {
   if (st == PD_OK) st = pd_layer_named_buffers(inner, &bs);
   int n = ps.n + bs.n;
   pd_tensor **all = st == PD_OK && n ? malloc((size_t)n * sizeof *all) : NULL;
-  if (st == PD_OK && n && !all) st = pd_set_error(PD_ERR_MEMORY, "DataParallel: out of memory");
+  char **names = st == PD_OK && n ? malloc((size_t)n * sizeof *names) : NULL;
+  if (st == PD_OK && n && (!all || !names)) st = pd_set_error(PD_ERR_MEMORY, "DataParallel: out of memory");
   int *starts = NULL;
   int ng = 0;
+  int src = pd_dist_group_ranks(group)[0];
   if (st == PD_OK && n) {
     if (ps.n) memcpy(all, ps.tensors, (size_t)ps.n * sizeof *all);
     if (bs.n) memcpy(all + ps.n, bs.tensors, (size_t)bs.n * sizeof *all);
+    if (ps.n) memcpy(names, ps.names, (size_t)ps.n * sizeof *names);
+    if (bs.n) memcpy(names + ps.n, bs.names, (size_t)bs.n * sizeof *names);
+  }
+  if (st == PD_OK) st = pd_dp_check_same_model(all, names, n, src, group);
+  if (st == PD_OK && n) {
     ng = pd_dp_build_groups(all, n, SYNC_GROUP_BYTES, &starts);
     if (ng < 0) st = ng;
   }
-  int src = pd_dist_group_ranks(group)[0];
   for (int g = 0; g < ng && st == PD_OK; g++) {
     pd_tensor *flat = pd_dp_flatten(all + starts[g], starts[g + 1] - starts[g]);
     if (!flat) st = pd_last_status();
@@ -78,6 +84,7 @@ static pd_status broadcast_state(pd_layer *inner, pd_dist_group *group) {
   }
   free(starts);
   free(all);
+  free(names);
   pd_named_tensors_free(&ps);
   pd_named_tensors_free(&bs);
   return st;
