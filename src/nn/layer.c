@@ -498,6 +498,21 @@ static bool entry_missing(const pd_named_tensors *own, int i, const pd_named_ten
   return true;
 }
 
+/* The missing and unexpected lists of sd against the layer's own state dict. */
+static pd_status match_lists(const pd_named_tensors *own, const pd_named_tensors *sd,
+                             pd_named_tensors *missing, pd_named_tensors *unexpected) {
+  pd_status st = PD_OK;
+  for (int i = 0; i < own->n && st == PD_OK && missing; i++)
+    if (entry_missing(own, i, sd)) st = append_named(missing, own->names[i], own->tensors[i]);
+  for (int j = 0; j < sd->n && st == PD_OK && unexpected; j++)
+    if (find_entry(own, sd->names[j]) < 0) st = append_named(unexpected, sd->names[j], sd->tensors[j]);
+  if (st != PD_OK) {
+    pd_named_tensors_free(missing);
+    pd_named_tensors_free(unexpected);
+  }
+  return st;
+}
+
 pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
                                     pd_named_tensors *unexpected) {
   if (missing) *missing = (pd_named_tensors){0};
@@ -506,15 +521,8 @@ pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *s
     return pd_set_error(PD_ERR_INVALID, "state dict match: %s is NULL", l ? "state dict" : "layer");
   pd_named_tensors own;
   pd_status st = pd_layer_state_dict(l, &own);
-  for (int i = 0; i < own.n && st == PD_OK && missing; i++)
-    if (entry_missing(&own, i, sd)) st = append_named(missing, own.names[i], own.tensors[i]);
-  for (int j = 0; j < sd->n && st == PD_OK && unexpected; j++)
-    if (find_entry(&own, sd->names[j]) < 0) st = append_named(unexpected, sd->names[j], sd->tensors[j]);
+  if (st == PD_OK) st = match_lists(&own, sd, missing, unexpected);
   pd_named_tensors_free(&own);
-  if (st != PD_OK) {
-    pd_named_tensors_free(missing);
-    pd_named_tensors_free(unexpected);
-  }
   return st;
 }
 
@@ -551,8 +559,8 @@ pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_na
     if (n < 0) st = (pd_status)n;
     dst->storage->version++;
   }
+  if (st == PD_OK) st = match_lists(&own, sd, missing, unexpected);
   pd_named_tensors_free(&own);
-  if (st == PD_OK) st = pd_layer_match_state_dict(l, sd, missing, unexpected);
   return st;
 }
 
