@@ -18,6 +18,15 @@
 typedef enum { PD_ST_INJECT_NONE = 0, PD_ST_INJECT_FAIL, PD_ST_INJECT_KILL } pd_st_inject_mode;
 void pd_safetensors_inject(pd_st_inject_mode mode, int64_t after_bytes);
 
+/* Temporary files of atomic saves (checkpoint_temp.c). pd_ckpt_open_temp
+ * creates "<path>.tmp.<pid>.<n>" exclusively (a name already taken, say by
+ * a crashed process whose pid came back, is skipped), its name into tmp;
+ * the descriptor, or -1 with errno set. pd_ckpt_remove_dead_temps removes
+ * the files of exactly that pattern for path whose pid names no live
+ * process (kill(pid, 0) fails with ESRCH), and returns how many. */
+int pd_ckpt_open_temp(const char *path, char *tmp, size_t cap);
+int pd_ckpt_remove_dead_temps(const char *path);
+
 /* A growing NUL-terminated string. On allocation failure `failed` is set and
  * later appends do nothing. */
 typedef struct pd_strbuf {

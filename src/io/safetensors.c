@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -329,22 +328,6 @@ static pd_status sync_dir(const char *path) {
   return st;
 }
 
-/* Numbers the temporary files of this process, so that threads saving to
- * the same path at once never share one. */
-static atomic_ullong g_tmp_serial;
-
-/* Creates "<path>.tmp.<pid>.<n>" in the directory of path, exclusively (a
- * name left by a crashed process whose pid was reused is skipped); its name
- * goes to tmp. Returns the descriptor, or -1 with errno set. */
-static int open_temp(const char *path, char *tmp, size_t cap) {
-  for (int attempt = 0;; attempt++) {
-    unsigned long long n = atomic_fetch_add(&g_tmp_serial, 1);
-    snprintf(tmp, cap, "%s.tmp.%ld.%llu", path, (long)getpid(), n);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST || attempt == 1000) return fd;
-  }
-}
-
 pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata) {
   if (!state || !path || !path[0])
     return pd_set_error(PD_ERR_INVALID, "save: %s", !state ? "state is NULL" : "path is NULL or empty");
@@ -365,7 +348,8 @@ pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_s
     free(hdr.s);
     return pd_set_error(PD_ERR_MEMORY, "save: '%s': out of memory", path);
   }
-  w->fd = open_temp(path, tmp, plen);
+  pd_ckpt_remove_dead_temps(path); /* left by saves that were killed */
+  w->fd = pd_ckpt_open_temp(path, tmp, plen);
   w->path = path;
   w->written = 0;
   w->len = 0;

@@ -593,6 +593,61 @@ static void test_save_skips_taken_temp_names(void **state) {
   expect_no_live_tensors();
 }
 
+/* Temporaries of killed saves do not pile up: the next save to the path
+ * removes those whose process is gone and keeps those of live processes,
+ * other paths' and names that merely look alike. */
+static void test_save_removes_dead_temps(void **state) {
+  (void)state;
+  const char *p = path_of("stale.safetensors");
+  fflush(NULL);
+  pid_t dead = fork(); /* a pid that is surely gone once reaped */
+  assert_true(dead >= 0);
+  if (dead == 0) _exit(0);
+  assert_int_equal(waitpid(dead, NULL, 0), dead);
+  char dead_tmp[300], dead_tmp2[300], live_tmp[300], other[300], odd[4][300];
+  snprintf(dead_tmp, sizeof dead_tmp, "%s.tmp.%ld.0", p, (long)dead);
+  snprintf(dead_tmp2, sizeof dead_tmp2, "%s.tmp.%ld.17", p, (long)dead);
+  snprintf(live_tmp, sizeof live_tmp, "%s.tmp.%ld.999999", p, (long)getpid());
+  snprintf(other, sizeof other, "%s.tmp.%ld.0", path_of("other.safetensors"), (long)dead);
+  snprintf(odd[0], sizeof odd[0], "%s.tmp.%ld.0.bak", p, (long)dead);
+  snprintf(odd[1], sizeof odd[1], "%s.tmp.%ldx.0", p, (long)dead);
+  snprintf(odd[2], sizeof odd[2], "%s.tmp.%ld.", p, (long)dead);
+  snprintf(odd[3], sizeof odd[3], "x%s.tmp.%ld.0", strrchr(p, '/') + 1, (long)dead);
+  char odd3[400];
+  snprintf(odd3, sizeof odd3, "%s/%s", g_dir, odd[3]);
+  write_file(dead_tmp, "dead", 4);
+  write_file(dead_tmp2, "dead", 4);
+  write_file(live_tmp, "live", 4);
+  write_file(other, "othr", 4);
+  for (int k = 0; k < 3; k++) write_file(odd[k], "oddd", 4);
+  write_file(odd3, "oddd", 4);
+  save_pair(p, 4.0, 8);
+  assert_true(check_pair(p) == 4.0);
+  struct stat sb;
+  assert_int_equal(stat(dead_tmp, &sb), -1);
+  assert_int_equal(stat(dead_tmp2, &sb), -1);
+  assert_int_equal(stat(live_tmp, &sb), 0);
+  assert_int_equal(stat(other, &sb), 0);
+  for (int k = 0; k < 3; k++) assert_int_equal(stat(odd[k], &sb), 0);
+  assert_int_equal(stat(odd3, &sb), 0);
+  /* a save with a relative path cleans the same way */
+  char cwd[512];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(g_dir), 0);
+  char rel_dead[300];
+  snprintf(rel_dead, sizeof rel_dead, "stale.safetensors.tmp.%ld.3", (long)dead);
+  write_file(rel_dead, "dead", 4);
+  save_pair("stale.safetensors", 5.0, 8);
+  assert_int_equal(stat(rel_dead, &sb), -1);
+  assert_int_equal(chdir(cwd), 0);
+  assert_true(check_pair(p) == 5.0);
+  unlink(live_tmp);
+  unlink(other);
+  for (int k = 0; k < 3; k++) unlink(odd[k]);
+  unlink(odd3);
+  expect_no_live_tensors();
+}
+
 /* ---- corruption ----------------------------------------------------------------- */
 static unsigned char *small_valid_image(size_t *n) {
   pd_tensor *a = T(PD_FLOAT32, 2, SHAPE(2, 2), 1, 2, 3, 4);
@@ -1026,6 +1081,7 @@ int main(void) {
       cmocka_unit_test(test_sigkill_during_large_save),
       cmocka_unit_test(test_concurrent_saves_to_one_path),
       cmocka_unit_test(test_save_skips_taken_temp_names),
+      cmocka_unit_test(test_save_removes_dead_temps),
       cmocka_unit_test(test_truncated_at_every_byte),
       cmocka_unit_test(test_flipped_header_bytes),
       cmocka_unit_test(test_lying_header_lengths),
