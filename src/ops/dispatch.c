@@ -4,6 +4,7 @@
  *   -> kernel -> inplace version bump -> autograd node -> scope tracking. */
 #include <string.h>
 
+#include "../core/thread_governor.h"
 #include "op_registry.h"
 
 static pd_autograd_record_fn g_autograd;
@@ -153,6 +154,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
     for (int k = 1; k < nm; k++) out[k] = NULL;
     if (inplace) out[0] = pd_tensor_retain(in[0]);
   }
+  pd_thread_governor_poke();
   st = kernel(def, in, n_in, a, out, nm);
   if (st != PD_OK) goto fail;
   if (inplace) in[0]->storage->version++;

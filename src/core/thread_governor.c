@@ -1,0 +1,178 @@
+/* Keeps the OpenMP pool from taking cores that the machine needs elsewhere.
+ *
+ * libgomp's waiting threads (idle between parallel regions, or early at a
+ * region's closing barrier) spin for GOMP_SPINCOUNT iterations, 300000 by
+ * default (a few milliseconds), before they sleep on a futex. On a quiet
+ * machine that starts the next region within a microsecond. When other
+ * processes compete for the cores, the spinning threads burn the time slices
+ * that a descheduled teammate, our own main thread or the competitor needs,
+ * and a training step slows 2-17x (docs/threads.md has the measurements).
+ *
+ * libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, in its constructor,
+ * which runs before any code of this library (and setenv from an earlier
+ * constructor is undone when libc initialises the environment). What it does
+ * honour at run time: while it manages more threads than the process may use
+ * CPUs, every wait spins only its "throttled" count (100 iterations) and then
+ * sleeps. A parked thread that once ran a team of its own raises that count
+ * without running anything: its team's worker sleeps at its dock and the
+ * parked thread sleeps on a condition variable. Releasing the parked thread
+ * (it exits and libgomp frees its team) restores the spinning.
+ *
+ * The governor watches the process's involuntary context switches (the
+ * kernel preempting our threads because others want the CPU) every 50 ms. It
+ * parks a team when preemptions show contention and releases it after two
+ * calm seconds, so a quiet machine keeps the fast spinning.
+ * PADDLEC_WAIT_POLICY=auto (default) | passive (always sleep-wait) | active
+ * (libgomp's own behaviour). An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+ * the user's choice and turns the governor off. */
+#define _GNU_SOURCE
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "thread_governor.h"
+
+#define WINDOW_NS 50000000L      /* how often the governor looks */
+#define PREEMPTIONS_PER_WINDOW 3 /* more than this in a window: contention */
+#define CALM_WINDOWS 40          /* release after this many calm windows (2 s) */
+
+atomic_int pd_g_governor_state; /* pd_governor_state */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_park_state; /* 0 none, 1 parked, 2 asked to leave */
+static pthread_t g_parked;
+static atomic_int g_parks; /* how many times a team was parked (tests) */
+static pd_wait_policy g_policy;
+
+static void *parked_main(void *arg) {
+  (void)arg;
+  /* A team of two: this thread and one libgomp worker, which then sleeps at
+   * its dock for as long as this thread lives. */
+#pragma omp parallel num_threads(2)
+  {
+    volatile int touch = omp_get_thread_num();
+    (void)touch;
+  }
+  pthread_mutex_lock(&g_mu);
+  g_park_state = 1;
+  pthread_cond_broadcast(&g_cv);
+  while (g_park_state != 2) pthread_cond_wait(&g_cv, &g_mu);
+  g_park_state = 0;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  return NULL;
+}
+
+static void park(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_park_state == 0 && pthread_create(&g_parked, NULL, parked_main, NULL) == 0) {
+    while (g_park_state != 1) pthread_cond_wait(&g_cv, &g_mu);
+    atomic_fetch_add(&g_parks, 1);
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void unpark(void) {
+  pthread_mutex_lock(&g_mu);
+  bool joined = g_park_state == 1;
+  if (joined) {
+    g_park_state = 2;
+    pthread_cond_broadcast(&g_cv);
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (joined) pthread_join(g_parked, NULL);
+}
+
+static long preemptions(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  long last = preemptions();
+  int calm = 0;
+  bool parked = false;
+  for (;;) {
+    struct timespec ts = {0, WINDOW_NS};
+    nanosleep(&ts, NULL);
+    long now = preemptions(), d = now - last;
+    last = now;
+    if (d > PREEMPTIONS_PER_WINDOW) {
+      calm = 0;
+      if (!parked) park(), parked = true;
+    } else if (parked && ++calm >= CALM_WINDOWS) {
+      unpark(), parked = false;
+    }
+  }
+  return NULL;
+}
+
+static pd_wait_policy policy_from_env(void) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return PD_WAIT_ACTIVE;
+  const char *s = getenv("PADDLEC_WAIT_POLICY");
+  if (!s || !*s || strcasecmp(s, "auto") == 0) return PD_WAIT_AUTO;
+  if (strcasecmp(s, "passive") == 0) return PD_WAIT_PASSIVE;
+  if (strcasecmp(s, "active") == 0) return PD_WAIT_ACTIVE;
+  fprintf(stderr, "paddlec: PADDLEC_WAIT_POLICY='%s' is not auto, passive or active; using auto\n", s);
+  return PD_WAIT_AUTO;
+}
+
+static void child_after_fork(void) {
+  /* The child has none of the parent's other threads: start over. */
+  g_park_state = 0;
+  atomic_store(&pd_g_governor_state, PD_GOVERNOR_UNSTARTED);
+}
+
+void pd_thread_governor_start(void) {
+  pthread_mutex_lock(&g_mu);
+  if (atomic_load(&pd_g_governor_state) != PD_GOVERNOR_UNSTARTED) {
+    pthread_mutex_unlock(&g_mu);
+    return;
+  }
+  if (omp_get_max_threads() <= 1) { /* no team, nothing spins */
+    atomic_store(&pd_g_governor_state, PD_GOVERNOR_SINGLE);
+    pthread_mutex_unlock(&g_mu);
+    return;
+  }
+  atomic_store(&pd_g_governor_state, PD_GOVERNOR_STARTING);
+  static bool fork_handler;
+  if (!fork_handler) fork_handler = pthread_atfork(NULL, NULL, child_after_fork) == 0;
+  g_policy = policy_from_env();
+  pthread_mutex_unlock(&g_mu);
+  if (g_policy == PD_WAIT_PASSIVE) {
+    park();
+  } else if (g_policy == PD_WAIT_AUTO) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    if (pthread_create(&t, &attr, watch_main, NULL) != 0) g_policy = PD_WAIT_ACTIVE;
+    pthread_attr_destroy(&attr);
+  }
+  atomic_store(&pd_g_governor_state, PD_GOVERNOR_RUNNING);
+}
+
+void pd_thread_governor_threads_changed(int n) {
+  int single = PD_GOVERNOR_SINGLE;
+  if (n > 1) atomic_compare_exchange_strong(&pd_g_governor_state, &single, PD_GOVERNOR_UNSTARTED);
+}
+
+pd_wait_policy pd_thread_governor_policy(void) { return g_policy; }
+
+bool pd_thread_governor_parked(void) {
+  pthread_mutex_lock(&g_mu);
+  bool p = g_park_state == 1;
+  pthread_mutex_unlock(&g_mu);
+  return p;
+}
+
+int pd_thread_governor_parks(void) { return atomic_load(&g_parks); }

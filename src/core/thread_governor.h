@@ -1,0 +1,42 @@
+/* The thread governor (thread_governor.c): keeps libgomp's waiting threads
+ * from spinning on cores that other processes need. The dispatcher pokes it
+ * before every kernel; the first poke starts it. */
+#ifndef PADDLEC_CORE_THREAD_GOVERNOR_H
+#define PADDLEC_CORE_THREAD_GOVERNOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+typedef enum pd_wait_policy {
+  PD_WAIT_AUTO,    /* spin while the machine is quiet, sleep-wait under contention */
+  PD_WAIT_PASSIVE, /* always sleep-wait after a short spin */
+  PD_WAIT_ACTIVE,  /* libgomp's own policy (also when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT) */
+} pd_wait_policy;
+
+typedef enum pd_governor_state {
+  PD_GOVERNOR_UNSTARTED,
+  PD_GOVERNOR_STARTING,
+  PD_GOVERNOR_RUNNING,
+  PD_GOVERNOR_SINGLE, /* one thread: nothing to govern until pd_set_num_threads raises it */
+} pd_governor_state;
+
+extern atomic_int pd_g_governor_state;
+
+void pd_thread_governor_start(void);
+
+static inline void pd_thread_governor_poke(void) {
+  if (__builtin_expect(
+          atomic_load_explicit(&pd_g_governor_state, memory_order_relaxed) == PD_GOVERNOR_UNSTARTED, 0))
+    pd_thread_governor_start();
+}
+
+/* pd_set_num_threads: a single-threaded process may now have a team. */
+void pd_thread_governor_threads_changed(int n);
+
+/* For tests: the policy in force, whether a team is parked now, and how many
+ * times one was parked since the start. */
+pd_wait_policy pd_thread_governor_policy(void);
+bool pd_thread_governor_parked(void);
+int pd_thread_governor_parks(void);
+
+#endif

@@ -1,0 +1,180 @@
+/* The thread governor (src/core/thread_governor.c): with the passive policy
+ * the OpenMP pool's idle threads sleep instead of spinning after a parallel
+ * op; with the auto policy a team is parked while other processes compete
+ * for the cores and released when they are gone; an explicit OMP_WAIT_POLICY
+ * turns the governor off. Each policy is read once per process, so every
+ * scenario runs in a fresh process (this program re-executed). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/thread_governor.h"
+#include "test_util.h"
+
+static double cpu_ms(void) {
+  struct rusage r;
+  getrusage(RUSAGE_SELF, &r);
+  return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 +
+         (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-3;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* One op large enough to run as a parallel region on every thread. */
+static void parallel_op(void) {
+  pd_scope_begin();
+  pd_tensor *x = pd_ones(1, (int64_t[]){1 << 21}, PD_FLOAT32);
+  pd_tensor *y = pd_add(x, x);
+  if (!y || pd_tensor_item_at(y, 12345) != 2.0) _exit(10);
+  pd_scope_end();
+}
+
+/* CPU time the process burns while its main thread sleeps 200 ms right
+ * after a parallel op: libgomp's spinning idle threads, if they spin. */
+static double idle_burn_ms(void) {
+  parallel_op();
+  double c0 = cpu_ms();
+  sleep_ms(200);
+  return cpu_ms() - c0;
+}
+
+static pid_t busy_child(void) {
+  pid_t p = fork();
+  if (p == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    volatile double x = 1;
+    for (;;) x = x * 1.0000001 + 1e-9;
+  }
+  return p;
+}
+
+/* ---- scenarios, each in its own process; exit status 0 = passed ---------- */
+
+static int scenario_passive(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  if (pd_thread_governor_policy() != PD_WAIT_PASSIVE) return 20;
+  if (!pd_thread_governor_parked()) return 21;
+  double burn = idle_burn_ms();
+  if (getenv("GOV_DEBUG")) fprintf(stderr, "burn %.2f ms\n", burn);
+  if (burn > 2.0) {
+    fprintf(stderr, "passive: the idle pool burned %.2f ms of CPU in 200 ms\n", burn);
+    return 22;
+  }
+  return 0;
+}
+
+static int scenario_auto(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  if (pd_thread_governor_policy() != PD_WAIT_AUTO) return 30;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) ncpu = 1;
+  pid_t kids[65];
+  int nk = (int)(ncpu + 1 < 65 ? ncpu + 1 : 65);
+  for (int i = 0; i < nk; i++) kids[i] = busy_child();
+  bool parked = false;
+  for (int i = 0; i < 200 && !parked; i++) { /* up to ~10 s of parallel work */
+    for (int k = 0; k < 20; k++) parallel_op();
+    parked = pd_thread_governor_parked();
+  }
+  for (int i = 0; i < nk; i++) kill(kids[i], SIGKILL);
+  for (int i = 0; i < nk; i++) waitpid(kids[i], NULL, 0);
+  if (!parked) {
+    fprintf(stderr, "auto: no team parked while %d busy processes competed\n", nk);
+    return 31;
+  }
+  /* Quiet again (this process sleeps, so nothing preempts it): released
+   * after two calm seconds. */
+  for (int i = 0; i < 100 && pd_thread_governor_parked(); i++) sleep_ms(100);
+  if (pd_thread_governor_parked()) {
+    fprintf(stderr, "auto: the team stayed parked 10 s after the competitors left\n");
+    return 32;
+  }
+  return pd_thread_governor_parks() >= 1 ? 0 : 33;
+}
+
+static int scenario_user_policy(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  if (pd_thread_governor_policy() != PD_WAIT_ACTIVE) return 40;
+  return pd_thread_governor_parked() ? 41 : 0;
+}
+
+static int scenario_single(void) {
+  pd_set_num_threads(1);
+  parallel_op();
+  if (pd_thread_governor_parked() || pd_thread_governor_parks() != 0) return 50;
+  pd_set_num_threads(2); /* now there is a team to govern */
+  parallel_op();
+  return pd_thread_governor_parked() ? 0 : 51;
+}
+
+static const char *g_self;
+
+/* Runs a scenario in a fresh process with one environment variable set. */
+static void run_scenario(const char *name, const char *var, const char *value) {
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    unsetenv("OMP_WAIT_POLICY"), unsetenv("GOMP_SPINCOUNT"), unsetenv("PADDLEC_WAIT_POLICY");
+    setenv(var, value, 1);
+    execl(g_self, g_self, "--scenario", name, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(p, &status, 0), p);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("scenario %s (%s=%s) failed: status %d", name, var, value,
+             WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+}
+
+static void test_passive_pool_sleeps(void **state) {
+  (void)state;
+  run_scenario("passive", "PADDLEC_WAIT_POLICY", "passive");
+}
+
+static void test_auto_parks_under_contention(void **state) {
+  (void)state;
+  run_scenario("auto", "PADDLEC_WAIT_POLICY", "auto");
+}
+
+static void test_user_wait_policy_wins(void **state) {
+  (void)state;
+  run_scenario("user", "OMP_WAIT_POLICY", "active");
+  run_scenario("user", "GOMP_SPINCOUNT", "1000");
+  run_scenario("user", "PADDLEC_WAIT_POLICY", "active");
+}
+
+static void test_single_thread_then_team(void **state) {
+  (void)state;
+  run_scenario("single", "PADDLEC_WAIT_POLICY", "passive");
+}
+
+int main(int argc, char **argv) {
+  g_self = "/proc/self/exe";
+  if (argc == 3 && strcmp(argv[1], "--scenario") == 0) {
+    const char *s = argv[2];
+    if (strcmp(s, "passive") == 0) return scenario_passive();
+    if (strcmp(s, "auto") == 0) return scenario_auto();
+    if (strcmp(s, "user") == 0) return scenario_user_policy();
+    if (strcmp(s, "single") == 0) return scenario_single();
+    return 99;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_passive_pool_sleeps),
+      cmocka_unit_test(test_user_wait_policy_wins),
+      cmocka_unit_test(test_single_thread_then_team),
+      cmocka_unit_test(test_auto_parks_under_contention),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
