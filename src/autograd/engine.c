@@ -287,6 +287,10 @@ static pd_status check_versions(const pd_node *n) {
 static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
   const char *name = n->op >= 0 ? pd_op_table[n->op]->name : (n->custom->name ? n->custom->name : "PyLayer");
   pd_tensor **g = e->gbuf[n->slot];
+  if (!g) { /* no gradient reached this node (e.g. pd_grad inputs it does not lead to) */
+    g = e->gbuf[n->slot] = scratch((size_t)n->n_out * sizeof *g);
+    if (!g) return pd_set_error(PD_ERR_MEMORY, "backward: out of memory");
+  }
   pd_status st = PD_OK;
   pd_tensor *gin[PD_MAX_OUTPUTS];
   pd_tensor **grad_in = n->n_in <= PD_MAX_OUTPUTS ? gin : scratch((size_t)n->n_in * sizeof *grad_in);

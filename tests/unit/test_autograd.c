@@ -216,6 +216,33 @@ static void test_grad_unused_nonleaf_and_detach(void **state) {
   expect_no_live_tensors();
 }
 
+/* Inputs the outputs do not reach at all: no node of the graph leads to
+ * them, so every node runs without a gradient buffer. */
+static void test_grad_no_input_reachable(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3);
+  pd_tensor *z = T(PD_FLOAT64, 1, SHAPE(2), 4, 5);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor_set_stop_gradient(z, false);
+  pd_tensor *y = pd_sum(pd_multiply(x, x), NULL, 0, false);
+  pd_tensor *g = x; /* overwritten with the result */
+  assert_true(pd_grad(&y, 1, &z, 1, NULL, &(pd_grad_opts){.retain_graph = true}, &g) < 0);
+  assert_null(g);
+  assert_non_null(strstr(pd_last_error(), "inputs[0] is not used"));
+  pd_clear_error();
+  assert_int_equal(
+      pd_grad(&y, 1, &z, 1, NULL, &(pd_grad_opts){.allow_unused = true, .retain_graph = true}, &g), PD_OK);
+  assert_null(g);
+  /* an unreachable input beside a reachable one: it alone gets NULL */
+  pd_tensor *in[2] = {z, x}, *gs[2];
+  assert_int_equal(pd_grad(&y, 1, in, 2, NULL, &(pd_grad_opts){.allow_unused = true}, gs), PD_OK);
+  assert_null(gs[0]);
+  EXPECT_VALUES(gs[1], 1e-12, 2, 4, 6);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 /* Double backward of an MSE loss: L = sum((w x - y)^2) / n.
  * dL/dw = 2/n sum(x (w x - y)), d2L/dw2 = 2/n sum(x^2). */
 static void test_double_backward_mse(void **state) {
@@ -305,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_pylayer_cus_tanh),
       cmocka_unit_test(test_post_accumulate_hook_and_removal),
       cmocka_unit_test(test_grad_unused_nonleaf_and_detach),
+      cmocka_unit_test(test_grad_no_input_reachable),
       cmocka_unit_test(test_double_backward_mse),
       cmocka_unit_test(test_backward_errors),
       cmocka_unit_test(test_promotion),
