@@ -65,6 +65,20 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
   return PD_OK;
 }
 
+pd_status pd_check_inplace_target(const char *op, const pd_tensor *x) {
+  if (x->is_contiguous || x->numel == 0) return PD_OK;
+  for (int d = 0; d < x->ndim; d++)
+    if (x->shape[d] > 1 && x->strides[d] == 0) {
+      char st[160];
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: x of shape %s is a broadcast view (strides %s: dim %d has stride 0, so its "
+                          "elements share memory) and cannot be modified inplace; make a copy first "
+                          "(pd_contiguous or the out-of-place op)",
+                          op, PD_SHAPE_STR(x), pd_shape_str(x->ndim, x->strides, st, sizeof st), d);
+    }
+  return PD_OK;
+}
+
 /* Replaces inputs by casts where the op's flags ask for another dtype.
  * Returns the dtype outputs go back to (PD_NUM_DTYPES: keep as computed). */
 static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, pd_tensor **conv,
@@ -106,7 +120,11 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   const pd_op_def *def = pd_op_table[id];
   pd_meta meta[PD_MAX_OUTPUTS];
   int nm = def->n_out;
-  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
+  pd_status st;
+  if ((def->flags & (PD_OPF_INPLACE | PD_OPF_GEOMETRY)) == PD_OPF_INPLACE &&
+      (st = pd_check_inplace_target(def->name, in[0])) != PD_OK)
+    return st;
+  st = def->infer_meta(def, in, n_in, a, meta, &nm);
   if (st != PD_OK) return st;
   if (nm < 0 || nm > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
@@ -272,6 +290,8 @@ pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_i
     for (int k = 0; k < n_out; k++) pd_tensor_release(out[k]);
     return st;
   }
+  if (!(def->flags & PD_OPF_GEOMETRY) && pd_check_inplace_target(def->name, in[0]) != PD_OK)
+    return pd_last_status();
   pd_tensor *out[PD_MAX_OUTPUTS] = {in[0]};
   pd_internal_enter();
   pd_status st = def->kernel[PD_PLACE_CPU](def, in, n_in, a, out, def->n_out);

@@ -63,7 +63,6 @@ static pd_status clip_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 static pd_status clip_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                              pd_tensor **out, int n_out) {
   (void)n_out;
-  if ((def->flags & PD_OPF_INPLACE) && pd_ew_check_inplace(def, in[0]) != PD_OK) return pd_last_status();
   double p[2];
   clip_bounds(in[0]->dtype, a, &p[0], &p[1]);
   return pd_ew_apply(def->name, k_clip, in[0]->dtype, out[0], in, n_in, p);

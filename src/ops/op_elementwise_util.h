@@ -73,26 +73,13 @@ static inline pd_tensor *pd_ew_masked(pd_tensor *mask, pd_tensor *g) {
   return r;
 }
 
-/* Inplace ops write each element once: a broadcast (zero-stride) view would
- * apply the op several times to one element. */
-static inline pd_status pd_ew_check_inplace(const pd_op_def *def, const pd_tensor *x) {
-  for (int d = 0; d < x->ndim; d++)
-    if (x->shape[d] > 1 && x->strides[d] == 0)
-      return pd_set_error(PD_ERR_INVALID,
-                          "%s: x of shape %s is a broadcast view (dim %d has stride 0) "
-                          "and cannot be modified inplace",
-                          def->name, PD_SHAPE_STR(x), d);
-  return PD_OK;
-}
-
 /* A kernel running table[in[0]->dtype] over out and all inputs, params
  * from the attrs' float slots. */
-#define PD_EW_KERNEL(kname, table)                                                                          \
-  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,  \
-                                  pd_tensor **out, int n_out) {                                             \
-    (void)n_out;                                                                                            \
-    if ((def->flags & PD_OPF_INPLACE) && pd_ew_check_inplace(def, in[0]) != PD_OK) return pd_last_status(); \
-    return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, a->f);                             \
+#define PD_EW_KERNEL(kname, table)                                                                         \
+  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
+                                  pd_tensor **out, int n_out) {                                            \
+    (void)n_out;                                                                                           \
+    return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, a->f);                            \
   }
 
 /* A dtype table for generated functions prefix_<suffix> over numeric types. */

@@ -139,6 +139,7 @@ pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool 
     pd_mu_leaf_inplace_error("scatter_");
     return NULL;
   }
+  if (pd_check_inplace_target("scatter_", x) != PD_OK) return NULL; /* writes x without the dispatcher */
   pd_internal_enter();
   pd_tensor *xc = pd_assign(x);
   pd_tensor *r = xc ? pd_scatter(xc, index, updates, overwrite) : NULL;

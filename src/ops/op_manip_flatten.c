@@ -129,7 +129,7 @@ static pd_status reshape__kernel(const pd_op_def *def, pd_tensor *const *in, int
 const pd_op_def pd_opdef_reshape_ = {.name = "reshape_",
                                      .n_in = 1,
                                      .n_out = 1,
-                                     .flags = PD_OPF_INPLACE,
+                                     .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY,
                                      .attr_names = "v0:shape",
                                      .infer_meta = reshape__meta,
                                      .kernel = {[PD_PLACE_CPU] = reshape__kernel}};

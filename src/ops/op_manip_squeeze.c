@@ -138,7 +138,7 @@ static pd_status reshape_back(const pd_backward_ctx *c) {
   const pd_op_def pd_opdef_##OPN##_ = {.name = #OPN "_",                                                  \
                                        .n_in = 1,                                                         \
                                        .n_out = 1,                                                        \
-                                       .flags = PD_OPF_INPLACE,                                           \
+                                       .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY,                         \
                                        .attr_names = "v0:axis",                                           \
                                        .infer_meta = OPN##_meta,                                          \
                                        .kernel = {[PD_PLACE_CPU] = OPN##__kernel}};

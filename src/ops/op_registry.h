@@ -68,6 +68,7 @@ enum {
   PD_OPF_RANDOM = 1u << 6,       /* draws from the generator */
   PD_OPF_HALF_VIA_F32 = 1u << 7, /* float16/bfloat16 inputs computed in float32 */
   PD_OPF_FLOAT_ONLY = 1u << 8,   /* integer/bool inputs are cast to float32 first */
+  PD_OPF_GEOMETRY = 1u << 9,     /* with INPLACE: changes x's shape only (reshape_), writes no data */
 };
 
 struct pd_op_def {
@@ -143,6 +144,12 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
 /* Normalises a possibly negative axis; error names op and values. */
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
 void pd_meta_of(const pd_tensor *t, pd_meta *m);
+/* An inplace op writes each element of x once. A view with a zero stride
+ * (expand, broadcast_to) maps several of its elements to one memory cell:
+ * writing it would update that cell several times and change the tensor it
+ * views. The dispatcher refuses such an x for every inplace row that writes
+ * data; the error names op, shape and strides. */
+pd_status pd_check_inplace_target(const char *op, const pd_tensor *x);
 /* x itself (retained) when contiguous, else a contiguous copy: input for a
  * kernel that wants dense data. Records no gradient. */
 pd_tensor *pd_kernel_contiguous(const pd_tensor *x);
