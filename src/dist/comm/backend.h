@@ -95,6 +95,9 @@ typedef struct pd_comm_ops {
   void *(*alloc_shared)(pd_comm *c, size_t nbytes);
   void (*free_shared)(pd_comm *c, void *ptr);
   void (*destroy)(pd_comm *c);
+  /* Optional: called once, when pd_comm_break first marks c broken (the
+   * message is in c->broken_msg). */
+  void (*on_break)(pd_comm *c);
 } pd_comm_ops;
 
 /* Everything a backend needs to build a group's communicator. */
@@ -144,7 +147,14 @@ pd_comm *pd_comm_mpi_create(const pd_comm_init *init);
 pd_status pd_comm_mpi_init_world(int *rank, int *size);
 /* Allgather of a fixed-size record over MPI_COMM_WORLD (bootstrap only). */
 pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes);
+/* Leaves MPI when this library initialised it. When a comm of this
+ * process broke (a peer missing, an MPI error), every rank may not reach
+ * MPI_Finalize: the process first waits at most
+ * min(that comm's timeout, PD_MPI_EXIT_GRACE_S) for the others at an exit
+ * barrier and, when they do not all come, aborts the job (MPI_Abort)
+ * instead of hanging in MPI_Finalize. */
 void pd_comm_mpi_finalize(void);
+#define PD_MPI_EXIT_GRACE_S 10.0
 #endif
 
 #endif

@@ -118,6 +118,7 @@ void pd_comm_break(pd_comm *c) {
   if (!atomic_compare_exchange_strong(&c->broken, &healthy, 1)) return;
   snprintf(c->broken_msg, sizeof c->broken_msg, "%s", pd_last_error());
   atomic_store(&c->broken, 2);
+  if (c->ops->on_break) c->ops->on_break(c);
 }
 
 pd_status pd_comm_check_broken(pd_comm *c, const char *what) {

@@ -252,6 +252,7 @@ static const pd_comm_ops k_mpi_ops = {
     .alloc_shared = NULL,
     .free_shared = NULL,
     .destroy = mpi_destroy,
+    .on_break = pd_mpi_note_broken,
 };
 
 const pd_comm_ops *pd_mpi_ops(void) { return &k_mpi_ops; }

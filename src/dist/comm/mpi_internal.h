@@ -43,6 +43,9 @@ void pd_mpi_set_world_comm(MPI_Comm world);
 MPI_Comm pd_mpi_boot_comm(void);
 /* Initialised, with MPI_THREAD_MULTIPLE, and not finalised: else an error. */
 pd_status pd_mpi_require_ready(const char *what);
+/* Records that comm c broke: pd_comm_mpi_finalize then ends the job with
+ * MPI_Abort unless every rank reaches the exit in time. */
+void pd_mpi_note_broken(pd_comm *c);
 /* Text of an MPI error code: "MPI_ERR_TRUNCATE: message truncated". */
 const char *pd_mpi_error_string(int code, char *buf, int cap);
 

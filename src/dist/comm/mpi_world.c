@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mpi_internal.h"
 
@@ -17,6 +18,11 @@ static int g_atexit_registered;
  * MPI_COMM_WORLD keeps its own error handler). */
 static MPI_Comm g_boot = MPI_COMM_NULL;
 static MPI_Comm g_world = MPI_COMM_NULL;
+/* The first comm of this process that broke: its message and timeout. */
+static pthread_mutex_t g_broken_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_broken;
+static double g_broken_timeout;
+static char g_broken_msg[1024];
 
 const char *pd_mpi_error_string(int code, char *buf, int cap) {
   int len = 0;
@@ -142,11 +148,54 @@ pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes)
       bytes, timeout);
 }
 
+void pd_mpi_note_broken(pd_comm *c) {
+  pthread_mutex_lock(&g_broken_lock);
+  if (!g_broken) {
+    g_broken = 1;
+    g_broken_timeout = c->timeout_s;
+    snprintf(g_broken_msg, sizeof g_broken_msg, "%s", c->broken_msg);
+  }
+  pthread_mutex_unlock(&g_broken_lock);
+}
+
+/* Every process passes a barrier on the way out. A process that saw a comm
+ * break waits for it at most `grace` seconds: the rank it missed may be
+ * stuck (in a collective it never finished, in a loop), and MPI_Finalize
+ * would then wait for it forever. Returns 0 when everyone came. */
+static int exit_barrier(int broken, double grace) {
+  if (g_boot == MPI_COMM_NULL) return 0;
+  MPI_Request req;
+  if (MPI_Ibarrier(g_boot, &req) != MPI_SUCCESS) return broken ? -1 : 0;
+  int err = MPI_SUCCESS;
+  double deadline = broken ? pd_mpi_now() + grace : 1e300;
+  if (pd_mpi_poll(&req, 1, deadline, &err) == PD_OK) return 0;
+  return -1;
+}
+
 void pd_comm_mpi_finalize(void) {
   pthread_mutex_lock(&g_lock);
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
+  if (inited && !finalized && g_we_initialised) {
+    pthread_mutex_lock(&g_broken_lock);
+    int broken = g_broken;
+    double grace = g_broken_timeout < PD_MPI_EXIT_GRACE_S ? g_broken_timeout : PD_MPI_EXIT_GRACE_S;
+    char msg[sizeof g_broken_msg];
+    snprintf(msg, sizeof msg, "%s", g_broken_msg);
+    pthread_mutex_unlock(&g_broken_lock);
+    if (exit_barrier(broken, grace) != 0) {
+      int rank = -1;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      fprintf(stderr,
+              "mpi backend: rank %d exits after a failed collective (%s) and not every process reached "
+              "the exit within %g s: aborting the job (MPI_Abort) instead of waiting in MPI_Finalize\n",
+              rank, msg, grace);
+      fflush(NULL);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      _exit(1); /* MPI_Abort does not return; should it, do not finalise */
+    }
+  }
   if (inited && !finalized) {
     if (g_world != MPI_COMM_NULL) MPI_Comm_free(&g_world);
     if (g_boot != MPI_COMM_NULL) MPI_Comm_free(&g_boot);
