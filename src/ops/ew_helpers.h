@@ -58,12 +58,25 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
 #define PD_FOR_FLOAT_TYPES(X) X(f32, float) X(f64, double)
 #define PD_FOR_INT_TYPES(X) X(u8, uint8_t) X(i8, int8_t) X(i16, int16_t) X(i32, int32_t) X(i64, int64_t)
 #define PD_FOR_NUMERIC_TYPES(X) PD_FOR_FLOAT_TYPES(X) PD_FOR_INT_TYPES(X)
+/* Integer types with the unsigned type their arithmetic is done in:
+ * X(suffix, C type, unsigned type). Integer results wrap around (two's
+ * complement) as Paddle's kernels do; computed as (T)((UT)x op (UT)y), the
+ * wrap is defined C instead of signed overflow. uint32_t for the narrow
+ * types, which promote to int, so that x * y cannot overflow int. */
+#define PD_FOR_SIGNED_TYPES(X) \
+  X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
+#define PD_FOR_INT_TYPES_WRAP(X) X(u8, uint8_t, uint32_t) PD_FOR_SIGNED_TYPES(X)
 
 /* A dtype-indexed table from generated functions named prefix_<suffix>. */
 #define PD_EW_TABLE_NUMERIC(prefix)                                                                          \
   {                                                                                                          \
     [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64, [PD_UINT8] = prefix##_u8,                      \
     [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32, [PD_INT64] = prefix##_i64 \
+  }
+#define PD_EW_TABLE_INT_ONLY(prefix)                                                                         \
+  {                                                                                                          \
+    [PD_UINT8] = prefix##_u8, [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32, \
+    [PD_INT64] = prefix##_i64                                                                                \
   }
 #define PD_EW_TABLE_FLOAT(prefix) \
   { [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64 }

@@ -8,7 +8,14 @@
   PD_EW_BINARY(add_##sfx, T, T, x + y) \
   PD_EW_BINARY(sub_##sfx, T, T, x - y) \
   PD_EW_BINARY(mul_##sfx, T, T, x *y)
-PD_FOR_NUMERIC_TYPES(GEN)
+PD_FOR_FLOAT_TYPES(GEN)
+#undef GEN
+/* integers wrap around, as Paddle's (see PD_FOR_INT_TYPES_WRAP) */
+#define GEN(sfx, T, UT)                             \
+  PD_EW_BINARY(add_##sfx, T, T, (T)((UT)x + (UT)y)) \
+  PD_EW_BINARY(sub_##sfx, T, T, (T)((UT)x - (UT)y)) \
+  PD_EW_BINARY(mul_##sfx, T, T, (T)((UT)x * (UT)y))
+PD_FOR_INT_TYPES_WRAP(GEN)
 #undef GEN
 PD_EW_BINARY(div_f32, float, float, x / y)
 PD_EW_BINARY(div_f64, double, double, x / y)

@@ -5,9 +5,6 @@
 
 #include "op_elementwise_util.h"
 
-#define FOR_SIGNED(X) \
-  X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
-
 /* ---- floor_divide ------------------------------------------------------- */
 /* Python's //: truncating division corrected toward -inf. b == -1 is done
  * by negation (INT_MIN / -1 overflows). */
@@ -18,7 +15,7 @@
     T q = (T)(a / b), r = (T)(a % b);                       \
     return r != 0 && ((r < 0) != (b < 0)) ? (T)(q - 1) : q; \
   }
-FOR_SIGNED(G)
+PD_FOR_SIGNED_TYPES(G)
 #undef G
 static inline uint8_t fdiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
 /* Floats: from fmod, so that the result is exact where a / b rounds up to
@@ -47,7 +44,7 @@ static const pd_ew_fn k_floor_divide[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(floor_
     T r = (T)(a % b);                                       \
     return r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r; \
   }
-FOR_SIGNED(G)
+PD_FOR_SIGNED_TYPES(G)
 #undef G
 static inline uint8_t mod_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
 static inline float mod_f32(float a, float b) {

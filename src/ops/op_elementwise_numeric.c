@@ -3,16 +3,12 @@
  * Signed integer overflow wraps (computed in unsigned arithmetic). */
 #include "op_elementwise_util.h"
 
-/* Signed types with the unsigned type their arithmetic wraps in. */
-#define FOR_SIGNED(X) \
-  X(i8, int8_t, uint32_t) X(i16, int16_t, uint32_t) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t)
-
 /* abs */
 PD_EWV_UNARY(abs_f32, float, float, fabsf(x))
 PD_EWV_UNARY(abs_f64, double, double, fabs(x))
 PD_EWV_UNARY(abs_u8, uint8_t, uint8_t, x)
 #define G(sfx, T, UT) PD_EWV_UNARY(abs_##sfx, T, T, x < 0 ? (T)(0u - (UT)x) : x)
-FOR_SIGNED(G)
+PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_abs[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(abs);
 
@@ -32,7 +28,7 @@ PD_EWV_UNARY(neg_f32, float, float, -x)
 PD_EWV_UNARY(neg_f64, double, double, -x)
 PD_EWV_UNARY(neg_u8, uint8_t, uint8_t, 0u - (uint32_t)x)
 #define G(sfx, T, UT) PD_EWV_UNARY(neg_##sfx, T, T, (T)(0u - (UT)x))
-FOR_SIGNED(G)
+PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_neg[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(neg);
 
@@ -41,7 +37,7 @@ PD_EWV_UNARY(square_f32, float, float, x *x)
 PD_EWV_UNARY(square_f64, double, double, x *x)
 PD_EWV_UNARY(square_u8, uint8_t, uint8_t, (uint32_t)x *(uint32_t)x)
 #define G(sfx, T, UT) PD_EWV_UNARY(square_##sfx, T, T, (T)((UT)x * (UT)x))
-FOR_SIGNED(G)
+PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_square[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(square);
 

@@ -82,11 +82,4 @@ static inline pd_tensor *pd_ew_masked(pd_tensor *mask, pd_tensor *g) {
     return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, a->f);                            \
   }
 
-/* A dtype table for generated functions prefix_<suffix> over numeric types. */
-#define PD_EW_TABLE_INT_ONLY(prefix)                                                                         \
-  {                                                                                                          \
-    [PD_UINT8] = prefix##_u8, [PD_INT8] = prefix##_i8, [PD_INT16] = prefix##_i16, [PD_INT32] = prefix##_i32, \
-    [PD_INT64] = prefix##_i64                                                                                \
-  }
-
 #endif
