@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core_internal.h"
+#include "shape_check.h"
 #include "tensor_impl.h"
 
 static void (*g_node_release)(pd_node *);
@@ -200,7 +201,13 @@ static void storage_release(pd_storage *s) {
   pool_put(&g_storage_pool, s);
 }
 
-static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides) {
+/* The geometry of a view or a wrapped buffer. A view with zero strides (an
+ * expand) can claim far more elements than its storage holds, so its
+ * logical count is checked here too. */
+static pd_status set_geometry(const char *op, pd_tensor *t, int ndim, const int64_t *shape,
+                              const int64_t *strides) {
+  pd_status st = pd_shape_check(op, t->dtype, ndim, shape, false);
+  if (st != PD_OK) return st;
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
   if (strides)
@@ -209,6 +216,7 @@ static void set_geometry(pd_tensor *t, int ndim, const int64_t *shape, const int
     pd_compute_contiguous_strides(ndim, shape, t->strides);
   t->numel = pd_shape_numel(ndim, shape);
   t->is_contiguous = pd_strides_are_contiguous(ndim, shape, t->strides);
+  return PD_OK;
 }
 
 pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape) {
@@ -217,21 +225,16 @@ pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape) 
   t->dtype = dt;
   /* fresh storage: contiguous by construction */
   t->ndim = ndim;
-  int64_t stride = 1, numel = 1, nbytes = 0;
-  bool overflow = false; /* strides count dims of size 0 as 1, so they can overflow with numel 0 */
+  if (pd_shape_check("tensor", dt, ndim, shape, false) != PD_OK) {
+    tensor_free_struct(t);
+    return NULL;
+  }
+  int64_t stride = 1, numel = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     t->shape[i] = shape[i];
     t->strides[i] = stride;
-    overflow |= __builtin_mul_overflow(stride, shape[i] > 1 ? shape[i] : 1, &stride);
-    overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
-  }
-  overflow |= __builtin_mul_overflow(numel, (int64_t)pd_dtype_size_fast(dt), &nbytes);
-  if (overflow) {
-    char buf[256];
-    pd_set_error(PD_ERR_SHAPE, "tensor: shape %s of %s is too large (its sizes overflow int64)",
-                 pd_shape_str(ndim, shape, buf, sizeof buf), pd_dtype_name(dt));
-    tensor_free_struct(t);
-    return NULL;
+    stride *= shape[i] > 1 ? shape[i] : 1;
+    numel *= shape[i];
   }
   t->numel = numel;
   t->is_contiguous = true;
@@ -253,7 +256,10 @@ pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *sha
   if (!t) return NULL;
   t->dtype = src->dtype;
   t->place = src->place;
-  set_geometry(t, ndim, shape, strides);
+  if (set_geometry("view", t, ndim, shape, strides) != PD_OK) {
+    tensor_free_struct(t);
+    return NULL;
+  }
   t->offset = offset;
   t->storage = src->storage;
   atomic_fetch_add(&t->storage->refcount, 1);
@@ -276,7 +282,11 @@ pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t 
     return NULL;
   }
   t->dtype = dt;
-  set_geometry(t, ndim, shape, NULL);
+  if (set_geometry("from_blob", t, ndim, shape, NULL) != PD_OK) {
+    tensor_free_struct(t);
+    pool_put(&g_storage_pool, s);
+    return NULL;
+  }
   atomic_init(&s->refcount, 1);
   s->data = data;
   s->nbytes = (size_t)t->numel * pd_dtype_size(dt);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../core/core_internal.h"
+#include "../core/shape_check.h"
 #include "../core/tensor_impl.h"
 #include "paddlec/layers.h"
 #include "paddlec/manipulation.h"
@@ -124,21 +125,27 @@ pd_tensor *pd_pixel_shuffle(pd_tensor *x, int64_t upscale_factor, const char *da
   }
   int64_t n = x->shape[0], c = x->shape[fmt == 1 ? 1 : 3], h = x->shape[fmt == 1 ? 2 : 1],
           w = x->shape[fmt == 1 ? 3 : 2];
-  if (c % (r * r) != 0) {
+  int64_t rr, hr, wr;
+  if (pd_mul_overflow(r, r, &rr) || pd_mul_overflow(h, r, &hr) || pd_mul_overflow(w, r, &wr)) {
+    pd_set_error(PD_ERR_SHAPE, "pixel_shuffle: upscale_factor %lld is too large for input %s", (long long)r,
+                 PD_SHAPE_STR(x));
+    return NULL;
+  }
+  if (c % rr != 0) {
     pd_set_error(
         PD_ERR_SHAPE,
         "pixel_shuffle: the square of upscale_factor %lld (%lld) does not divide the %lld channels of x %s",
-        (long long)r, (long long)(r * r), (long long)c, PD_SHAPE_STR(x));
+        (long long)r, (long long)rr, (long long)c, PD_SHAPE_STR(x));
     return NULL;
   }
-  int64_t oc = c / (r * r);
+  int64_t oc = c / rr;
   int64_t s6[6], o4[4];
   if (fmt == 1) { /* [n, oc, r, r, h, w] -> [n, oc, h, r, w, r] */
     memcpy(s6, (int64_t[]){n, oc, r, r, h, w}, sizeof s6);
-    memcpy(o4, (int64_t[]){n, oc, h * r, w * r}, sizeof o4);
+    memcpy(o4, (int64_t[]){n, oc, hr, wr}, sizeof o4);
   } else { /* [n, h, w, oc, r, r] -> [n, h, r, w, r, oc] */
     memcpy(s6, (int64_t[]){n, h, w, oc, r, r}, sizeof s6);
-    memcpy(o4, (int64_t[]){n, h * r, w * r, oc}, sizeof o4);
+    memcpy(o4, (int64_t[]){n, hr, wr, oc}, sizeof o4);
   }
   static const int64_t perm_first[6] = {0, 1, 4, 2, 5, 3}, perm_last[6] = {0, 1, 4, 2, 5, 3};
   pd_internal_enter();

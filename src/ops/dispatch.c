@@ -4,6 +4,7 @@
  *   -> kernel -> inplace version bump -> autograd node -> scope tracking. */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "../core/thread_governor.h"
 #include "op_registry.h"
 
@@ -128,6 +129,13 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   if (st != PD_OK) return st;
   if (nm < 0 || nm > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
+  /* An output shape whose size overflows int64 is this op's error, whether
+   * the output is allocated or is a view (an expand claims elements its
+   * storage does not hold). */
+  for (int k = 0; k < nm; k++) {
+    st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, g_tracer != NULL);
+    if (st != PD_OK) return st;
+  }
 
   if (g_dist) {
     for (int i = 0; i < n_in; i++) {

@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "../kernels/cpu/conv.h"
 #include "manip_util.h"
 #include "op_conv_util.h"
@@ -104,6 +105,16 @@ static pd_status check_bias(const char *op, const pd_tensor *b, const pd_tensor 
   return PD_OK;
 }
 
+/* A window geometry whose index arithmetic overflows int64. */
+static pd_status window_overflow(const char *op, int d, const pd_conv_geom *g, const pd_attrs *a) {
+  return pd_set_error(
+      PD_ERR_SHAPE,
+      "%s: spatial dim %d: input %lld, output %lld, kernel %lld, stride %lld, dilation %lld and "
+      "paddings %lld and %lld are too large (their index arithmetic overflows int64)",
+      op, d, (long long)g->in[d], (long long)g->out[d], (long long)g->k[d], (long long)g->stride[d],
+      (long long)g->dil[d], (long long)a->v[2][2 * d], (long long)a->v[2][2 * d + 1]);
+}
+
 /* The geometry of an op call, checking every shape; fills the output meta. */
 static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *in, int n_in,
                            const pd_attrs *a, pd_conv_geom *g, pd_meta *out) {
@@ -143,7 +154,8 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
       return pd_set_error(
           PD_ERR_SHAPE, "%s: the output channels (weight.shape[0] = %lld) are not divisible by groups (%lld)",
           op, (long long)g->Co, (long long)G);
-    if (w->shape[1] * G != g->Ci)
+    int64_t wci;
+    if (pd_mul_overflow(w->shape[1], G, &wci) || wci != g->Ci)
       return pd_set_error(
           PD_ERR_SHAPE,
           "%s: the input has %lld channels (x shape %s, %s) but weight.shape[1] (%lld) * groups "
@@ -153,7 +165,11 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     for (int d = 0; d < nsp; d++) {
       g->in[d] = act_spatial(x, cl, d);
       g->k[d] = w->shape[2 + d];
-      int64_t ext = g->dil[d] * (g->k[d] - 1) + 1, padded = g->in[d] + g->pad[d] + a->v[2][2 * d + 1];
+      int64_t ext, padded;
+      if (pd_mul_overflow(g->dil[d], g->k[d] - 1, &ext) || pd_add_overflow(ext, 1, &ext) ||
+          pd_add_overflow(g->in[d], g->pad[d], &padded) ||
+          pd_add_overflow(padded, a->v[2][2 * d + 1], &padded))
+        return window_overflow(op, d, g, a);
       if (padded < ext)
         return pd_set_error(
             PD_ERR_SHAPE,
@@ -178,7 +194,9 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     if (g->Co % G != 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: the input channels (%lld) are not divisible by groups (%lld)",
                           op, (long long)g->Co, (long long)G);
-    g->Ci = w->shape[1] * G;
+    if (pd_mul_overflow(w->shape[1], G, &g->Ci))
+      return pd_set_error(PD_ERR_SHAPE, "%s: weight.shape[1] (%lld) * groups (%lld) overflows int64", op,
+                          (long long)w->shape[1], (long long)G);
     for (int d = 0; d < nsp; d++) {
       g->out[d] = act_spatial(x, cl, d);
       g->k[d] = w->shape[2 + d];
@@ -207,6 +225,17 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
       g->k[d] = a->v[3][d];
       out->shape[2 + d] = g->k[d];
     }
+  }
+  /* the kernels index the input at o * stride - pad + j * dilation: the
+   * span of the windows and the padded input must fit int64 (the sizes of
+   * the backward kinds come from attributes) */
+  for (int d = 0; d < nsp; d++) {
+    int64_t span, t, padded;
+    if (pd_mul_overflow(g->out[d] > 0 ? g->out[d] - 1 : 0, g->stride[d], &span) ||
+        pd_mul_overflow(g->k[d] > 0 ? g->k[d] - 1 : 0, g->dil[d], &t) || pd_add_overflow(span, t, &span) ||
+        pd_add_overflow(span, 1, &span) || pd_add_overflow(g->in[d], g->pad[d], &padded) ||
+        pd_add_overflow(padded, a->v[2][2 * d + 1], &padded))
+      return window_overflow(op, d, g, a);
   }
   return PD_OK;
 }
@@ -509,7 +538,7 @@ pd_status pd_conv_parse_padding(const char *op, const char *algo, int n, const i
                           "%s: padding_algorithm must be \"EXPLICIT\", \"SAME\" or \"VALID\", got \"%s\"", op,
                           algo);
     for (int d = 0; d < nsp; d++) {
-      int64_t o = (in[d] + stride[d] - 1) / stride[d];
+      int64_t o = in[d] / stride[d] + (in[d] % stride[d] != 0); /* ceil, without in + stride - 1 */
       int64_t sum = (o - 1) * stride[d] + k[d] - in[d];
       if (sum < 0) sum = 0;
       pads[2 * d] = sum / 2;
@@ -582,7 +611,19 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
     a.nv[3] = nsp;
     for (int d = 0; d < nsp; d++) {
       int64_t s = a.v[0][d], dl = a.v[1][d];
-      int64_t inferred = (I[d] - 1) * s - a.v[2][2 * d] - a.v[2][2 * d + 1] + dl * (K[d] - 1) + 1;
+      int64_t inferred, span, hi;
+      if (pd_mul_overflow(I[d] - 1, s, &inferred) || pd_sub_overflow(inferred, a.v[2][2 * d], &inferred) ||
+          pd_sub_overflow(inferred, a.v[2][2 * d + 1], &inferred) || pd_mul_overflow(dl, K[d] - 1, &span) ||
+          pd_add_overflow(inferred, span, &inferred) || pd_add_overflow(inferred, 1, &inferred) ||
+          pd_add_overflow(inferred, s, &hi)) {
+        pd_set_error(
+            PD_ERR_SHAPE,
+            "%s: the output size on spatial dim %d overflows int64 (input %lld, stride %lld, paddings "
+            "%lld and %lld, kernel %lld, dilation %lld)",
+            op, d, (long long)I[d], (long long)s, (long long)a.v[2][2 * d], (long long)a.v[2][2 * d + 1],
+            (long long)K[d], (long long)dl);
+        return NULL;
+      }
       if (o->n_output_size > 0 && opad[d] != 0) {
         pd_set_error(PD_ERR_INVALID,
                      "%s: output_padding (%lld) is mutually exclusive with output_size (%lld)", op,
@@ -598,9 +639,9 @@ static pd_tensor *conv_public(int nsp, bool transpose, pd_tensor *x, pd_tensor *
       }
       int64_t size = inferred + opad[d];
       if (o->n_output_size > 0 && osize[d] > 0) {
-        if (osize[d] < inferred || osize[d] >= inferred + s) {
+        if (osize[d] < inferred || osize[d] >= hi) {
           pd_set_error(PD_ERR_INVALID, "%s: output_size %lld on spatial dim %d must be in [%lld, %lld)", op,
-                       (long long)osize[d], d, (long long)inferred, (long long)(inferred + s));
+                       (long long)osize[d], d, (long long)inferred, (long long)hi);
           return NULL;
         }
         size = osize[d];

@@ -2,6 +2,7 @@
  * and slice_grad, their shared backward (the grad placed into zeros). */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
@@ -52,14 +53,14 @@ static pd_status slice_norm(const char *op, int ndim, const int64_t *shape, cons
       if (t < 0) t += size;
       if (t < 0) t = 0;
       if (t > size) t = size;
-      cnt[ax] = t > s ? (t - s + step - 1) / step : 0;
+      cnt[ax] = t > s ? 1 + (t - s - 1) / step : 0; /* no t - s + step: a huge step would overflow */
     } else {
       if (s > size - 1) s = size - 1;
       if (t < -1) {
         t += size;
         if (t < 0) t = 0;
       }
-      cnt[ax] = s > t ? (s - t - step - 1) / -step : 0;
+      cnt[ax] = s > t ? 1 - (s - t - 1) / step : 0; /* -step overflows for INT64_MIN */
     }
     st[ax] = s;
   }
@@ -104,7 +105,9 @@ static pd_status strided_slice_kernel(const pd_op_def *def, pd_tensor *const *in
   int64_t es = (int64_t)pd_dtype_size(x->dtype);
   for (int d = 0; d < x->ndim; d++) {
     off += st[d] * x->strides[d];
-    src[d] = x->strides[d] * sp[d];
+    /* a step past the axis takes one element, whose stride is never used
+     * (and stride * step could overflow) */
+    src[d] = cnt[d] > 1 ? x->strides[d] * sp[d] : 0;
   }
   pd_k_copy(x->ndim, cnt, pd_tensor_data(o), o->strides, (char *)pd_tensor_data(x) + off * es, src, es);
   return PD_OK;
@@ -158,8 +161,9 @@ static pd_status slice_grad_check(const pd_op_def *def, const pd_tensor *g, cons
   for (int d = 0; d < nd; d++) {
     int64_t size = a->v[0][d], s = a->v[1][d], step = a->v[2][d], n = g->shape[d];
     if (n == 0) continue;
-    int64_t last = s + (n - 1) * step;
-    if (step == 0 || s < 0 || s >= size || last < 0 || last >= size)
+    int64_t last;
+    bool over = pd_mul_overflow(n - 1, step, &last) || pd_add_overflow(s, last, &last);
+    if (over || step == 0 || s < 0 || s >= size || last < 0 || last >= size)
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: dim %d: %lld elements from %lld with step %lld do not fit in size %lld",
                           def->name, d, (long long)n, (long long)s, (long long)step, (long long)size);
@@ -190,7 +194,7 @@ static pd_status slice_grad_kernel(const pd_op_def *def, pd_tensor *const *in, i
   if (g->numel == 0) return PD_OK;
   for (int d = 0; d < o->ndim; d++) {
     off += a->v[1][d] * o->strides[d];
-    dst[d] = o->strides[d] * a->v[2][d];
+    dst[d] = g->shape[d] > 1 ? o->strides[d] * a->v[2][d] : 0; /* one element: any step */
   }
   pd_k_copy(g->ndim, g->shape, (char *)pd_tensor_data(o) + off * es, dst, pd_tensor_data(g), g->strides, es);
   return PD_OK;

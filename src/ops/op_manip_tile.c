@@ -1,6 +1,7 @@
 /* tile: repeats x along each dim (a copy). */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
@@ -27,7 +28,13 @@ static pd_status tile_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   int64_t xs[PD_MAX_DIMS], reps[PD_MAX_DIMS];
   pd_status st = tile_geom(def->name, in[0], a, &out->ndim, xs, reps);
   if (st != PD_OK) return st;
-  for (int d = 0; d < out->ndim; d++) out->shape[d] = xs[d] * reps[d];
+  for (int d = 0; d < out->ndim; d++)
+    if (pd_mul_overflow(xs[d], reps[d], &out->shape[d])) {
+      char b[160];
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: repeat_times %s on x of shape %s give more than INT64_MAX elements", def->name,
+                          pd_shape_str(a->nv[0], a->v[0], b, sizeof b), PD_SHAPE_STR(in[0]));
+    }
   out->dtype = in[0]->dtype;
   *n_out = 1;
   return PD_OK;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "../kernels/cpu/pad.h"
 #include "manip_util.h"
 #include "paddlec/layers.h"
@@ -44,7 +45,11 @@ static pd_status pad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   pd_status st = check_pads(def->name, x->ndim, x->shape, a);
   if (st != PD_OK) return st;
   pd_meta_of(x, out);
-  for (int d = 0; d < x->ndim; d++) out->shape[d] = x->shape[d] + a->v[0][d] + a->v[1][d];
+  for (int d = 0; d < x->ndim; d++)
+    if (pd_add_overflow(x->shape[d], a->v[0][d], &out->shape[d]) ||
+        pd_add_overflow(out->shape[d], a->v[1][d], &out->shape[d]))
+      return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld with pads %lld and %lld overflows int64",
+                          def->name, d, (long long)x->shape[d], (long long)a->v[0][d], (long long)a->v[1][d]);
   *n_out = 1;
   return PD_OK;
 }
@@ -95,8 +100,8 @@ static pd_status pad_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
                         a->nv[0], a->nv[1], g->ndim);
   pd_meta_of(g, out);
   for (int d = 0; d < g->ndim; d++) {
-    out->shape[d] = g->shape[d] - a->v[0][d] - a->v[1][d];
-    if (out->shape[d] < 0)
+    if (pd_sub_overflow(g->shape[d], a->v[0][d], &out->shape[d]) ||
+        pd_sub_overflow(out->shape[d], a->v[1][d], &out->shape[d]) || out->shape[d] < 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld is smaller than its pads %lld + %lld",
                           def->name, d, (long long)g->shape[d], (long long)a->v[0][d], (long long)a->v[1][d]);
   }

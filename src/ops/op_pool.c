@@ -16,6 +16,7 @@
  * says whether the forward was adaptive. */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "../kernels/cpu/pool.h"
 #include "manip_util.h"
 #include "op_conv_util.h"
@@ -59,10 +60,17 @@ static pd_status check_x(const char *op, int nsp, const pd_tensor *x) {
   return check_shape(op, nsp, x->ndim, x->shape, x->dtype);
 }
 
-/* Output size of a non-adaptive window along one dim (Paddle's PoolOutputSize). */
-static int64_t pool_out_size(int64_t in, int64_t k, int64_t pb, int64_t pa, int64_t s, bool ceil_mode) {
-  int64_t num = in - k + pb + pa + (ceil_mode ? s - 1 : 0);
-  return num < 0 ? (num - s + 1) / s + 1 : num / s + 1;
+/* Output size of a non-adaptive window along one dim (Paddle's PoolOutputSize);
+ * false when the padded sizes overflow int64. */
+static bool pool_out_size(int64_t in, int64_t k, int64_t pb, int64_t pa, int64_t s, bool ceil_mode,
+                          int64_t *out) {
+  int64_t num;
+  if (pd_add_overflow(in, pb, &num) || pd_add_overflow(num, pa, &num) ||
+      pd_add_overflow(num, ceil_mode ? s - 1 : 0, &num))
+    return false;
+  num -= k;                         /* cannot overflow: num >= 0 and k >= 1 */
+  *out = num < 0 ? 0 : num / s + 1; /* a window larger than the input: no output */
+  return true;
 }
 
 /* The geometry of a forward pooling op on x; fills the output spatial sizes. */
@@ -100,7 +108,13 @@ static pd_status pool_geom(const char *op, bool adaptive, int nsp, const pd_meta
           "%s: kernel_size (%lld) and stride (%lld) must be positive and paddings (%lld, %lld) "
           "non-negative on spatial dim %d",
           op, (long long)k, (long long)s, (long long)pb, (long long)pa, d);
-    int64_t o = pool_out_size(g->in[d], k, pb, pa, s, a->i[0] != 0);
+    int64_t o;
+    if (!pool_out_size(g->in[d], k, pb, pa, s, a->i[0] != 0, &o))
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: spatial dim %d: input %lld with paddings %lld and %lld and stride %lld overflows "
+          "int64",
+          op, d, (long long)g->in[d], (long long)pb, (long long)pa, (long long)s);
     if (o < 1)
       return pd_set_error(
           PD_ERR_SHAPE,

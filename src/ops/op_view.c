@@ -1,6 +1,7 @@
 /* View ops over one storage: reshape, expand. */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "op_registry.h"
 #include "paddlec/ops.h"
 
@@ -26,7 +27,7 @@ pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int6
     }
     if (s < 0) return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld", op, d, (long long)s);
     shape[d] = s;
-    known *= s;
+    if (pd_mul_overflow(known, s, &known)) return pd_shape_overflow_error(op, n, want);
   }
   if (infer >= 0) {
     if (known == 0 || x->numel % known != 0) {

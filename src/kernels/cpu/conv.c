@@ -21,6 +21,7 @@ static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 
 static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
   int64_t l = ceil_div(-off, s), h = ceil_div(nin - off, s);
   if (l < 0) l = 0;
+  if (l > nout) l = nout; /* a padding past the input: no position reads it */
   if (h > nout) h = nout;
   if (h < l) h = l;
   *lo = l;
@@ -84,10 +85,11 @@ static bool is_pointwise(const dims3 *t) {
                   memset(r, 0, sizeof(T) * (size_t)t->O[2]);                                                 \
                   continue;                                                                                  \
                 }                                                                                            \
-                const T *src = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw) * sp;                     \
+                /* based at the first valid position: offw may lie far before x */                           \
                 int64_t step = t->S[2] * sp;                                                                 \
+                const T *src = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw + lo * t->S[2]) * sp;      \
                 for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                                               \
-                for (int64_t ow = lo; ow < hi; ow++) r[ow] = src[ow * step];                                 \
+                for (int64_t ow = lo; ow < hi; ow++) r[ow] = src[(ow - lo) * step];                          \
                 for (int64_t ow = hi; ow < t->O[2]; ow++) r[ow] = 0;                                         \
               }                                                                                              \
             }                                                                                                \
@@ -111,9 +113,10 @@ static bool is_pointwise(const dims3 *t) {
                 int64_t ih = oh * t->S[1] - t->P[1] + kh * t->D[1];                                          \
                 if (ih < 0 || ih >= t->I[1]) continue;                                                       \
                 const T *r = row + (od * t->O[1] + oh) * t->O[2];                                            \
-                T *dst = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw) * sp;                           \
+                if (hi == lo) continue;                                                                      \
                 int64_t step = t->S[2] * sp;                                                                 \
-                for (int64_t ow = lo; ow < hi; ow++) dst[ow * step] += r[ow];                                \
+                T *dst = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw + lo * t->S[2]) * sp;            \
+                for (int64_t ow = lo; ow < hi; ow++) dst[(ow - lo) * step] += r[ow];                         \
               }                                                                                              \
             }                                                                                                \
           }                                                                                                  \

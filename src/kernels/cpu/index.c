@@ -221,6 +221,10 @@ void pd_k_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t
                    int64_t elsize) {
   char *op = out;
   int64_t total = batch * rows;
+  /* a diagonal past the matrix acts as the matrix's edge; clamping it keeps
+   * r + diag from overflowing for diagonals near INT64_MIN or INT64_MAX */
+  if (diag < -rows - 1) diag = -rows - 1;
+  if (diag > cols + 1) diag = cols + 1;
   PD_PARALLEL_FOR_IF(
       total * cols > PD_INDEX_GRAIN, t, total, int64_t r = t % rows, c0, c1;
       if (lower) { /* keep c <= r + diag */

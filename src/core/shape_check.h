@@ -1,0 +1,37 @@
+/* Checked shape arithmetic. Every size computed from user-controlled values
+ * (target shapes, repeat counts, factors, paddings, offsets) goes through
+ * these, so an overflow is an error naming the op and the values instead of
+ * a wrapped size. */
+#ifndef PADDLEC_SHAPE_CHECK_H
+#define PADDLEC_SHAPE_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "paddlec/core.h"
+
+/* *r = a * b (a + b, a - b); true when the exact result does not fit int64. */
+static inline bool pd_mul_overflow(int64_t a, int64_t b, int64_t *r) {
+  return __builtin_mul_overflow(a, b, r);
+}
+static inline bool pd_add_overflow(int64_t a, int64_t b, int64_t *r) {
+  return __builtin_add_overflow(a, b, r);
+}
+static inline bool pd_sub_overflow(int64_t a, int64_t b, int64_t *r) {
+  return __builtin_sub_overflow(a, b, r);
+}
+
+/* The element count of shape into *numel (may be NULL); when it overflows,
+ * PD_ERR_SHAPE with "op: shape [..] has more than INT64_MAX elements". */
+pd_status pd_shape_numel_checked(const char *op, int ndim, const int64_t *shape, int64_t *numel);
+/* Sets and returns that error, for callers that multiply as they go. */
+pd_status pd_shape_overflow_error(const char *op, int ndim, const int64_t *shape);
+/* Whether a tensor of this shape and dtype can exist: no negative dim, and
+ * its element count, its contiguous strides (empty dims count as 1) and its
+ * byte size fit int64. With unknown_ok, dims of -1 (unknown while a Program
+ * is built) are allowed and count as 1. The dispatcher runs it on every
+ * output of every op's infer_meta, tensor creation and views on every new
+ * shape. */
+pd_status pd_shape_check(const char *op, pd_dtype dt, int ndim, const int64_t *shape, bool unknown_ok);
+
+#endif
