@@ -86,7 +86,7 @@ static pd_status round_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
                               pd_tensor **out, int n_out) {
   (void)n_out;
   int64_t d = a->i[0];
-  double ten = pow(10.0, (double)(d < 0 ? -d : d));
+  double ten = pow(10.0, fabs((double)d)); /* not -d: INT64_MIN has no negation */
   const pd_ew_fn *table = d == 0 ? k_round : d > 0 ? k_roundm : k_roundd;
   return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, &ten);
 }

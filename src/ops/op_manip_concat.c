@@ -2,6 +2,7 @@
  * copy kernel (any input layout). */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
@@ -36,7 +37,10 @@ static pd_status concat_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
                           "%s: input %d has shape %s but input 0 has shape %s; they must match "
                           "except along axis %d",
                           def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0), ax);
-    out->shape[ax] += t->shape[ax];
+    if (pd_add_overflow(out->shape[ax], t->shape[ax], &out->shape[ax]))
+      return pd_set_error(PD_ERR_SHAPE,
+                          "%s: the sizes along axis %d add up to more than INT64_MAX (input %d: %s)",
+                          def->name, ax, i, PD_SHAPE_STR(t));
   }
   *n_out = 1;
   return PD_OK;

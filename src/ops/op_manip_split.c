@@ -1,6 +1,7 @@
 /* split, chunk and unbind: variadic outputs, each a view of x. */
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "manip_util.h"
 #include "paddlec/ops.h"
 
@@ -50,7 +51,9 @@ static pd_status split_sizes(const char *op, const pd_tensor *x, const pd_attrs 
     }
     if (s < 0)
       return pd_set_error(PD_ERR_INVALID, "%s: sections[%d] = %lld is negative", op, k, (long long)s);
-    sum += s;
+    if (pd_add_overflow(sum, s, &sum))
+      return pd_set_error(PD_ERR_SHAPE, "%s: the sections sum to more than INT64_MAX (sections[%d] = %lld)",
+                          op, k, (long long)s);
     len[k] = s;
   }
   if (unknown >= 0) {

@@ -311,7 +311,14 @@ static pd_tensor *interpolate_impl(const char *op, pd_tensor *x, const pd_interp
         return NULL;
       }
       a.f[k] = s;
-      a.v[0][k] = (int64_t)((float)insz[k] * (float)s);
+      float size = (float)insz[k] * (float)s;
+      if (!(size < 9223372036854775808.0f)) { /* converting a larger float (or inf) is undefined */
+        pd_set_error(PD_ERR_INVALID,
+                     "%s: scale_factor %g gives an output size past INT64_MAX for input size %lld", op, s,
+                     (long long)insz[k]);
+        return NULL;
+      }
+      a.v[0][k] = (int64_t)size;
       if (a.v[0][k] <= 0) {
         pd_set_error(PD_ERR_INVALID, "%s: scale_factor %g gives an output size of %lld for input size %lld",
                      op, s, (long long)a.v[0][k], (long long)insz[k]);

@@ -361,7 +361,12 @@ static pd_status avg_grad_geom(const pd_op_def *def, const pd_tensor *dy, const 
     return pd_set_error(PD_ERR_INVALID, "%s: expects %d input sizes, got %d", def->name, nsp, a->nv[3]);
   pd_meta xm;
   pd_meta_of(dy, &xm);
-  for (int d = 0; d < nsp; d++) xm.shape[2 + d] = a->v[3][d];
+  for (int d = 0; d < nsp; d++) {
+    if (a->v[3][d] < 0)
+      return pd_set_error(PD_ERR_INVALID, "%s: input size %lld on spatial dim %d must be non-negative",
+                          def->name, (long long)a->v[3][d], d);
+    xm.shape[2 + d] = a->v[3][d];
+  }
   pd_attrs fa = *a;
   for (int d = 0; d < nsp; d++) fa.v[3][d] = dy->shape[2 + d];
   st = pool_geom(def->name, a->i[2] != 0, nsp, &xm, &fa, g);

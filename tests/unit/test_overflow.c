@@ -4,6 +4,7 @@
  * does. The sanitizer build runs this with UBSan aborting on the first
  * signed overflow, so every case here is also a check for undefined
  * behaviour. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,6 +97,8 @@ static void test_tile_pad_creation_past_int64(void **state) {
   pd_scope_begin();
   pd_tensor *x = pd_ones(2, SHAPE(2, 3), PD_FLOAT32);
   expect_error(pd_tile(x, 2, SHAPE(P2(62), 4)), "tile", "4611686018427387904");
+  pd_tensor *e = pd_empty(2, SHAPE(P2(62), 0), PD_FLOAT32);
+  expect_error(pd_concat((pd_tensor *[]){e, e}, 2, 0), "concat", "more than INT64_MAX");
   expect_error(pd_zeros(2, SHAPE(P2(40), P2(40)), PD_FLOAT32), "full",
                "[1099511627776, 1099511627776] has more than INT64_MAX elements");
   pd_scope_end();
@@ -238,6 +241,7 @@ static const pd_op_sample *const k_tables[] = {
     pd_samples_norm,      pd_samples_conv,     pd_samples_loss,         pd_samples_attention};
 
 static const int64_t k_absurd[] = {INT64_MAX, INT64_MIN, P2(62), -P2(62), P2(40)};
+static const double k_absurd_f[] = {1e300, -1e300, 9.3e18, HUGE_VAL, NAN};
 
 /* Runs op id with attrs a; a failure must name the op; a success must give
  * outputs whose element counts are the (fitting) products of their shapes. */
@@ -297,6 +301,16 @@ static void test_registry_absurd_attrs(void **state) {
           pd_attrs a = base;
           a.i[slot] = k_absurd[v];
           snprintf(what, sizeof what, "i%d = %lld", slot, (long long)k_absurd[v]);
+          bad += run_mutated((pd_op_id)id, s->op, in, n_in, &a, what);
+          runs++;
+        }
+      }
+      /* float attributes that become sizes (scale factors, counts) */
+      for (size_t v = 0; v < sizeof k_absurd_f / sizeof k_absurd_f[0]; v++) {
+        for (int slot = 0; slot < PD_ATTR_FLOATS; slot++) {
+          pd_attrs a = base;
+          a.f[slot] = k_absurd_f[v];
+          snprintf(what, sizeof what, "f%d = %g", slot, k_absurd_f[v]);
           bad += run_mutated((pd_op_id)id, s->op, in, n_in, &a, what);
           runs++;
         }

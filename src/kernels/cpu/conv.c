@@ -15,7 +15,8 @@
 #include "gemm.h"
 #include "parallel.h"
 
-static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+/* b > 0; no a + b - 1, which overflows for a huge stride */
+static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? a / b + (a % b != 0) : -((-a) / b); }
 
 /* Output positions o in [lo, hi) read input positions o * s + off inside [0, n). */
 static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
@@ -85,11 +86,12 @@ static bool is_pointwise(const dims3 *t) {
                   memset(r, 0, sizeof(T) * (size_t)t->O[2]);                                                 \
                   continue;                                                                                  \
                 }                                                                                            \
-                /* based at the first valid position: offw may lie far before x */                           \
-                int64_t step = t->S[2] * sp;                                                                 \
-                const T *src = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw + lo * t->S[2]) * sp;      \
                 for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                                               \
-                for (int64_t ow = lo; ow < hi; ow++) r[ow] = src[(ow - lo) * step];                          \
+                if (hi > lo) { /* based at the first valid position: offw may lie far before x */            \
+                  int64_t step = hi - lo > 1 ? t->S[2] * sp : 0; /* one position: any */                     \
+                  const T *src = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw + lo * t->S[2]) * sp;    \
+                  for (int64_t ow = lo; ow < hi; ow++) r[ow] = src[(ow - lo) * step];                        \
+                }                                                                                            \
                 for (int64_t ow = hi; ow < t->O[2]; ow++) r[ow] = 0;                                         \
               }                                                                                              \
             }                                                                                                \
@@ -114,7 +116,7 @@ static bool is_pointwise(const dims3 *t) {
                 if (ih < 0 || ih >= t->I[1]) continue;                                                       \
                 const T *r = row + (od * t->O[1] + oh) * t->O[2];                                            \
                 if (hi == lo) continue;                                                                      \
-                int64_t step = t->S[2] * sp;                                                                 \
+                int64_t step = hi - lo > 1 ? t->S[2] * sp : 0; /* one position: any */                       \
                 T *dst = x + c * sc + ((id * t->I[1] + ih) * t->I[2] + offw + lo * t->S[2]) * sp;            \
                 for (int64_t ow = lo; ow < hi; ow++) dst[(ow - lo) * step] += r[ow];                         \
               }                                                                                              \

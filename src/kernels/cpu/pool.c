@@ -17,8 +17,11 @@
 
 #include "parallel.h"
 
-static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-static inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+/* b > 0; no a + b - 1, which overflows for a huge stride */
+static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? a / b + (a % b != 0) : -((-a) / b); }
+static inline int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a) / b + ((-a) % b != 0));
+}
 
 /* Per-dim window tables, padded to 3 dims. */
 typedef struct wins {
@@ -84,6 +87,7 @@ static int wins_init(const pd_pool_geom *g, wins *w) {
 static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
   int64_t l = ceil_div(-off, s), h = ceil_div(nin - off, s);
   if (l < 0) l = 0;
+  if (l > nout) l = nout;
   if (h > nout) h = nout;
   if (h < l) h = l;
   *lo = l;
