@@ -14,6 +14,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,17 +45,20 @@ typedef struct pd_conv_opts {
  * last), weight [C_out, C_in / groups, k...], bias [C_out] or NULL. float32
  * runs on oneDNN, float64 on an im2col + GEMM path; float16/bfloat16 compute
  * in float32. */
-pd_tensor *pd_conv1d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
-pd_tensor *pd_conv2d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
-pd_tensor *pd_conv3d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv1d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv2d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv3d(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
 
 /* conv1d/2d/3d_transpose(x, weight, bias): x [N, C_in, spatial...], weight
  * [C_in, C_out / groups, k...], bias [C_out] or NULL. Output size per dim:
  * (in - 1) * stride - pad_before - pad_after + dilation * (k - 1) + 1 +
  * output_padding, or output_size when given. */
-pd_tensor *pd_conv1d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
-pd_tensor *pd_conv2d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
-pd_tensor *pd_conv3d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias, const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv1d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias,
+                                      const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv2d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias,
+                                      const pd_conv_opts *opts);
+PD_API pd_tensor *pd_conv3d_transpose(pd_tensor *x, pd_tensor *weight, pd_tensor *bias,
+                                      const pd_conv_opts *opts);
 
 /* ---- pooling (paddle.nn.functional.*_pool*) ---------------------------- */
 
@@ -74,33 +78,35 @@ typedef struct pd_pool_opts {
 /* max_pool1d/2d/3d(x, kernel_size): the window maximum. The _with_mask
  * forms are return_mask=True: *mask (int32, channels first) receives the
  * flat index of each maximum within its input plane. */
-pd_tensor *pd_max_pool1d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_tensor *pd_max_pool2d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_tensor *pd_max_pool3d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_tensor *pd_max_pool1d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts,
-                                   pd_tensor **mask);
-pd_tensor *pd_max_pool2d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts,
-                                   pd_tensor **mask);
-pd_tensor *pd_max_pool3d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts,
-                                   pd_tensor **mask);
+PD_API pd_tensor *pd_max_pool1d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_max_pool2d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_max_pool3d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_max_pool1d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size,
+                                          const pd_pool_opts *opts, pd_tensor **mask);
+PD_API pd_tensor *pd_max_pool2d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size,
+                                          const pd_pool_opts *opts, pd_tensor **mask);
+PD_API pd_tensor *pd_max_pool3d_with_mask(pd_tensor *x, int nk, const int64_t *kernel_size,
+                                          const pd_pool_opts *opts, pd_tensor **mask);
 
 /* avg_pool1d/2d/3d(x, kernel_size): the window mean; exclusive (the
  * default) divides by the in-bounds count. */
-pd_tensor *pd_avg_pool1d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_tensor *pd_avg_pool2d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_tensor *pd_avg_pool3d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_avg_pool1d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_avg_pool2d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_tensor *pd_avg_pool3d(pd_tensor *x, int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
 
 /* adaptive_avg_pool1d/2d/3d(x, output_size): window o along a dim covers
  * [floor(o * in / out), ceil((o + 1) * in / out)). n is 1 (every dim) or
  * the number of spatial dims; an entry <= 0 keeps that input size (None). */
-pd_tensor *pd_adaptive_avg_pool1d(pd_tensor *x, int n, const int64_t *output_size);
-pd_tensor *pd_adaptive_avg_pool2d(pd_tensor *x, int n, const int64_t *output_size, const char *data_format);
-pd_tensor *pd_adaptive_avg_pool3d(pd_tensor *x, int n, const int64_t *output_size, const char *data_format);
+PD_API pd_tensor *pd_adaptive_avg_pool1d(pd_tensor *x, int n, const int64_t *output_size);
+PD_API pd_tensor *pd_adaptive_avg_pool2d(pd_tensor *x, int n, const int64_t *output_size,
+                                         const char *data_format);
+PD_API pd_tensor *pd_adaptive_avg_pool3d(pd_tensor *x, int n, const int64_t *output_size,
+                                         const char *data_format);
 /* adaptive_max_pool1d/2d/3d(x, output_size); mask as for max pooling
  * (return_mask=True when mask is not NULL). Channels first. */
-pd_tensor *pd_adaptive_max_pool1d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
-pd_tensor *pd_adaptive_max_pool2d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
-pd_tensor *pd_adaptive_max_pool3d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
+PD_API pd_tensor *pd_adaptive_max_pool1d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
+PD_API pd_tensor *pd_adaptive_max_pool2d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
+PD_API pd_tensor *pd_adaptive_max_pool3d(pd_tensor *x, int n, const int64_t *output_size, pd_tensor **mask);
 
 /* ---- layers (paddle.nn.Conv*, paddle.nn.*Pool*) ------------------------- */
 
@@ -119,39 +125,40 @@ typedef struct pd_nn_conv_opts {
 
 /* Conv1D/2D/3D(in_channels, out_channels, kernel_size): weight
  * [out, in / groups, k...], bias [out]. kernel_size: nk = 1 or one per dim. */
-pd_layer *pd_nn_conv1d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                       const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv2d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                       const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv3d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
-                       const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv1d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
+                              const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv2d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
+                              const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv3d(int64_t in_channels, int64_t out_channels, int nk, const int64_t *kernel_size,
+                              const pd_nn_conv_opts *opts);
 /* Conv1DTranspose/2D/3D: weight [in, out / groups, k...], bias [out]. */
-pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk,
-                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk,
-                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
-pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk,
-                                 const int64_t *kernel_size, const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv1d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                        const int64_t *kernel_size, const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv2d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                        const int64_t *kernel_size, const pd_nn_conv_opts *opts);
+PD_API pd_layer *pd_nn_conv3d_transpose(int64_t in_channels, int64_t out_channels, int nk,
+                                        const int64_t *kernel_size, const pd_nn_conv_opts *opts);
 /* A transposed-convolution layer's forward(x, output_size): n values (1 or
  * one per spatial dim). Runs the layer's hooks like pd_layer_call. */
-pd_tensor *pd_nn_conv_transpose_forward(pd_layer *layer, pd_tensor *x, int n, const int64_t *output_size);
+PD_API pd_tensor *pd_nn_conv_transpose_forward(pd_layer *layer, pd_tensor *x, int n,
+                                               const int64_t *output_size);
 
 /* MaxPool1D/2D/3D(kernel_size, ...) and AvgPool1D/2D/3D; opts as the
  * functional forms (return_mask: MaxPool outputs [out, mask]). */
-pd_layer *pd_nn_max_pool1d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_layer *pd_nn_max_pool2d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_layer *pd_nn_max_pool3d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_layer *pd_nn_avg_pool1d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_layer *pd_nn_avg_pool2d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
-pd_layer *pd_nn_avg_pool3d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_max_pool1d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_max_pool2d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_max_pool3d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_avg_pool1d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_avg_pool2d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
+PD_API pd_layer *pd_nn_avg_pool3d(int nk, const int64_t *kernel_size, const pd_pool_opts *opts);
 /* AdaptiveAvgPool1D/2D/3D(output_size, data_format) and
  * AdaptiveMaxPool1D/2D/3D(output_size, return_mask). */
-pd_layer *pd_nn_adaptive_avg_pool1d(int n, const int64_t *output_size);
-pd_layer *pd_nn_adaptive_avg_pool2d(int n, const int64_t *output_size, const char *data_format);
-pd_layer *pd_nn_adaptive_avg_pool3d(int n, const int64_t *output_size, const char *data_format);
-pd_layer *pd_nn_adaptive_max_pool1d(int n, const int64_t *output_size, bool return_mask);
-pd_layer *pd_nn_adaptive_max_pool2d(int n, const int64_t *output_size, bool return_mask);
-pd_layer *pd_nn_adaptive_max_pool3d(int n, const int64_t *output_size, bool return_mask);
+PD_API pd_layer *pd_nn_adaptive_avg_pool1d(int n, const int64_t *output_size);
+PD_API pd_layer *pd_nn_adaptive_avg_pool2d(int n, const int64_t *output_size, const char *data_format);
+PD_API pd_layer *pd_nn_adaptive_avg_pool3d(int n, const int64_t *output_size, const char *data_format);
+PD_API pd_layer *pd_nn_adaptive_max_pool1d(int n, const int64_t *output_size, bool return_mask);
+PD_API pd_layer *pd_nn_adaptive_max_pool2d(int n, const int64_t *output_size, bool return_mask);
+PD_API pd_layer *pd_nn_adaptive_max_pool3d(int n, const int64_t *output_size, bool return_mask);
 
 #ifdef __cplusplus
 }

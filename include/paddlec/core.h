@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,24 +40,24 @@ typedef enum pd_dtype {
 } pd_dtype;
 
 /* Paddle's name of a dtype ("float32"); "invalid" for an out-of-range value. */
-const char *pd_dtype_name(pd_dtype dt);
+PD_API const char *pd_dtype_name(pd_dtype dt);
 /* Size in bytes of one element; 0 for an invalid dtype. */
-size_t pd_dtype_size(pd_dtype dt);
-bool pd_dtype_is_floating(pd_dtype dt);
-bool pd_dtype_is_integer(pd_dtype dt); /* excludes bool */
+PD_API size_t pd_dtype_size(pd_dtype dt);
+PD_API bool pd_dtype_is_floating(pd_dtype dt);
+PD_API bool pd_dtype_is_integer(pd_dtype dt); /* excludes bool */
 /* Parses "float32", "int64", ... ; returns -1 when unknown. */
-int pd_dtype_from_name(const char *name);
+PD_API int pd_dtype_from_name(const char *name);
 /* Paddle's tensor-to-tensor promotion: equal dtypes stay; two floating
  * dtypes give the wider (float16 with bfloat16 gives float32); any other mix
  * has no common dtype and gives PD_NUM_DTYPES (binary ops then fail and ask
  * for an explicit cast, as Paddle does). */
-pd_dtype pd_promote_types(pd_dtype a, pd_dtype b);
+PD_API pd_dtype pd_promote_types(pd_dtype a, pd_dtype b);
 
 /* float16 / bfloat16 bit conversions, round to nearest even. */
-uint16_t pd_f32_to_f16(float f);
-float pd_f16_to_f32(uint16_t h);
-uint16_t pd_f32_to_bf16(float f);
-float pd_bf16_to_f32(uint16_t h);
+PD_API uint16_t pd_f32_to_f16(float f);
+PD_API float pd_f16_to_f32(uint16_t h);
+PD_API uint16_t pd_f32_to_bf16(float f);
+PD_API float pd_bf16_to_f32(uint16_t h);
 
 /* ---- places ------------------------------------------------------------ */
 typedef enum pd_place_kind { PD_PLACE_CPU = 0, PD_NUM_PLACES } pd_place_kind;
@@ -81,97 +82,97 @@ typedef enum pd_status {
 } pd_status;
 
 /* The message of the last error on this thread ("" when none). */
-const char *pd_last_error(void);
+PD_API const char *pd_last_error(void);
 /* The status of the last error on this thread (PD_OK when none). */
-pd_status pd_last_status(void);
-void pd_clear_error(void);
+PD_API pd_status pd_last_status(void);
+PD_API void pd_clear_error(void);
 /* Records an error (printf-style). Returns `code` so callers can
  * `return pd_set_error(PD_ERR_SHAPE, "...")`. With PADDLEC_ABORT_ON_ERROR=1
  * in the environment it prints the message and a backtrace and aborts. */
-pd_status pd_set_error(pd_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+PD_API pd_status pd_set_error(pd_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct pd_tensor pd_tensor;
 
-pd_tensor *pd_tensor_retain(pd_tensor *t);
-void pd_tensor_release(pd_tensor *t); /* NULL is a no-op */
+PD_API pd_tensor *pd_tensor_retain(pd_tensor *t);
+PD_API void pd_tensor_release(pd_tensor *t); /* NULL is a no-op */
 
-int pd_tensor_ndim(const pd_tensor *t);
-const int64_t *pd_tensor_shape(const pd_tensor *t);
-const int64_t *pd_tensor_strides(const pd_tensor *t); /* in elements */
-int64_t pd_tensor_numel(const pd_tensor *t);
-pd_dtype pd_tensor_dtype(const pd_tensor *t);
-pd_place pd_tensor_place(const pd_tensor *t);
-bool pd_tensor_is_contiguous(const pd_tensor *t);
+PD_API int pd_tensor_ndim(const pd_tensor *t);
+PD_API const int64_t *pd_tensor_shape(const pd_tensor *t);
+PD_API const int64_t *pd_tensor_strides(const pd_tensor *t); /* in elements */
+PD_API int64_t pd_tensor_numel(const pd_tensor *t);
+PD_API pd_dtype pd_tensor_dtype(const pd_tensor *t);
+PD_API pd_place pd_tensor_place(const pd_tensor *t);
+PD_API bool pd_tensor_is_contiguous(const pd_tensor *t);
 /* Pointer to the first element (storage + offset). Writable. */
-void *pd_tensor_data(const pd_tensor *t);
+PD_API void *pd_tensor_data(const pd_tensor *t);
 /* Element i of a tensor (row-major logical index, views honoured), as double. */
-double pd_tensor_item_at(const pd_tensor *t, int64_t i);
+PD_API double pd_tensor_item_at(const pd_tensor *t, int64_t i);
 /* The single value of a 1-element tensor as double; NAN and an error otherwise. */
-double pd_tensor_item(const pd_tensor *t);
+PD_API double pd_tensor_item(const pd_tensor *t);
 /* Copies the tensor's elements, row-major, converted to `dt`, into buf
  * (capacity `n` elements). Returns the number of elements or a negative status. */
-int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt);
+PD_API int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt);
 
 /* stop_gradient as in Paddle: true for user tensors, false for parameters. */
-bool pd_tensor_stop_gradient(const pd_tensor *t);
-void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop);
-bool pd_tensor_is_leaf(const pd_tensor *t);
+PD_API bool pd_tensor_stop_gradient(const pd_tensor *t);
+PD_API void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop);
+PD_API bool pd_tensor_is_leaf(const pd_tensor *t);
 /* The accumulated gradient (borrowed; NULL when none). */
-pd_tensor *pd_tensor_grad(const pd_tensor *t);
+PD_API pd_tensor *pd_tensor_grad(const pd_tensor *t);
 /* Replaces the gradient (retains g; NULL clears it). */
-void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g);
+PD_API void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g);
 /* clear_grad: set_to_zero keeps the buffer and fills it with zeros. */
-void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero);
+PD_API void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero);
 /* Inplace version counter (shared by views of one storage). */
-uint32_t pd_tensor_version(const pd_tensor *t);
+PD_API uint32_t pd_tensor_version(const pd_tensor *t);
 /* Optional name (copied); NULL clears it. */
-void pd_tensor_set_name(pd_tensor *t, const char *name);
-const char *pd_tensor_name(const pd_tensor *t);
+PD_API void pd_tensor_set_name(pd_tensor *t, const char *name);
+PD_API const char *pd_tensor_name(const pd_tensor *t);
 /* True when two tensors share one storage. */
-bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b);
+PD_API bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b);
 
 /* Printing like Paddle:
  * Tensor(shape=[2, 3], dtype=float32, place=Place(cpu), stop_gradient=True,
  *        [[1., 2., 3.],
  *         [4., 5., 6.]])
  * pd_tensor_to_string returns a malloc'ed string the caller frees. */
-char *pd_tensor_to_string(const pd_tensor *t);
-pd_status pd_tensor_print(const pd_tensor *t, FILE *f);
+PD_API char *pd_tensor_to_string(const pd_tensor *t);
+PD_API pd_status pd_tensor_print(const pd_tensor *t, FILE *f);
 /* Print precision (digits after the point; Paddle's default 8). */
-void pd_set_print_precision(int digits);
+PD_API void pd_set_print_precision(int digits);
 
 /* ---- scopes ------------------------------------------------------------ */
 /* Between begin and end every tensor returned by an op belongs to the scope
  * and is released at its end, unless moved out with pd_keep. Scopes nest. */
-void pd_scope_begin(void);
-void pd_scope_end(void);
+PD_API void pd_scope_begin(void);
+PD_API void pd_scope_end(void);
 /* Moves t out of the innermost scope to the caller (or to the enclosing
  * scope when one is open). Returns t. */
-pd_tensor *pd_keep(pd_tensor *t);
+PD_API pd_tensor *pd_keep(pd_tensor *t);
 
 /* ---- memory ------------------------------------------------------------ */
 /* Bytes handed out to live tensors now / at most since start or reset. */
-size_t pd_memory_allocated(void);
-size_t pd_memory_peak(void);
+PD_API size_t pd_memory_allocated(void);
+PD_API size_t pd_memory_peak(void);
 /* Bytes held by the caching allocator (live + cached). */
-size_t pd_memory_reserved(void);
-void pd_memory_reset_peak(void);
+PD_API size_t pd_memory_reserved(void);
+PD_API void pd_memory_reset_peak(void);
 /* Gives cached blocks back to the system: the shared cache and the calling
  * thread's. Other live threads give theirs back at their next allocation
  * (a thread's cache holds at most 16 blocks of each size up to 64 KiB). */
-void pd_memory_empty_cache(void);
+PD_API void pd_memory_empty_cache(void);
 
 /* ---- random ------------------------------------------------------------ */
 /* Seeds the global generator (Philox 4x32-10): every random op is then
  * reproducible, whatever the number of threads. */
-void pd_seed(uint64_t seed);
-uint64_t pd_get_seed(void);
+PD_API void pd_seed(uint64_t seed);
+PD_API uint64_t pd_get_seed(void);
 
 /* ---- threads ----------------------------------------------------------- */
 /* Threads of the one OpenMP pool shared with oneDNN. */
-void pd_set_num_threads(int n);
-int pd_get_num_threads(void);
+PD_API void pd_set_num_threads(int n);
+PD_API int pd_get_num_threads(void);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,7 @@
 #define PADDLEC_DISTRIBUTED_H
 
 #include "paddlec/core.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,7 +48,7 @@ typedef enum pd_reduce_op {
 } pd_reduce_op;
 
 /* "SUM", "MAX", ... ; "invalid" for a bad value. */
-const char *pd_reduce_op_name(pd_reduce_op op);
+PD_API const char *pd_reduce_op_name(pd_reduce_op op);
 
 /* ---- the parallel environment ------------------------------------------ */
 
@@ -71,8 +72,8 @@ typedef struct pd_dist_env {
  * a negative or non-numeric rank, endpoints whose count is not the world
  * size, a current endpoint missing from the list) are PD_ERR_INVALID naming
  * the variable and its value. Free with pd_dist_env_clear. */
-pd_status pd_dist_parallel_env(pd_dist_env *env);
-void pd_dist_env_clear(pd_dist_env *env);
+PD_API pd_status pd_dist_parallel_env(pd_dist_env *env);
+PD_API void pd_dist_env_clear(pd_dist_env *env);
 
 typedef struct pd_dist_group pd_dist_group;
 
@@ -87,19 +88,19 @@ typedef struct pd_dist_init_opts {
  * Idempotent. With world size 1 it returns a one-rank group. NULL on error:
  * a wrong environment, an unreachable master (after the timeout), an
  * unknown or unavailable backend. */
-pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts);
-bool pd_dist_is_initialized(void);
+PD_API pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts);
+PD_API bool pd_dist_is_initialized(void);
 /* paddle.distributed.destroy_process_group: NULL destroys every group and
  * leaves the parallel environment (init may be called again). */
-pd_status pd_dist_destroy_process_group(pd_dist_group *group);
+PD_API pd_status pd_dist_destroy_process_group(pd_dist_group *group);
 /* True when the library was built with the named backend ("shm", "mpi"). */
-bool pd_dist_backend_available(const char *name);
+PD_API bool pd_dist_backend_available(const char *name);
 
 /* Rank of this process in `group` (NULL: the world); -1 when not a member
  * or not initialised (then the world rank from the environment, as Paddle). */
-int pd_dist_get_rank(const pd_dist_group *group);
+PD_API int pd_dist_get_rank(const pd_dist_group *group);
 /* Size of `group` (NULL: the world); the environment's when not initialised. */
-int pd_dist_get_world_size(const pd_dist_group *group);
+PD_API int pd_dist_get_world_size(const pd_dist_group *group);
 
 typedef struct pd_dist_new_group_opts {
   const char *backend; /* NULL: the world's backend */
@@ -110,30 +111,30 @@ typedef struct pd_dist_new_group_opts {
  * (NULL / 0: all). Must be called by every process of the world, members
  * or not, in the same order. Returns the group (owned by the environment;
  * non-members get a group whose rank is -1). */
-pd_dist_group *pd_dist_new_group(const int *ranks, int nranks, const pd_dist_new_group_opts *opts);
+PD_API pd_dist_group *pd_dist_new_group(const int *ranks, int nranks, const pd_dist_new_group_opts *opts);
 /* The group with this id (0: the world); NULL when none. */
-pd_dist_group *pd_dist_get_group(int id);
-int pd_dist_group_id(const pd_dist_group *group);
-int pd_dist_group_nranks(const pd_dist_group *group);
+PD_API pd_dist_group *pd_dist_get_group(int id);
+PD_API int pd_dist_group_id(const pd_dist_group *group);
+PD_API int pd_dist_group_nranks(const pd_dist_group *group);
 /* This process's rank in the group, -1 when not a member. */
-int pd_dist_group_rank(const pd_dist_group *group);
-bool pd_dist_group_is_member(const pd_dist_group *group);
+PD_API int pd_dist_group_rank(const pd_dist_group *group);
+PD_API bool pd_dist_group_is_member(const pd_dist_group *group);
 /* Group rank of a global rank, -1 when it is not in the group. */
-int pd_dist_group_get_group_rank(const pd_dist_group *group, int global_rank);
+PD_API int pd_dist_group_get_group_rank(const pd_dist_group *group, int global_rank);
 /* The global ranks of the group, in group-rank order (borrowed). */
-const int *pd_dist_group_ranks(const pd_dist_group *group);
+PD_API const int *pd_dist_group_ranks(const pd_dist_group *group);
 /* "shm" or "mpi". */
-const char *pd_dist_group_backend(const pd_dist_group *group);
+PD_API const char *pd_dist_group_backend(const pd_dist_group *group);
 
 /* ---- tasks ------------------------------------------------------------- */
 typedef struct pd_dist_task pd_dist_task;
 
 /* Blocks until the task completes; its status (the error of the
  * communication, if any). Waiting twice returns the same status. */
-pd_status pd_dist_task_wait(pd_dist_task *task);
-bool pd_dist_task_is_completed(pd_dist_task *task);
+PD_API pd_status pd_dist_task_wait(pd_dist_task *task);
+PD_API bool pd_dist_task_is_completed(pd_dist_task *task);
 /* Frees the task, waiting for it first if it is still running. NULL: no-op. */
-void pd_dist_task_free(pd_dist_task *task);
+PD_API void pd_dist_task_free(pd_dist_task *task);
 
 /* ---- collectives ------------------------------------------------------- */
 typedef struct pd_dist_opts {
@@ -143,48 +144,50 @@ typedef struct pd_dist_opts {
 
 /* Tensors must be contiguous, on the CPU, with the same dtype and element
  * count on every rank (checked: a mismatch is an error on every rank). */
-pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_opts *opts);
-pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts);
 /* Only dst's tensor receives the result; the others keep their input. */
-pd_status pd_dist_reduce(pd_tensor *tensor, int dst, pd_reduce_op op, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_reduce(pd_tensor *tensor, int dst, pd_reduce_op op, const pd_dist_opts *opts);
 /* tensor_list has one slot per group rank: NULL slots receive new tensors
  * (the caller owns them), others are written in place (same shape and
  * dtype as `tensor`). */
-pd_status pd_dist_all_gather(pd_tensor **tensor_list, pd_tensor *tensor, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_all_gather(pd_tensor **tensor_list, pd_tensor *tensor, const pd_dist_opts *opts);
 /* The gathered tensors concatenated along axis 0 into `out`, whose first
  * dimension is nranks times the input's. */
-pd_status pd_dist_all_gather_into_tensor(pd_tensor *out, pd_tensor *tensor, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_all_gather_into_tensor(pd_tensor *out, pd_tensor *tensor, const pd_dist_opts *opts);
 /* all_gather_object over bytes: objs[i] receives a malloc'ed copy of rank
  * i's buffer and lens[i] its length (both arrays of nranks slots). Sync only. */
-pd_status pd_dist_all_gather_object(void **objs, size_t *lens, const void *obj, size_t len,
-                                    const pd_dist_opts *opts);
+PD_API pd_status pd_dist_all_gather_object(void **objs, size_t *lens, const void *obj, size_t len,
+                                           const pd_dist_opts *opts);
 /* Output on group rank i = the reduction over ranks of tensor_list[i]. */
-pd_status pd_dist_reduce_scatter(pd_tensor *tensor, pd_tensor **tensor_list, pd_reduce_op op,
-                                 const pd_dist_opts *opts);
+PD_API pd_status pd_dist_reduce_scatter(pd_tensor *tensor, pd_tensor **tensor_list, pd_reduce_op op,
+                                        const pd_dist_opts *opts);
 /* out_list[j] on rank i = in_list[i] of rank j; NULL out slots get new
  * tensors shaped like in_list[i]. */
-pd_status pd_dist_alltoall(pd_tensor **out_list, pd_tensor **in_list, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_alltoall(pd_tensor **out_list, pd_tensor **in_list, const pd_dist_opts *opts);
 /* Along axis 0: in_split_sizes[j] rows go to rank j, out_split_sizes[j]
  * rows come from rank j; NULL = equal splits. */
-pd_status pd_dist_alltoall_single(pd_tensor *out, pd_tensor *in, const int64_t *in_split_sizes,
-                                  const int64_t *out_split_sizes, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_alltoall_single(pd_tensor *out, pd_tensor *in, const int64_t *in_split_sizes,
+                                         const int64_t *out_split_sizes, const pd_dist_opts *opts);
 /* src supplies tensor_list (one per group rank; ignored elsewhere). */
-pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_scatter(pd_tensor *tensor, pd_tensor **tensor_list, int src,
+                                 const pd_dist_opts *opts);
 /* dst receives gather_list (one slot per group rank, NULL slots filled with
  * new tensors; ignored elsewhere). */
-pd_status pd_dist_gather(pd_tensor *tensor, pd_tensor **gather_list, int dst, const pd_dist_opts *opts);
-pd_status pd_dist_send(pd_tensor *tensor, int dst, const pd_dist_opts *opts);
-pd_status pd_dist_recv(pd_tensor *tensor, int src, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_gather(pd_tensor *tensor, pd_tensor **gather_list, int dst,
+                                const pd_dist_opts *opts);
+PD_API pd_status pd_dist_send(pd_tensor *tensor, int dst, const pd_dist_opts *opts);
+PD_API pd_status pd_dist_recv(pd_tensor *tensor, int src, const pd_dist_opts *opts);
 /* isend / irecv: always asynchronous; *task receives the task. */
-pd_status pd_dist_isend(pd_tensor *tensor, int dst, pd_dist_group *group, pd_dist_task **task);
-pd_status pd_dist_irecv(pd_tensor *tensor, int src, pd_dist_group *group, pd_dist_task **task);
-pd_status pd_dist_barrier(pd_dist_group *group);
+PD_API pd_status pd_dist_isend(pd_tensor *tensor, int dst, pd_dist_group *group, pd_dist_task **task);
+PD_API pd_status pd_dist_irecv(pd_tensor *tensor, int src, pd_dist_group *group, pd_dist_task **task);
+PD_API pd_status pd_dist_barrier(pd_dist_group *group);
 
 /* A tensor whose storage lives in the group's shared segment (shm backend),
  * so a collective on it needs no copy in or out; elsewhere an ordinary
  * tensor. Collective: every member calls it in the same order with the same
  * dtype and shape. Zero-filled. */
-pd_tensor *pd_dist_alloc_shared(pd_dist_group *group, pd_dtype dtype, int ndim, const int64_t *shape);
+PD_API pd_tensor *pd_dist_alloc_shared(pd_dist_group *group, pd_dtype dtype, int ndim, const int64_t *shape);
 
 /* ---- spawn -------------------------------------------------------------- */
 typedef struct pd_dist_spawn_opts {
@@ -196,8 +199,8 @@ typedef struct pd_dist_spawn_opts {
  * contract, waits for all of them and returns PD_OK when every child
  * returned 0. When one fails the others are terminated and the error reads
  * "Process N terminated with exit code X" (or "with signal NAME"). */
-pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs,
-                        const pd_dist_spawn_opts *opts);
+PD_API pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs,
+                               const pd_dist_spawn_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,7 @@
 #include "paddlec/distributed.h"
 #include "paddlec/nn.h"
 #include "paddlec/optim.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -263,25 +264,25 @@ typedef struct pd_fleet_distributed_strategy {
 } pd_fleet_distributed_strategy;
 
 /* fleet.DistributedStrategy(): every field at Paddle's default, explicit_zero set. */
-pd_fleet_distributed_strategy pd_fleet_distributed_strategy_default(void);
+PD_API pd_fleet_distributed_strategy pd_fleet_distributed_strategy_default(void);
 /* *out = s with every default filled in (NULL s: the defaults); explicit_zero
  * set. The strings and lists of out point at s's or at static defaults. */
-void pd_fleet_distributed_strategy_resolve(const pd_fleet_distributed_strategy *s,
-                                           pd_fleet_distributed_strategy *out);
+PD_API void pd_fleet_distributed_strategy_resolve(const pd_fleet_distributed_strategy *s,
+                                                  pd_fleet_distributed_strategy *out);
 /* Checks s against what paddle.c supports with `world_size` ranks in
  * collective mode: PD_OK, or PD_ERR_UNIMPLEMENTED / PD_ERR_INVALID naming the
  * first offending field and its value. */
-pd_status pd_fleet_distributed_strategy_check(const pd_fleet_distributed_strategy *s, int world_size);
+PD_API pd_status pd_fleet_distributed_strategy_check(const pd_fleet_distributed_strategy *s, int world_size);
 
 /* fleet.init(is_collective=..., strategy=s): checks s, initialises the
  * parallel environment (pd_dist_init_parallel_env) and keeps s (numeric
  * fields) for pd_fleet_distributed_model. is_collective=false (the
  * parameter-server mode) is PD_ERR_UNIMPLEMENTED. Calling it again replaces
  * the strategy. */
-pd_status pd_fleet_init(bool is_collective, const pd_fleet_distributed_strategy *s);
-bool pd_fleet_is_initialized(void);
+PD_API pd_status pd_fleet_init(bool is_collective, const pd_fleet_distributed_strategy *s);
+PD_API bool pd_fleet_is_initialized(void);
 /* The strategy given to pd_fleet_init, resolved (NULL before init). */
-const pd_fleet_distributed_strategy *pd_fleet_strategy(void);
+PD_API const pd_fleet_distributed_strategy *pd_fleet_strategy(void);
 
 /* fleet.distributed_model(model): paddle.DataParallel over the world with
  * comm_buffer_size = fuse_grad_size_in_MB, last_comm_buffer_size =
@@ -289,7 +290,7 @@ const pd_fleet_distributed_strategy *pd_fleet_strategy(void);
  * (with fuse_all_reduce_ops false every gradient is its own bucket).
  * A new reference (see pd_data_parallel); NULL on error, including before
  * pd_fleet_init. */
-pd_layer *pd_fleet_distributed_model(pd_layer *model);
+PD_API pd_layer *pd_fleet_distributed_model(pd_layer *model);
 
 /* fleet.distributed_optimizer(optimizer, strategy): a pd_optimizer that
  * delegates to `optimizer` (taken over on success: releasing the wrapper
@@ -299,19 +300,20 @@ pd_layer *pd_fleet_distributed_model(pd_layer *model);
  * and on the k-th applies one update with the merged gradients, divided by
  * k_steps when avg, then the next clear_grad clears them. state_dict,
  * learning rate and name are the inner optimizer's. */
-pd_optimizer *pd_fleet_distributed_optimizer(pd_optimizer *optimizer, const pd_fleet_distributed_strategy *s);
+PD_API pd_optimizer *pd_fleet_distributed_optimizer(pd_optimizer *optimizer,
+                                                    const pd_fleet_distributed_strategy *s);
 /* The wrapped optimizer (borrowed), NULL when opt is not a fleet optimizer. */
-pd_optimizer *pd_fleet_inner_optimizer(pd_optimizer *opt);
+PD_API pd_optimizer *pd_fleet_inner_optimizer(pd_optimizer *opt);
 
 /* fleet.worker_index() / worker_num() / is_first_worker() / worker_endpoints():
  * from the environment (the world when initialised). */
-int pd_fleet_worker_index(void);
-int pd_fleet_worker_num(void);
-bool pd_fleet_is_first_worker(void);
+PD_API int pd_fleet_worker_index(void);
+PD_API int pd_fleet_worker_num(void);
+PD_API bool pd_fleet_is_first_worker(void);
 /* fleet.barrier_worker(): a barrier over the world; needs pd_fleet_init. */
-pd_status pd_fleet_barrier_worker(void);
+PD_API pd_status pd_fleet_barrier_worker(void);
 /* Leaves fleet (the strategy is dropped; the parallel environment stays). */
-void pd_fleet_shutdown(void);
+PD_API void pd_fleet_shutdown(void);
 
 #ifdef __cplusplus
 }

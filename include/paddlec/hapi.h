@@ -7,6 +7,7 @@
 #include "paddlec/io.h"
 #include "paddlec/nn.h"
 #include "paddlec/optim.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,10 +35,10 @@ typedef struct pd_string_map {
   char **values;
 } pd_string_map;
 /* Sets key to value (copies both; replaces an existing key). */
-pd_status pd_string_map_set(pd_string_map *m, const char *key, const char *value);
+PD_API pd_status pd_string_map_set(pd_string_map *m, const char *key, const char *value);
 /* The value of key (borrowed), or NULL. */
-const char *pd_string_map_get(const pd_string_map *m, const char *key);
-void pd_string_map_free(pd_string_map *m);
+PD_API const char *pd_string_map_get(const pd_string_map *m, const char *key);
+PD_API void pd_string_map_free(pd_string_map *m);
 
 /* paddle.save(state_dict, path): writes every tensor of `state` (names must
  * be distinct, valid UTF-8, and not "__metadata__"). Non-contiguous tensors
@@ -46,10 +47,10 @@ void pd_string_map_free(pd_string_map *m);
  * (created exclusively, removed on any error), is synced, and is renamed
  * over path; threads saving to one path at once leave one of their files,
  * whole. */
-pd_status pd_save(const pd_named_tensors *state, const char *path);
+PD_API pd_status pd_save(const pd_named_tensors *state, const char *path);
 /* pd_save with extra metadata entries (NULL: none); a "format" key in
  * `metadata` replaces the default "paddle.c". */
-pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata);
+PD_API pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata);
 
 /* paddle.load(path): the tensors of a safetensors file, in the order of
  * their data in the file (for files written by pd_save, the order they were
@@ -60,24 +61,24 @@ pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_s
  * Ownership: `out` owns its names and one reference to each tensor (the
  * tensors are not tracked by any open scope); free both with pd_state_free.
  * On error *out is empty. */
-pd_status pd_load(const char *path, pd_named_tensors *out);
+PD_API pd_status pd_load(const char *path, pd_named_tensors *out);
 /* pd_load that also returns the header's "__metadata__" (metadata may be
  * NULL; free it with pd_string_map_free). */
-pd_status pd_load_ex(const char *path, pd_named_tensors *out, pd_string_map *metadata);
+PD_API pd_status pd_load_ex(const char *path, pd_named_tensors *out, pd_string_map *metadata);
 /* The same from a safetensors image in memory (`what` names it in errors;
  * NULL: "buffer"). The tensors own copies of the data. */
-pd_status pd_load_buffer(const void *data, size_t size, const char *what, pd_named_tensors *out,
-                         pd_string_map *metadata);
+PD_API pd_status pd_load_buffer(const void *data, size_t size, const char *what, pd_named_tensors *out,
+                                pd_string_map *metadata);
 /* Releases every tensor of a list returned by pd_load and frees the list. */
-void pd_state_free(pd_named_tensors *state);
+PD_API void pd_state_free(pd_named_tensors *state);
 
 /* layer.state_dict() saved with pd_save; the metadata adds "kind": "layer". */
-pd_status pd_layer_save(const pd_layer *layer, const char *path);
+PD_API pd_status pd_layer_save(const pd_layer *layer, const char *path);
 /* layer.set_state_dict(paddle.load(path)): shapes must match (dtypes are
  * converted). With `strict`, names the layer has but the file lacks, or the
  * file has but the layer lacks, are an error listing them, and the layer is
  * left unchanged; without, matching entries are loaded and the rest ignored. */
-pd_status pd_layer_load(pd_layer *layer, const char *path, bool strict);
+PD_API pd_status pd_layer_load(pd_layer *layer, const char *path, bool strict);
 
 /* ---- summary (paddle.summary) --------------------------------------------- */
 typedef struct pd_summary_info {
@@ -108,13 +109,14 @@ typedef struct pd_summary_info {
  * Rows are named "<type>-<n>" with n from the layer's full_name ("linear_0"
  * gives Linear-1). dtypes may be NULL (float32). `info` (may be NULL) gets
  * the counts. The training flag is restored afterwards. */
-pd_status pd_summary(pd_layer *net, int n_inputs, const int *ndims, const int64_t *const *shapes,
-                     const pd_dtype *dtypes, pd_summary_info *info);
+PD_API pd_status pd_summary(pd_layer *net, int n_inputs, const int *ndims, const int64_t *const *shapes,
+                            const pd_dtype *dtypes, pd_summary_info *info);
 /* The same table as a malloc'ed string (the caller frees), printing nothing. */
-char *pd_summary_string(pd_layer *net, int n_inputs, const int *ndims, const int64_t *const *shapes,
-                        const pd_dtype *dtypes, pd_summary_info *info);
+PD_API char *pd_summary_string(pd_layer *net, int n_inputs, const int *ndims, const int64_t *const *shapes,
+                               const pd_dtype *dtypes, pd_summary_info *info);
 /* paddle.summary(net, input=...): the given tensors are the inputs. */
-char *pd_summary_string_inputs(pd_layer *net, pd_tensor *const *inputs, int n_inputs, pd_summary_info *info);
+PD_API char *pd_summary_string_inputs(pd_layer *net, pd_tensor *const *inputs, int n_inputs,
+                                      pd_summary_info *info);
 
 /* ---- flops (paddle.flops) ------------------------------------------------ */
 /* A counter for one layer call: returns the FLOPs of that call (>= 0) or a
@@ -150,7 +152,7 @@ typedef struct pd_flops_result {
   int n_unknown; /* leaf layer types with no counter (counted as 0) */
   char **unknown_types;
 } pd_flops_result;
-void pd_flops_result_free(pd_flops_result *r);
+PD_API void pd_flops_result_free(pd_flops_result *r);
 
 /* paddle.flops(net, input_size, print_detail=...): runs one forward pass (eval
  * mode, no grad) on a float32 randn input of the given shape with a forward
@@ -168,11 +170,11 @@ void pd_flops_result_free(pd_flops_result *r);
  * "Total Flops: F     Total Params: P"). Returns the total FLOPs or a
  * negative status. Unlike Paddle, a net that is itself a leaf layer is
  * counted (Paddle sums sublayers only and reports 0 for it). */
-int64_t pd_flops(pd_layer *net, int ndim, const int64_t *input_shape, bool print_detail);
+PD_API int64_t pd_flops(pd_layer *net, int ndim, const int64_t *input_shape, bool print_detail);
 /* pd_flops with options (NULL: defaults) and the per-layer result (may be
  * NULL; free it with pd_flops_result_free). */
-int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
-                    pd_flops_result *result);
+PD_API int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
+                           pd_flops_result *result);
 
 /* ==== paddle.Model, paddle.metric, paddle.callbacks ========================
  *
@@ -213,7 +215,7 @@ typedef struct pd_logs {
   int64_t step, batch_size, steps;
 } pd_logs;
 /* logs[name] into *value; false when absent. */
-bool pd_logs_get(const pd_logs *logs, const char *name, double *value);
+PD_API bool pd_logs_get(const pd_logs *logs, const char *name, double *value);
 
 /* ---- metrics (paddle.metric) ---------------------------------------------
  * A metric is a struct whose first member is a pd_metric (like layers). The
@@ -243,36 +245,36 @@ struct pd_metric {
 };
 /* A zeroed metric of `size` bytes (>= sizeof(pd_metric)) with the given
  * names (1 to PD_METRIC_MAX_NAMES), reset; refcount 1. */
-void *pd_metric_new(size_t size, const pd_metric_fns *fns, int n_names, const char *const *names);
-pd_metric *pd_metric_retain(pd_metric *m);
-void pd_metric_release(pd_metric *m); /* NULL is a no-op */
+PD_API void *pd_metric_new(size_t size, const pd_metric_fns *fns, int n_names, const char *const *names);
+PD_API pd_metric *pd_metric_retain(pd_metric *m);
+PD_API void pd_metric_release(pd_metric *m); /* NULL is a no-op */
 /* metric.name(): name i (0 <= i < n_names). */
-const char *pd_metric_name(const pd_metric *m, int i);
-int pd_metric_compute(pd_metric *m, pd_tensor *const *args, int n_args, pd_tensor **out, int max_out);
-pd_status pd_metric_update(pd_metric *m, pd_tensor *const *args, int n_args, double *batch_values);
+PD_API const char *pd_metric_name(const pd_metric *m, int i);
+PD_API int pd_metric_compute(pd_metric *m, pd_tensor *const *args, int n_args, pd_tensor **out, int max_out);
+PD_API pd_status pd_metric_update(pd_metric *m, pd_tensor *const *args, int n_args, double *batch_values);
 /* Writes n_names values; returns n_names. */
-int pd_metric_accumulate(pd_metric *m, double *values);
-void pd_metric_reset(pd_metric *m);
+PD_API int pd_metric_accumulate(pd_metric *m, double *values);
+PD_API void pd_metric_reset(pd_metric *m);
 
 /* paddle.metric.Accuracy(topk, name): topk NULL = {1}. compute(pred [.., C],
  * label [.., 1] or [N] or one-hot [.., C]) gives a float32 [.., maxk] tensor
  * of hits of the maxk best classes (equal scores rank by lower class index);
  * update/accumulate give the top-k accuracy for each k. Names: name (NULL:
  * "acc") when maxk is 1, else "<name>_top<k>" per k. */
-pd_metric *pd_metric_accuracy(const int *topk, int n_topk, const char *name);
+PD_API pd_metric *pd_metric_accuracy(const int *topk, int n_topk, const char *name);
 /* paddle.metric.Precision / Recall (binary): update(preds [N] or [N, 1]
  * probabilities, labels [N] or [N, 1] of 0/1); a prediction is 1 when
  * floor(p + 0.5) == 1. Names: name (NULL: "precision" / "recall"). The
  * value is 0 when nothing is predicted (labelled) positive. */
-pd_metric *pd_metric_precision(const char *name);
-pd_metric *pd_metric_recall(const char *name);
+PD_API pd_metric *pd_metric_precision(const char *name);
+PD_API pd_metric *pd_metric_recall(const char *name);
 /* paddle.metric.Auc(curve="ROC", num_thresholds): update(preds [N, 2]
  * probabilities (column 1 is the positive class), labels [N] or [N, 1]);
  * predictions go into num_thresholds + 1 buckets (int(p * num_thresholds))
  * and the ROC area is the trapezoid sum over buckets from the top, as Paddle
  * computes it. num_thresholds 0 = 4095; curve NULL = "ROC" (the only one).
  * Name: name (NULL: "auc"). */
-pd_metric *pd_metric_auc(const char *curve, int num_thresholds, const char *name);
+PD_API pd_metric *pd_metric_auc(const char *curve, int num_thresholds, const char *name);
 
 /* ---- the model ----------------------------------------------------------- */
 typedef struct pd_model_state pd_model_state;
@@ -326,9 +328,9 @@ struct pd_callback {
   int refcount;
 };
 /* A zeroed callback of `size` bytes (>= sizeof(pd_callback)); refcount 1. */
-void *pd_callback_new(size_t size, const pd_callback_fns *fns);
-pd_callback *pd_callback_retain(pd_callback *cb);
-void pd_callback_release(pd_callback *cb); /* NULL is a no-op */
+PD_API void *pd_callback_new(size_t size, const pd_callback_fns *fns);
+PD_API pd_callback *pd_callback_retain(pd_callback *cb);
+PD_API void pd_callback_release(pd_callback *cb); /* NULL is a no-op */
 
 /* paddle.callbacks.ProgBarLogger(log_freq, verbose). verbose 1: when `out`
  * is a terminal (isatty of its descriptor), a live bar redrawn in place
@@ -353,12 +355,12 @@ typedef struct pd_callbacks_prog_bar_logger_opts {
   double (*clock)(void *user);
   void *clock_user;
 } pd_callbacks_prog_bar_logger_opts;
-pd_callback *pd_callbacks_prog_bar_logger(const pd_callbacks_prog_bar_logger_opts *opts);
+PD_API pd_callback *pd_callbacks_prog_bar_logger(const pd_callbacks_prog_bar_logger_opts *opts);
 /* paddle.callbacks.ModelCheckpoint(save_freq, save_dir): saves
  * "<save_dir>/<epoch>" at the end of every epoch with epoch % save_freq == 0
  * and "<save_dir>/final" at the end of training (pd_model_save). save_freq
  * 0 = 1; save_dir NULL: nothing is saved (fit sets it from its save_dir). */
-pd_callback *pd_callbacks_model_checkpoint(int save_freq, const char *save_dir);
+PD_API pd_callback *pd_callbacks_model_checkpoint(int save_freq, const char *save_dir);
 /* paddle.callbacks.EarlyStopping: at the end of each evaluation, compares
  * logs[monitor] - min_delta (+ for max) with the best value; no improvement
  * for more than `patience` evaluations sets model->stop_training. With
@@ -374,29 +376,29 @@ typedef struct pd_callbacks_early_stopping_opts {
   double baseline;
   bool no_save_best_model; /* save_best_model=False */
 } pd_callbacks_early_stopping_opts;
-pd_callback *pd_callbacks_early_stopping(const pd_callbacks_early_stopping_opts *opts);
+PD_API pd_callback *pd_callbacks_early_stopping(const pd_callbacks_early_stopping_opts *opts);
 /* Epochs evaluated so far by an EarlyStopping callback (its stopped_epoch), -1 for other callbacks. */
-int pd_callbacks_early_stopping_stopped_epoch(const pd_callback *cb);
+PD_API int pd_callbacks_early_stopping_stopped_epoch(const pd_callback *cb);
 /* paddle.callbacks.LRScheduler(by_step, by_epoch): steps the optimizer's
  * scheduler after every train batch (by_step) or epoch (by_epoch); both is
  * an error. Nothing happens when the optimizer has no scheduler. */
-pd_callback *pd_callbacks_lr_scheduler(bool by_step, bool by_epoch);
+PD_API pd_callback *pd_callbacks_lr_scheduler(bool by_step, bool by_epoch);
 
 /* ---- the model API ---------------------------------------------------- */
 /* paddle.Model(network, inputs, labels): inputs/labels may be NULL (1 input;
  * every other field a label). With labels given, a batch must have exactly
  * n_inputs + n_labels fields. The network is retained. */
-pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inputs,
-                       const pd_input_spec *labels, int n_labels);
+PD_API pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inputs,
+                              const pd_input_spec *labels, int n_labels);
 /* Releases the model's references and frees it. NULL is a no-op. */
-void pd_model_free(pd_model *m);
+PD_API void pd_model_free(pd_model *m);
 /* prepare(optimizer, loss, metrics): all may be NULL (no training / no loss).
  * The loss layer is called as loss(outputs..., labels...); its outputs are
  * summed into the loss that is minimised. Metrics are retained. */
-pd_status pd_model_prepare(pd_model *m, pd_optimizer *optimizer, pd_layer *loss, pd_metric *const *metrics,
-                           int n_metrics);
+PD_API pd_status pd_model_prepare(pd_model *m, pd_optimizer *optimizer, pd_layer *loss,
+                                  pd_metric *const *metrics, int n_metrics);
 /* The names of the logged values: "loss" (with a loss) then the metrics'. */
-int pd_model_metrics_names(const pd_model *m, const char **names, int max);
+PD_API int pd_model_metrics_names(const pd_model *m, const char **names, int max);
 
 typedef struct pd_model_fit_opts {
   int64_t batch_size; /* 0 = 1 */
@@ -418,8 +420,8 @@ typedef struct pd_model_fit_opts {
  * callbacks as Paddle's config_callbacks: a ProgBarLogger first unless one
  * is given or quiet, a ModelCheckpoint(save_freq, save_dir) and an
  * LRScheduler() unless given; EarlyStopping callbacks get save_dir. */
-pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval_data,
-                       const pd_model_fit_opts *opts);
+PD_API pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval_data,
+                              const pd_model_fit_opts *opts);
 
 typedef struct pd_model_eval_opts {
   int64_t batch_size; /* 0 = 1 */
@@ -438,11 +440,11 @@ typedef struct pd_model_eval_result {
   double *values;
 } pd_model_eval_result;
 /* result[name]; NAN when absent. */
-double pd_model_eval_result_get(const pd_model_eval_result *r, const char *name);
-void pd_model_eval_result_free(pd_model_eval_result *r);
+PD_API double pd_model_eval_result_get(const pd_model_eval_result *r, const char *name);
+PD_API void pd_model_eval_result_free(pd_model_eval_result *r);
 /* model.evaluate(eval_data, ...): *result gets the last logs' values. */
-pd_status pd_model_evaluate(pd_model *m, pd_model_data eval_data, const pd_model_eval_opts *opts,
-                            pd_model_eval_result *result);
+PD_API pd_status pd_model_evaluate(pd_model *m, pd_model_data eval_data, const pd_model_eval_opts *opts,
+                                   pd_model_eval_result *result);
 
 typedef struct pd_model_predict_opts {
   int64_t batch_size; /* 0 = 1 */
@@ -463,10 +465,10 @@ typedef struct pd_model_predict_result {
   int64_t n_batches;
   pd_tensor **tensors;
 } pd_model_predict_result;
-void pd_model_predict_result_free(pd_model_predict_result *r);
+PD_API void pd_model_predict_result_free(pd_model_predict_result *r);
 /* model.predict(test_data, ...): every field of a batch up to n_inputs is an input. */
-pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_predict_opts *opts,
-                           pd_model_predict_result *result);
+PD_API pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_predict_opts *opts,
+                                  pd_model_predict_result *result);
 
 /* What train_batch / eval_batch return: the loss (NAN without one) and each
  * metric's per-batch values (from update), in pd_model_metrics_names order
@@ -478,32 +480,34 @@ typedef struct pd_model_batch_result {
 } pd_model_batch_result;
 /* train_batch(inputs, labels, update): forward, loss, backward; with update
  * an optimizer step and cleared gradients. res may be NULL. */
-pd_status pd_model_train_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor *const *labels,
-                               int n_labels, bool update, pd_model_batch_result *res);
+PD_API pd_status pd_model_train_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs,
+                                      pd_tensor *const *labels, int n_labels, bool update,
+                                      pd_model_batch_result *res);
 /* eval_batch(inputs, labels): eval mode, no grad. */
-pd_status pd_model_eval_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor *const *labels,
-                              int n_labels, pd_model_batch_result *res);
+PD_API pd_status pd_model_eval_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs,
+                                     pd_tensor *const *labels, int n_labels, pd_model_batch_result *res);
 /* predict_batch(inputs): the network's outputs (owned like op results);
  * returns their count or a negative status. */
-int pd_model_predict_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out, int max_out);
+PD_API int pd_model_predict_batch(pd_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out,
+                                  int max_out);
 
 /* model.save(path, training): "<path>.pdparams" (the network's state_dict)
  * and, with training and an optimizer, "<path>.pdopt" (its state_dict), both
  * safetensors; the directory of path is created when missing. */
-pd_status pd_model_save(pd_model *m, const char *path, bool training);
+PD_API pd_status pd_model_save(pd_model *m, const char *path, bool training);
 /* model.load(path, skip_mismatch, reset_optimizer): path may end in
  * ".pdparams". Every state_dict entry must be in the file with its shape;
  * with skip_mismatch the others are skipped with a warning on stderr. The
  * optimizer state is loaded from "<path>.pdopt" when it exists, the
  * optimizer is set and not reset_optimizer. */
-pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool reset_optimizer);
+PD_API pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool reset_optimizer);
 /* model.parameters(): the network's parameters (borrowed). */
-pd_status pd_model_parameters(const pd_model *m, pd_named_tensors *out);
+PD_API pd_status pd_model_parameters(const pd_model *m, pd_named_tensors *out);
 /* model.summary(input_size, dtype): input_size NULL uses the input specs
  * (-1 dims become 1). Returns the table string (malloc'ed; also printed to
  * stdout) or NULL. */
-char *pd_model_summary(pd_model *m, int n_inputs, const int *ndims, const int64_t *const *shapes,
-                       const pd_dtype *dtypes, pd_summary_info *info);
+PD_API char *pd_model_summary(pd_model *m, int n_inputs, const int *ndims, const int64_t *const *shapes,
+                              const pd_dtype *dtypes, pd_summary_info *info);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,38 +50,38 @@ typedef struct pd_io_dataset_fns {
 
 /* A dataset from callbacks (copied) and user data. Needs get_item and len,
  * or next. Returns NULL and an error otherwise. */
-pd_io_dataset *pd_io_dataset_new(const pd_io_dataset_fns *fns, void *user);
-pd_io_dataset *pd_io_dataset_retain(pd_io_dataset *ds);
+PD_API pd_io_dataset *pd_io_dataset_new(const pd_io_dataset_fns *fns, void *user);
+PD_API pd_io_dataset *pd_io_dataset_retain(pd_io_dataset *ds);
 /* Drops one reference (NULL is a no-op); the last one calls destroy. */
-void pd_io_dataset_release(pd_io_dataset *ds);
+PD_API void pd_io_dataset_release(pd_io_dataset *ds);
 /* True for an iterable dataset (no get_item). */
-bool pd_io_dataset_is_iterable(const pd_io_dataset *ds);
+PD_API bool pd_io_dataset_is_iterable(const pd_io_dataset *ds);
 /* len(dataset); a negative status for iterable datasets. */
-int64_t pd_io_dataset_len(pd_io_dataset *ds);
+PD_API int64_t pd_io_dataset_len(pd_io_dataset *ds);
 /* dataset[index]: writes new references to out (owned by the innermost scope
  * when one is open) and returns the number of fields. index must lie in
  * [0, len); errors name the index. */
-int pd_io_dataset_get_item(pd_io_dataset *ds, int64_t index, pd_tensor **out, int max_out);
+PD_API int pd_io_dataset_get_item(pd_io_dataset *ds, int64_t index, pd_tensor **out, int max_out);
 /* Iterable datasets: the next sample (as get_item), 0 at the end. */
-int pd_io_dataset_next(pd_io_dataset *ds, pd_tensor **out, int max_out);
+PD_API int pd_io_dataset_next(pd_io_dataset *ds, pd_tensor **out, int max_out);
 /* Iterable datasets: starts a new pass (calls reset when there is one). */
-pd_status pd_io_dataset_reset(pd_io_dataset *ds);
+PD_API pd_status pd_io_dataset_reset(pd_io_dataset *ds);
 
 /* paddle.io.TensorDataset: sample i is (tensors[0][i], ..., tensors[n-1][i])
  * (views; the dataset keeps a reference to each tensor). All tensors need
  * the same dim 0 and at least one dim; 1 <= n <= PD_IO_MAX_FIELDS. */
-pd_io_dataset *pd_io_tensor_dataset(pd_tensor *const *tensors, int n);
+PD_API pd_io_dataset *pd_io_tensor_dataset(pd_tensor *const *tensors, int n);
 /* paddle.io.Subset: sample i is dataset[indices[i]] (indices copied; each
  * must lie in [0, len(dataset)); repeats allowed). */
-pd_io_dataset *pd_io_subset(pd_io_dataset *ds, const int64_t *indices, int64_t n);
+PD_API pd_io_dataset *pd_io_subset(pd_io_dataset *ds, const int64_t *indices, int64_t n);
 /* paddle.io.random_split: splits a permutation of range(len(ds)) into n
  * Subsets written to out. lengths are counts summing to len(ds), or
  * fractions in [0, 1] summing to 1 (floor(len * f) each, the remainder
  * handed out one by one from the first split on), as Paddle decides. The
  * permutation is paddle.randperm from the global generator when seed is 0,
  * otherwise a fixed stream of its own for that seed. */
-pd_status pd_io_random_split(pd_io_dataset *ds, const double *lengths, int n, uint64_t seed,
-                             pd_io_dataset **out);
+PD_API pd_status pd_io_random_split(pd_io_dataset *ds, const double *lengths, int n, uint64_t seed,
+                                    pd_io_dataset **out);
 
 /* ---- samplers (paddle.io.Sampler, BatchSampler, ...) ---------------------- */
 
@@ -95,21 +96,21 @@ typedef struct pd_io_epoch {
   int64_t *offsets; /* num_batches + 1 entries; NULL for index samplers */
   int64_t num_batches;
 } pd_io_epoch;
-void pd_io_epoch_free(pd_io_epoch *e);
+PD_API void pd_io_epoch_free(pd_io_epoch *e);
 
 /* paddle.io.SequenceSampler: 0, 1, ..., len(ds) - 1. */
-pd_io_sampler *pd_io_sequence_sampler(pd_io_dataset *ds);
+PD_API pd_io_sampler *pd_io_sequence_sampler(pd_io_dataset *ds);
 /* paddle.io.RandomSampler: a random permutation of range(len(ds)) cut to
  * num_samples, or with replacement num_samples uniform draws from it.
  * num_samples 0 means len(ds); without replacement it may not exceed
  * len(ds). Every pass draws from the global generator (pd_seed). */
-pd_io_sampler *pd_io_random_sampler(pd_io_dataset *ds, bool replacement, int64_t num_samples);
+PD_API pd_io_sampler *pd_io_random_sampler(pd_io_dataset *ds, bool replacement, int64_t num_samples);
 /* paddle.io.BatchSampler: groups the indices of `sampler` (when given: ds
  * must be NULL and shuffle false), or of a Random/SequenceSampler over ds
  * chosen by shuffle, into batches of batch_size (> 0); drop_last drops a
  * short last batch. */
-pd_io_sampler *pd_io_batch_sampler(pd_io_dataset *ds, pd_io_sampler *sampler, bool shuffle,
-                                   int64_t batch_size, bool drop_last);
+PD_API pd_io_sampler *pd_io_batch_sampler(pd_io_dataset *ds, pd_io_sampler *sampler, bool shuffle,
+                                          int64_t batch_size, bool drop_last);
 /* paddle.io.DistributedBatchSampler: the batches of replica `rank` among
  * num_replicas. The index list is padded to a multiple of num_replicas by
  * repeating it from the start, shuffled (shuffle) with NumPy's
@@ -118,20 +119,20 @@ pd_io_sampler *pd_io_batch_sampler(pd_io_dataset *ds, pd_io_sampler *sampler, bo
  * advances the epoch by one. num_replicas -1 / rank -1 take
  * PADDLE_TRAINERS_NUM / PADDLE_TRAINER_ID from the environment (1 / 0 when
  * unset), as ParallelEnv does. */
-pd_io_sampler *pd_io_distributed_batch_sampler(pd_io_dataset *ds, int64_t batch_size, int num_replicas,
-                                               int rank, bool shuffle, bool drop_last);
+PD_API pd_io_sampler *pd_io_distributed_batch_sampler(pd_io_dataset *ds, int64_t batch_size, int num_replicas,
+                                                      int rank, bool shuffle, bool drop_last);
 /* DistributedBatchSampler.set_epoch: the shuffle seed of the next pass
  * (0 <= epoch < 2^32). */
-pd_status pd_io_distributed_batch_sampler_set_epoch(pd_io_sampler *s, int64_t epoch);
-pd_io_sampler *pd_io_sampler_retain(pd_io_sampler *s);
-void pd_io_sampler_release(pd_io_sampler *s);
+PD_API pd_status pd_io_distributed_batch_sampler_set_epoch(pd_io_sampler *s, int64_t epoch);
+PD_API pd_io_sampler *pd_io_sampler_retain(pd_io_sampler *s);
+PD_API void pd_io_sampler_release(pd_io_sampler *s);
 /* True for batch samplers (BatchSampler, DistributedBatchSampler). */
-bool pd_io_sampler_is_batch(const pd_io_sampler *s);
+PD_API bool pd_io_sampler_is_batch(const pd_io_sampler *s);
 /* len(sampler): indices for index samplers, batches for batch samplers;
  * negative status on error. */
-int64_t pd_io_sampler_len(pd_io_sampler *s);
+PD_API int64_t pd_io_sampler_len(pd_io_sampler *s);
 /* Draws one pass (iter(sampler)) into *e (free with pd_io_epoch_free). */
-pd_status pd_io_sampler_epoch(pd_io_sampler *s, pd_io_epoch *e);
+PD_API pd_status pd_io_sampler_epoch(pd_io_sampler *s, pd_io_epoch *e);
 
 /* ---- DataLoader (paddle.io.DataLoader) ------------------------------------ */
 
@@ -170,23 +171,23 @@ typedef struct pd_io_loader pd_io_loader;
 
 /* A DataLoader over ds (retained); opts NULL = defaults. Iterable datasets
  * take no shuffle and no batch_sampler. */
-pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts *opts);
+PD_API pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts *opts);
 /* The next batch: writes new references (owned by the innermost scope when
  * one is open) to batch and returns the number of fields; 0 at the end of
  * the epoch. The call after that starts a new epoch (a fresh pass of the
  * sampler, as iterating a DataLoader again does). On an error (e.g. from
  * get_item, the message naming the sample index) the epoch is abandoned
  * and a negative status returned. */
-int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max);
+PD_API int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max);
 /* Abandons the current epoch (batches loaded ahead are dropped); the next
  * call of pd_io_data_loader_next starts a new one. */
-pd_status pd_io_data_loader_reset(pd_io_loader *l);
+PD_API pd_status pd_io_data_loader_reset(pd_io_loader *l);
 /* len(DataLoader): batches per epoch; a negative status for iterable
  * datasets. */
-int64_t pd_io_data_loader_len(pd_io_loader *l);
+PD_API int64_t pd_io_data_loader_len(pd_io_loader *l);
 /* Stops the workers (waiting for the batch each is loading), drops what is
  * loaded ahead and frees the loader. NULL is a no-op. */
-void pd_io_data_loader_destroy(pd_io_loader *l);
+PD_API void pd_io_data_loader_destroy(pd_io_loader *l);
 
 /* ---- NumPy files ---------------------------------------------------------- */
 
@@ -195,30 +196,30 @@ void pd_io_data_loader_destroy(pd_io_loader *l);
  * bfloat16 as 2-byte void ('|V2', how ml_dtypes' arrays are written); C or
  * Fortran order (the result is contiguous either way). Anything malformed
  * is an error naming the file and what is wrong. */
-pd_tensor *pd_io_load_npy(const char *path);
+PD_API pd_tensor *pd_io_load_npy(const char *path);
 /* The same from memory; `name` is used in messages. */
-pd_tensor *pd_io_load_npy_buffer(const void *data, size_t size, const char *name);
+PD_API pd_tensor *pd_io_load_npy_buffer(const void *data, size_t size, const char *name);
 /* numpy.save: format 1.0, C order, little endian, the data starting at a
  * multiple of 64 bytes. */
-pd_status pd_io_save_npy(const char *path, const pd_tensor *t);
+PD_API pd_status pd_io_save_npy(const char *path, const pd_tensor *t);
 
 /* The arrays of a .npz file (numpy.load of an archive). */
 typedef struct pd_io_npz pd_io_npz;
 /* Reads every member (stored or deflated; ZIP64 records understood; CRCs
  * checked). Member "x.npy" is named "x". */
-pd_io_npz *pd_io_load_npz(const char *path);
-pd_io_npz *pd_io_load_npz_buffer(const void *data, size_t size, const char *name);
-int pd_io_npz_count(const pd_io_npz *z);
+PD_API pd_io_npz *pd_io_load_npz(const char *path);
+PD_API pd_io_npz *pd_io_load_npz_buffer(const void *data, size_t size, const char *name);
+PD_API int pd_io_npz_count(const pd_io_npz *z);
 /* Name of array i (borrowed); NULL out of range. */
-const char *pd_io_npz_name(const pd_io_npz *z, int i);
+PD_API const char *pd_io_npz_name(const pd_io_npz *z, int i);
 /* The array named `name` (a new reference), NULL and an error naming the
  * available arrays when there is none. */
-pd_tensor *pd_io_npz_get(const pd_io_npz *z, const char *name);
-void pd_io_npz_free(pd_io_npz *z);
+PD_API pd_tensor *pd_io_npz_get(const pd_io_npz *z, const char *name);
+PD_API void pd_io_npz_free(pd_io_npz *z);
 /* numpy.savez (compress false) / numpy.savez_compressed (true): n arrays
  * stored as names[i] + ".npy". */
-pd_status pd_io_save_npz(const char *path, const char *const *names, pd_tensor *const *tensors, int n,
-                         bool compress);
+PD_API pd_status pd_io_save_npz(const char *path, const char *const *names, pd_tensor *const *tensors, int n,
+                                bool compress);
 
 /* ---- idx (MNIST) and CSV files -------------------------------------------- */
 
@@ -226,7 +227,7 @@ pd_status pd_io_save_npz(const char *path, const char *const *names, pd_tensor *
  * magic 0x0000TTNN (type TT: 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
  * 0x0D float32, 0x0E float64; NN dims), sizes, then the data, which must
  * have exactly the announced length. */
-pd_tensor *pd_io_load_idx(const char *path);
+PD_API pd_tensor *pd_io_load_idx(const char *path);
 
 /* CSV options; all-zero: ',' delimiter, no header row, float32. */
 typedef struct pd_io_csv_opts {
@@ -238,7 +239,7 @@ typedef struct pd_io_csv_opts {
  * are skipped; every row needs the same number of cells; a cell that is
  * not a number (strtod in the C locale, surrounding blanks allowed) is an
  * error naming its line and column (both from 1). */
-pd_tensor *pd_io_load_csv(const char *path, const pd_io_csv_opts *opts);
+PD_API pd_tensor *pd_io_load_csv(const char *path, const pd_io_csv_opts *opts);
 
 /* ---- paddle.vision.datasets ----------------------------------------------- */
 
@@ -265,9 +266,9 @@ typedef struct pd_vision_datasets_mnist_opts {
  * values 0..255 in opts->dtype, passed through transform when set; label an
  * int64 [1] tensor. The files are read at construction; their magic
  * numbers, sizes and counts are checked. */
-pd_io_dataset *pd_vision_datasets_mnist(const pd_vision_datasets_mnist_opts *opts);
+PD_API pd_io_dataset *pd_vision_datasets_mnist(const pd_vision_datasets_mnist_opts *opts);
 /* paddle.vision.datasets.FashionMNIST: the same reader, its own root. */
-pd_io_dataset *pd_vision_datasets_fashion_mnist(const pd_vision_datasets_mnist_opts *opts);
+PD_API pd_io_dataset *pd_vision_datasets_fashion_mnist(const pd_vision_datasets_mnist_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #define PADDLEC_LINALG_H
 
 #include "paddlec/core.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,27 +15,27 @@ extern "C" {
  * flag is set. A 1-D x is taken as [1, K] and a 1-D y as [K, 1], the added
  * dim dropped from the result (two vectors give a 0-D tensor; flags have no
  * effect on vectors). Batch dims (all but the last two) broadcast. */
-pd_tensor *pd_matmul(pd_tensor *x, pd_tensor *y, bool transpose_x, bool transpose_y);
+PD_API pd_tensor *pd_matmul(pd_tensor *x, pd_tensor *y, bool transpose_x, bool transpose_y);
 /* paddle.mm: matmul(input, mat2) without transpose flags. */
-pd_tensor *pd_mm(pd_tensor *input, pd_tensor *mat2);
+PD_API pd_tensor *pd_mm(pd_tensor *input, pd_tensor *mat2);
 /* paddle.bmm: [B, M, K] x [B, K, N] -> [B, M, N]; no broadcasting. */
-pd_tensor *pd_bmm(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_bmm(pd_tensor *x, pd_tensor *y);
 /* paddle.mv: [M, N] matrix times [N] vector -> [M]. */
-pd_tensor *pd_mv(pd_tensor *x, pd_tensor *vec);
+PD_API pd_tensor *pd_mv(pd_tensor *x, pd_tensor *vec);
 /* paddle.dot: 1-D x 1-D -> 0-D; 2-D [B, N] x [B, N] -> [B] (row-wise). */
-pd_tensor *pd_dot(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_dot(pd_tensor *x, pd_tensor *y);
 /* paddle.addmm: beta * input + alpha * (x @ y); x, y 2-D, input 1-D or 2-D
  * and broadcast to the product's shape (Paddle's defaults: beta = alpha = 1). */
-pd_tensor *pd_addmm(pd_tensor *input, pd_tensor *x, pd_tensor *y, double beta, double alpha);
+PD_API pd_tensor *pd_addmm(pd_tensor *input, pd_tensor *x, pd_tensor *y, double beta, double alpha);
 /* paddle.t: the transpose of a tensor of rank <= 2 (a view; rank 0 and 1
  * are returned as they are). */
-pd_tensor *pd_t(pd_tensor *input);
+PD_API pd_tensor *pd_t(pd_tensor *input);
 /* paddle.einsum(equation, *operands): letters label dims, "..." stands for
  * broadcast dims, "->" names the output (implicit: broadcast dims, then the
  * labels seen once, alphabetically). Labels missing from the output are
  * summed. Differentiable (built from sum, transpose, reshape and matmul).
  * A label repeated within one term (diagonals, traces) is not supported. */
-pd_tensor *pd_einsum(const char *equation, int n_operands, pd_tensor *const *operands);
+PD_API pd_tensor *pd_einsum(const char *equation, int n_operands, pd_tensor *const *operands);
 
 #ifdef __cplusplus
 }

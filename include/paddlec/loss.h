@@ -11,6 +11,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,20 +26,21 @@ typedef enum pd_loss_reduction {
 } pd_loss_reduction;
 
 /* "mean", "sum", "none", "batchmean" (NULL for an unknown value). */
-const char *pd_loss_reduction_name(pd_loss_reduction r);
+PD_API const char *pd_loss_reduction_name(pd_loss_reduction r);
 
 /* ---- functional (paddle.nn.functional) --------------------------------- */
 
 /* F.mse_loss: (input - label)^2 reduced; input and label broadcast. */
-pd_tensor *pd_mse_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction);
+PD_API pd_tensor *pd_mse_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction);
 /* F.square_error_cost: (input - label)^2 elementwise (mse_loss with 'none'). */
-pd_tensor *pd_square_error_cost(pd_tensor *input, pd_tensor *label);
+PD_API pd_tensor *pd_square_error_cost(pd_tensor *input, pd_tensor *label);
 /* F.l1_loss: |input - label| reduced; input and label broadcast. */
-pd_tensor *pd_l1_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction);
+PD_API pd_tensor *pd_l1_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction);
 /* F.smooth_l1_loss (Paddle's is the Huber loss): with r = label - input,
  * 0.5 r^2 where |r| <= delta, else delta (|r| - 0.5 delta); input and label
  * of one shape. Paddle's default delta is 1.0. */
-pd_tensor *pd_smooth_l1_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction, double delta);
+PD_API pd_tensor *pd_smooth_l1_loss(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction,
+                                    double delta);
 
 /* F.cross_entropy(input, label, weight, ignore_index, reduction, soft_label,
  * axis, use_softmax, label_smoothing); Paddle's defaults are NULL, -100,
@@ -65,17 +67,17 @@ pd_tensor *pd_smooth_l1_loss(pd_tensor *input, pd_tensor *label, pd_loss_reducti
  * shifted by the row max); the backward is one fused pass too. Unlike
  * Paddle's CPU kernel, which takes log(softmax) and clamps log(0) to -1e20,
  * the logits path is exact for any logit range. */
-pd_tensor *pd_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weight, int64_t ignore_index,
-                            pd_loss_reduction reduction, bool soft_label, int axis, bool use_softmax,
-                            double label_smoothing);
+PD_API pd_tensor *pd_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weight,
+                                   int64_t ignore_index, pd_loss_reduction reduction, bool soft_label,
+                                   int axis, bool use_softmax, double label_smoothing);
 /* F.softmax_with_cross_entropy(logits, label, soft_label, ignore_index,
  * numeric_stable_mode, return_softmax, axis): the unreduced loss, of
  * logits' shape with the axis dim 1 (a hard label may omit that dim). When
  * softmax is not NULL (return_softmax=True) *softmax receives the softmax of
  * the logits along axis. numeric_stable_mode is always on (as on Paddle's
  * CPU). Paddle's defaults: false, -100, -1. */
-pd_tensor *pd_softmax_with_cross_entropy(pd_tensor *logits, pd_tensor *label, bool soft_label,
-                                         int64_t ignore_index, int axis, pd_tensor **softmax);
+PD_API pd_tensor *pd_softmax_with_cross_entropy(pd_tensor *logits, pd_tensor *label, bool soft_label,
+                                                int64_t ignore_index, int axis, pd_tensor **softmax);
 
 /* F.nll_loss(input, label, weight, ignore_index, reduction): input
  * log-probabilities [N, C] or [N, C, d1, ...], label int64/int32 [N] or
@@ -83,32 +85,32 @@ pd_tensor *pd_softmax_with_cross_entropy(pd_tensor *logits, pd_tensor *label, bo
  * divides by the total weight of the non-ignored samples (0 when every
  * sample is ignored). weight gets no gradient (as Paddle). Paddle's
  * defaults: NULL, -100, mean. */
-pd_tensor *pd_nll_loss(pd_tensor *input, pd_tensor *label, pd_tensor *weight, int64_t ignore_index,
-                       pd_loss_reduction reduction);
+PD_API pd_tensor *pd_nll_loss(pd_tensor *input, pd_tensor *label, pd_tensor *weight, int64_t ignore_index,
+                              pd_loss_reduction reduction);
 
 /* F.binary_cross_entropy: -(label log(input) + (1 - label) log(1 - input)),
  * logs clamped at -100; input in [0, 1] (checked), label of its shape;
  * weight (NULL or broadcastable to the loss) multiplies the loss. */
-pd_tensor *pd_binary_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weight,
-                                   pd_loss_reduction reduction);
+PD_API pd_tensor *pd_binary_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weight,
+                                          pd_loss_reduction reduction);
 /* F.binary_cross_entropy_with_logits: the stable
  * max(x, 0) - x label + log(1 + exp(-|x|)) of logits x; pos_weight (per
  * class, broadcast) scales the loss by 1 + (pos_weight - 1) label and
  * weight multiplies it, as Paddle. */
-pd_tensor *pd_binary_cross_entropy_with_logits(pd_tensor *logit, pd_tensor *label, pd_tensor *weight,
-                                               pd_loss_reduction reduction, pd_tensor *pos_weight);
+PD_API pd_tensor *pd_binary_cross_entropy_with_logits(pd_tensor *logit, pd_tensor *label, pd_tensor *weight,
+                                                      pd_loss_reduction reduction, pd_tensor *pos_weight);
 /* F.kl_div(input, label, reduction, log_target): input is log-probabilities;
  * loss label (log(label) - input) where label > 0, else 0; with log_target,
  * exp(label) (label - input). reduction may be batchmean: sum / input.shape[0].
  * A float32/float64 pair computes in float64 (as Paddle). */
-pd_tensor *pd_kl_div(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction, bool log_target);
+PD_API pd_tensor *pd_kl_div(pd_tensor *input, pd_tensor *label, pd_loss_reduction reduction, bool log_target);
 /* F.margin_ranking_loss: max(0, -label (input - other) + margin); the three
  * broadcast together. Paddle's default margin is 0. */
-pd_tensor *pd_margin_ranking_loss(pd_tensor *input, pd_tensor *other, pd_tensor *label, double margin,
-                                  pd_loss_reduction reduction);
+PD_API pd_tensor *pd_margin_ranking_loss(pd_tensor *input, pd_tensor *other, pd_tensor *label, double margin,
+                                         pd_loss_reduction reduction);
 /* F.cosine_similarity(x1, x2, axis, eps): sum(x1 x2) / sqrt(max(|x1|^2 |x2|^2,
  * eps^2)) along axis (x1, x2 broadcast). Paddle's defaults: axis 1, eps 1e-8. */
-pd_tensor *pd_cosine_similarity(pd_tensor *x1, pd_tensor *x2, int axis, double eps);
+PD_API pd_tensor *pd_cosine_similarity(pd_tensor *x1, pd_tensor *x2, int axis, double eps);
 
 /* ---- layers (paddle.nn): forward(input, label) ------------------------- */
 /* Options structs: NULL or all-zero means Paddle's defaults. Tensors given
@@ -118,20 +120,20 @@ typedef struct pd_nn_mse_loss_opts {
   pd_loss_reduction reduction;
 } pd_nn_mse_loss_opts;
 /* paddle.nn.MSELoss(reduction). */
-pd_layer *pd_nn_mse_loss(const pd_nn_mse_loss_opts *opts);
+PD_API pd_layer *pd_nn_mse_loss(const pd_nn_mse_loss_opts *opts);
 
 typedef struct pd_nn_l1_loss_opts {
   pd_loss_reduction reduction;
 } pd_nn_l1_loss_opts;
 /* paddle.nn.L1Loss(reduction). */
-pd_layer *pd_nn_l1_loss(const pd_nn_l1_loss_opts *opts);
+PD_API pd_layer *pd_nn_l1_loss(const pd_nn_l1_loss_opts *opts);
 
 typedef struct pd_nn_smooth_l1_loss_opts {
   pd_loss_reduction reduction;
   double delta; /* 0: 1.0 */
 } pd_nn_smooth_l1_loss_opts;
 /* paddle.nn.SmoothL1Loss(reduction, delta). */
-pd_layer *pd_nn_smooth_l1_loss(const pd_nn_smooth_l1_loss_opts *opts);
+PD_API pd_layer *pd_nn_smooth_l1_loss(const pd_nn_smooth_l1_loss_opts *opts);
 
 typedef struct pd_nn_cross_entropy_loss_opts {
   pd_tensor *weight;           /* per-class weight [C]; NULL: none */
@@ -143,7 +145,7 @@ typedef struct pd_nn_cross_entropy_loss_opts {
   double label_smoothing; /* 0: none */
 } pd_nn_cross_entropy_loss_opts;
 /* paddle.nn.CrossEntropyLoss: forward(input, label) is pd_cross_entropy. */
-pd_layer *pd_nn_cross_entropy_loss(const pd_nn_cross_entropy_loss_opts *opts);
+PD_API pd_layer *pd_nn_cross_entropy_loss(const pd_nn_cross_entropy_loss_opts *opts);
 
 typedef struct pd_nn_nll_loss_opts {
   pd_tensor *weight;           /* per-class weight [C]; NULL: none */
@@ -151,14 +153,14 @@ typedef struct pd_nn_nll_loss_opts {
   pd_loss_reduction reduction;
 } pd_nn_nll_loss_opts;
 /* paddle.nn.NLLLoss: forward(input, label) is pd_nll_loss. */
-pd_layer *pd_nn_nll_loss(const pd_nn_nll_loss_opts *opts);
+PD_API pd_layer *pd_nn_nll_loss(const pd_nn_nll_loss_opts *opts);
 
 typedef struct pd_nn_bce_loss_opts {
   pd_tensor *weight; /* NULL: none */
   pd_loss_reduction reduction;
 } pd_nn_bce_loss_opts;
 /* paddle.nn.BCELoss(weight, reduction). */
-pd_layer *pd_nn_bce_loss(const pd_nn_bce_loss_opts *opts);
+PD_API pd_layer *pd_nn_bce_loss(const pd_nn_bce_loss_opts *opts);
 
 typedef struct pd_nn_bce_with_logits_loss_opts {
   pd_tensor *weight; /* NULL: none */
@@ -166,28 +168,28 @@ typedef struct pd_nn_bce_with_logits_loss_opts {
   pd_tensor *pos_weight; /* NULL: none */
 } pd_nn_bce_with_logits_loss_opts;
 /* paddle.nn.BCEWithLogitsLoss(weight, reduction, pos_weight): forward(logit, label). */
-pd_layer *pd_nn_bce_with_logits_loss(const pd_nn_bce_with_logits_loss_opts *opts);
+PD_API pd_layer *pd_nn_bce_with_logits_loss(const pd_nn_bce_with_logits_loss_opts *opts);
 
 typedef struct pd_nn_kl_div_loss_opts {
   pd_loss_reduction reduction; /* mean, batchmean, sum, none */
   bool log_target;
 } pd_nn_kl_div_loss_opts;
 /* paddle.nn.KLDivLoss(reduction, log_target). */
-pd_layer *pd_nn_kl_div_loss(const pd_nn_kl_div_loss_opts *opts);
+PD_API pd_layer *pd_nn_kl_div_loss(const pd_nn_kl_div_loss_opts *opts);
 
 typedef struct pd_nn_margin_ranking_loss_opts {
   double margin;
   pd_loss_reduction reduction;
 } pd_nn_margin_ranking_loss_opts;
 /* paddle.nn.MarginRankingLoss(margin, reduction): forward(input, other, label). */
-pd_layer *pd_nn_margin_ranking_loss(const pd_nn_margin_ranking_loss_opts *opts);
+PD_API pd_layer *pd_nn_margin_ranking_loss(const pd_nn_margin_ranking_loss_opts *opts);
 
 typedef struct pd_nn_cosine_similarity_opts {
   const int *axis; /* NULL: 1 */
   double eps;      /* 0: 1e-8 */
 } pd_nn_cosine_similarity_opts;
 /* paddle.nn.CosineSimilarity(axis, eps): forward(x1, x2). */
-pd_layer *pd_nn_cosine_similarity(const pd_nn_cosine_similarity_opts *opts);
+PD_API pd_layer *pd_nn_cosine_similarity(const pd_nn_cosine_similarity_opts *opts);
 
 #ifdef __cplusplus
 }

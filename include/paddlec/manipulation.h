@@ -3,6 +3,7 @@
 #define PADDLEC_MANIPULATION_H
 
 #include "paddlec/core.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -10,83 +11,84 @@ extern "C" {
 
 /* One dim may be -1 (inferred), 0 copies the input dim. A view when the
  * strides allow, a copy otherwise. */
-pd_tensor *pd_reshape(pd_tensor *x, int ndim, const int64_t *shape);
+PD_API pd_tensor *pd_reshape(pd_tensor *x, int ndim, const int64_t *shape);
 /* Broadcasts x to shape (-1 keeps x's dim): a view with zero strides. */
-pd_tensor *pd_expand(pd_tensor *x, int ndim, const int64_t *shape);
+PD_API pd_tensor *pd_expand(pd_tensor *x, int ndim, const int64_t *shape);
 /* Permutes dims (a view): out.shape[i] = x.shape[perm[i]]. */
-pd_tensor *pd_transpose(pd_tensor *x, int nperm, const int64_t *perm);
+PD_API pd_tensor *pd_transpose(pd_tensor *x, int nperm, const int64_t *perm);
 /* x itself when contiguous, else a contiguous copy (differentiable). */
-pd_tensor *pd_contiguous(pd_tensor *x);
+PD_API pd_tensor *pd_contiguous(pd_tensor *x);
 
 /* ---- shape changes (views where the strides allow) -------------------------- */
 
 /* Tensor.reshape_: x itself takes the new shape (as pd_reshape: -1 inferred,
  * 0 copies x's dim). Returns x with one more reference. */
-pd_tensor *pd_reshape_(pd_tensor *x, int ndim, const int64_t *shape);
+PD_API pd_tensor *pd_reshape_(pd_tensor *x, int ndim, const int64_t *shape);
 /* Merges dims start_axis..stop_axis (inclusive; negatives count from the
  * end) into one. A view when those dims merge, a copy otherwise; 0-D x
  * gives shape [1]. */
-pd_tensor *pd_flatten(pd_tensor *x, int64_t start_axis, int64_t stop_axis);
+PD_API pd_tensor *pd_flatten(pd_tensor *x, int64_t start_axis, int64_t stop_axis);
 /* Removes the named dims of size 1 (a named dim of another size is kept, as
  * Paddle); naxes = 0 removes every size-1 dim. A view. */
-pd_tensor *pd_squeeze(pd_tensor *x, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_squeeze(pd_tensor *x, int naxes, const int64_t *axes);
 /* Inplace squeeze; returns x with one more reference. */
-pd_tensor *pd_squeeze_(pd_tensor *x, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_squeeze_(pd_tensor *x, int naxes, const int64_t *axes);
 /* Inserts size-1 dims, one after another in the order given (each axis
  * counted in the rank reached so far, negatives from its end). A view. */
-pd_tensor *pd_unsqueeze(pd_tensor *x, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_unsqueeze(pd_tensor *x, int naxes, const int64_t *axes);
 /* Inplace unsqueeze; returns x with one more reference. */
-pd_tensor *pd_unsqueeze_(pd_tensor *x, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_unsqueeze_(pd_tensor *x, int naxes, const int64_t *axes);
 /* Broadcasts x to y's shape (a view with zero strides). */
-pd_tensor *pd_expand_as(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_expand_as(pd_tensor *x, pd_tensor *y);
 /* Broadcasts x to shape (-1 keeps x's dim); a view with zero strides. */
-pd_tensor *pd_broadcast_to(pd_tensor *x, int ndim, const int64_t *shape);
+PD_API pd_tensor *pd_broadcast_to(pd_tensor *x, int ndim, const int64_t *shape);
 /* Repeats x repeat_times[d] (> 0) times along each dim; the shorter of x's
  * shape and repeat_times is padded with leading 1s. */
-pd_tensor *pd_tile(pd_tensor *x, int n, const int64_t *repeat_times);
+PD_API pd_tensor *pd_tile(pd_tensor *x, int n, const int64_t *repeat_times);
 
 /* ---- joining and splitting ------------------------------------------------ */
 
 /* Joins n tensors of one dtype along an existing axis (shapes equal except
  * along it; 0-D tensors are refused). */
-pd_tensor *pd_concat(pd_tensor *const *xs, int n, int64_t axis);
+PD_API pd_tensor *pd_concat(pd_tensor *const *xs, int n, int64_t axis);
 /* Joins n tensors of one shape and dtype along a new axis
  * (-(rank+1) <= axis <= rank). */
-pd_tensor *pd_stack(pd_tensor *const *xs, int n, int64_t axis);
+PD_API pd_tensor *pd_stack(pd_tensor *const *xs, int n, int64_t axis);
 /* paddle.split: sections == NULL splits into num_or_nsections equal parts
  * (the axis size must divide evenly); otherwise sections holds
  * num_or_nsections part sizes, one of which may be -1 (inferred). Writes the
  * parts (views) to out (room for cap) and returns their number, at most
  * PD_MAX_OUTPUTS (64), or a negative status. */
-int pd_split(pd_tensor *x, int num_or_nsections, const int64_t *sections, int64_t axis, pd_tensor **out,
-             int cap);
+PD_API int pd_split(pd_tensor *x, int num_or_nsections, const int64_t *sections, int64_t axis,
+                    pd_tensor **out, int cap);
 /* paddle.chunk: split into `chunks` equal parts (the size must divide). */
-int pd_chunk(pd_tensor *x, int chunks, int64_t axis, pd_tensor **out, int cap);
+PD_API int pd_chunk(pd_tensor *x, int chunks, int64_t axis, pd_tensor **out, int cap);
 /* Removes `axis`, returning its x.shape[axis] (<= 64) slices as views. */
-int pd_unbind(pd_tensor *x, int64_t axis, pd_tensor **out, int cap);
+PD_API int pd_unbind(pd_tensor *x, int64_t axis, pd_tensor **out, int cap);
 
 /* ---- slicing ------------------------------------------------------------- */
 
 /* x[starts:ends] along axes (a view). Negative starts/ends count from the
  * end; out-of-range values are clamped to the axis; an empty or inverted
  * range gives a size-0 dim. Repeated axes are refused. */
-pd_tensor *pd_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts, const int64_t *ends);
+PD_API pd_tensor *pd_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts,
+                           const int64_t *ends);
 /* x[starts:ends:strides] along axes (a copy). Strides may be negative: the
  * start is then clamped to size-1 and an end of -1 means through element 0
  * (Paddle's rule); a stride of 0 is refused. */
-pd_tensor *pd_strided_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts,
-                            const int64_t *ends, const int64_t *strides);
+PD_API pd_tensor *pd_strided_slice(pd_tensor *x, int naxes, const int64_t *axes, const int64_t *starts,
+                                   const int64_t *ends, const int64_t *strides);
 /* Circular shift by shifts[i] along axes[i] (shifts on a repeated axis add);
  * naxes = 0 rolls the flattened tensor by shifts[0] (nshifts must be 1). */
-pd_tensor *pd_roll(pd_tensor *x, int nshifts, const int64_t *shifts, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_roll(pd_tensor *x, int nshifts, const int64_t *shifts, int naxes, const int64_t *axes);
 /* Reverses x along the given axes (no repeats). */
-pd_tensor *pd_flip(pd_tensor *x, int naxes, const int64_t *axes);
+PD_API pd_tensor *pd_flip(pd_tensor *x, int naxes, const int64_t *axes);
 /* Lower / upper triangle of the last two dims (x rank >= 2): tril keeps
  * column - row <= diagonal, triu keeps column - row >= diagonal. */
-pd_tensor *pd_tril(pd_tensor *x, int64_t diagonal);
-pd_tensor *pd_triu(pd_tensor *x, int64_t diagonal);
+PD_API pd_tensor *pd_tril(pd_tensor *x, int64_t diagonal);
+PD_API pd_tensor *pd_triu(pd_tensor *x, int64_t diagonal);
 /* paddle.assign: a contiguous, differentiable copy of x. */
-pd_tensor *pd_assign(pd_tensor *x);
+PD_API pd_tensor *pd_assign(pd_tensor *x);
 
 /* ---- indexing ------------------------------------------------------------ */
 /* Index tensors are int32 or int64. Every index is checked; an error names
@@ -94,39 +96,39 @@ pd_tensor *pd_assign(pd_tensor *x);
 
 /* Slices of x along axis at index (0-D: the axis is removed; 1-D or [n, 1]:
  * it becomes n long). -size <= index < size. */
-pd_tensor *pd_gather(pd_tensor *x, pd_tensor *index, int64_t axis);
+PD_API pd_tensor *pd_gather(pd_tensor *x, pd_tensor *index, int64_t axis);
 /* index [..., K] (K <= rank of x) addresses x's first K dims; the result has
  * shape index.shape[:-1] + x.shape[K:]. Negative components count from the end. */
-pd_tensor *pd_gather_nd(pd_tensor *x, pd_tensor *index);
+PD_API pd_tensor *pd_gather_nd(pd_tensor *x, pd_tensor *index);
 /* As gather with a 1-D (or [n, 1]) index. */
-pd_tensor *pd_index_select(pd_tensor *x, pd_tensor *index, int64_t axis);
+PD_API pd_tensor *pd_index_select(pd_tensor *x, pd_tensor *index, int64_t axis);
 /* x [b, n], index [b, k] -> [b, k]: out[i, j] = x[i, index[i, j]], 0 <= index < n. */
-pd_tensor *pd_index_sample(pd_tensor *x, pd_tensor *index);
+PD_API pd_tensor *pd_index_sample(pd_tensor *x, pd_tensor *index);
 /* paddle.index_add: a copy of x with value's slices added at index along
  * axis (duplicates accumulate); value.shape = x.shape with len(index) at axis. */
-pd_tensor *pd_index_add(pd_tensor *x, pd_tensor *index, int64_t axis, pd_tensor *value);
+PD_API pd_tensor *pd_index_add(pd_tensor *x, pd_tensor *index, int64_t axis, pd_tensor *value);
 /* Rows of x (dim 0) at index (0 <= index < x.shape[0]) replaced by updates
  * ([len(index)] + x.shape[1:], or x.shape[1:] for a 0-D index).
  * overwrite=true: rows are written in index order, so for duplicate indices
  * the last one wins. overwrite=false: indexed rows are zeroed, then every
  * update is added (duplicates accumulate). The grad of each updates row is
  * the output grad at its index (duplicates included, as Paddle). */
-pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite);
+PD_API pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite);
 /* Inplace scatter; returns x with one more reference. */
-pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite);
+PD_API pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite);
 /* A copy of x with updates (index.shape[:-1] + x.shape[K:]) added at the
  * slices addressed by index [..., K]; 0 <= components < dim. */
-pd_tensor *pd_scatter_nd_add(pd_tensor *x, pd_tensor *index, pd_tensor *updates);
+PD_API pd_tensor *pd_scatter_nd_add(pd_tensor *x, pd_tensor *index, pd_tensor *updates);
 /* The elements of x where the bool mask is set (x and mask broadcast
  * together), as a 1-D tensor in row-major order. */
-pd_tensor *pd_masked_select(pd_tensor *x, pd_tensor *mask);
+PD_API pd_tensor *pd_masked_select(pd_tensor *x, pd_tensor *mask);
 /* Coordinates of the nonzero elements: int64 [n, rank of x], row-major order. */
-pd_tensor *pd_nonzero(pd_tensor *x);
+PD_API pd_tensor *pd_nonzero(pd_tensor *x);
 /* nonzero(as_tuple=True): one int64 [n, 1] tensor per dim of x written to out
  * (room for cap); returns their number or a negative status. */
-int pd_nonzero_tuple(pd_tensor *x, pd_tensor **out, int cap);
+PD_API int pd_nonzero_tuple(pd_tensor *x, pd_tensor **out, int cap);
 /* F.one_hot: int labels in [0, num_classes) to float32 x.shape + [num_classes]. */
-pd_tensor *pd_one_hot(pd_tensor *x, int64_t num_classes);
+PD_API pd_tensor *pd_one_hot(pd_tensor *x, int64_t num_classes);
 
 /* padding_idx value meaning "none" for pd_embedding. */
 #define PD_NO_PADDING INT64_MIN
@@ -134,7 +136,7 @@ pd_tensor *pd_one_hot(pd_tensor *x, int64_t num_classes);
  * num_embeddings) -> ids.shape + [dim]. Ids equal to padding_idx (negative:
  * counted from the end; PD_NO_PADDING: none) read zeros and the row gets no
  * gradient; duplicate ids accumulate their gradients. */
-pd_tensor *pd_embedding(pd_tensor *ids, pd_tensor *weight, int64_t padding_idx);
+PD_API pd_tensor *pd_embedding(pd_tensor *ids, pd_tensor *weight, int64_t padding_idx);
 
 #ifdef __cplusplus
 }

@@ -5,189 +5,190 @@
 #define PADDLEC_MATH_H
 
 #include "paddlec/core.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-pd_tensor *pd_add(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_subtract(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_multiply(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_divide(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_add(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_subtract(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_multiply(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_divide(pd_tensor *x, pd_tensor *y);
 /* Inplace x += y (y broadcast to x's shape); returns x with one more reference. */
-pd_tensor *pd_add_(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_add_(pd_tensor *x, pd_tensor *y);
 /* scale * x + bias (bias_after_scale) or scale * (x + bias). */
-pd_tensor *pd_scale(pd_tensor *x, double scale, double bias, bool bias_after_scale);
+PD_API pd_tensor *pd_scale(pd_tensor *x, double scale, double bias, bool bias_after_scale);
 /* Changes the dtype (differentiable between float dtypes). */
-pd_tensor *pd_cast(pd_tensor *x, pd_dtype dt);
+PD_API pd_tensor *pd_cast(pd_tensor *x, pd_dtype dt);
 
 /* ---- unary math --------------------------------------------------------
  * Float math: integer and bool inputs are computed in float32; float16 and
  * bfloat16 in float32 and rounded back. */
-pd_tensor *pd_exp(pd_tensor *x);
-pd_tensor *pd_log(pd_tensor *x);
-pd_tensor *pd_log2(pd_tensor *x);
-pd_tensor *pd_log10(pd_tensor *x);
+PD_API pd_tensor *pd_exp(pd_tensor *x);
+PD_API pd_tensor *pd_log(pd_tensor *x);
+PD_API pd_tensor *pd_log2(pd_tensor *x);
+PD_API pd_tensor *pd_log10(pd_tensor *x);
 /* log(1 + x), accurate near 0. */
-pd_tensor *pd_log1p(pd_tensor *x);
-pd_tensor *pd_sqrt(pd_tensor *x);
+PD_API pd_tensor *pd_log1p(pd_tensor *x);
+PD_API pd_tensor *pd_sqrt(pd_tensor *x);
 /* 1 / sqrt(x). */
-pd_tensor *pd_rsqrt(pd_tensor *x);
+PD_API pd_tensor *pd_rsqrt(pd_tensor *x);
 /* 1 / x. */
-pd_tensor *pd_reciprocal(pd_tensor *x);
-pd_tensor *pd_sin(pd_tensor *x);
-pd_tensor *pd_cos(pd_tensor *x);
-pd_tensor *pd_tan(pd_tensor *x);
-pd_tensor *pd_asin(pd_tensor *x);
-pd_tensor *pd_acos(pd_tensor *x);
-pd_tensor *pd_atan(pd_tensor *x);
-pd_tensor *pd_sinh(pd_tensor *x);
-pd_tensor *pd_cosh(pd_tensor *x);
-pd_tensor *pd_tanh(pd_tensor *x);
-pd_tensor *pd_erf(pd_tensor *x);
+PD_API pd_tensor *pd_reciprocal(pd_tensor *x);
+PD_API pd_tensor *pd_sin(pd_tensor *x);
+PD_API pd_tensor *pd_cos(pd_tensor *x);
+PD_API pd_tensor *pd_tan(pd_tensor *x);
+PD_API pd_tensor *pd_asin(pd_tensor *x);
+PD_API pd_tensor *pd_acos(pd_tensor *x);
+PD_API pd_tensor *pd_atan(pd_tensor *x);
+PD_API pd_tensor *pd_sinh(pd_tensor *x);
+PD_API pd_tensor *pd_cosh(pd_tensor *x);
+PD_API pd_tensor *pd_tanh(pd_tensor *x);
+PD_API pd_tensor *pd_erf(pd_tensor *x);
 /* Every numeric dtype, output dtype = input dtype. abs' gradient is sign(x). */
-pd_tensor *pd_abs(pd_tensor *x);
+PD_API pd_tensor *pd_abs(pd_tensor *x);
 /* -1, 0 or 1 (gradient zero). */
-pd_tensor *pd_sign(pd_tensor *x);
+PD_API pd_tensor *pd_sign(pd_tensor *x);
 /* -x (paddle.neg). */
-pd_tensor *pd_neg(pd_tensor *x);
-pd_tensor *pd_square(pd_tensor *x);
+PD_API pd_tensor *pd_neg(pd_tensor *x);
+PD_API pd_tensor *pd_square(pd_tensor *x);
 /* floor / ceil / round: integer inputs come back unchanged; gradient zero. */
-pd_tensor *pd_floor(pd_tensor *x);
-pd_tensor *pd_ceil(pd_tensor *x);
+PD_API pd_tensor *pd_floor(pd_tensor *x);
+PD_API pd_tensor *pd_ceil(pd_tensor *x);
 /* paddle.round(x, decimals): halves round away from zero (2.5 -> 3,
  * -0.5 -> -1); decimals < 0 rounds to tens, hundreds... */
-pd_tensor *pd_round(pd_tensor *x, int decimals);
+PD_API pd_tensor *pd_round(pd_tensor *x, int decimals);
 /* paddle.clip(x, min, max): float and integer dtypes. An infinite (or NAN)
  * bound leaves that side unbounded (Paddle's min=None / max=None). The
  * gradient flows where min < x < max. min > max is an error. */
-pd_tensor *pd_clip(pd_tensor *x, double min, double max);
+PD_API pd_tensor *pd_clip(pd_tensor *x, double min, double max);
 
 /* Inplace variants: x is overwritten and returned (one more reference). x
  * keeps its dtype (a float dtype for the float math). */
-pd_tensor *pd_exp_(pd_tensor *x);
-pd_tensor *pd_sqrt_(pd_tensor *x);
-pd_tensor *pd_rsqrt_(pd_tensor *x);
-pd_tensor *pd_reciprocal_(pd_tensor *x);
-pd_tensor *pd_tanh_(pd_tensor *x);
-pd_tensor *pd_floor_(pd_tensor *x);
-pd_tensor *pd_ceil_(pd_tensor *x);
-pd_tensor *pd_clip_(pd_tensor *x, double min, double max);
+PD_API pd_tensor *pd_exp_(pd_tensor *x);
+PD_API pd_tensor *pd_sqrt_(pd_tensor *x);
+PD_API pd_tensor *pd_rsqrt_(pd_tensor *x);
+PD_API pd_tensor *pd_reciprocal_(pd_tensor *x);
+PD_API pd_tensor *pd_tanh_(pd_tensor *x);
+PD_API pd_tensor *pd_floor_(pd_tensor *x);
+PD_API pd_tensor *pd_ceil_(pd_tensor *x);
+PD_API pd_tensor *pd_clip_(pd_tensor *x, double min, double max);
 
 /* ---- binary, broadcasting ---------------------------------------------- */
 /* floor(x / y) (Python's //). Integer division by zero is an error. Not
  * differentiable (as Paddle). */
-pd_tensor *pd_floor_divide(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_floor_divide(pd_tensor *x, pd_tensor *y);
 /* x mod y with the sign of y (Python's %): remainder(-7, 3) = 2,
  * remainder(7, -3) = -2. Integer division by zero is an error. */
-pd_tensor *pd_remainder(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_remainder(pd_tensor *x, pd_tensor *y);
 /* paddle.mod: the same as pd_remainder. */
-pd_tensor *pd_mod(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_mod(pd_tensor *x, pd_tensor *y);
 /* x ** y elementwise (paddle.pow with a tensor exponent). */
-pd_tensor *pd_pow(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_pow(pd_tensor *x, pd_tensor *y);
 /* x ** y for a scalar y (paddle.pow(x, 2.0)); output dtype = x's dtype
  * (integer x: y is truncated to an integer). */
-pd_tensor *pd_pow_scalar(pd_tensor *x, double y);
+PD_API pd_tensor *pd_pow_scalar(pd_tensor *x, double y);
 /* Elementwise max / min (x > y ? x : y). At ties the gradient goes to y,
  * as Paddle's. */
-pd_tensor *pd_maximum(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_minimum(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_maximum(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_minimum(pd_tensor *x, pd_tensor *y);
 /* where(cond, x, y): x where cond, else y; cond must be bool; the three
  * broadcast together and x, y are promoted to one dtype. */
-pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y);
 
 /* ---- comparisons and logic: bool outputs, broadcasting ------------------ */
-pd_tensor *pd_equal(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_not_equal(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_less_than(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_less_equal(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_greater_than(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_greater_equal(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_equal(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_not_equal(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_less_than(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_less_equal(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_greater_than(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_greater_equal(pd_tensor *x, pd_tensor *y);
 /* Any dtype in (non-zero is true), bool out. */
-pd_tensor *pd_logical_and(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_logical_or(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_logical_xor(pd_tensor *x, pd_tensor *y);
-pd_tensor *pd_logical_not(pd_tensor *x);
+PD_API pd_tensor *pd_logical_and(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_logical_or(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_logical_xor(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_logical_not(pd_tensor *x);
 /* Bool masks; integer inputs are finite. */
-pd_tensor *pd_isnan(pd_tensor *x);
-pd_tensor *pd_isinf(pd_tensor *x);
-pd_tensor *pd_isfinite(pd_tensor *x);
+PD_API pd_tensor *pd_isnan(pd_tensor *x);
+PD_API pd_tensor *pd_isinf(pd_tensor *x);
+PD_API pd_tensor *pd_isfinite(pd_tensor *x);
 /* 0-d bool: all(|x - y| <= atol + rtol * |y|) for x and y of one shape;
  * NaNs compare equal only with equal_nan. Paddle's defaults: rtol 1e-5,
  * atol 1e-8, equal_nan false. */
-pd_tensor *pd_allclose(pd_tensor *x, pd_tensor *y, double rtol, double atol, bool equal_nan);
+PD_API pd_tensor *pd_allclose(pd_tensor *x, pd_tensor *y, double rtol, double atol, bool equal_nan);
 /* 0-d bool: same shape and every element equal (different shapes: false). */
-pd_tensor *pd_equal_all(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_equal_all(pd_tensor *x, pd_tensor *y);
 
 /* ---- activations (paddle.nn.functional) -------------------------------- */
-pd_tensor *pd_relu(pd_tensor *x);
-pd_tensor *pd_relu_(pd_tensor *x);
+PD_API pd_tensor *pd_relu(pd_tensor *x);
+PD_API pd_tensor *pd_relu_(pd_tensor *x);
 /* min(max(x, 0), 6). */
-pd_tensor *pd_relu6(pd_tensor *x);
+PD_API pd_tensor *pd_relu6(pd_tensor *x);
 /* x > 0 ? x : negative_slope * x (Paddle's default slope 0.01). */
-pd_tensor *pd_leaky_relu(pd_tensor *x, double negative_slope);
+PD_API pd_tensor *pd_leaky_relu(pd_tensor *x, double negative_slope);
 /* x > 0 ? x : alpha * (e^x - 1) (default alpha 1). */
-pd_tensor *pd_elu(pd_tensor *x, double alpha);
+PD_API pd_tensor *pd_elu(pd_tensor *x, double alpha);
 /* scale * (x > 0 ? x : alpha * (e^x - 1)); Paddle's defaults below. */
 #define PD_SELU_SCALE 1.0507009873554804934193349852946
 #define PD_SELU_ALPHA 1.6732632423543772848170429916717
-pd_tensor *pd_selu(pd_tensor *x, double scale, double alpha);
+PD_API pd_tensor *pd_selu(pd_tensor *x, double scale, double alpha);
 /* x * Phi(x) with the erf form, or the tanh approximation when approximate. */
-pd_tensor *pd_gelu(pd_tensor *x, bool approximate);
+PD_API pd_tensor *pd_gelu(pd_tensor *x, bool approximate);
 /* x * sigmoid(x). */
-pd_tensor *pd_silu(pd_tensor *x);
+PD_API pd_tensor *pd_silu(pd_tensor *x);
 /* paddle.nn.functional.swish: x * sigmoid(x). */
-pd_tensor *pd_swish(pd_tensor *x);
-pd_tensor *pd_sigmoid(pd_tensor *x);
+PD_API pd_tensor *pd_swish(pd_tensor *x);
+PD_API pd_tensor *pd_sigmoid(pd_tensor *x);
 /* log(1 + e^(beta x)) / beta, x where beta * x > threshold (defaults 1, 20). */
-pd_tensor *pd_softplus(pd_tensor *x, double beta, double threshold);
+PD_API pd_tensor *pd_softplus(pd_tensor *x, double beta, double threshold);
 /* x / (1 + |x|). */
-pd_tensor *pd_softsign(pd_tensor *x);
+PD_API pd_tensor *pd_softsign(pd_tensor *x);
 /* x * min(max(x + 3, 0), 6) / 6. */
-pd_tensor *pd_hardswish(pd_tensor *x);
+PD_API pd_tensor *pd_hardswish(pd_tensor *x);
 /* max(0, min(1, slope * x + offset)); Paddle's defaults slope 0.1666667,
  * offset 0.5. */
-pd_tensor *pd_hardsigmoid(pd_tensor *x, double slope, double offset);
+PD_API pd_tensor *pd_hardsigmoid(pd_tensor *x, double slope, double offset);
 /* log(sigmoid(x)) = -softplus(-x), stable for large |x|. */
-pd_tensor *pd_log_sigmoid(pd_tensor *x);
+PD_API pd_tensor *pd_log_sigmoid(pd_tensor *x);
 /* exp(x) / sum(exp(x)) along axis (Paddle's default -1), max-shifted. */
-pd_tensor *pd_softmax(pd_tensor *x, int axis);
+PD_API pd_tensor *pd_softmax(pd_tensor *x, int axis);
 /* x - log(sum(exp(x))) along axis, max-shifted. */
-pd_tensor *pd_log_softmax(pd_tensor *x, int axis);
+PD_API pd_tensor *pd_log_softmax(pd_tensor *x, int axis);
 /* paddle.incubate.nn.functional.swiglu: silu(x) * y; with y NULL, x's last
  * dim is split in two halves a, b and the result is silu(a) * b. Gradients
  * are first order only (as Paddle's fused op). */
-pd_tensor *pd_swiglu(pd_tensor *x, pd_tensor *y);
+PD_API pd_tensor *pd_swiglu(pd_tensor *x, pd_tensor *y);
 /* max(0, x) + min(0, alpha * (e^(x / alpha) - 1)) (default alpha 1; 0 is refused). */
-pd_tensor *pd_celu(pd_tensor *x, double alpha);
+PD_API pd_tensor *pd_celu(pd_tensor *x, double alpha);
 /* min(max(x, min), max) (Paddle's defaults -1, 1). */
-pd_tensor *pd_hardtanh(pd_tensor *x, double min, double max);
+PD_API pd_tensor *pd_hardtanh(pd_tensor *x, double min, double max);
 /* x where x > threshold or x < -threshold, else 0 (default threshold 0.5). */
-pd_tensor *pd_hardshrink(pd_tensor *x, double threshold);
+PD_API pd_tensor *pd_hardshrink(pd_tensor *x, double threshold);
 /* x - threshold above threshold, x + threshold below -threshold, else 0
  * (default 0.5; a negative threshold is refused). */
-pd_tensor *pd_softshrink(pd_tensor *x, double threshold);
+PD_API pd_tensor *pd_softshrink(pd_tensor *x, double threshold);
 /* x - tanh(x). */
-pd_tensor *pd_tanhshrink(pd_tensor *x);
+PD_API pd_tensor *pd_tanhshrink(pd_tensor *x);
 /* x * tanh(softplus(x)), softplus taken as x above 20 (Paddle's threshold). */
-pd_tensor *pd_mish(pd_tensor *x);
+PD_API pd_tensor *pd_mish(pd_tensor *x);
 /* x > threshold ? x : value (Paddle's defaults 1, 0). */
-pd_tensor *pd_thresholded_relu(pd_tensor *x, double threshold, double value);
+PD_API pd_tensor *pd_thresholded_relu(pd_tensor *x, double threshold, double value);
 /* 4-D x, channels on axis 1 (NCHW) or 3 / -1 (NHWC): output channel c is
  * the maximum of input channels c * groups .. c * groups + groups - 1
  * (groups > 1 and a divisor of the channels; Paddle's default axis 1).
  * Gradients are first order only. */
-pd_tensor *pd_maxout(pd_tensor *x, int groups, int axis);
+PD_API pd_tensor *pd_maxout(pd_tensor *x, int groups, int axis);
 /* Randomized leaky relu: x >= 0 ? x : a * x. Training draws a per element
  * uniformly from [lower, upper) with the global generator (reproducible
  * under pd_seed, whatever the threads); eval uses a = (lower + upper) / 2.
  * Requires 0 <= lower <= upper <= 1; Paddle's defaults below. */
 #define PD_RRELU_LOWER (1.0 / 8.0)
 #define PD_RRELU_UPPER (1.0 / 3.0)
-pd_tensor *pd_rrelu(pd_tensor *x, double lower, double upper, bool training);
+PD_API pd_tensor *pd_rrelu(pd_tensor *x, double lower, double upper, bool training);
 /* Gated linear unit: a * sigmoid(b), a and b the halves of x along axis
  * (whose size must be even; Paddle's default axis -1). */
-pd_tensor *pd_glu(pd_tensor *x, int axis);
+PD_API pd_tensor *pd_glu(pd_tensor *x, int axis);
 
 #ifdef __cplusplus
 }

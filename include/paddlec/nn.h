@@ -22,6 +22,7 @@
 #define PADDLEC_NN_H
 
 #include "paddlec/core.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,41 +53,41 @@ typedef struct pd_initializer {
 } pd_initializer;
 
 /* Constant(value). */
-pd_initializer pd_nn_initializer_constant(double value);
+PD_API pd_initializer pd_nn_initializer_constant(double value);
 /* Normal(mean, std): N(mean, std^2). */
-pd_initializer pd_nn_initializer_normal(double mean, double std);
+PD_API pd_initializer pd_nn_initializer_normal(double mean, double std);
 /* TruncatedNormal(mean, std, a, b): N(mean, std^2) restricted to [a, b];
  * a and b bound the value itself (Paddle's defaults: mean 0, std 1, a -2,
  * b 2). Drawn as Paddle's kernel does: the normal CDF inverted at a uniform
  * draw between CDF(a) and CDF(b), then clamped to [a, b]. a > b or std < 0
  * is an error. */
-pd_initializer pd_nn_initializer_truncated_normal(double mean, double std, double a, double b);
+PD_API pd_initializer pd_nn_initializer_truncated_normal(double mean, double std, double a, double b);
 /* Uniform(low, high): [low, high); low > high is an error. */
-pd_initializer pd_nn_initializer_uniform(double low, double high);
+PD_API pd_initializer pd_nn_initializer_uniform(double low, double high);
 /* XavierNormal / XavierUniform(fan_in, fan_out, gain): std
  * gain * sqrt(2 / (fan_in + fan_out)), limit gain * sqrt(6 / (fan_in +
  * fan_out)) (0 when a fan is 0). fan_in / fan_out of 0 mean "computed from
  * the shape" (Paddle's None); gain 0 means Paddle's default 1. */
-pd_initializer pd_nn_initializer_xavier_normal(double fan_in, double fan_out, double gain);
-pd_initializer pd_nn_initializer_xavier_uniform(double fan_in, double fan_out, double gain);
+PD_API pd_initializer pd_nn_initializer_xavier_normal(double fan_in, double fan_out, double gain);
+PD_API pd_initializer pd_nn_initializer_xavier_uniform(double fan_in, double fan_out, double gain);
 /* KaimingNormal / KaimingUniform(fan_in, negative_slope, nonlinearity): std
  * gain / sqrt(fan_in), limit gain * sqrt(3 / fan_in), gain as Paddle's
  * calculate_gain(nonlinearity, negative_slope): relu sqrt(2) (NULL means
  * Paddle's default "relu"), leaky_relu sqrt(2 / (1 + slope^2)), tanh 5/3,
  * selu 3/4, sigmoid, linear and conv* 1; any other name is an error. Paddle's
  * defaults: fan_in None (0), negative_slope 0. */
-pd_initializer pd_nn_initializer_kaiming_normal(double fan_in, double negative_slope,
-                                                const char *nonlinearity);
-pd_initializer pd_nn_initializer_kaiming_uniform(double fan_in, double negative_slope,
-                                                 const char *nonlinearity);
+PD_API pd_initializer pd_nn_initializer_kaiming_normal(double fan_in, double negative_slope,
+                                                       const char *nonlinearity);
+PD_API pd_initializer pd_nn_initializer_kaiming_uniform(double fan_in, double negative_slope,
+                                                        const char *nonlinearity);
 /* Assign(value): copies value (converted to the parameter's dtype); its
  * shape must equal the parameter's. */
-pd_initializer pd_nn_initializer_assign(const pd_tensor *value);
+PD_API pd_initializer pd_nn_initializer_assign(const pd_tensor *value);
 /* Fills t (no gradient recorded). Fans as Paddle computes them: a 2-D
  * [in, out] weight has fan_in = in, fan_out = out; higher ranks
  * [out, in, k...] use in * prod(k) and out * prod(k); 1-D [n] uses n for
  * both, 0-D 1. Random initializers draw from the global generator (pd_seed). */
-pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t);
+PD_API pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t);
 
 /* ---- parameter attributes (paddle.ParamAttr) --------------------------- */
 typedef struct pd_param_attr {
@@ -105,7 +106,7 @@ typedef struct pd_param_info {
   double l2_decay, l1_decay;
 } pd_param_info;
 /* NULL when t is not a parameter. */
-const pd_param_info *pd_tensor_param_info(const pd_tensor *t);
+PD_API const pd_param_info *pd_tensor_param_info(const pd_tensor *t);
 
 /* ---- the layer base ---------------------------------------------------- */
 typedef struct pd_layer pd_layer;
@@ -133,43 +134,43 @@ struct pd_layer {
 
 /* A new layer of `size` bytes (>= sizeof(pd_layer), zeroed) whose base is
  * initialised; refcount 1. Returns the struct (cast to the subtype). */
-void *pd_layer_new(size_t size, const pd_layer_type *type);
-pd_layer *pd_layer_retain(pd_layer *l);
+PD_API void *pd_layer_new(size_t size, const pd_layer_type *type);
+PD_API pd_layer *pd_layer_retain(pd_layer *l);
 /* Drops one reference; the last one destroys the layer, its parameters,
  * buffers and sublayer references. NULL is a no-op. */
-void pd_layer_release(pd_layer *l);
+PD_API void pd_layer_release(pd_layer *l);
 
 /* layer(*inputs): pre-hooks, forward, post-hooks. */
-int pd_layer_call(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out);
+PD_API int pd_layer_call(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out);
 /* One tensor in, the first output back (NULL on error). */
-pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
+PD_API pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
 
 /* Registers `sub` under `name`, taking over the caller's reference; returns
  * sub (NULL, and sub released, on error). Replaces a sublayer of that name. */
-pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub);
+PD_API pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub);
 /* Removes sublayer `name` and hands its reference to the caller; its
  * parameters and buffers leave l's named lists and state dict. The other
  * sublayers keep their order. NULL, with an error naming `name`, when l has
  * no sublayer of that name. */
-pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name);
+PD_API pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name);
 /* create_parameter: a new parameter of the given shape, initialised with
  * attr->initializer or default_init (Xavier-uniform when NULL and not bias,
  * zeros when bias), registered under `name`. Borrowed (the layer owns it). */
-pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, const int64_t *shape,
-                                     pd_dtype dt, const pd_param_attr *attr,
-                                     const pd_initializer *default_init, bool is_bias);
+PD_API pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, const int64_t *shape,
+                                            pd_dtype dt, const pd_param_attr *attr,
+                                            const pd_initializer *default_init, bool is_bias);
 /* add_parameter: registers an existing tensor as parameter `name` (retains it;
  * stop_gradient becomes False). Replaces a parameter of that name. */
-pd_status pd_layer_add_parameter(pd_layer *l, const char *name, pd_tensor *param);
+PD_API pd_status pd_layer_add_parameter(pd_layer *l, const char *name, pd_tensor *param);
 /* register_buffer: persistable buffers go into the state_dict. NULL removes. */
-pd_status pd_layer_register_buffer(pd_layer *l, const char *name, pd_tensor *buf, bool persistable);
+PD_API pd_status pd_layer_register_buffer(pd_layer *l, const char *name, pd_tensor *buf, bool persistable);
 
 /* Lookups by direct name (borrowed; NULL when absent). */
-pd_tensor *pd_layer_parameter(const pd_layer *l, const char *name);
-pd_tensor *pd_layer_buffer(const pd_layer *l, const char *name);
-pd_layer *pd_layer_sublayer(const pd_layer *l, const char *name);
+PD_API pd_tensor *pd_layer_parameter(const pd_layer *l, const char *name);
+PD_API pd_tensor *pd_layer_buffer(const pd_layer *l, const char *name);
+PD_API pd_layer *pd_layer_sublayer(const pd_layer *l, const char *name);
 /* full_name(): "linear_0" — the type name in snake case and a per-type counter. */
-const char *pd_layer_full_name(const pd_layer *l);
+PD_API const char *pd_layer_full_name(const pd_layer *l);
 
 /* A list of named tensors or layers (borrowed pointers; names owned by the list). */
 typedef struct pd_named_tensors {
@@ -182,54 +183,54 @@ typedef struct pd_named_layers {
   char **names;
   pd_layer **layers;
 } pd_named_layers;
-void pd_named_tensors_free(pd_named_tensors *list);
-void pd_named_layers_free(pd_named_layers *list);
+PD_API void pd_named_tensors_free(pd_named_tensors *list);
+PD_API void pd_named_layers_free(pd_named_layers *list);
 
 /* named_parameters(): dotted names ("linear1.weight") in registration order,
  * sublayers depth-first, each parameter once. */
-pd_status pd_layer_named_parameters(const pd_layer *l, pd_named_tensors *out);
+PD_API pd_status pd_layer_named_parameters(const pd_layer *l, pd_named_tensors *out);
 /* parameters(): the same tensors; names are filled too. */
-pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out);
+PD_API pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out);
 /* named_buffers(): every buffer, persistable or not, by dotted name: l's own
  * in registration order, then each sublayer's depth-first; each tensor once. */
-pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out);
+PD_API pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out);
 /* named_parameters(prefix, include_sublayers) / named_buffers(prefix,
  * include_sublayers): the same lists with every name under `prefix` (NULL
  * or "": none) and, without include_sublayers, only l's own entries. */
-pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                       pd_named_tensors *out);
-pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                    pd_named_tensors *out);
+PD_API pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                              pd_named_tensors *out);
+PD_API pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                           pd_named_tensors *out);
 /* named_sublayers(): every descendant with its dotted path (not l itself). */
-pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
+PD_API pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
 
 /* state_dict(): parameters and persistable buffers by structured name: per
  * layer its parameters, then its persistable buffers, then its sublayers'
  * entries. As in Paddle, a tensor reached by several paths (shared by two
  * layers, or held by a layer and its sublayer as LSTM's weights are) is
  * listed under each of them. */
-pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
+PD_API pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out);
 /* set_state_dict(): copies matching entries into the layer's tensors
  * (shapes must match; dtypes are converted). Names the layer has but sd
  * lacks go to *missing, names sd has but the layer lacks to *unexpected
  * (either may be NULL). A name whose tensor sd holds under another of its
  * names is not missing: the tensor was loaded. A shape mismatch is an error
  * naming both shapes, and changes nothing. */
-pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
-                                  pd_named_tensors *unexpected);
+PD_API pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
+                                         pd_named_tensors *unexpected);
 /* The *missing and *unexpected lists set_state_dict(sd) would give,
  * without changing the layer (for strict loading). */
-pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd, pd_named_tensors *missing,
-                                    pd_named_tensors *unexpected);
+PD_API pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd,
+                                           pd_named_tensors *missing, pd_named_tensors *unexpected);
 
 /* train() / eval(): set the flag on l and every sublayer. */
-void pd_layer_train(pd_layer *l);
-void pd_layer_eval(pd_layer *l);
+PD_API void pd_layer_train(pd_layer *l);
+PD_API void pd_layer_eval(pd_layer *l);
 /* apply(fn): as Paddle, apply(fn) on each direct sublayer in registration
  * order (so each subtree children first), then fn on l itself. */
-void pd_layer_apply(pd_layer *l, void (*fn)(pd_layer *layer, void *user), void *user);
+PD_API void pd_layer_apply(pd_layer *l, void (*fn)(pd_layer *layer, void *user), void *user);
 /* clear_gradients(set_to_zero) on every parameter. */
-void pd_layer_clear_gradients(pd_layer *l, bool set_to_zero);
+PD_API void pd_layer_clear_gradients(pd_layer *l, bool set_to_zero);
 
 /* Forward hooks. A pre-hook may replace the inputs (write new tensors into
  * in[], return 1) or leave them (return 0); a post-hook may replace outputs
@@ -237,16 +238,16 @@ void pd_layer_clear_gradients(pd_layer *l, bool set_to_zero);
 typedef int (*pd_forward_pre_hook_fn)(pd_layer *l, pd_tensor **in, int n_in, void *user);
 typedef int (*pd_forward_post_hook_fn)(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out,
                                        int n_out, void *user);
-int pd_layer_register_forward_pre_hook(pd_layer *l, pd_forward_pre_hook_fn fn, void *user);
-int pd_layer_register_forward_post_hook(pd_layer *l, pd_forward_post_hook_fn fn, void *user);
-pd_status pd_layer_remove_hook(pd_layer *l, int id);
+PD_API int pd_layer_register_forward_pre_hook(pd_layer *l, pd_forward_pre_hook_fn fn, void *user);
+PD_API int pd_layer_register_forward_post_hook(pd_layer *l, pd_forward_post_hook_fn fn, void *user);
+PD_API pd_status pd_layer_remove_hook(pd_layer *l, int id);
 
 /* print(layer): Paddle's repr, e.g.
  *   LinearNet(
  *     (linear1): Linear(in_features=10, out_features=10, dtype=float32)
  *   )
  * malloc'ed; the caller frees. */
-char *pd_layer_to_string(const pd_layer *l);
+PD_API char *pd_layer_to_string(const pd_layer *l);
 
 #ifdef __cplusplus
 }

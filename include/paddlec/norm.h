@@ -5,6 +5,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,13 +21,13 @@ extern "C" {
  * normalized_shape: y = (x - mean) / sqrt(var + epsilon) * weight + bias,
  * biased variance. weight / bias have prod(normalized_shape) elements (shape
  * [prod] or normalized_shape). Paddle's default epsilon is 1e-5. */
-pd_tensor *pd_layer_norm(pd_tensor *x, int nshape, const int64_t *normalized_shape, pd_tensor *weight,
-                         pd_tensor *bias, double epsilon);
+PD_API pd_tensor *pd_layer_norm(pd_tensor *x, int nshape, const int64_t *normalized_shape, pd_tensor *weight,
+                                pd_tensor *bias, double epsilon);
 
 /* rms_norm: y = x / sqrt(mean(x^2) + epsilon) * weight over the last nshape
  * dims (paddle.nn.functional.rms_norm; default epsilon 1e-5). No bias. */
-pd_tensor *pd_rms_norm(pd_tensor *x, int nshape, const int64_t *normalized_shape, pd_tensor *weight,
-                       double epsilon);
+PD_API pd_tensor *pd_rms_norm(pd_tensor *x, int nshape, const int64_t *normalized_shape, pd_tensor *weight,
+                              double epsilon);
 
 /* use_global_stats of batch_norm: None (the default) uses batch statistics
  * when training and the running ones otherwise. */
@@ -45,15 +46,15 @@ typedef enum pd_global_stats {
  * (channel dim 1) or "NLC", "NHWC", "NDHWC" (channel last); a 2-D x is
  * [N, C] either way. Paddle's defaults: training false, momentum 0.9,
  * epsilon 1e-5. */
-pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var, pd_tensor *weight,
-                         pd_tensor *bias, bool training, double momentum, double epsilon,
-                         const char *data_format, pd_global_stats use_global_stats);
+PD_API pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var,
+                                pd_tensor *weight, pd_tensor *bias, bool training, double momentum,
+                                double epsilon, const char *data_format, pd_global_stats use_global_stats);
 
 /* group_norm: channels split into num_groups groups; statistics per sample
  * and group; weight / bias of shape [C]. data_format as batch_norm (NULL =
  * "NCHW"); Paddle's default epsilon 1e-5. */
-pd_tensor *pd_group_norm(pd_tensor *x, int64_t num_groups, double epsilon, pd_tensor *weight, pd_tensor *bias,
-                         const char *data_format);
+PD_API pd_tensor *pd_group_norm(pd_tensor *x, int64_t num_groups, double epsilon, pd_tensor *weight,
+                                pd_tensor *bias, const char *data_format);
 
 /* instance_norm: statistics per sample and channel over the spatial dims
  * (use_input_stats true, Paddle's default). With use_input_stats false,
@@ -61,9 +62,9 @@ pd_tensor *pd_group_norm(pd_tensor *x, int64_t num_groups, double epsilon, pd_te
  * shape [C]. momentum is accepted for Paddle's signature (running statistics
  * are not updated, as in Paddle's eager mode). data_format NULL = "NCHW";
  * Paddle's default eps 1e-5. */
-pd_tensor *pd_instance_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var, pd_tensor *weight,
-                            pd_tensor *bias, bool use_input_stats, double momentum, double eps,
-                            const char *data_format);
+PD_API pd_tensor *pd_instance_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *running_var,
+                                   pd_tensor *weight, pd_tensor *bias, bool use_input_stats, double momentum,
+                                   double eps, const char *data_format);
 
 /* ---- layers (paddle.nn) --------------------------------------------------
  * Options structs are optional: NULL or all-zero means Paddle's defaults; an
@@ -82,7 +83,8 @@ typedef struct pd_nn_layer_norm_opts {
 
 /* paddle.nn.LayerNorm(normalized_shape): parameters "weight" and "bias" of
  * shape [prod(normalized_shape)]. */
-pd_layer *pd_nn_layer_norm(int nshape, const int64_t *normalized_shape, const pd_nn_layer_norm_opts *opts);
+PD_API pd_layer *pd_nn_layer_norm(int nshape, const int64_t *normalized_shape,
+                                  const pd_nn_layer_norm_opts *opts);
 
 typedef struct pd_nn_rms_norm_opts {
   double epsilon;                   /* 0: 1e-5 */
@@ -93,7 +95,7 @@ typedef struct pd_nn_rms_norm_opts {
 
 /* paddle.nn.RMSNorm(normalized_shape): parameter "weight" of shape
  * normalized_shape. */
-pd_layer *pd_nn_rms_norm(int nshape, const int64_t *normalized_shape, const pd_nn_rms_norm_opts *opts);
+PD_API pd_layer *pd_nn_rms_norm(int nshape, const int64_t *normalized_shape, const pd_nn_rms_norm_opts *opts);
 
 typedef struct pd_nn_batch_norm_opts {
   bool has_momentum;                /* momentum is taken as written, 0 included */
@@ -113,9 +115,9 @@ typedef struct pd_nn_batch_norm_opts {
  * gradient, saved in the state dict, updated by training forwards. 1D takes
  * 2-D or 3-D input ("NC"/"NCL" or "NLC"), 2D 4-D ("NCHW"/"NHWC"), 3D 5-D
  * ("NCDHW"/"NDHWC"). */
-pd_layer *pd_nn_batch_norm1d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
-pd_layer *pd_nn_batch_norm2d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
-pd_layer *pd_nn_batch_norm3d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
+PD_API pd_layer *pd_nn_batch_norm1d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
+PD_API pd_layer *pd_nn_batch_norm2d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
+PD_API pd_layer *pd_nn_batch_norm3d(int64_t num_features, const pd_nn_batch_norm_opts *opts);
 
 typedef struct pd_nn_group_norm_opts {
   double epsilon;                   /* 0: 1e-5 */
@@ -129,7 +131,8 @@ typedef struct pd_nn_group_norm_opts {
 
 /* paddle.nn.GroupNorm(num_groups, num_channels): parameters "weight" and
  * "bias" of shape [num_channels]; num_groups must divide num_channels. */
-pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels, const pd_nn_group_norm_opts *opts);
+PD_API pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels,
+                                  const pd_nn_group_norm_opts *opts);
 
 typedef struct pd_nn_instance_norm_opts {
   double epsilon;                   /* 0: 1e-5 */
@@ -145,9 +148,9 @@ typedef struct pd_nn_instance_norm_opts {
 /* paddle.nn.InstanceNorm1D/2D/3D(num_features): parameters "scale" and
  * "bias" of shape [num_features] (Paddle's names); no running statistics.
  * 1D takes 2-D or 3-D input, 2D 4-D, 3D 5-D. */
-pd_layer *pd_nn_instance_norm1d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
-pd_layer *pd_nn_instance_norm2d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
-pd_layer *pd_nn_instance_norm3d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
+PD_API pd_layer *pd_nn_instance_norm1d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
+PD_API pd_layer *pd_nn_instance_norm2d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
+PD_API pd_layer *pd_nn_instance_norm3d(int64_t num_features, const pd_nn_instance_norm_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,8 +47,8 @@ typedef struct pd_regularizer {
 } pd_regularizer;
 
 /* paddle.regularizer.L1Decay(coeff) / L2Decay(coeff). */
-pd_regularizer pd_regularizer_l1_decay(double coeff);
-pd_regularizer pd_regularizer_l2_decay(double coeff);
+PD_API pd_regularizer pd_regularizer_l1_decay(double coeff);
+PD_API pd_regularizer pd_regularizer_l2_decay(double coeff);
 
 /* ---- gradient clipping (paddle.nn.ClipGradBy*) ----------------------------- */
 typedef enum pd_grad_clip_kind {
@@ -68,18 +69,18 @@ typedef struct pd_grad_clip {
 
 /* ClipGradByValue(max, min): min > max is an error when used. Paddle's
  * default min is -max. */
-pd_grad_clip pd_nn_clip_grad_by_value(double max, double min);
+PD_API pd_grad_clip pd_nn_clip_grad_by_value(double max, double min);
 /* ClipGradByNorm(clip_norm): g * clip_norm / |g| for each g with |g| > clip_norm. */
-pd_grad_clip pd_nn_clip_grad_by_norm(double clip_norm);
+PD_API pd_grad_clip pd_nn_clip_grad_by_norm(double clip_norm);
 /* ClipGradByGlobalNorm(clip_norm): every g * clip_norm / max(global_norm, clip_norm),
  * global_norm = sqrt(sum over the grads of |g|^2). */
-pd_grad_clip pd_nn_clip_grad_by_global_norm(double clip_norm);
+PD_API pd_grad_clip pd_nn_clip_grad_by_global_norm(double clip_norm);
 /* clip(params_grads): writes to out[i] the clipped grads[i] (new references, owned
  * by the open scope like op outputs;
  * grads[i] itself retained for parameters not clipped, NULL for NULL). params
  * give need_clip (NULL entries or a NULL array: clip every grad). */
-pd_status pd_nn_clip_grad_apply(const pd_grad_clip *clip, pd_tensor *const *params, pd_tensor *const *grads,
-                                int n, pd_tensor **out);
+PD_API pd_status pd_nn_clip_grad_apply(const pd_grad_clip *clip, pd_tensor *const *params,
+                                       pd_tensor *const *grads, int n, pd_tensor **out);
 
 /* ---- learning-rate schedulers (paddle.optimizer.lr) ------------------------ */
 /* A scheduler: reference counted (new ones hold one reference; optimizers
@@ -87,62 +88,65 @@ pd_status pd_nn_clip_grad_apply(const pd_grad_clip *clip, pd_tensor *const *para
  * is epoch 0 (last_epoch = 0); pd_lr_step advances one epoch. */
 typedef struct pd_lr_scheduler pd_lr_scheduler;
 
-pd_lr_scheduler *pd_lr_retain(pd_lr_scheduler *s);
-void pd_lr_release(pd_lr_scheduler *s); /* NULL is a no-op */
+PD_API pd_lr_scheduler *pd_lr_retain(pd_lr_scheduler *s);
+PD_API void pd_lr_release(pd_lr_scheduler *s); /* NULL is a no-op */
 /* scheduler(): the current learning rate (last_lr); NAN with an error for NULL. */
-double pd_lr_get(const pd_lr_scheduler *s);
+PD_API double pd_lr_get(const pd_lr_scheduler *s);
 /* scheduler.step(): last_epoch += 1 and the rate of that epoch. ReduceOnPlateau
  * needs pd_lr_step_metric. */
-pd_status pd_lr_step(pd_lr_scheduler *s);
+PD_API pd_status pd_lr_step(pd_lr_scheduler *s);
 /* scheduler.step(epoch): jumps to `epoch` (closed form where Paddle has one). */
-pd_status pd_lr_step_epoch(pd_lr_scheduler *s, int64_t epoch);
+PD_API pd_status pd_lr_step_epoch(pd_lr_scheduler *s, int64_t epoch);
 /* ReduceOnPlateau.step(metrics). */
-pd_status pd_lr_step_metric(pd_lr_scheduler *s, double metric);
+PD_API pd_status pd_lr_step_metric(pd_lr_scheduler *s, double metric);
 /* last_epoch; -1 with an error for NULL. */
-int64_t pd_lr_last_epoch(const pd_lr_scheduler *s);
+PD_API int64_t pd_lr_last_epoch(const pd_lr_scheduler *s);
 /* The class name ("StepDecay", ...). */
-const char *pd_lr_name(const pd_lr_scheduler *s);
+PD_API const char *pd_lr_name(const pd_lr_scheduler *s);
 
 /* StepDecay: lr * gamma^(epoch / step_size) (gamma < 1, step_size > 0). */
-pd_lr_scheduler *pd_optimizer_lr_step_decay(double learning_rate, int64_t step_size, double gamma);
+PD_API pd_lr_scheduler *pd_optimizer_lr_step_decay(double learning_rate, int64_t step_size, double gamma);
 /* MultiStepDecay: lr * gamma^(number of milestones <= epoch); milestones increasing. */
-pd_lr_scheduler *pd_optimizer_lr_multi_step_decay(double learning_rate, const int64_t *milestones, int n,
-                                                  double gamma);
+PD_API pd_lr_scheduler *pd_optimizer_lr_multi_step_decay(double learning_rate, const int64_t *milestones,
+                                                         int n, double gamma);
 /* ExponentialDecay: lr * gamma^epoch, 0 < gamma < 1. */
-pd_lr_scheduler *pd_optimizer_lr_exponential_decay(double learning_rate, double gamma);
+PD_API pd_lr_scheduler *pd_optimizer_lr_exponential_decay(double learning_rate, double gamma);
 /* NaturalExpDecay: lr * exp(-gamma epoch). */
-pd_lr_scheduler *pd_optimizer_lr_natural_exp_decay(double learning_rate, double gamma);
+PD_API pd_lr_scheduler *pd_optimizer_lr_natural_exp_decay(double learning_rate, double gamma);
 /* InverseTimeDecay: lr / (1 + gamma epoch). */
-pd_lr_scheduler *pd_optimizer_lr_inverse_time_decay(double learning_rate, double gamma);
+PD_API pd_lr_scheduler *pd_optimizer_lr_inverse_time_decay(double learning_rate, double gamma);
 /* CosineAnnealingDecay(learning_rate, T_max, eta_min): Paddle's recursive form
  * (closed form for pd_lr_step_epoch). */
-pd_lr_scheduler *pd_optimizer_lr_cosine_annealing_decay(double learning_rate, int64_t T_max, double eta_min);
+PD_API pd_lr_scheduler *pd_optimizer_lr_cosine_annealing_decay(double learning_rate, int64_t T_max,
+                                                               double eta_min);
 /* LinearWarmup: start_lr -> end_lr linearly over warmup_steps, then `after`
  * stepped to epoch - warmup_steps (retained), or the float learning_rate
  * when `after` is NULL. end_lr must exceed start_lr. */
-pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate,
-                                               int64_t warmup_steps, double start_lr, double end_lr);
+PD_API pd_lr_scheduler *pd_optimizer_lr_linear_warmup(pd_lr_scheduler *after, double learning_rate,
+                                                      int64_t warmup_steps, double start_lr, double end_lr);
 /* NoamDecay(d_model, warmup_steps, learning_rate):
  * lr * d_model^-0.5 * min(epoch^-0.5, epoch * warmup_steps^-1.5) (epoch 0 uses 1 for the first). */
-pd_lr_scheduler *pd_optimizer_lr_noam_decay(double d_model, int64_t warmup_steps, double learning_rate);
+PD_API pd_lr_scheduler *pd_optimizer_lr_noam_decay(double d_model, int64_t warmup_steps,
+                                                   double learning_rate);
 /* PolynomialDecay (Paddle's defaults: end_lr 1e-4, power 1.0, cycle false). */
-pd_lr_scheduler *pd_optimizer_lr_polynomial_decay(double learning_rate, int64_t decay_steps, double end_lr,
-                                                  double power, bool cycle);
+PD_API pd_lr_scheduler *pd_optimizer_lr_polynomial_decay(double learning_rate, int64_t decay_steps,
+                                                         double end_lr, double power, bool cycle);
 /* PiecewiseDecay(boundaries, values): values[i] before boundaries[i], the last
  * after; n_values must be n_boundaries + 1. */
-pd_lr_scheduler *pd_optimizer_lr_piecewise_decay(const int64_t *boundaries, int n_boundaries,
-                                                 const double *values, int n_values);
+PD_API pd_lr_scheduler *pd_optimizer_lr_piecewise_decay(const int64_t *boundaries, int n_boundaries,
+                                                        const double *values, int n_values);
 /* LambdaDecay: lr * lr_lambda(epoch). */
-pd_lr_scheduler *pd_optimizer_lr_lambda_decay(double learning_rate,
-                                              double (*lr_lambda)(int64_t epoch, void *user), void *user);
+PD_API pd_lr_scheduler *pd_optimizer_lr_lambda_decay(double learning_rate,
+                                                     double (*lr_lambda)(int64_t epoch, void *user),
+                                                     void *user);
 /* MultiplicativeDecay: last_lr * lr_lambda(epoch) for epoch > 0. */
-pd_lr_scheduler *pd_optimizer_lr_multiplicative_decay(double learning_rate,
-                                                      double (*lr_lambda)(int64_t epoch, void *user),
-                                                      void *user);
+PD_API pd_lr_scheduler *pd_optimizer_lr_multiplicative_decay(double learning_rate,
+                                                             double (*lr_lambda)(int64_t epoch, void *user),
+                                                             void *user);
 /* LinearLR(learning_rate, total_steps, start_factor, end_factor): Paddle's
  * defaults are 1/3 and 1.0 (here too when both are 0). */
-pd_lr_scheduler *pd_optimizer_lr_linear_lr(double learning_rate, int64_t total_steps, double start_factor,
-                                           double end_factor);
+PD_API pd_lr_scheduler *pd_optimizer_lr_linear_lr(double learning_rate, int64_t total_steps,
+                                                  double start_factor, double end_factor);
 
 typedef struct pd_optimizer_lr_one_cycle_lr_opts {
   double divide_factor;     /* 25: initial lr = max_learning_rate / divide_factor */
@@ -152,10 +156,10 @@ typedef struct pd_optimizer_lr_one_cycle_lr_opts {
   bool three_phase;
   bool explicit_zero;
 } pd_optimizer_lr_one_cycle_lr_opts;
-pd_optimizer_lr_one_cycle_lr_opts pd_optimizer_lr_one_cycle_lr_defaults(void);
+PD_API pd_optimizer_lr_one_cycle_lr_opts pd_optimizer_lr_one_cycle_lr_defaults(void);
 /* OneCycleLR(max_learning_rate, total_steps, ...). Stepping past total_steps is an error. */
-pd_lr_scheduler *pd_optimizer_lr_one_cycle_lr(double max_learning_rate, int64_t total_steps,
-                                              const pd_optimizer_lr_one_cycle_lr_opts *opts);
+PD_API pd_lr_scheduler *pd_optimizer_lr_one_cycle_lr(double max_learning_rate, int64_t total_steps,
+                                                     const pd_optimizer_lr_one_cycle_lr_opts *opts);
 
 typedef struct pd_optimizer_lr_reduce_on_plateau_opts {
   bool mode_max;           /* mode='max' (default 'min') */
@@ -168,10 +172,10 @@ typedef struct pd_optimizer_lr_reduce_on_plateau_opts {
   double epsilon;          /* 1e-8 */
   bool explicit_zero;
 } pd_optimizer_lr_reduce_on_plateau_opts;
-pd_optimizer_lr_reduce_on_plateau_opts pd_optimizer_lr_reduce_on_plateau_defaults(void);
+PD_API pd_optimizer_lr_reduce_on_plateau_opts pd_optimizer_lr_reduce_on_plateau_defaults(void);
 /* ReduceOnPlateau(learning_rate, ...): stepped with pd_lr_step_metric. */
-pd_lr_scheduler *pd_optimizer_lr_reduce_on_plateau(double learning_rate,
-                                                   const pd_optimizer_lr_reduce_on_plateau_opts *opts);
+PD_API pd_lr_scheduler *pd_optimizer_lr_reduce_on_plateau(double learning_rate,
+                                                          const pd_optimizer_lr_reduce_on_plateau_opts *opts);
 
 /* ---- optimizers (paddle.optimizer) --------------------------------------- */
 typedef struct pd_optimizer pd_optimizer;
@@ -216,8 +220,8 @@ typedef struct pd_optimizer_sgd_opts {
   const char *name;
 } pd_optimizer_sgd_opts;
 /* SGD: p -= lr g. */
-pd_optimizer *pd_optimizer_sgd(double learning_rate, pd_tensor *const *params, int n_params,
-                               const pd_optimizer_sgd_opts *opts);
+PD_API pd_optimizer *pd_optimizer_sgd(double learning_rate, pd_tensor *const *params, int n_params,
+                                      const pd_optimizer_sgd_opts *opts);
 
 typedef struct pd_optimizer_momentum_opts {
   double momentum; /* 0.9 */
@@ -232,10 +236,10 @@ typedef struct pd_optimizer_momentum_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_momentum_opts;
-pd_optimizer_momentum_opts pd_optimizer_momentum_defaults(void);
+PD_API pd_optimizer_momentum_opts pd_optimizer_momentum_defaults(void);
 /* Momentum: v = momentum v + g; p -= lr v (Nesterov: p -= lr (g + momentum v)). */
-pd_optimizer *pd_optimizer_momentum(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_momentum_opts *opts);
+PD_API pd_optimizer *pd_optimizer_momentum(double learning_rate, pd_tensor *const *params, int n_params,
+                                           const pd_optimizer_momentum_opts *opts);
 
 typedef struct pd_optimizer_adam_opts {
   double beta1, beta2; /* 0.9, 0.999; in [0, 1) */
@@ -250,11 +254,11 @@ typedef struct pd_optimizer_adam_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_adam_opts;
-pd_optimizer_adam_opts pd_optimizer_adam_defaults(void);
+PD_API pd_optimizer_adam_opts pd_optimizer_adam_defaults(void);
 /* Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * p -= lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(v) + eps sqrt(1-b2^t)). */
-pd_optimizer *pd_optimizer_adam(double learning_rate, pd_tensor *const *params, int n_params,
-                                const pd_optimizer_adam_opts *opts);
+PD_API pd_optimizer *pd_optimizer_adam(double learning_rate, pd_tensor *const *params, int n_params,
+                                       const pd_optimizer_adam_opts *opts);
 
 typedef struct pd_optimizer_adam_w_opts {
   double beta1, beta2; /* 0.9, 0.999 */
@@ -274,10 +278,10 @@ typedef struct pd_optimizer_adam_w_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_adam_w_opts;
-pd_optimizer_adam_w_opts pd_optimizer_adam_w_defaults(void);
+PD_API pd_optimizer_adam_w_opts pd_optimizer_adam_w_defaults(void);
 /* AdamW: p *= 1 - lr coeff (decoupled), then Adam; lr includes lr_ratio(p). */
-pd_optimizer *pd_optimizer_adam_w(double learning_rate, pd_tensor *const *params, int n_params,
-                                  const pd_optimizer_adam_w_opts *opts);
+PD_API pd_optimizer *pd_optimizer_adam_w(double learning_rate, pd_tensor *const *params, int n_params,
+                                         const pd_optimizer_adam_w_opts *opts);
 
 typedef struct pd_optimizer_adamax_opts {
   double beta1, beta2; /* 0.9, 0.999 */
@@ -291,10 +295,10 @@ typedef struct pd_optimizer_adamax_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_adamax_opts;
-pd_optimizer_adamax_opts pd_optimizer_adamax_defaults(void);
+PD_API pd_optimizer_adamax_opts pd_optimizer_adamax_defaults(void);
 /* Adamax: m = b1 m + (1-b1) g; u = max(b2 u + eps, |g|); p -= lr/(1-b1^t) m/u. */
-pd_optimizer *pd_optimizer_adamax(double learning_rate, pd_tensor *const *params, int n_params,
-                                  const pd_optimizer_adamax_opts *opts);
+PD_API pd_optimizer *pd_optimizer_adamax(double learning_rate, pd_tensor *const *params, int n_params,
+                                         const pd_optimizer_adamax_opts *opts);
 
 typedef struct pd_optimizer_adagrad_opts {
   double epsilon;                   /* 1e-6 */
@@ -308,10 +312,10 @@ typedef struct pd_optimizer_adagrad_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_adagrad_opts;
-pd_optimizer_adagrad_opts pd_optimizer_adagrad_defaults(void);
+PD_API pd_optimizer_adagrad_opts pd_optimizer_adagrad_defaults(void);
 /* Adagrad: s += g^2; p -= lr g / (sqrt(s) + eps). */
-pd_optimizer *pd_optimizer_adagrad(double learning_rate, pd_tensor *const *params, int n_params,
-                                   const pd_optimizer_adagrad_opts *opts);
+PD_API pd_optimizer *pd_optimizer_adagrad(double learning_rate, pd_tensor *const *params, int n_params,
+                                          const pd_optimizer_adagrad_opts *opts);
 
 typedef struct pd_optimizer_adadelta_opts {
   double epsilon; /* 1e-6 */
@@ -325,11 +329,11 @@ typedef struct pd_optimizer_adadelta_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_adadelta_opts;
-pd_optimizer_adadelta_opts pd_optimizer_adadelta_defaults(void);
+PD_API pd_optimizer_adadelta_opts pd_optimizer_adadelta_defaults(void);
 /* Adadelta: E[g^2] = rho E[g^2] + (1-rho) g^2; u = -sqrt(E[u^2]+eps)/sqrt(E[g^2]+eps) g;
  * E[u^2] = rho E[u^2] + (1-rho) u^2; p += lr u. */
-pd_optimizer *pd_optimizer_adadelta(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_adadelta_opts *opts);
+PD_API pd_optimizer *pd_optimizer_adadelta(double learning_rate, pd_tensor *const *params, int n_params,
+                                           const pd_optimizer_adadelta_opts *opts);
 
 typedef struct pd_optimizer_rms_prop_opts {
   double rho;      /* 0.95 */
@@ -345,11 +349,11 @@ typedef struct pd_optimizer_rms_prop_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_rms_prop_opts;
-pd_optimizer_rms_prop_opts pd_optimizer_rms_prop_defaults(void);
+PD_API pd_optimizer_rms_prop_opts pd_optimizer_rms_prop_defaults(void);
 /* RMSProp: ms = rho ms + (1-rho) g^2; (centered: mg = rho mg + (1-rho) g)
  * mom = momentum mom + lr g / sqrt(ms - mg^2 + eps); p -= mom. */
-pd_optimizer *pd_optimizer_rms_prop(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_rms_prop_opts *opts);
+PD_API pd_optimizer *pd_optimizer_rms_prop(double learning_rate, pd_tensor *const *params, int n_params,
+                                           const pd_optimizer_rms_prop_opts *opts);
 
 typedef struct pd_optimizer_lamb_opts {
   double lamb_weight_decay; /* 0.01 */
@@ -367,28 +371,28 @@ typedef struct pd_optimizer_lamb_opts {
   const char *name;
   bool explicit_zero;
 } pd_optimizer_lamb_opts;
-pd_optimizer_lamb_opts pd_optimizer_lamb_defaults(void);
+PD_API pd_optimizer_lamb_opts pd_optimizer_lamb_defaults(void);
 /* Lamb: r = m^/(sqrt(v^) + eps) + wd p (bias-corrected moments);
  * p -= lr |p|/|r| r. */
-pd_optimizer *pd_optimizer_lamb(double learning_rate, pd_tensor *const *params, int n_params,
-                                const pd_optimizer_lamb_opts *opts);
+PD_API pd_optimizer *pd_optimizer_lamb(double learning_rate, pd_tensor *const *params, int n_params,
+                                       const pd_optimizer_lamb_opts *opts);
 
 /* step(): one update of every parameter that has a grad. */
-pd_status pd_optimizer_step(pd_optimizer *opt);
+PD_API pd_status pd_optimizer_step(pd_optimizer *opt);
 /* clear_grad(set_to_zero): zero (true, Paddle's default) or drop the grads. */
-void pd_optimizer_clear_grad(pd_optimizer *opt, bool set_to_zero);
+PD_API void pd_optimizer_clear_grad(pd_optimizer *opt, bool set_to_zero);
 /* minimize(loss): backward from loss, then step. */
-pd_status pd_optimizer_minimize(pd_optimizer *opt, pd_tensor *loss);
+PD_API pd_status pd_optimizer_minimize(pd_optimizer *opt, pd_tensor *loss);
 /* get_lr(): the scheduler's current value or the float rate. NAN for NULL. */
-double pd_optimizer_get_lr(const pd_optimizer *opt);
+PD_API double pd_optimizer_get_lr(const pd_optimizer *opt);
 /* set_lr(value): an error when the rate comes from a scheduler. */
-pd_status pd_optimizer_set_lr(pd_optimizer *opt, double value);
+PD_API pd_status pd_optimizer_set_lr(pd_optimizer *opt, double value);
 /* set_lr_scheduler(s): the rate follows s from now on (retained). */
-pd_status pd_optimizer_set_lr_scheduler(pd_optimizer *opt, pd_lr_scheduler *s);
+PD_API pd_status pd_optimizer_set_lr_scheduler(pd_optimizer *opt, pd_lr_scheduler *s);
 /* The scheduler in use (borrowed; NULL for a float rate). */
-pd_lr_scheduler *pd_optimizer_lr_scheduler(const pd_optimizer *opt);
+PD_API pd_lr_scheduler *pd_optimizer_lr_scheduler(const pd_optimizer *opt);
 /* The class name ("Adam", ...). */
-const char *pd_optimizer_name(const pd_optimizer *opt);
+PD_API const char *pd_optimizer_name(const pd_optimizer *opt);
 
 /* state_dict(): the accumulators by Paddle's names ("linear_0.w_0_moment1_0",
  * "..._beta1_pow_acc_0"), master weights as "master_weights.<param name>",
@@ -397,14 +401,14 @@ const char *pd_optimizer_name(const pd_optimizer *opt);
  * updated (or loaded). The tensors are borrowed: they stay valid until the
  * optimizer is released or state_dict is called again; free the list with
  * pd_named_tensors_free. */
-pd_status pd_optimizer_state_dict(pd_optimizer *opt, pd_named_tensors *out);
+PD_API pd_status pd_optimizer_state_dict(pd_optimizer *opt, pd_named_tensors *out);
 /* set_state_dict(sd): copies matching entries in (shapes must match; dtypes
  * are converted), creating the accumulators of parameters sd covers. An
  * accumulator that exists but is missing from sd is an error naming it, as
  * is a missing LR_Scheduler entry when a scheduler is in use. */
-pd_status pd_optimizer_set_state_dict(pd_optimizer *opt, const pd_named_tensors *sd);
+PD_API pd_status pd_optimizer_set_state_dict(pd_optimizer *opt, const pd_named_tensors *sd);
 /* Frees the optimizer, its state, and its references. NULL is a no-op. */
-void pd_optimizer_release(pd_optimizer *opt);
+PD_API void pd_optimizer_release(pd_optimizer *opt);
 
 #ifdef __cplusplus
 }

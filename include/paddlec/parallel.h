@@ -20,6 +20,7 @@
 
 #include "paddlec/distributed.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,20 +48,20 @@ typedef struct pd_data_parallel_opts {
  * names (no prefix), so a checkpoint loads into the single-process model.
  * With one rank it is a pass-through. NULL on error (environment not
  * initialised, no trainable parameter, bad sizes). */
-pd_layer *pd_data_parallel(pd_layer *layers, const pd_data_parallel_opts *opts);
+PD_API pd_layer *pd_data_parallel(pd_layer *layers, const pd_data_parallel_opts *opts);
 /* The wrapped layer (DataParallel._layers), borrowed. */
-pd_layer *pd_data_parallel_layers(pd_layer *dp);
+PD_API pd_layer *pd_data_parallel_layers(pd_layer *dp);
 /* no_sync(): between begin and end, forwards record no synchronisation, so
  * gradients accumulate locally; the first backward after end synchronises
  * (averages) everything accumulated. */
-pd_status pd_data_parallel_no_sync_begin(pd_layer *dp);
-pd_status pd_data_parallel_no_sync_end(pd_layer *dp);
+PD_API pd_status pd_data_parallel_no_sync_begin(pd_layer *dp);
+PD_API pd_status pd_data_parallel_no_sync_end(pd_layer *dp);
 
 /* fleet.utils.fused_allreduce_gradients(params, hcg=None): averages the
  * gradients of the given parameters over `group` (NULL: the world) in
  * coalesced buckets, synchronously. Parameters without a gradient are
  * skipped. */
-pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group);
+PD_API pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 #define PADDLEC_RNN_H
 
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,16 +41,16 @@ typedef pd_nn_rnn_cell_opts pd_nn_gru_cell_opts;
 
 /* paddle.nn.SimpleRNNCell: h = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
  * weight_ih [hidden, input], weight_hh [hidden, hidden], bias_ih/bias_hh [hidden]. */
-pd_layer *pd_nn_simple_rnn_cell(int64_t input_size, int64_t hidden_size,
-                                const pd_nn_simple_rnn_cell_opts *opts);
+PD_API pd_layer *pd_nn_simple_rnn_cell(int64_t input_size, int64_t hidden_size,
+                                       const pd_nn_simple_rnn_cell_opts *opts);
 /* paddle.nn.LSTMCell: gates in the order i, f, g (cell candidate), o;
  * c = f * c + i * tanh(g), h = o * tanh(c). weight_ih [4 hidden, input],
  * weight_hh [4 hidden, hidden], biases [4 hidden]. Returns (h, h, c). */
-pd_layer *pd_nn_lstm_cell(int64_t input_size, int64_t hidden_size, const pd_nn_lstm_cell_opts *opts);
+PD_API pd_layer *pd_nn_lstm_cell(int64_t input_size, int64_t hidden_size, const pd_nn_lstm_cell_opts *opts);
 /* paddle.nn.GRUCell: gates r, z, c; r and z from x and h, then
  * c = tanh(x_c + r * (h W_hc^T + b_hc)), h = (h - c) * z + c.
  * weight_ih [3 hidden, input], weight_hh [3 hidden, hidden], biases [3 hidden]. */
-pd_layer *pd_nn_gru_cell(int64_t input_size, int64_t hidden_size, const pd_nn_gru_cell_opts *opts);
+PD_API pd_layer *pd_nn_gru_cell(int64_t input_size, int64_t hidden_size, const pd_nn_gru_cell_opts *opts);
 
 /* paddle.nn.RNN(cell, is_reverse, time_major): runs `cell` (its reference is
  * taken over; registered as sublayer "cell") over the time steps. Inputs
@@ -57,11 +58,11 @@ pd_layer *pd_nn_gru_cell(int64_t input_size, int64_t hidden_size, const pd_nn_gr
  * cells above run with one matmul for all steps' input projections; any
  * other cell is called step by step (then initial states are optional only
  * if the cell defaults them itself). */
-pd_layer *pd_nn_rnn(pd_layer *cell, bool is_reverse, bool time_major);
+PD_API pd_layer *pd_nn_rnn(pd_layer *cell, bool is_reverse, bool time_major);
 /* paddle.nn.BiRNN(cell_fw, cell_bw, time_major): outputs of both directions
  * concatenated on the last axis; states in as (fw states..., bw states...)
  * and out in the same order. */
-pd_layer *pd_nn_bi_rnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major);
+PD_API pd_layer *pd_nn_bi_rnn(pd_layer *cell_fw, pd_layer *cell_bw, bool time_major);
 
 /* Options of the multi-layer networks; NULL or all-zero = Paddle's defaults. */
 typedef struct pd_nn_rnn_net_opts {
@@ -88,17 +89,18 @@ typedef pd_nn_rnn_net_opts pd_nn_gru_opts;
  * [num_layers * num_directions, batch, hidden] (LSTM: two of them, h and c;
  * index layer * num_directions + direction). Outputs
  * [batch, time, num_directions * hidden] (time first when time_major). */
-pd_layer *pd_nn_simple_rnn(int64_t input_size, int64_t hidden_size, const pd_nn_simple_rnn_opts *opts);
-pd_layer *pd_nn_lstm(int64_t input_size, int64_t hidden_size, const pd_nn_lstm_opts *opts);
-pd_layer *pd_nn_gru(int64_t input_size, int64_t hidden_size, const pd_nn_gru_opts *opts);
+PD_API pd_layer *pd_nn_simple_rnn(int64_t input_size, int64_t hidden_size, const pd_nn_simple_rnn_opts *opts);
+PD_API pd_layer *pd_nn_lstm(int64_t input_size, int64_t hidden_size, const pd_nn_lstm_opts *opts);
+PD_API pd_layer *pd_nn_gru(int64_t input_size, int64_t hidden_size, const pd_nn_gru_opts *opts);
 
 /* Calls a sequence layer (RNN, BiRNN, SimpleRNN, LSTM, GRU) with explicit
  * arguments: initial_states (n_states tensors, or NULL / 0 for zeros) and
  * sequence_length (NULL: every sequence is full length). Writes the outputs
  * to *outputs and up to max_states final states to final_states; returns
  * the number of final states, or a negative status. */
-int pd_nn_rnn_call(pd_layer *rnn, pd_tensor *inputs, pd_tensor *const *initial_states, int n_states,
-                   pd_tensor *sequence_length, pd_tensor **outputs, pd_tensor **final_states, int max_states);
+PD_API int pd_nn_rnn_call(pd_layer *rnn, pd_tensor *inputs, pd_tensor *const *initial_states, int n_states,
+                          pd_tensor *sequence_length, pd_tensor **outputs, pd_tensor **final_states,
+                          int max_states);
 
 #ifdef __cplusplus
 }

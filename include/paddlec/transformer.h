@@ -9,6 +9,7 @@
 
 #include "paddlec/core.h"
 #include "paddlec/nn.h"
+#include "paddlec/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,15 +25,15 @@ extern "C" {
  * dtype. is_causal drops key j > query i. dropout_p applies to the attention
  * probabilities (scaled by 1/(1-p)) only when training. A query row with no
  * key left gives 0. Gradients flow to query, key and value (not the mask). */
-pd_tensor *pd_scaled_dot_product_attention(pd_tensor *query, pd_tensor *key, pd_tensor *value,
-                                           pd_tensor *attn_mask, double dropout_p, bool is_causal,
-                                           bool training);
+PD_API pd_tensor *pd_scaled_dot_product_attention(pd_tensor *query, pd_tensor *key, pd_tensor *value,
+                                                  pd_tensor *attn_mask, double dropout_p, bool is_causal,
+                                                  bool training);
 
 /* Rotary position embedding in the rotate-half form: x * cos + rotate_half(x)
  * * sin with rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]) over the
  * last dim (even D). cos and sin broadcast to x (e.g. [1, S, 1, D] for x of
  * [B, S, H, D]). Built from public ops (differentiable in x, cos, sin). */
-pd_tensor *pd_rotary_embedding(pd_tensor *x, pd_tensor *cos, pd_tensor *sin);
+PD_API pd_tensor *pd_rotary_embedding(pd_tensor *x, pd_tensor *cos, pd_tensor *sin);
 
 /* paddle.incubate.nn.functional.fused_rotary_position_embedding for q (and k,
  * v when not NULL) of shape [B, S, H, D] with sin / cos of shape [1, S, 1, D]
@@ -41,10 +42,10 @@ pd_tensor *pd_rotary_embedding(pd_tensor *x, pd_tensor *cos, pd_tensor *sin);
  * pairs (x[2i], x[2i+1]); false rotates the two halves (rotate_half). Writes
  * the rotated tensors to out_q, out_k, out_v (NULL where the input is NULL).
  * Returns PD_OK or an error status. */
-pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *sin,
-                                             pd_tensor *cos, pd_tensor *position_ids,
-                                             bool use_neox_rotary_style, pd_tensor **out_q, pd_tensor **out_k,
-                                             pd_tensor **out_v);
+PD_API pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, pd_tensor *v, pd_tensor *sin,
+                                                    pd_tensor *cos, pd_tensor *position_ids,
+                                                    bool use_neox_rotary_style, pd_tensor **out_q,
+                                                    pd_tensor **out_k, pd_tensor **out_v);
 
 /* ---- layers ----------------------------------------------------------------
  * Dropout probabilities in the options: 0 means the layer's Paddle default
@@ -69,12 +70,13 @@ typedef struct pd_nn_multi_head_attention_opts {
  * (broadcast to [B, num_heads, Sq, Sk]; bool/int: false/0 masks, float:
  * added). Outputs: out [B, Sq, embed_dim], and the weights with need_weights.
  * Without need_weights the fused attention op is used. */
-pd_layer *pd_nn_multi_head_attention(int64_t embed_dim, int64_t num_heads,
-                                     const pd_nn_multi_head_attention_opts *opts);
+PD_API pd_layer *pd_nn_multi_head_attention(int64_t embed_dim, int64_t num_heads,
+                                            const pd_nn_multi_head_attention_opts *opts);
 /* Calls a MultiHeadAttention with optional key / value / attn_mask (NULL).
  * Returns out (weights, with need_weights, to *weights when not NULL). */
-pd_tensor *pd_nn_multi_head_attention_call(pd_layer *mha, pd_tensor *query, pd_tensor *key, pd_tensor *value,
-                                           pd_tensor *attn_mask, pd_tensor **weights);
+PD_API pd_tensor *pd_nn_multi_head_attention_call(pd_layer *mha, pd_tensor *query, pd_tensor *key,
+                                                  pd_tensor *value, pd_tensor *attn_mask,
+                                                  pd_tensor **weights);
 
 typedef struct pd_nn_transformer_opts {
   double dropout;                   /* 0: 0.1 */
@@ -93,43 +95,44 @@ typedef struct pd_nn_transformer_opts {
  * sublayers self_attn, linear1, dropout (after the activation), linear2,
  * norm1, norm2, dropout1, dropout2 (Dropout layers). Inputs: src
  * [B, S, d_model] and optionally src_mask. */
-pd_layer *pd_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
-                                          const pd_nn_transformer_opts *opts);
+PD_API pd_layer *pd_nn_transformer_encoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                                                 const pd_nn_transformer_opts *opts);
 /* paddle.nn.TransformerEncoder(encoder_layer, num_layers, norm): takes over
  * the reference to encoder_layer (layers.0) and adds num_layers - 1 fresh
  * layers of the same configuration (layers.1, ...); norm (NULL: none, else
  * taken over) is applied last. Inputs: src and optionally src_mask. */
-pd_layer *pd_nn_transformer_encoder(pd_layer *encoder_layer, int num_layers, pd_layer *norm);
+PD_API pd_layer *pd_nn_transformer_encoder(pd_layer *encoder_layer, int num_layers, pd_layer *norm);
 
 /* paddle.nn.TransformerDecoderLayer: sublayers self_attn, cross_attn,
  * linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2,
  * dropout3. Inputs: tgt, memory and optionally
  * tgt_mask, memory_mask. */
-pd_layer *pd_nn_transformer_decoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
-                                          const pd_nn_transformer_opts *opts);
+PD_API pd_layer *pd_nn_transformer_decoder_layer(int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                                                 const pd_nn_transformer_opts *opts);
 /* paddle.nn.TransformerDecoder(decoder_layer, num_layers, norm), as the
  * encoder. Inputs: tgt, memory and optionally tgt_mask, memory_mask. */
-pd_layer *pd_nn_transformer_decoder(pd_layer *decoder_layer, int num_layers, pd_layer *norm);
+PD_API pd_layer *pd_nn_transformer_decoder(pd_layer *decoder_layer, int num_layers, pd_layer *norm);
 
 /* paddle.nn.Transformer(d_model, nhead, num_encoder_layers,
  * num_decoder_layers, dim_feedforward): sublayers encoder and decoder, each
  * with a final LayerNorm. Inputs: src, tgt and optionally src_mask,
  * tgt_mask, memory_mask. Paddle's defaults: 512, 8, 6, 6, 2048. */
-pd_layer *pd_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers, int num_decoder_layers,
-                            int64_t dim_feedforward, const pd_nn_transformer_opts *opts);
+PD_API pd_layer *pd_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers,
+                                   int num_decoder_layers, int64_t dim_feedforward,
+                                   const pd_nn_transformer_opts *opts);
 
 /* Calls an encoder layer / encoder with an optional src_mask (NULL). */
-pd_tensor *pd_nn_transformer_encoder_call(pd_layer *l, pd_tensor *src, pd_tensor *src_mask);
+PD_API pd_tensor *pd_nn_transformer_encoder_call(pd_layer *l, pd_tensor *src, pd_tensor *src_mask);
 /* Calls a decoder layer / decoder with optional masks (NULL). */
-pd_tensor *pd_nn_transformer_decoder_call(pd_layer *l, pd_tensor *tgt, pd_tensor *memory, pd_tensor *tgt_mask,
-                                          pd_tensor *memory_mask);
+PD_API pd_tensor *pd_nn_transformer_decoder_call(pd_layer *l, pd_tensor *tgt, pd_tensor *memory,
+                                                 pd_tensor *tgt_mask, pd_tensor *memory_mask);
 /* Calls a Transformer with optional masks (NULL). */
-pd_tensor *pd_nn_transformer_call(pd_layer *l, pd_tensor *src, pd_tensor *tgt, pd_tensor *src_mask,
-                                  pd_tensor *tgt_mask, pd_tensor *memory_mask);
+PD_API pd_tensor *pd_nn_transformer_call(pd_layer *l, pd_tensor *src, pd_tensor *tgt, pd_tensor *src_mask,
+                                         pd_tensor *tgt_mask, pd_tensor *memory_mask);
 
 /* Transformer.generate_square_subsequent_mask(length): float32 [n, n] with
  * 0 on and below the diagonal and -inf above. */
-pd_tensor *pd_nn_transformer_generate_square_subsequent_mask(int64_t n);
+PD_API pd_tensor *pd_nn_transformer_generate_square_subsequent_mask(int64_t n);
 
 #ifdef __cplusplus
 }
