@@ -7,8 +7,10 @@ FLEETRUN=$1
 WORKER=$2
 WORK=$(mktemp -d /tmp/fleetrun_local.XXXXXX)
 BGPID=
+SHMKEY=
 cleanup() {
   [ -n "$BGPID" ] && kill -9 "$BGPID" 2>/dev/null
+  [ -n "$SHMKEY" ] && rm -f /dev/shm/paddlec-"$SHMKEY"*
   for f in "$WORK"/*/pids/pid.*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
   rm -rf "$WORK"
 }
@@ -28,6 +30,8 @@ check_no_leftovers() {
   ok "$what: no leftover processes"
 }
 newcase() { mkdir -p "$WORK/$1/pids"; cd "$WORK/$1" || exit 1; }
+# a process that exists and is not a zombie (orphans wait for a slow reaper)
+alive() { [ -r "/proc/$1/stat" ] && ! sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | grep -q '^[ZX]'; }
 
 # ---- 1. two ranks, the seed's console layout (fixed ports so the table is exact)
 newcase layout
@@ -163,6 +167,39 @@ BGPID=
 dt=$(($(now_ms) - t0))
 [ $rc -eq 143 ] && ok "sigterm: fleetrun ended by SIGTERM (status $rc) after ${dt} ms" || fail "sigterm: status $rc"
 check_no_leftovers pids sigterm
+
+# ---- 4b. SIGKILL to fleetrun (it can clean up nothing): its ranks, their
+# children and a rank that ignores SIGTERM die within seconds, and the job's
+# /dev/shm names are removed
+newcase sigkill
+FR_PID_DIR=$PWD/pids FR_ALL_REDUCE=1 FR_LOOP=1 FR_SHM=1 FR_GRANDCHILD=1 FR_IGNORE_TERM=1 \
+  "$FLEETRUN" --nproc_per_node=2 "$WORKER" >out.txt 2>err.txt &
+BGPID=$!
+for _ in $(seq 400); do
+  grep -q "looping" log/workerlog.0 2>/dev/null && grep -q "looping" log/workerlog.1 2>/dev/null && break
+  sleep 0.05
+done
+key=$(sed -n 's/^env PADDLEC_JOB_KEY=//p' log/workerlog.0)
+SHMKEY=$key
+ls /dev/shm/paddlec-"$key"-test* >/dev/null 2>&1 || fail "sigkill: the job's /dev/shm files never appeared"
+[ "$(ls pids | wc -l)" = 4 ] || fail "sigkill: expected 2 ranks and 2 children, got pid files: $(ls pids)"
+t0=$(now_ms)
+kill -9 $BGPID
+wait $BGPID 2>/dev/null
+BGPID=
+left=x
+for _ in $(seq 200); do
+  left=
+  for f in pids/pid.*; do alive "$(cat "$f")" && left="$left $(basename "$f")"; done
+  ls /dev/shm/paddlec-"$key"* >/dev/null 2>&1 && left="$left shm"
+  [ -z "$left" ] && break
+  sleep 0.05
+done
+dt=$(($(now_ms) - t0))
+[ -z "$left" ] && [ $dt -lt 10000 ] && ok "sigkill: ranks, children and /dev/shm names gone ${dt} ms after the launcher" ||
+  fail "sigkill: after ${dt} ms still there:$left"
+grep -q "fleetrun: the launcher (pid [0-9]*) is gone; stopping its 2 process group(s)" err.txt ||
+  { fail "sigkill: no message from the guard"; cat err.txt; }
 
 # ---- 5. --max_restart 1: the job fails once, is restarted, completes
 newcase restart

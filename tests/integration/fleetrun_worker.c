@@ -9,9 +9,13 @@
  *   FR_ALL_REDUCE=1   joins the parallel environment and all-reduces rank + 1
  *   FR_KILL_WAIT=r    with FR_ALL_REDUCE: rank r writes its pid, then waits (to
  *                     be killed) while the others sit in a second all_reduce
+ *   FR_LOOP=1         with FR_ALL_REDUCE: all-reduces forever (prints "looping")
+ *   FR_GRANDCHILD=1   forks a child that sleeps (its pid in d/pid.<rank>.child)
+ *   FR_IGNORE_TERM=r  rank r (and the child it forks) ignores SIGTERM
  * Parameter servers (TRAINING_ROLE=PSERVER) serve until stopped. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +63,18 @@ int main(void) {
     FILE *f = fopen(path, "w");
     if (f) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
   }
+  if (getenv("FR_IGNORE_TERM") && atoi(getenv("FR_IGNORE_TERM")) == rank) signal(SIGTERM, SIG_IGN);
+  if (getenv("FR_GRANDCHILD") && getenv("FR_PID_DIR")) {
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+      for (;;) pause();
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pid.%d.child", getenv("FR_PID_DIR"), rank);
+    FILE *f = fopen(path, "w");
+    if (f) fprintf(f, "%ld\n", (long)child), fclose(f);
+  }
   if (getenv("FR_SHM") && getenv("PADDLEC_JOB_KEY")) {
     char path[512];
     snprintf(path, sizeof path, "/dev/shm/paddlec-%s-test%d", getenv("PADDLEC_JOB_KEY"), rank);
@@ -101,6 +117,16 @@ int main(void) {
     }
     printf("all_reduce sum=%g expected=%d backend=%s\n", pd_tensor_item_at(t, 0), n * (n + 1) / 2,
            pd_dist_group_backend(world));
+    if (getenv("FR_LOOP")) {
+      printf("rank %d looping\n", rank);
+      for (;;) {
+        if (pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) != PD_OK) {
+          fprintf(stderr, "all_reduce: %s\n", pd_last_error());
+          return 1;
+        }
+        usleep(10000);
+      }
+    }
     const char *kw = getenv("FR_KILL_WAIT");
     if (kw) {
       if (atoi(kw) == rank) {

@@ -5,6 +5,8 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dist/env/launch_env.h"
@@ -202,6 +204,58 @@ static void test_spawn_default_nprocs(void **state) {
   assert_int_equal(pd_dist_spawn(count_procs, NULL, 0, NULL), PD_OK);
 }
 
+static int report_and_sleep(int rank, void *arg) {
+  (void)rank;
+  int fd = *(int *)arg;
+  pid_t me = getpid();
+  if (write(fd, &me, sizeof me) != (ssize_t)sizeof me) return 1;
+  for (;;) pause(); /* until killed */
+  return 0;
+}
+
+/* The spawning process dies with SIGKILL (it can stop nobody): its
+ * children die with it instead of running on as orphans. */
+static void test_spawn_children_die_with_parent(void **state) {
+  (void)state;
+  /* orphans are reparented to this process, so it can reap them */
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t parent = fork();
+  assert_true(parent >= 0);
+  if (parent == 0) {
+    close(fds[0]);
+    pd_dist_spawn(report_and_sleep, &fds[1], 2, NULL);
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t kids[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(read(fds[0], &kids[i], sizeof kids[i]), sizeof kids[i]);
+  close(fds[0]);
+  kill(parent, SIGKILL);
+  assert_int_equal(waitpid(parent, NULL, 0), parent);
+  int gone = 0;
+  for (int waited = 0; waited < 5000 && gone < 2; waited += 10) {
+    for (int i = 0; i < 2; i++) {
+      int status;
+      if (kids[i] > 0 && waitpid(kids[i], &status, WNOHANG) == kids[i]) {
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        kids[i] = 0;
+        gone++;
+      }
+    }
+    usleep(10000);
+  }
+  for (int i = 0; i < 2; i++)
+    if (kids[i] > 0) {
+      kill(kids[i], SIGKILL);
+      waitpid(kids[i], NULL, 0);
+    }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+  assert_int_equal(gone, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table_matches_seed),
@@ -211,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_spawn_ok),
       cmocka_unit_test(test_spawn_failure),
       cmocka_unit_test(test_spawn_default_nprocs),
+      cmocka_unit_test(test_spawn_children_die_with_parent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

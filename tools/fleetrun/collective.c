@@ -120,6 +120,7 @@ int fr_run_collective(fr_args *a) {
   if (fr_make_log_dir(a)) return 1;
   char key[160];
   pd_launch_make_job_key(a->job_id, key, sizeof key);
+  fr_lifeline_set_key(key);
   char gloo_dir[] = "/tmp/paddlec-gloo-XXXXXX";
   const char *gloo = mkdtemp(gloo_dir);
   int rc = 1;

@@ -60,7 +60,9 @@ typedef struct fr_proc {
 } fr_proc;
 
 /* Starts argv as p's process: own session, stdout+stderr appended to
- * p->log when set, env applied (NULL: none). 0 or -1 (message printed). */
+ * p->log when set, env applied (NULL: none); it gets SIGTERM when the
+ * launcher dies (PR_SET_PDEATHSIG) and is on the lifeline. 0 or -1
+ * (message printed). */
 struct pd_launch_env;
 int fr_start(fr_proc *p, char *const *argv, const struct pd_launch_env *env);
 
@@ -78,6 +80,16 @@ void fr_report_abort(const fr_proc *procs, const int *failed, int nfailed, int t
 const char *fr_describe_status(int status, char *buf, size_t cap);
 /* SIGTERM to each live process group, SIGKILL after 3 s; reaps them. */
 void fr_stop_all(fr_proc *procs, int n);
+
+/* The lifeline (lifeline.c): a guard process that stops the launcher's
+ * process groups and removes the job's /dev/shm names when the launcher
+ * dies without doing so (SIGKILL). fr_start starts it (once) and registers
+ * each process; fr_stop_all drops the groups it has stopped. The key names
+ * the job's segments (set before the first fr_start; NULL: none). */
+void fr_lifeline_set_key(const char *job_key);
+void fr_lifeline_start(void);
+void fr_lifeline_add(pid_t pgid);
+void fr_lifeline_drop(pid_t pgid);
 
 /* The modes; each returns the launcher's exit status. */
 int fr_run_collective(fr_args *a);

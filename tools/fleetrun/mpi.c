@@ -74,6 +74,7 @@ int fr_run_mpirun(fr_args *a) {
   }
   char key[160];
   pd_launch_make_job_key(a->job_id, key, sizeof key);
+  fr_lifeline_set_key(key);
 
   /* what rank 0 will see, for the table */
   pd_launch_job job = {.nnodes = nn,
@@ -205,6 +206,7 @@ int fr_mpi_child(fr_args *a) {
     return 1;
   }
   int node = rank / n;
+  fr_lifeline_set_key(a->job_key);
   char **eps = NULL;
   if (pd_launch_endpoints(a->ip_list, nn, n, a->start_port_n ? a->start_port_n : DEFAULT_START_PORT, &eps) !=
       PD_OK) {

@@ -77,6 +77,7 @@ int fr_make_log_dir(const fr_args *a) {
 }
 
 int fr_start(fr_proc *p, char *const *argv, const pd_launch_env *env) {
+  fr_lifeline_start();
   int fd = -1;
   if (p->log[0]) {
     fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -86,6 +87,7 @@ int fr_start(fr_proc *p, char *const *argv, const pd_launch_env *env) {
     }
   }
   fflush(NULL);
+  pid_t launcher = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "fleetrun: error: fork failed: %s\n", strerror(errno));
@@ -96,6 +98,8 @@ int fr_start(fr_proc *p, char *const *argv, const pd_launch_env *env) {
     /* own session: a terminal's Ctrl-C reaches only the launcher, which
      * stops the whole process group of each child */
     setsid();
+    /* a launcher killed with SIGKILL must not leave its ranks running */
+    if (pd_launch_die_with_parent(launcher, SIGTERM) < 0) _exit(127);
     signal(SIGPIPE, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
@@ -111,6 +115,7 @@ int fr_start(fr_proc *p, char *const *argv, const pd_launch_env *env) {
     _exit(127);
   }
   if (fd >= 0) close(fd);
+  fr_lifeline_add(pid); /* its own session: pgid == pid */
   p->pid = pid;
   p->done = 0;
   p->status = 0;
@@ -172,6 +177,7 @@ void fr_stop_all(fr_proc *procs, int n) {
   for (int i = 0; i < n; i++) {
     if (procs[i].pid > 0) kill(-procs[i].pid, SIGKILL); /* the group: grandchildren too */
     if (!procs[i].done) reap(&procs[i], 1);
+    if (procs[i].pid > 0) fr_lifeline_drop(procs[i].pid);
   }
 }
 

@@ -171,6 +171,7 @@ int fr_run_ps(fr_args *a) {
   if (fr_make_log_dir(a) == 0) {
     char key[160];
     pd_launch_make_job_key(a->job_id, key, sizeof key);
+    fr_lifeline_set_key(key);
     char gloo_dir[] = "/tmp/paddlec-gloo-XXXXXX";
     const char *gloo = mkdtemp(gloo_dir);
     for (int restart = 0;; restart++) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -443,6 +444,11 @@ int pd_launch_remove_shm(const char *job_key) {
   }
   closedir(d);
   return removed;
+}
+
+int pd_launch_die_with_parent(pid_t parent, int sig) {
+  if (prctl(PR_SET_PDEATHSIG, sig) != 0) return 0; /* not Linux: nothing more to do */
+  return getppid() == parent ? 0 : -1;
 }
 
 const char *pd_launch_signal_name(int sig, char *buf, size_t cap) {

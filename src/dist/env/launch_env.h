@@ -6,6 +6,7 @@
 #define PADDLEC_DIST_ENV_LAUNCH_ENV_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "paddlec/core.h"
 
@@ -95,6 +96,12 @@ void pd_launch_make_job_key(const char *job_id, char *buf, size_t cap);
 /* Removes /dev/shm/paddlec-<job_key> and /dev/shm/paddlec-<job_key>-*;
  * returns how many were removed. */
 int pd_launch_remove_shm(const char *job_key);
+
+/* For a child between fork and exec (or fn, in pd_dist_spawn): asks the
+ * kernel to send it `sig` when the thread that forked it ends, so a
+ * launcher killed with SIGKILL leaves no orphans. The parent may have died
+ * before the request: returns -1 then (the child should exit), else 0. */
+int pd_launch_die_with_parent(pid_t parent, int sig);
 
 /* "SIGSEGV" for 11, "signal 99" for unknown numbers (buf: at least 32). */
 const char *pd_launch_signal_name(int sig, char *buf, size_t cap);

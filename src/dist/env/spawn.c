@@ -100,9 +100,15 @@ pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs,
 
   fflush(NULL); /* or the children would flush the parent's buffered output again */
   int failed = -1, fail_status = 0;
+  pid_t parent = getpid();
   for (int r = 0; r < nprocs; r++) {
     pid_t pid = fork();
-    if (pid == 0) run_child(&job, r, fn, arg);
+    if (pid == 0) {
+      /* a parent killed with SIGKILL must not leave its children running;
+       * SIGKILL, as they are copies of the parent and keep its handlers */
+      if (pd_launch_die_with_parent(parent, SIGKILL) < 0) _exit(1);
+      run_child(&job, r, fn, arg);
+    }
     if (pid < 0) {
       st =
           pd_set_error(PD_ERR_COMM, "spawn: fork of process %d of %d failed: %s", r, nprocs, strerror(errno));
