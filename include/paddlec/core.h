@@ -81,6 +81,13 @@ typedef enum pd_status {
   PD_ERR_COMM = -9, /* collective communication failure */
 } pd_status;
 
+/* The status code's constant as a string ("PD_ERR_SHAPE"), and a one-line
+ * description of it in lower case without a final period ("incompatible
+ * shapes"), like sqlite3_errstr. A value that is no pd_status gives
+ * "PD_ERR_UNKNOWN" and "unknown status code". The strings are static. */
+PD_API const char *pd_status_name(pd_status code);
+PD_API const char *pd_status_string(pd_status code);
+
 /* The message of the last error on this thread ("" when none). */
 PD_API const char *pd_last_error(void);
 /* The status of the last error on this thread (PD_OK when none). */
