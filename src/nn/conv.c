@@ -190,13 +190,14 @@ static pd_layer *conv_new(int nsp, bool transpose, int64_t in_c, int64_t out_c, 
     c->padding_algorithm = l->padding_algorithm;
   }
   pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
-  int64_t wshape[5], fan = in_c;
+  int64_t wshape[5];
+  double fan = (double)in_c; /* in double: only its square root is used, and it must not overflow */
   wshape[0] = transpose ? in_c : out_c;
   wshape[1] = transpose ? out_c / groups : in_c / groups;
-  for (int d = 0; d < nsp; d++) wshape[2 + d] = k[d], fan *= k[d];
+  for (int d = 0; d < nsp; d++) wshape[2 + d] = k[d], fan *= (double)k[d];
   /* Paddle: Normal(0, (2 / (in_channels * prod(k)))^0.5) for convolutions,
    * the XavierUniform fallback for transposed ones */
-  pd_initializer normal = pd_nn_initializer_normal(0.0, sqrt(2.0 / (double)fan));
+  pd_initializer normal = pd_nn_initializer_normal(0.0, sqrt(2.0 / fan));
   l->weight = pd_layer_create_parameter(&l->base, "weight", nsp + 2, wshape, dt, opts->weight_attr,
                                         transpose ? NULL : &normal, false);
   if (l->weight && !opts->no_bias)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/shape_check.h"
 #include "../core/tensor_impl.h" /* PD_SHAPE_STR */
 #include "paddlec/creation.h"
 #include "paddlec/linalg.h"
@@ -231,6 +232,12 @@ static pd_layer *cell_new(int kind, int64_t input_size, int64_t hidden_size, con
   }
   pd_dtype dt = param_dtype(nm, o->dtype);
   if (dt == PD_BOOL) return NULL;
+  int64_t g;
+  if (pd_mul_overflow(kind_gates(kind), hidden_size, &g)) {
+    pd_set_error(PD_ERR_INVALID, "%s: hidden_size %lld times %d gates overflows int64", nm,
+                 (long long)hidden_size, kind_gates(kind));
+    return NULL;
+  }
   rnn_cell *c = pd_layer_new(sizeof *c, type);
   if (!c) return NULL;
   c->kind = kind;
@@ -238,7 +245,6 @@ static pd_layer *cell_new(int kind, int64_t input_size, int64_t hidden_size, con
   c->hidden_size = hidden_size;
   double std = 1.0 / sqrt((double)hidden_size);
   pd_initializer u = pd_nn_initializer_uniform(-std, std);
-  int64_t g = kind_gates(kind) * hidden_size;
   c->w_ih = pd_layer_create_parameter(&c->base, "weight_ih", 2, (int64_t[]){g, input_size}, dt,
                                       o->weight_ih_attr, &u, false);
   if (c->w_ih)

@@ -161,11 +161,15 @@ static pd_status pow_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
                             pd_tensor **out, int n_out) {
   (void)n_out;
   const pd_ew_fn *t = k_pow;
+  double p[1] = {a->f[0]};
   if (pd_dtype_is_floating(in[0]->dtype)) {
     double f = a->f[0];
     t = f == 2.0 ? k_pow2 : f == 3.0 ? k_pow3 : f == 0.5 ? k_powh : f == -1.0 ? k_powm1 : k_pow;
+  } else { /* integers truncate the exponent, clamped so that its conversion is defined (NaN: 0) */
+    double e = a->f[0];
+    p[0] = e != e ? 0 : e > 9.2e18 ? 9.2e18 : e < -9.2e18 ? -9.2e18 : e;
   }
-  return pd_ew_apply(def->name, t, in[0]->dtype, out[0], in, n_in, a->f);
+  return pd_ew_apply(def->name, t, in[0]->dtype, out[0], in, n_in, p);
 }
 
 /* ---- backward ----------------------------------------------------------- */

@@ -168,6 +168,12 @@ static void test_int_arith_wraps(void **state) {
   expect_i64(pd_neg(a64), 3, (const int64_t[]){INT64_MIN, INT64_MIN + 1, -P2(32)});
   expect_i64(pd_abs(a64), 3, (const int64_t[]){INT64_MIN, INT64_MAX, P2(32)});
   expect_i64(pd_square(a64), 3, (const int64_t[]){0, 1, 0});
+  /* an integer power wraps; an exponent past int64 is clamped, NaN is 0 */
+  pd_tensor *b = i64_tensor(3, (const int64_t[]){2, 1, -1});
+  expect_i64(pd_pow_scalar(b, 64), 3, (const int64_t[]){0, 1, 1});
+  expect_i64(pd_pow_scalar(b, 1e300), 3, (const int64_t[]){0, 1, 1});
+  expect_i64(pd_pow_scalar(b, -1e300), 3, (const int64_t[]){0, 1, 1});
+  expect_i64(pd_pow_scalar(b, NAN), 3, (const int64_t[]){1, 1, 1});
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -235,10 +241,105 @@ static void test_int_division(void **state) {
 
 /* ---- generated: every op sample with absurd values in its int attrs -------- */
 
-static const pd_op_sample *const k_tables[] = {
-    pd_samples_core,      pd_samples_creation, pd_samples_elementwise,  pd_samples_activation,
-    pd_samples_reduction, pd_samples_linalg,   pd_samples_manipulation, pd_samples_nn,
-    pd_samples_norm,      pd_samples_conv,     pd_samples_loss,         pd_samples_attention};
+/* Samples for the ops whose sizes come from attributes alone or that the
+ * gradcheck tables leave out (creation, random, index ops). */
+static int x_full(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  sample_set_list(a, 0, 2, SHAPE(2, 3));
+  a->dtype = PD_FLOAT32;
+  return 0;
+}
+static int x_linspace(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  a->f[1] = 1;
+  a->i[0] = 5;
+  a->dtype = PD_FLOAT32;
+  return 0;
+}
+static int x_eye(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  a->i[0] = 2;
+  a->i[1] = 3;
+  a->dtype = PD_FLOAT32;
+  return 0;
+}
+static int x_uniform(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  sample_set_list(a, 0, 2, SHAPE(2, 3));
+  a->f[1] = 1;
+  a->dtype = PD_FLOAT32;
+  return 0;
+}
+static int x_randint(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  sample_set_list(a, 0, 2, SHAPE(2, 3));
+  a->i[1] = 10;
+  a->dtype = PD_INT64;
+  return 0;
+}
+static int x_randperm(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  a->i[0] = 5;
+  a->dtype = PD_INT64;
+  return 0;
+}
+static int x_one_hot(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_indices(1, SHAPE(3), 3);
+  a->i[0] = 4;
+  return 1;
+}
+static int x_multinomial(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(2, 3), 0.1, 1);
+  a->i[0] = 2;
+  a->i[1] = 1;
+  return 1;
+}
+static int x_argmax(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(2, 3), -1, 1);
+  a->i[1] = 1;
+  return 1;
+}
+static int x_all(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(2, 3), -1, 1);
+  sample_set_list(a, 0, 1, SHAPE(1));
+  return 1;
+}
+static int x_reshape_(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(2, 3), -1, 1);
+  sample_set_list(a, 0, 2, SHAPE(3, 2));
+  return 1;
+}
+static const pd_op_sample k_extra[] = {{"full", x_full, 0},
+                                       {"linspace", x_linspace, 0},
+                                       {"eye", x_eye, 0},
+                                       {"uniform", x_uniform, 0},
+                                       {"gaussian", x_uniform, 0},
+                                       {"randint", x_randint, 0},
+                                       {"randperm", x_randperm, 0},
+                                       {"one_hot", x_one_hot, 0},
+                                       {"multinomial", x_multinomial, 0},
+                                       {"argmax", x_argmax, 0},
+                                       {"argmin", x_argmax, 0},
+                                       {"all", x_all, 0},
+                                       {"any", x_all, 0},
+                                       {"reshape_", x_reshape_, 0},
+                                       {"squeeze_", x_all, 0},
+                                       {"unsqueeze_", x_all, 0},
+                                       {NULL, NULL, 0}};
+
+static const pd_op_sample *const k_tables[] = {pd_samples_core,
+                                               pd_samples_creation,
+                                               pd_samples_elementwise,
+                                               pd_samples_activation,
+                                               pd_samples_reduction,
+                                               pd_samples_linalg,
+                                               pd_samples_manipulation,
+                                               pd_samples_nn,
+                                               pd_samples_norm,
+                                               pd_samples_conv,
+                                               pd_samples_loss,
+                                               pd_samples_attention,
+                                               k_extra};
 
 static const int64_t k_absurd[] = {INT64_MAX, INT64_MIN, P2(62), -P2(62), P2(40)};
 static const double k_absurd_f[] = {1e300, -1e300, 9.3e18, HUGE_VAL, NAN};
@@ -287,6 +388,14 @@ static void test_registry_absurd_attrs(void **state) {
       int n_in = s->make(in, &base);
       assert_true(n_in >= 0);
       char what[96];
+      pd_tensor *out[PD_MAX_OUTPUTS];
+      int n_out = 0;
+      if (pd_dispatch((pd_op_id)id, in, n_in, &base, out, &n_out) != PD_OK) { /* the sample itself must run */
+        fprintf(stderr, "  %s: sample failed: %s\n", s->op, pd_last_error());
+        pd_clear_error();
+        bad++;
+      }
+      for (int k = 0; k < n_out; k++) pd_tensor_release(out[k]);
       for (size_t v = 0; v < sizeof k_absurd / sizeof k_absurd[0]; v++) {
         for (int slot = 0; slot < PD_ATTR_LISTS; slot++) {
           for (int j = 0; j < base.nv[slot]; j++) {
