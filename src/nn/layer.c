@@ -175,6 +175,15 @@ void pd_layer_release(pd_layer *l) {
 const char *pd_layer_full_name(const pd_layer *l) { return l ? l->st->full_name : NULL; }
 
 /* ---- registration ------------------------------------------------------- */
+/* Whether `target` is `from` or one of its descendants. The tree is acyclic
+ * (add_sublayer keeps it so), so the walk ends. */
+static bool contains_layer(const pd_layer *from, const pd_layer *target) {
+  if (from == target) return true;
+  for (int i = 0; i < from->st->subs.n; i++)
+    if (contains_layer(from->st->subs.v[i].ptr, target)) return true;
+  return false;
+}
+
 pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub) {
   if (!l || !sub) {
     pd_layer_release(sub);
@@ -183,6 +192,20 @@ pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *sub) {
     return NULL;
   }
   if (check_name("add_sublayer", name) != PD_OK) {
+    pd_layer_release(sub);
+    return NULL;
+  }
+  /* A cycle would make every walk over the tree (train, parameters,
+   * state_dict, apply) recurse without end. */
+  if (contains_layer(sub, l)) {
+    if (sub == l)
+      pd_set_error(PD_ERR_INVALID, "add_sublayer: layer '%s' cannot be its own sublayer ('%s')",
+                   l->st->full_name, name);
+    else
+      pd_set_error(PD_ERR_INVALID,
+                   "add_sublayer: adding '%s' as sublayer '%s' of '%s' would make a cycle: '%s' already "
+                   "contains '%s'",
+                   sub->st->full_name, name, l->st->full_name, sub->st->full_name, l->st->full_name);
     pd_layer_release(sub);
     return NULL;
   }

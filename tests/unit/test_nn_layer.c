@@ -438,6 +438,42 @@ static void test_remove_sublayer(void **state) {
   expect_no_live_tensors();
 }
 
+/* A layer in its own subtree would make every walk over it (train,
+ * parameters, state_dict) recurse until the stack overflows. */
+static void test_sublayer_cycles_refused(void **state) {
+  (void)state;
+  tree t = tree_new();
+  const char *root = pd_layer_full_name(t.root), *a = pd_layer_full_name(t.a);
+  /* itself */
+  assert_null(pd_layer_add_sublayer(t.a, "me", pd_layer_retain(t.a)));
+  assert_non_null(strstr(pd_last_error(), "add_sublayer"));
+  assert_non_null(strstr(pd_last_error(), a));
+  assert_non_null(strstr(pd_last_error(), "its own sublayer"));
+  /* its parent (a -> root -> a) and its grandparent (a1 -> root -> a -> a1) */
+  assert_null(pd_layer_add_sublayer(t.a, "up", pd_layer_retain(t.root)));
+  assert_non_null(strstr(pd_last_error(), "cycle"));
+  assert_non_null(strstr(pd_last_error(), root));
+  assert_non_null(strstr(pd_last_error(), a));
+  assert_null(pd_layer_add_sublayer(t.a1, "up", pd_layer_retain(t.root)));
+  assert_non_null(strstr(pd_last_error(), pd_layer_full_name(t.a1)));
+  pd_clear_error();
+  /* the same layer under two parents is no cycle */
+  assert_ptr_equal(pd_layer_add_sublayer(t.b, "shared", pd_layer_retain(t.a2)), t.a2);
+  /* the tree is unchanged and the walks end */
+  assert_null(pd_layer_sublayer(t.a, "me"));
+  assert_null(pd_layer_sublayer(t.a, "up"));
+  pd_layer_eval(t.root);
+  assert_false(t.a1->training);
+  pd_layer_train(t.root);
+  assert_true(t.a1->training);
+  pd_named_layers nl;
+  assert_int_equal(pd_layer_named_sublayers(t.root, &nl), PD_OK);
+  assert_int_equal(nl.n, 4); /* a, a.a1, a.a2, b (b.shared is a2, listed once) */
+  pd_named_layers_free(&nl);
+  pd_layer_release(t.root);
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_linear_net_parameters),
@@ -448,6 +484,7 @@ int main(void) {
       cmocka_unit_test(test_apply_order),
       cmocka_unit_test(test_named_buffers),
       cmocka_unit_test(test_remove_sublayer),
+      cmocka_unit_test(test_sublayer_cycles_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
