@@ -127,8 +127,9 @@ PD_API void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop);
 PD_API bool pd_tensor_is_leaf(const pd_tensor *t);
 /* The accumulated gradient (borrowed; NULL when none). */
 PD_API pd_tensor *pd_tensor_grad(const pd_tensor *t);
-/* Replaces the gradient (retains g; NULL clears it). */
-PD_API void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g);
+/* Replaces the gradient (retains g; NULL clears it). g must have t's shape
+ * and dtype: otherwise an error naming both, and t keeps its gradient. */
+PD_API pd_status pd_tensor_set_grad(pd_tensor *t, pd_tensor *g);
 /* clear_grad: set_to_zero keeps the buffer and fills it with zeros. */
 PD_API void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero);
 /* Inplace version counter (shared by views of one storage). */

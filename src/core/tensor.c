@@ -348,11 +348,22 @@ void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop) {
   if (t) t->stop_gradient = stop;
 }
 
-void pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
-  if (!t) return;
+pd_status pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
+  if (!t) return pd_set_error(PD_ERR_INVALID, "set_grad: tensor is NULL");
+  /* a mismatch would surface only later, inside backward's accumulation or
+   * the optimizer's update, far from its cause */
+  if (g && (g->dtype != t->dtype || g->ndim != t->ndim || !pd_shape_eq(t->ndim, t->shape, g->shape))) {
+    char a[160];
+    return pd_set_error(g->dtype != t->dtype ? PD_ERR_DTYPE : PD_ERR_SHAPE,
+                        "set_grad: the gradient is %s of shape %s but the tensor is %s of shape %s",
+                        pd_dtype_name(g->dtype), PD_SHAPE_STR(g), pd_dtype_name(t->dtype),
+                        pd_shape_str(t->ndim, t->shape, a, sizeof a));
+  }
+  if (g == t) return pd_set_error(PD_ERR_INVALID, "set_grad: a tensor cannot be its own gradient");
   pd_tensor_retain(g);
   pd_tensor_release(t->grad);
   t->grad = g;
+  return PD_OK;
 }
 
 void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero) {

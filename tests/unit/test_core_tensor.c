@@ -285,8 +285,18 @@ static void test_leaf_flags_and_names(void **state) {
   assert_int_equal(pd_tensor_place(x).kind, PD_PLACE_CPU);
   /* grads: set, read, clear to zero, drop */
   pd_tensor *g = T(PD_FLOAT64, 1, SHAPE(2), 5, 6);
-  pd_tensor_set_grad(x, g);
+  assert_int_equal(pd_tensor_set_grad(x, g), PD_OK);
   assert_ptr_equal(pd_tensor_grad(x), g);
+  /* a gradient of another shape or dtype is refused at once, naming both */
+  assert_true(pd_tensor_set_grad(x, T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3)) == PD_ERR_SHAPE);
+  expect_error(NULL, "set_grad: the gradient is float64 of shape [3]", "the tensor is float64 of shape [2]");
+  assert_true(pd_tensor_set_grad(x, T(PD_FLOAT32, 1, SHAPE(2), 1, 2)) == PD_ERR_DTYPE);
+  expect_error(NULL, "float32 of shape [2]", "the tensor is float64 of shape [2]");
+  assert_true(pd_tensor_set_grad(x, x) < 0);
+  expect_error(NULL, "set_grad", "its own gradient");
+  assert_true(pd_tensor_set_grad(NULL, g) < 0);
+  expect_error(NULL, "set_grad", "NULL");
+  assert_ptr_equal(pd_tensor_grad(x), g); /* kept through the refusals */
   pd_tensor_clear_grad(x, true);
   EXPECT_VALUES(pd_tensor_grad(x), 0, 0, 0);
   pd_tensor_clear_grad(x, false);

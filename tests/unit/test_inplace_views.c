@@ -10,10 +10,18 @@
 #include "test_util.h"
 
 static const pd_op_sample *const *tables(void) {
-  static const pd_op_sample *const t[] = {pd_samples_core,         pd_samples_creation, pd_samples_elementwise,
-                                          pd_samples_activation,   pd_samples_reduction, pd_samples_linalg,
-                                          pd_samples_manipulation, pd_samples_nn,        pd_samples_norm,
-                                          pd_samples_conv,         pd_samples_loss,      pd_samples_attention,
+  static const pd_op_sample *const t[] = {pd_samples_core,
+                                          pd_samples_creation,
+                                          pd_samples_elementwise,
+                                          pd_samples_activation,
+                                          pd_samples_reduction,
+                                          pd_samples_linalg,
+                                          pd_samples_manipulation,
+                                          pd_samples_nn,
+                                          pd_samples_norm,
+                                          pd_samples_conv,
+                                          pd_samples_loss,
+                                          pd_samples_attention,
                                           NULL};
   return t;
 }
