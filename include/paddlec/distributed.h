@@ -66,12 +66,15 @@ typedef struct pd_dist_env {
   char current_endpoint[256]; /* PADDLE_CURRENT_ENDPOINT */
   char master[256];           /* MASTER_ADDR:MASTER_PORT | PADDLE_MASTER | first endpoint; "" */
   const char *launcher;       /* "paddle", "mpirun", "slurm" or "none" */
+  const char *master_from;    /* the variable(s) master came from ("PADDLE_MASTER", ...); "" */
 } pd_dist_env;
 
 /* Fills *env from the environment. Inconsistent values (rank >= world size,
  * a negative or non-numeric rank, endpoints whose count is not the world
- * size, a current endpoint missing from the list) are PD_ERR_INVALID naming
- * the variable and its value. Free with pd_dist_env_clear. */
+ * size, a current endpoint missing from the list, an endpoint or
+ * MASTER_PORT that is not host:port with a port in [1, 65535]) are
+ * PD_ERR_INVALID naming the variable and its value. Free with
+ * pd_dist_env_clear. */
 PD_API pd_status pd_dist_parallel_env(pd_dist_env *env);
 PD_API void pd_dist_env_clear(pd_dist_env *env);
 

@@ -249,6 +249,8 @@ expect_error "flag '--log_dir' needs a value" --log_dir
 expect_error "3 devices (0,1,2) cannot be split evenly over --nproc_per_node=2" --devices=0,1,2 --nproc_per_node=2 "$WORKER"
 expect_error "--nnodes=2 but --ips names 1 node(s)" --nnodes=2 "$WORKER"
 expect_error "--run_mode must be collective or ps, got 'x'" --run_mode=x "$WORKER"
+expect_error "--master must be ip:port with a port in [1, 65535], got '127.0.0.1:99999'" --master=127.0.0.1:99999 "$WORKER"
+expect_error "--master must be ip:port with a port in [1, 65535], got '127.0.0.1:0'" --master 127.0.0.1:0 "$WORKER"
 # a program that cannot be started is a failed rank, not a hang
 "$FLEETRUN" ./no-such-program >o.txt 2>e.txt && fail "flags: a missing program must fail"
 grep -q "cannot run './no-such-program'" log/workerlog.0 || fail "flags: missing program not reported in workerlog.0"

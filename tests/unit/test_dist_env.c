@@ -3,12 +3,16 @@
  * two-rank job forked here (so the sanitizer build covers the shm backend). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dist_ranks.h"
@@ -35,6 +39,7 @@ static const char *const k_vars[] = {"PADDLE_TRAINER_ID",
                                      "PMI_SIZE",
                                      "PADDLE_LOCAL_RANK",
                                      "PADDLEC_COMM_BACKEND",
+                                     "PADDLEC_COMM_TIMEOUT",
                                      NULL};
 
 static void clear_env(void) {
@@ -60,11 +65,13 @@ static void test_paddle_launcher_env(void **state) {
   assert_string_equal(e.trainer_endpoints[1], "127.0.0.1:6171");
   assert_string_equal(e.current_endpoint, "127.0.0.1:6171");
   assert_string_equal(e.master, "127.0.0.1:6170"); /* the first endpoint without PADDLE_MASTER */
+  assert_string_equal(e.master_from, "PADDLE_TRAINER_ENDPOINTS");
   assert_string_equal(e.launcher, "paddle");
   pd_dist_env_clear(&e);
   setenv("PADDLE_MASTER", "10.0.0.1:7000", 1);
   assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
   assert_string_equal(e.master, "10.0.0.1:7000");
+  assert_string_equal(e.master_from, "PADDLE_MASTER");
   pd_dist_env_clear(&e);
   setenv("MASTER_ADDR", "10.0.0.9", 1);
   setenv("MASTER_PORT", "1234", 1);
@@ -159,6 +166,172 @@ static void test_unreachable_master(void **state) {
   assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 0.5}));
   assert_non_null(strstr(pd_last_error(), "rank 1 cannot reach the master"));
   assert_non_null(strstr(pd_last_error(), m));
+  clear_env();
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Ports outside [1, 65535] (or no port) in any endpoint variable are an
+ * error at once naming the variable and the value, not a wait for the
+ * timeout. */
+static void test_bad_ports(void **state) {
+  (void)state;
+  clear_env();
+  pd_dist_env e;
+  char eps[128], want[160];
+  setenv("PADDLE_TRAINER_ID", "0", 1);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  static const char *const bad[] = {"0", "65536", "99999", "", "80x", "-1", "100000000000000000000"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(eps, sizeof eps, "127.0.0.1:6170,127.0.0.1:%s", bad[i]);
+    setenv("PADDLE_TRAINER_ENDPOINTS", eps, 1);
+    assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
+    snprintf(want, sizeof want, "PADDLE_TRAINER_ENDPOINTS entry 1 '127.0.0.1:%s': the port %s", bad[i],
+             bad[i][0] ? "must be an integer in [1, 65535]" : "is missing");
+    if (!strstr(pd_last_error(), want)) fail_msg("'%s' does not contain '%s'", pd_last_error(), want);
+    double t0 = mono_s();
+    assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 30}));
+    assert_true(mono_s() - t0 < 1.0);
+    assert_non_null(strstr(pd_last_error(), want));
+  }
+  /* the ends of the range are ports */
+  setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:65535", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  pd_dist_env_clear(&e);
+  setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:99999", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "PADDLE_CURRENT_ENDPOINT='127.0.0.1:99999': the port must be"));
+  unsetenv("PADDLE_CURRENT_ENDPOINT");
+  unsetenv("PADDLE_TRAINER_ENDPOINTS");
+  setenv("PADDLE_MASTER", "127.0.0.1:0", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
+  assert_non_null(
+      strstr(pd_last_error(), "PADDLE_MASTER='127.0.0.1:0': the port must be an integer in [1, 65535]"));
+  setenv("PADDLE_MASTER", "127.0.0.1", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "PADDLE_MASTER='127.0.0.1': it is not host:port"));
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "65536", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "MASTER_PORT='65536': the port must be an integer in [1, 65535]"));
+  setenv("MASTER_PORT", "6170", 1);
+  assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
+  assert_string_equal(e.master, "127.0.0.1:6170");
+  assert_string_equal(e.master_from, "MASTER_ADDR/MASTER_PORT");
+  pd_dist_env_clear(&e);
+  clear_env();
+}
+
+/* PADDLEC_COMM_TIMEOUT that is not a number of seconds > 0 is an error,
+ * not the 1800 s default. */
+static void test_bad_timeout(void **state) {
+  (void)state;
+  clear_env();
+  static const char *const bad[] = {"-1", "0", "abc", "5s", "nan", "inf", "-inf", " "};
+  char want[96];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("PADDLEC_COMM_TIMEOUT", bad[i], 1);
+    assert_null(pd_dist_init_parallel_env(NULL));
+    assert_int_equal(pd_last_status(), PD_ERR_INVALID);
+    snprintf(want, sizeof want, "init_parallel_env: PADDLEC_COMM_TIMEOUT='%s' is not a number of seconds > 0",
+             bad[i]);
+    if (!strstr(pd_last_error(), want)) fail_msg("'%s' does not contain '%s'", pd_last_error(), want);
+    assert_false(pd_dist_is_initialized());
+  }
+  setenv("PADDLEC_COMM_TIMEOUT", "2.5", 1);
+  assert_non_null(pd_dist_init_parallel_env(NULL));
+  assert_int_equal(pd_dist_destroy_process_group(NULL), PD_OK);
+  unsetenv("PADDLEC_COMM_TIMEOUT");
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = -1}));
+  assert_non_null(strstr(pd_last_error(), "init_parallel_env: timeout_s -1 must be > 0"));
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = NAN}));
+  assert_non_null(strstr(pd_last_error(), "must be > 0"));
+  assert_non_null(pd_dist_init_parallel_env(NULL));
+  assert_null(pd_dist_new_group(NULL, 0, &(pd_dist_new_group_opts){.timeout_s = -2}));
+  assert_non_null(strstr(pd_last_error(), "new_group: timeout_s -2 must be > 0"));
+  assert_int_equal(pd_dist_destroy_process_group(NULL), PD_OK);
+  clear_env();
+}
+
+/* A socket on 127.0.0.1 that listens (connections complete in the
+ * backlog) but never accepts: another program holding a port. */
+static int hold_port(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(fd, 8), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+/* Greets every connection as another server would (until the listening
+ * socket is shut down). */
+static void *chatty_holder(void *arg) {
+  for (int fd; (fd = accept(*(int *)arg, NULL, NULL)) >= 0;) {
+    static const char greeting[] = "SSH-2.0-OpenSSH_9.2\r\n";
+    if (write(fd, greeting, sizeof greeting - 1) < 0) {
+    }
+    char buf[256];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    close(fd);
+  }
+  return NULL;
+}
+
+/* Another program holds the master port: rank 0 cannot listen (at once),
+ * rank 1 finds no paddle.c master there (within 3 s, not the timeout plus
+ * 10 s). */
+static void test_master_port_held(void **state) {
+  (void)state;
+  clear_env();
+  int port;
+  int ls = hold_port(&port);
+  char m[64];
+  snprintf(m, sizeof m, "127.0.0.1:%d", port);
+  setenv("PADDLE_TRAINERS_NUM", "2", 1);
+  setenv("PADDLE_MASTER", m, 1);
+  setenv("PADDLE_TRAINER_ID", "1", 1);
+  double t0 = mono_s();
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 5}));
+  double dt = mono_s() - t0;
+  assert_true(dt < 4.5);
+  char want[200];
+  snprintf(want, sizeof want,
+           "rank 1: the master endpoint %s (PADDLE_MASTER) accepted the connection but did not answer as a "
+           "paddle.c rendezvous within 3 s",
+           m);
+  if (!strstr(pd_last_error(), want)) fail_msg("'%s' does not contain '%s'", pd_last_error(), want);
+  setenv("PADDLE_TRAINER_ID", "0", 1);
+  t0 = mono_s();
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 5}));
+  assert_true(mono_s() - t0 < 1.0);
+  snprintf(want, sizeof want, "rank 0 cannot listen on the master endpoint %s (PADDLE_MASTER): %s", m,
+           strerror(EADDRINUSE));
+  if (!strstr(pd_last_error(), want)) fail_msg("'%s' does not contain '%s'", pd_last_error(), want);
+  /* a holder that talks is recognised at once */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, chatty_holder, &ls), 0);
+  setenv("PADDLE_TRAINER_ID", "1", 1);
+  t0 = mono_s();
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 5}));
+  assert_true(mono_s() - t0 < 1.0);
+  snprintf(
+      want, sizeof want,
+      "rank 1: the master endpoint %s (PADDLE_MASTER) is held by another program: it answered with bytes "
+      "that are not a paddle.c rendezvous",
+      m);
+  if (!strstr(pd_last_error(), want)) fail_msg("'%s' does not contain '%s'", pd_last_error(), want);
+  shutdown(ls, SHUT_RDWR); /* ends the holder's accept */
+  assert_int_equal(pthread_join(th, NULL), 0);
+  close(ls);
   clear_env();
 }
 
@@ -274,6 +447,8 @@ int main(void) {
       cmocka_unit_test(test_paddle_launcher_env), cmocka_unit_test(test_mpirun_and_slurm_env),
       cmocka_unit_test(test_wrong_env),           cmocka_unit_test(test_unreachable_master),
       cmocka_unit_test(test_one_rank_world),      cmocka_unit_test(test_two_ranks),
+      cmocka_unit_test(test_bad_ports),           cmocka_unit_test(test_bad_timeout),
+      cmocka_unit_test(test_master_port_held),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

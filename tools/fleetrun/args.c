@@ -134,8 +134,10 @@ static int resolve(fr_args *a) {
                       : (a->server_num || a->worker_num || a->servers || a->workers);
   if (a->server_num && parse_int("server_num", a->server_num, 1, 4096, &a->server_num_n)) return -1;
   if (a->worker_num && parse_int("worker_num", a->worker_num, 1, 4096, &a->worker_num_n)) return -1;
-  if (a->master && !strchr(a->master, ':')) {
-    fprintf(stderr, "fleetrun: error: --master must be ip:port, got '%s'\n", a->master);
+  const char *why = a->master ? pd_launch_endpoint_problem(a->master) : NULL;
+  if (why) {
+    fprintf(stderr, "fleetrun: error: --master must be ip:port with a port in [1, 65535], got '%s': %s\n",
+            a->master, why);
     return -1;
   }
   return 0;

@@ -119,9 +119,7 @@ static void guard(int rfd, pid_t launcher) {
   _exit(0);
 }
 
-void fr_lifeline_set_key(const char *job_key) {
-  snprintf(g_key, sizeof g_key, "%s", job_key ? job_key : "");
-}
+void fr_lifeline_set_key(const char *job_key) { snprintf(g_key, sizeof g_key, "%s", job_key ? job_key : ""); }
 
 void fr_lifeline_start(void) {
   static int tried;

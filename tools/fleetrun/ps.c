@@ -40,12 +40,14 @@ static char **local_endpoints(int n, int start) {
 static char **resolve_servers(const fr_args *a, int *n) {
   if (a->servers) {
     char **v = pd_launch_split(a->servers, ',', n);
-    for (int i = 0; v && i < *n; i++)
-      if (!strchr(v[i], ':')) {
-        fprintf(stderr, "fleetrun: error: --servers entry '%s' is not ip:port\n", v[i]);
+    for (int i = 0; v && i < *n; i++) {
+      const char *why = pd_launch_endpoint_problem(v[i]);
+      if (why) {
+        fprintf(stderr, "fleetrun: error: --servers entry '%s': %s\n", v[i], why);
         pd_launch_strv_free(v, *n);
         return NULL;
       }
+    }
     return v;
   }
   if (!a->server_num_n) {
@@ -67,6 +69,14 @@ static char **resolve_workers(const fr_args *a, int nservers, int *n) {
         if (asprintf(&ep, "%s:%d", v[i], DEFAULT_WORKER_PORT + nservers + i) < 0) ep = NULL;
         if (ep) free(v[i]), v[i] = ep;
       }
+    for (int i = 0; v && i < *n; i++) {
+      const char *why = pd_launch_endpoint_problem(v[i]);
+      if (why) {
+        fprintf(stderr, "fleetrun: error: --workers entry '%s': %s\n", v[i], why);
+        pd_launch_strv_free(v, *n);
+        return NULL;
+      }
+    }
     return v;
   }
   *n = a->worker_num_n ? a->worker_num_n : a->nproc_per_node ? a->nproc : 0;

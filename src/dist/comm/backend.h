@@ -139,6 +139,15 @@ void pd_comm_break(pd_comm *c);
 /* PD_ERR_COMM with the broken message when broken, else PD_OK. */
 pd_status pd_comm_check_broken(pd_comm *c, const char *what);
 
+/* Seconds from the environment variable `var`: unset or empty gives dflt;
+ * anything but a finite number > 0 ("-1", "0", "abc", "5s") is
+ * PD_ERR_INVALID naming the variable and its value. */
+pd_status pd_comm_env_seconds(const char *var, double dflt, double *out);
+/* The timeout of a comm: `asked` seconds when > 0, else
+ * $PADDLEC_COMM_TIMEOUT, else 1800 (Paddle's 30 minutes). A negative or
+ * non-finite `asked` is PD_ERR_INVALID (what: the call, for the message). */
+pd_status pd_comm_timeout(double asked, const char *what, double *out);
+
 /* Backends. Each returns NULL with an error set when it cannot start. */
 pd_comm *pd_comm_shm_create(const pd_comm_init *init);
 #ifdef PADDLEC_WITH_MPI

@@ -1,5 +1,7 @@
 /* What every backend shares: signatures, the mismatch message, the broken
  * state of a comm. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,35 @@ pd_status pd_comm_mismatch_error(const char *backend, int group_id, int me, int 
   }
   free(done);
   return pd_set_error(PD_ERR_COMM, "%s", msg);
+}
+
+pd_status pd_comm_env_seconds(const char *var, double dflt, double *out) {
+  const char *v = getenv(var);
+  if (!v || !*v) {
+    *out = dflt;
+    return PD_OK;
+  }
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !isfinite(x) || x <= 0)
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s='%s' is not a number of seconds > 0 (unset it for the default %g)", var, v, dflt);
+  *out = x;
+  return PD_OK;
+}
+
+pd_status pd_comm_timeout(double asked, const char *what, double *out) {
+  if (!isfinite(asked) || asked < 0)
+    return pd_set_error(PD_ERR_INVALID, "%s: timeout_s %g must be > 0 (0: $PADDLEC_COMM_TIMEOUT or 1800 s)",
+                        what, asked);
+  if (asked > 0) {
+    *out = asked;
+    return PD_OK;
+  }
+  pd_status st = pd_comm_env_seconds("PADDLEC_COMM_TIMEOUT", 1800.0, out);
+  if (st != PD_OK) return pd_set_error(st, "%s: %s", what, pd_last_error());
+  return PD_OK;
 }
 
 pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init) {

@@ -104,13 +104,6 @@ static pd_status add_group(pd_dist_group *g) {
   return PD_OK;
 }
 
-static double default_timeout(double asked) {
-  if (asked > 0) return asked;
-  const char *v = getenv("PADDLEC_COMM_TIMEOUT");
-  double t = v && *v ? atof(v) : 0;
-  return t > 0 ? t : 1800.0;
-}
-
 static void reset_state(void) {
   free(g_dist.pids);
   free(g_dist.groups);
@@ -134,9 +127,10 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
         want);
     return NULL;
   }
+  double timeout;
+  if (pd_comm_timeout(o.timeout_s, "init_parallel_env", &timeout) != PD_OK) return NULL;
   pd_dist_env env;
   if (pd_dist_parallel_env(&env) < 0) return NULL;
-  double timeout = default_timeout(o.timeout_s);
   int n = env.world_size, rank = env.rank;
   pd_rank_record *recs = calloc((size_t)n, sizeof *recs);
   int *ranks = malloc((size_t)n * sizeof *ranks);
@@ -150,7 +144,7 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
       recs[0] = mine;
       pd_make_job_key(g_dist.job_key, sizeof g_dist.job_key);
     } else if (env.master[0]) {
-      st = pd_rendezvous_tcp(env.master, rank, n, timeout, &mine, recs, g_dist.job_key);
+      st = pd_rendezvous_tcp(env.master, env.master_from, rank, n, timeout, &mine, recs, g_dist.job_key);
     } else if (strcmp(env.launcher, "mpirun") != 0) {
       st = pd_set_error(
           PD_ERR_INVALID,
@@ -317,7 +311,11 @@ pd_dist_group *pd_dist_new_group(const int *ranks, int nranks, const pd_dist_new
     free(sorted);
     return NULL;
   }
-  double timeout = opts && opts->timeout_s > 0 ? opts->timeout_s : g_dist.timeout_s;
+  double timeout = g_dist.timeout_s;
+  if (opts && opts->timeout_s != 0 && pd_comm_timeout(opts->timeout_s, "new_group", &timeout) != PD_OK) {
+    free(sorted);
+    return NULL;
+  }
   /* ids advance on every process, member or not, so they agree */
   pd_dist_group *g = group_make(g_dist.ngroups, sorted, n, backend, timeout);
   free(sorted);

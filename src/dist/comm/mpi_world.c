@@ -120,14 +120,11 @@ void pd_mpi_set_world_comm(MPI_Comm world) {
   pthread_mutex_unlock(&g_lock);
 }
 
-static double bootstrap_timeout(void) {
-  const char *e = getenv("PADDLEC_COMM_TIMEOUT");
-  double t = e ? atof(e) : 0;
-  return t > 0 ? t : 1800;
-}
-
 pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes) {
   pd_status st = pd_mpi_require_ready("mpi world allgather");
+  if (st != PD_OK) return st;
+  double timeout;
+  st = pd_comm_timeout(0, "mpi world allgather", &timeout);
   if (st != PD_OK) return st;
   if (bytes > (size_t)INT_MAX)
     return pd_set_error(PD_ERR_INVALID, "mpi world allgather: %zu bytes per rank is more than INT_MAX",
@@ -135,7 +132,6 @@ pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes)
   MPI_Request req;
   int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g_boot, &req);
   int err = rc;
-  double timeout = bootstrap_timeout();
   if (rc == MPI_SUCCESS && pd_mpi_poll(&req, 1, pd_mpi_now() + timeout, &err) == PD_OK) return PD_OK;
   char es[MPI_MAX_ERROR_STRING];
   if (err != MPI_SUCCESS)

@@ -337,6 +337,22 @@ char *pd_launch_format_table(const pd_launch_env *e, const char *const *keys, in
 
 /* ---- ports and endpoints ------------------------------------------------ */
 
+const char *pd_launch_port_problem(const char *port) {
+  if (!port || !*port) return "the port is missing";
+  long v = 0;
+  for (const char *p = port; *p; p++) {
+    if (*p < '0' || *p > '9') return "the port must be an integer in [1, 65535]";
+    if (v <= 65535) v = v * 10 + (*p - '0');
+  }
+  return v >= 1 && v <= 65535 ? NULL : "the port must be an integer in [1, 65535]";
+}
+
+const char *pd_launch_endpoint_problem(const char *ep) {
+  const char *colon = ep ? strrchr(ep, ':') : NULL;
+  if (!colon || colon == ep) return "it is not host:port";
+  return pd_launch_port_problem(colon + 1);
+}
+
 pd_status pd_launch_free_ports(int n, int *ports) {
   if (n < 1) return pd_set_error(PD_ERR_INVALID, "free ports: asked for %d ports", n);
   int *fds = malloc((size_t)n * sizeof *fds);

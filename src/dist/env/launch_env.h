@@ -70,6 +70,12 @@ extern const char *const pd_launch_table_keys[5];
 char *pd_launch_format_table(const pd_launch_env *e, const char *const *keys, int nkeys, const char *head_key,
                              const char *head_val);
 
+/* Why ep is not a usable "host:port" endpoint (a host, then a port that
+ * is an integer in [1, 65535]), or NULL when it is. */
+const char *pd_launch_endpoint_problem(const char *ep);
+/* The same for a port alone. */
+const char *pd_launch_port_problem(const char *port);
+
 /* n distinct TCP ports free right now: all n sockets are bound to port 0 at
  * the same time before any is closed, so the ports differ. */
 pd_status pd_launch_free_ports(int n, int *ports);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch_env.h"
 #include "paddlec/distributed.h"
 
 /* The first variable of `names` that is set; its name in *which. */
@@ -66,6 +67,7 @@ void pd_dist_env_clear(pd_dist_env *env) {
 pd_status pd_dist_parallel_env(pd_dist_env *env) {
   if (!env) return pd_set_error(PD_ERR_INVALID, "parallel env: NULL output");
   memset(env, 0, sizeof *env);
+  env->master_from = "";
   static const char *const rank_vars[] = {"PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
                                           "SLURM_PROCID", NULL};
   static const char *const size_vars[] = {"PADDLE_TRAINERS_NUM", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
@@ -105,6 +107,17 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
   if (eps && *eps) {
     env->n_endpoints = split_list(eps, &env->trainer_endpoints);
     if (env->n_endpoints < 0) return pd_set_error(PD_ERR_MEMORY, "parallel env: out of memory");
+    for (int i = 0; i < env->n_endpoints; i++) {
+      const char *why = pd_launch_endpoint_problem(env->trainer_endpoints[i]);
+      if (!why) continue;
+      char bad[256];
+      snprintf(bad, sizeof bad, "%s", env->trainer_endpoints[i]);
+      pd_dist_env_clear(env);
+      return pd_set_error(
+          PD_ERR_INVALID,
+          "parallel env: PADDLE_TRAINER_ENDPOINTS entry %d '%s': %s (PADDLE_TRAINER_ENDPOINTS='%s')", i, bad,
+          why, eps);
+    }
     if (env->n_endpoints != env->world_size) {
       int n = env->n_endpoints;
       pd_dist_env_clear(env);
@@ -117,6 +130,11 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
   }
   const char *cur = getenv("PADDLE_CURRENT_ENDPOINT");
   if (cur && *cur) {
+    const char *why = pd_launch_endpoint_problem(cur);
+    if (why) {
+      pd_dist_env_clear(env);
+      return pd_set_error(PD_ERR_INVALID, "parallel env: PADDLE_CURRENT_ENDPOINT='%s': %s", cur, why);
+    }
     snprintf(env->current_endpoint, sizeof env->current_endpoint, "%s", cur);
     if (env->n_endpoints && strcmp(env->trainer_endpoints[env->rank], cur) != 0) {
       char msg[512];
@@ -132,11 +150,24 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
     snprintf(env->current_endpoint, sizeof env->current_endpoint, "%s", env->trainer_endpoints[env->rank]);
   }
   const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT"), *pm = getenv("PADDLE_MASTER");
-  if (ma && *ma && mp && *mp)
+  const char *why = NULL;
+  if (ma && *ma && mp && *mp) {
+    if ((why = pd_launch_port_problem(mp)) != NULL) {
+      pd_dist_env_clear(env);
+      return pd_set_error(PD_ERR_INVALID, "parallel env: MASTER_PORT='%s': %s", mp, why);
+    }
     snprintf(env->master, sizeof env->master, "%s:%s", ma, mp);
-  else if (pm && *pm)
+    env->master_from = "MASTER_ADDR/MASTER_PORT";
+  } else if (pm && *pm) {
+    if ((why = pd_launch_endpoint_problem(pm)) != NULL) {
+      pd_dist_env_clear(env);
+      return pd_set_error(PD_ERR_INVALID, "parallel env: PADDLE_MASTER='%s': %s", pm, why);
+    }
     snprintf(env->master, sizeof env->master, "%s", pm);
-  else if (env->n_endpoints)
+    env->master_from = "PADDLE_MASTER";
+  } else if (env->n_endpoints) {
     snprintf(env->master, sizeof env->master, "%s", env->trainer_endpoints[0]);
+    env->master_from = "PADDLE_TRAINER_ENDPOINTS";
+  }
   return PD_OK;
 }

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "rendezvous.h"
 
+#include "launch_env.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,13 @@
 #include <unistd.h>
 
 #define PD_RDV_MAGIC 0x70646376u /* "pdcv" */
+
+/* The master's first bytes on every connection it accepts. */
+typedef struct rdv_banner {
+  uint32_t magic;
+  uint32_t role; /* PD_RDV_MASTER */
+} rdv_banner;
+#define PD_RDV_MASTER 0x6d617374u /* "mast" */
 
 typedef struct rdv_hello {
   uint32_t magic;
@@ -100,8 +109,8 @@ static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
   return 0;
 }
 
-static pd_status serve(const char *master, const char *port, int world, double timeout_s, double deadline,
-                       const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
+static pd_status serve(const char *master, const char *var, const char *port, int world, double timeout_s,
+                       double deadline, const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE},
                   *ai = NULL;
   if (getaddrinfo(NULL, port, &hints, &ai) != 0 || !ai)
@@ -114,8 +123,9 @@ static pd_status serve(const char *master, const char *port, int world, double t
   if (rc < 0 || listen(ls, 256) < 0) {
     int e = errno;
     if (ls >= 0) close(ls);
-    return pd_set_error(PD_ERR_IO, "init_parallel_env: rank 0 cannot listen on the master endpoint %s: %s",
-                        master, strerror(e));
+    return pd_set_error(PD_ERR_IO,
+                        "init_parallel_env: rank 0 cannot listen on the master endpoint %s (%s): %s", master,
+                        var, strerror(e));
   }
   int *fds = malloc((size_t)world * sizeof *fds);
   if (!fds) {
@@ -146,8 +156,13 @@ static pd_status serve(const char *master, const char *port, int world, double t
     if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0) continue;
     int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    /* at once, so a rank can tell this master from another program on
+     * the port; a hello that does not follow soon is a stranger's */
+    rdv_banner b = {PD_RDV_MAGIC, PD_RDV_MASTER};
+    double soon = now_s() + PD_RDV_BANNER_S / 2;
     rdv_hello h;
-    if (io_all(fd, &h, sizeof h, 0, deadline) < 0 || h.magic != PD_RDV_MAGIC) {
+    if (io_all(fd, &b, sizeof b, 1, soon) < 0 ||
+        io_all(fd, &h, sizeof h, 0, soon < deadline ? soon : deadline) < 0 || h.magic != PD_RDV_MAGIC) {
       close(fd); /* a stranger on the port: ignore it */
       continue;
     }
@@ -180,14 +195,14 @@ static pd_status serve(const char *master, const char *port, int world, double t
   return st;
 }
 
-static pd_status join(const char *master, const char *host, const char *port, int rank, int world,
-                      double timeout_s, double deadline, const pd_rank_record *mine, pd_rank_record *all,
-                      char *job_key) {
+static pd_status join(const char *master, const char *var, const char *host, const char *port, int rank,
+                      int world, double timeout_s, double deadline, const pd_rank_record *mine,
+                      pd_rank_record *all, char *job_key) {
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
   int gai = getaddrinfo(host, port, &hints, &ai);
   if (gai != 0 || !ai)
-    return pd_set_error(PD_ERR_INVALID, "init_parallel_env: cannot resolve the master %s: %s", master,
-                        gai_strerror(gai));
+    return pd_set_error(PD_ERR_INVALID, "init_parallel_env: cannot resolve the master %s (%s): %s", master,
+                        var, gai_strerror(gai));
   int fd = -1, last_err = 0;
   while (now_s() < deadline) {
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -201,13 +216,34 @@ static pd_status join(const char *master, const char *host, const char *port, in
   freeaddrinfo(ai);
   if (fd < 0)
     return pd_set_error(PD_ERR_COMM,
-                        "init_parallel_env: rank %d cannot reach the master %s within %.0f s (%s)", rank,
-                        master, timeout_s, last_err ? strerror(last_err) : "timeout");
+                        "init_parallel_env: rank %d cannot reach the master %s (%s) within %.0f s (%s)", rank,
+                        master, var, timeout_s, last_err ? strerror(last_err) : "timeout");
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  /* the master speaks first: silence or other bytes mean another program
+   * holds the port (rank 0 then failed to listen on it) */
+  rdv_banner b = {0, 0};
+  double soon = now_s() + PD_RDV_BANNER_S;
+  int rc = io_all(fd, &b, sizeof b, 0, soon < deadline + 10 ? soon : deadline + 10);
+  if (rc == 0 && (b.magic != PD_RDV_MAGIC || b.role != PD_RDV_MASTER)) {
+    close(fd);
+    return pd_set_error(PD_ERR_COMM,
+                        "init_parallel_env: rank %d: the master endpoint %s (%s) is held by another program: "
+                        "it answered with bytes that are not a paddle.c rendezvous",
+                        rank, master, var);
+  }
+  if (rc == -ETIMEDOUT) {
+    close(fd);
+    return pd_set_error(
+        PD_ERR_COMM,
+        "init_parallel_env: rank %d: the master endpoint %s (%s) accepted the connection but did "
+        "not answer as a paddle.c rendezvous within %g s: is another program listening on that "
+        "port?",
+        rank, master, var, PD_RDV_BANNER_S);
+  }
   rdv_hello h = {.magic = PD_RDV_MAGIC, .rank = rank, .world = world, .rec = *mine};
   rdv_reply reply;
-  int rc = io_all(fd, &h, sizeof h, 1, deadline);
+  if (rc == 0) rc = io_all(fd, &h, sizeof h, 1, deadline);
   /* rank 0 answers once everyone has joined, or when its own wait ends */
   if (rc == 0) rc = io_all(fd, &reply, sizeof reply, 0, deadline + 10);
   if (rc == 0 && reply.magic == PD_RDV_MAGIC && !reply.status)
@@ -215,8 +251,8 @@ static pd_status join(const char *master, const char *host, const char *port, in
   close(fd);
   if (rc < 0)
     return pd_set_error(PD_ERR_COMM,
-                        "init_parallel_env: rank %d lost the master %s during the rendezvous (%s)", rank,
-                        master, strerror(-rc));
+                        "init_parallel_env: rank %d lost the master %s (%s) during the rendezvous (%s)", rank,
+                        master, var, strerror(-rc));
   reply.text[sizeof reply.text - 1] = 0;
   if (reply.magic != PD_RDV_MAGIC || reply.status)
     return pd_set_error(PD_ERR_COMM, "%s",
@@ -226,13 +262,18 @@ static pd_status join(const char *master, const char *host, const char *port, in
   return PD_OK;
 }
 
-pd_status pd_rendezvous_tcp(const char *master, int rank, int world, double timeout_s,
+pd_status pd_rendezvous_tcp(const char *master, const char *master_var, int rank, int world, double timeout_s,
                             const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
   char host[256], port[32];
+  const char *var = master_var && *master_var ? master_var : "master";
   if (!master || split_host_port(master, host, sizeof host, port, sizeof port) < 0)
-    return pd_set_error(PD_ERR_INVALID, "init_parallel_env: the master endpoint '%s' is not host:port",
-                        master ? master : "(null)");
+    return pd_set_error(PD_ERR_INVALID, "init_parallel_env: the master endpoint %s='%s' is not host:port",
+                        var, master ? master : "(null)");
+  const char *why = pd_launch_port_problem(port);
+  if (why)
+    return pd_set_error(PD_ERR_INVALID, "init_parallel_env: the master endpoint %s='%s': %s", var, master,
+                        why);
   double deadline = now_s() + timeout_s;
-  if (rank == 0) return serve(master, port, world, timeout_s, deadline, mine, all, job_key);
-  return join(master, host, port, rank, world, timeout_s, deadline, mine, all, job_key);
+  if (rank == 0) return serve(master, var, port, world, timeout_s, deadline, mine, all, job_key);
+  return join(master, var, host, port, rank, world, timeout_s, deadline, mine, all, job_key);
 }

@@ -16,11 +16,17 @@ typedef struct pd_rank_record {
 /* Fills this process's record. */
 void pd_rank_record_self(pd_rank_record *r, int rank);
 
-/* TCP rendezvous at master ("host:port"): all[i] receives rank i's record;
- * job_key (capacity 96) receives the key rank 0 made. Errors name the
- * master and what went wrong (unreachable after timeout_s, a duplicate rank,
- * a world size that differs between ranks). */
-pd_status pd_rendezvous_tcp(const char *master, int rank, int world, double timeout_s,
+/* How long a rank waits, once connected, for the master's first bytes: a
+ * paddle.c master sends them as it accepts; a port held by another program
+ * stays silent (or says something else). */
+#define PD_RDV_BANNER_S 3.0
+
+/* TCP rendezvous at master ("host:port", from the variable(s) master_var,
+ * named in errors): all[i] receives rank i's record; job_key (capacity 96)
+ * receives the key rank 0 made. Errors name the master and what went wrong
+ * (unreachable after timeout_s, a port held by another program, a
+ * duplicate rank, a world size that differs between ranks). */
+pd_status pd_rendezvous_tcp(const char *master, const char *master_var, int rank, int world, double timeout_s,
                             const pd_rank_record *mine, pd_rank_record *all, char *job_key);
 
 /* A fresh job key: $PADDLEC_JOB_KEY (set by fleetrun; its characters are
