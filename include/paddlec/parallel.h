@@ -14,7 +14,12 @@
  * hold the gradients themselves; each is all-reduced asynchronously as soon
  * as it is full, strictly in reverse bucket order on every rank, overlapping
  * the rest of backward; the end of backward waits for them. Gradients are
- * averaged (scaled by 1/nranks, then summed), as Paddle does. */
+ * averaged: each bucket is all-reduced with PD_REDUCE_AVG, which sums the
+ * ranks' gradients and then divides the sum by nranks. Paddle scales each
+ * bucket by 1/nranks first and then sums; the two agree exactly when nranks
+ * is a power of two and otherwise may differ in the last bit of a float,
+ * and summing first can overflow where Paddle's pre-scaled sum would not
+ * (gradients near the dtype's max). */
 #ifndef PADDLEC_PARALLEL_H
 #define PADDLEC_PARALLEL_H
 

@@ -1,7 +1,8 @@
 /* The backend interface under the collective API: raw buffers, one group.
  *
  * src/dist/comm/collective_api.c turns tensors into these calls; each
- * backend (shm_backend.c, mpi_backend.c) implements them synchronously.
+ * backend (shm: shm_collectives.c, shm_p2p.c, shm_segment.c, shm_sync.c;
+ * mpi: mpi_backend.c and the mpi_*.c beside it) implements them synchronously.
  * Calls on one pd_comm come from one thread at a time for the collectives,
  * while sends and receives may each run on their own thread concurrently
  * with the collectives (isend/irecv must not deadlock a pairwise exchange).

@@ -15,7 +15,7 @@
  * unused parameters); the first hook of the backward queues the
  * end-of-backward callback and marks the unused parameters ready; each hook
  * marks its parameter ready; a bucket whose parameters are all ready is
- * launched (scaled by 1/nranks, async SUM all_reduce) when it is the next
+ * launched (async AVG all_reduce: sum, then divide by nranks) when it is the next
  * in reducer order, followed by any later ready buckets; the callback
  * launches what is left, waits for every task and disarms. */
 #include <stdarg.h>
@@ -344,8 +344,9 @@ static void launch(pd_dp_reducer *r, int k) {
   dp_bucket *b = &r->b[k];
   b->launched = true;
   if (r->comm_broken) return;
-  /* AVG: Paddle scales by 1/nranks before a SUM; the shm backend divides
-   * each slice as it reduces it, saving a pass over the bucket */
+  /* AVG sums, then divides by nranks (Paddle scales by 1/nranks before a
+   * SUM; see parallel.h for how the results differ). The shm backend
+   * divides each slice as it reduces it, saving a pass over the bucket. */
   if (pd_dist_all_reduce(b->buf, PD_REDUCE_AVG, &(pd_dist_opts){.group = r->group, .task = &b->task}) !=
       PD_OK) {
     r->comm_broken = true;
