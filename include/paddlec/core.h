@@ -98,6 +98,42 @@ PD_API void pd_clear_error(void);
  * in the environment it prints the message and a backtrace and aborts. */
 PD_API pd_status pd_set_error(pd_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- dtype limits and the default dtype --------------------------------- */
+/* paddle.finfo: the numeric limits of a floating dtype, Paddle's fields.
+ * min is -max (the lowest finite value), tiny == smallest_normal (the
+ * smallest positive normal number), eps the gap between 1 and the next
+ * value, resolution 10^-(decimal digits of precision); dtype is the static
+ * name ("float32"). The seed's paddle.finfo(dtype).min:
+ *   pd_dtype_finfo fi;
+ *   if (pd_finfo(PD_FLOAT32, &fi) == PD_OK) mask_value = fi.min;
+ * A non-floating dtype is PD_ERR_DTYPE (Paddle raises too). */
+typedef struct pd_dtype_finfo {
+  int bits;
+  double min, max, eps, tiny, smallest_normal, resolution;
+  const char *dtype;
+} pd_dtype_finfo;
+PD_API pd_status pd_finfo(pd_dtype dt, pd_dtype_finfo *out);
+/* paddle.iinfo: bits, min, max and name of uint8, int8, int16, int32 or
+ * int64; any other dtype (bool, floating) is PD_ERR_DTYPE. */
+typedef struct pd_dtype_iinfo {
+  int bits;
+  int64_t min, max;
+  const char *dtype;
+} pd_dtype_iinfo;
+PD_API pd_status pd_iinfo(pd_dtype dt, pd_dtype_iinfo *out);
+
+/* paddle.set_default_dtype / get_default_dtype: the floating dtype used
+ * where none is given (float32 at start; process-wide). Accepts float16,
+ * bfloat16, float32, float64 (Paddle's list); any other is PD_ERR_DTYPE and
+ * leaves the default unchanged. It applies to: the creation ops given
+ * PD_NUM_DTYPES (full, zeros, ones, empty, rand, randn, uniform, linspace,
+ * eye; arange with a non-integral bound; normal always), the layers whose
+ * options leave dtype 0 and pd_layer_create_parameter given PD_NUM_DTYPES
+ * (their parameters, buffers and initializers follow), and the masks
+ * layers build (generate_square_subsequent_mask). */
+PD_API pd_status pd_set_default_dtype(pd_dtype dt);
+PD_API pd_dtype pd_get_default_dtype(void);
+
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct pd_tensor pd_tensor;
 

@@ -13,6 +13,8 @@ extern "C" {
 PD_API pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *shape);
 /* A tensor of the given shape filled from a double array (converted to dt). */
 PD_API pd_tensor *pd_tensor_from_f64(const double *data, pd_dtype dt, int ndim, const int64_t *shape);
+/* dt = PD_NUM_DTYPES gives the default dtype (pd_get_default_dtype, float32
+ * unless changed) for full, zeros, ones and empty. */
 PD_API pd_tensor *pd_full(int ndim, const int64_t *shape, double value, pd_dtype dt);
 PD_API pd_tensor *pd_zeros(int ndim, const int64_t *shape, pd_dtype dt);
 PD_API pd_tensor *pd_ones(int ndim, const int64_t *shape, pd_dtype dt);
@@ -32,22 +34,24 @@ PD_API pd_tensor *pd_clone(pd_tensor *x, pd_dtype dt);
  * ceil((end - start) / step) elements computed in dt's arithmetic (none
  * when step points away from end; step 0 is an error). Element i is
  * start + i * step. dt = PD_NUM_DTYPES infers like Paddle: int64 when start,
- * end and step are all integral, float32 otherwise. Supports int32, int64,
+ * end and step are all integral, the default dtype otherwise. Supports int32, int64,
  * float16, bfloat16, float32, float64. paddle.arange(n) is
  * pd_arange(0, n, 1, PD_NUM_DTYPES). */
 PD_API pd_tensor *pd_arange(double start, double end, double step, pd_dtype dt);
 /* paddle.linspace: num (>= 0) evenly spaced values from start to stop, both
- * included. dt = PD_NUM_DTYPES gives float32; integer dtypes truncate. */
+ * included. dt = PD_NUM_DTYPES gives the default dtype; integer dtypes
+ * truncate. */
 PD_API pd_tensor *pd_linspace(double start, double stop, int64_t num, pd_dtype dt);
 /* paddle.eye: a [num_rows, num_columns] matrix with ones on the diagonal.
  * num_columns = -1 gives num_columns = num_rows; dt = PD_NUM_DTYPES gives
- * float32. */
+ * the default dtype. */
 PD_API pd_tensor *pd_eye(int64_t num_rows, int64_t num_columns, pd_dtype dt);
 
 /* ---- random ------------------------------------------------------------- */
 /* All draw from the global generator (pd_seed); results do not depend on the
  * number of threads. Float dtypes: float16, bfloat16, float32, float64;
- * dt = PD_NUM_DTYPES gives Paddle's default (float32, int64 for integers). */
+ * dt = PD_NUM_DTYPES gives Paddle's default (pd_get_default_dtype() for
+ * floats, int64 for integers). */
 /* paddle.rand: uniform on [0, 1). */
 PD_API pd_tensor *pd_rand(int ndim, const int64_t *shape, pd_dtype dt);
 /* paddle.randn: standard normal. */
@@ -59,7 +63,8 @@ PD_API pd_tensor *pd_randint(int64_t low, int64_t high, int ndim, const int64_t 
  * draws from the global generator; another seed gives a fixed stream. */
 PD_API pd_tensor *pd_uniform(int ndim, const int64_t *shape, pd_dtype dt, double min, double max,
                              uint64_t seed);
-/* paddle.normal with scalar mean and std: float32 samples of N(mean, std^2). */
+/* paddle.normal with scalar mean and std: samples of N(mean, std^2) in the
+ * default dtype. */
 PD_API pd_tensor *pd_normal(double mean, double std, int ndim, const int64_t *shape);
 /* paddle.bernoulli: 1 with probability x[i], else 0; x's shape and dtype
  * (floating; every x[i] must lie in [0, 1]). */

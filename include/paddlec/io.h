@@ -258,7 +258,7 @@ typedef struct pd_vision_datasets_mnist_opts {
   const char *mode; /* "train" (NULL) or "test" */
   pd_vision_transform_fn transform;
   void *transform_user;
-  pd_dtype dtype; /* image dtype: 0 = float32 (paddle.get_default_dtype()) */
+  pd_dtype dtype; /* image dtype: 0 = paddle.get_default_dtype() */
 } pd_vision_datasets_mnist_opts;
 
 /* paddle.vision.datasets.MNIST with the 'cv2' backend: sample i is

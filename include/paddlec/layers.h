@@ -1,6 +1,7 @@
 /* paddle.nn layers. Each constructor returns a new pd_layer (release with
  * pd_layer_release) or NULL with pd_last_error() set. Options structs are
- * optional (NULL = Paddle's defaults); a zero dtype means float32. */
+ * optional (NULL = Paddle's defaults); a zero dtype means paddle.get_default_dtype()
+ * (float32 unless pd_set_default_dtype changed it). */
 #ifndef PADDLEC_LAYERS_H
 #define PADDLEC_LAYERS_H
 

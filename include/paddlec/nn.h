@@ -155,7 +155,8 @@ PD_API pd_layer *pd_layer_add_sublayer(pd_layer *l, const char *name, pd_layer *
 PD_API pd_layer *pd_layer_remove_sublayer(pd_layer *l, const char *name);
 /* create_parameter: a new parameter of the given shape, initialised with
  * attr->initializer or default_init (Xavier-uniform when NULL and not bias,
- * zeros when bias), registered under `name`. Borrowed (the layer owns it). */
+ * zeros when bias), registered under `name`. Borrowed (the layer owns it).
+ * dt = PD_NUM_DTYPES: paddle.get_default_dtype() (pd_get_default_dtype). */
 PD_API pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, const int64_t *shape,
                                             pd_dtype dt, const pd_param_attr *attr,
                                             const pd_initializer *default_init, bool is_bias);

@@ -33,7 +33,7 @@ typedef struct pd_nn_rnn_cell_opts {
   const pd_param_attr *bias_ih_attr, *bias_hh_attr;
   const char *activation; /* SimpleRNNCell only: "tanh" (NULL) or "relu" */
   int64_t proj_size;      /* LSTMCell only: must be 0 (projection is not supported) */
-  pd_dtype dtype;         /* 0: float32 */
+  pd_dtype dtype;         /* 0: pd_get_default_dtype() */
 } pd_nn_rnn_cell_opts;
 typedef pd_nn_rnn_cell_opts pd_nn_simple_rnn_cell_opts;
 typedef pd_nn_rnn_cell_opts pd_nn_lstm_cell_opts;
@@ -74,7 +74,7 @@ typedef struct pd_nn_rnn_net_opts {
   const pd_param_attr *weight_ih_attr, *weight_hh_attr;
   const pd_param_attr *bias_ih_attr, *bias_hh_attr;
   int64_t proj_size; /* LSTM only: must be 0 (projection is not supported) */
-  pd_dtype dtype;    /* 0: float32 */
+  pd_dtype dtype;    /* 0: pd_get_default_dtype() */
 } pd_nn_rnn_net_opts;
 typedef pd_nn_rnn_net_opts pd_nn_simple_rnn_opts;
 typedef pd_nn_rnn_net_opts pd_nn_lstm_opts;

@@ -130,7 +130,8 @@ PD_API pd_tensor *pd_nn_transformer_decoder_call(pd_layer *l, pd_tensor *tgt, pd
 PD_API pd_tensor *pd_nn_transformer_call(pd_layer *l, pd_tensor *src, pd_tensor *tgt, pd_tensor *src_mask,
                                          pd_tensor *tgt_mask, pd_tensor *memory_mask);
 
-/* Transformer.generate_square_subsequent_mask(length): float32 [n, n] with
+/* Transformer.generate_square_subsequent_mask(length): [n, n] in the default
+ * dtype (float32 unless pd_set_default_dtype changed it), with
  * 0 on and below the diagonal and -inf above. */
 PD_API pd_tensor *pd_nn_transformer_generate_square_subsequent_mask(int64_t n);
 

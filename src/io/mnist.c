@@ -101,7 +101,7 @@ static pd_io_dataset *mnist_new(const pd_vision_datasets_mnist_opts *opts, const
     pd_set_error(PD_ERR_INVALID, "%s: mode should be 'train' or 'test', but got %s", cls, mode);
     return NULL;
   }
-  pd_dtype dt = o->dtype == 0 ? PD_FLOAT32 : o->dtype;
+  pd_dtype dt = o->dtype == 0 ? pd_get_default_dtype() : o->dtype;
   if ((unsigned)dt >= PD_NUM_DTYPES) {
     pd_set_error(PD_ERR_DTYPE, "%s: invalid dtype %d", cls, (int)dt);
     return NULL;

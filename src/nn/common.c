@@ -11,6 +11,7 @@
 #include "paddlec/manipulation.h"
 #include "paddlec/math.h"
 #include "paddlec/reduction.h"
+#include "layer_dtype.h"
 
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt(const char *f, ...) {
@@ -23,7 +24,7 @@ static char *fmt(const char *f, ...) {
   return s;
 }
 
-static pd_dtype param_dtype(pd_dtype dt) { return dt == PD_BOOL ? PD_FLOAT32 : dt; }
+static pd_dtype param_dtype(pd_dtype dt) { return pd_nn_layer_dtype(dt); }
 
 /* ---- Identity ------------------------------------------------------------------ */
 static int identity_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {

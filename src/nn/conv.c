@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "paddlec/conv.h"
+#include "layer_dtype.h"
 
 typedef pd_tensor *(*conv_fn)(pd_tensor *, pd_tensor *, pd_tensor *, const pd_conv_opts *);
 static const conv_fn k_conv[3] = {pd_conv1d, pd_conv2d, pd_conv3d};
@@ -189,7 +190,7 @@ static pd_layer *conv_new(int nsp, bool transpose, int64_t in_c, int64_t out_c, 
     snprintf(l->padding_algorithm, sizeof l->padding_algorithm, "%s", o->padding_algorithm);
     c->padding_algorithm = l->padding_algorithm;
   }
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   int64_t wshape[5];
   double fan = (double)in_c; /* in double: only its square root is used, and it must not overflow */
   wshape[0] = transpose ? in_c : out_c;

@@ -285,6 +285,7 @@ pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, co
     pd_set_error(PD_ERR_INVALID, "create_parameter: layer is NULL");
     return NULL;
   }
+  if (dt == PD_NUM_DTYPES) dt = pd_get_default_dtype();
   if (!pd_dtype_is_floating(dt)) {
     pd_set_error(PD_ERR_DTYPE, "create_parameter: parameter '%s' must be a floating dtype, got %s",
                  name ? name : "?", pd_dtype_name(dt));

@@ -5,6 +5,7 @@
 #include "paddlec/layers.h"
 #include "paddlec/linalg.h"
 #include "paddlec/math.h"
+#include "layer_dtype.h"
 
 typedef struct linear {
   pd_layer base;
@@ -40,7 +41,7 @@ pd_layer *pd_nn_linear(int64_t in_features, int64_t out_features, const pd_nn_li
                  (long long)in_features, (long long)out_features);
     return NULL;
   }
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   linear *l = pd_layer_new(sizeof *l, &linear_type);
   if (!l) return NULL;
   l->in_features = in_features;

@@ -8,6 +8,7 @@
 
 #include "../core/tensor_impl.h" /* pd_shape_str */
 #include "paddlec/norm.h"
+#include "layer_dtype.h"
 
 typedef struct batch_norm_layer {
   pd_layer base;
@@ -101,7 +102,7 @@ static pd_layer *batch_norm_new(int kind, int64_t num_features, const pd_nn_batc
                  (int)opts->use_global_stats);
     return NULL;
   }
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   if (dt == PD_FLOAT16 || dt == PD_BFLOAT16) dt = PD_FLOAT32; /* Paddle keeps half models' norms in float32 */
   batch_norm_layer *l = pd_layer_new(sizeof *l, &bn_types[kind - 1]);
   if (!l) return NULL;

@@ -5,6 +5,7 @@
 
 #include "../core/tensor_impl.h" /* pd_shape_str */
 #include "paddlec/norm.h"
+#include "layer_dtype.h"
 
 /* ---- GroupNorm ------------------------------------------------------------------------------------ */
 
@@ -58,7 +59,7 @@ pd_layer *pd_nn_group_norm(int64_t num_groups, int64_t num_channels, const pd_nn
                  fmt);
     return NULL;
   }
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   group_norm_layer *l = pd_layer_new(sizeof *l, &group_norm_type);
   if (!l) return NULL;
   l->num_groups = num_groups;
@@ -151,7 +152,7 @@ static pd_layer *instance_norm_new(int kind, int64_t num_features, const pd_nn_i
                  name, fmt);
     return NULL;
   }
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   instance_norm_layer *l = pd_layer_new(sizeof *l, &in_types[kind - 1]);
   if (!l) return NULL;
   l->num_features = num_features;

@@ -5,6 +5,7 @@
 
 #include "../core/tensor_impl.h" /* pd_shape_str, pd_shape_numel */
 #include "paddlec/norm.h"
+#include "layer_dtype.h"
 
 typedef struct row_norm_layer {
   pd_layer base;
@@ -69,7 +70,7 @@ pd_layer *pd_nn_layer_norm(int nshape, const int64_t *normalized_shape, const pd
   row_norm_layer *l =
       row_norm_new("LayerNorm", &layer_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
   if (!l) return NULL;
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   int64_t n = pd_shape_numel(nshape, normalized_shape);
   pd_initializer one = pd_nn_initializer_constant(1.0);
   bool ok = true;
@@ -93,7 +94,7 @@ pd_layer *pd_nn_rms_norm(int nshape, const int64_t *normalized_shape, const pd_n
       row_norm_new("RMSNorm", &rms_norm_type, nshape, normalized_shape, opts->epsilon, opts->dtype);
   if (!l) return NULL;
   l->rms = true;
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   pd_initializer one = pd_nn_initializer_constant(1.0);
   if (!opts->no_weight &&
       !(l->weight = pd_layer_create_parameter(&l->base, "weight", nshape, normalized_shape, dt,

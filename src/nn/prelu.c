@@ -10,6 +10,7 @@
 #include "paddlec/layers.h"
 #include "paddlec/manipulation.h"
 #include "paddlec/math.h"
+#include "layer_dtype.h"
 
 /* ---- F.prelu ---------------------------------------------------------------------- */
 static const char *const k_prelu_formats[] = {"NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC"};
@@ -121,8 +122,7 @@ pd_layer *pd_nn_prelu(int64_t num_parameters, double init, const pd_nn_prelu_opt
   snprintf(l->data_format, sizeof l->data_format, "%s", opts->data_format ? opts->data_format : "NCHW");
   pd_initializer c = pd_nn_initializer_constant(init);
   l->weight = pd_layer_create_parameter(&l->base, "weight", 1, (const int64_t[]){num_parameters},
-                                        opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype, opts->weight_attr,
-                                        &c, false);
+                                        pd_nn_layer_dtype(opts->dtype), opts->weight_attr, &c, false);
   if (!l->weight) {
     pd_layer_release(&l->base);
     return NULL;

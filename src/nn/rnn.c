@@ -189,7 +189,7 @@ static char *cell_repr(const pd_layer *self) {
 }
 
 static pd_dtype param_dtype(const char *nm, pd_dtype dt) {
-  if (dt == PD_BOOL) return PD_FLOAT32;
+  if (dt == PD_BOOL) return pd_get_default_dtype();
   if (!pd_dtype_is_floating(dt)) {
     pd_set_error(PD_ERR_DTYPE, "%s: dtype must be floating, got %s", nm, pd_dtype_name(dt));
     return PD_BOOL;

@@ -14,6 +14,7 @@
 #include "paddlec/math.h"
 #include "paddlec/norm.h"
 #include "paddlec/transformer.h"
+#include "layer_dtype.h"
 
 /* Which optional inputs of the next forward are present (bit k: optional
  * input k), set by the *_call helpers; a plain pd_layer_call passes inputs
@@ -150,7 +151,7 @@ pd_layer *pd_nn_multi_head_attention(int64_t embed_dim, int64_t num_heads,
   m->vdim = opts->vdim ? opts->vdim : embed_dim;
   m->dropout = opts->dropout;
   m->need_weights = opts->need_weights;
-  pd_dtype dt = opts->dtype == PD_BOOL ? PD_FLOAT32 : opts->dtype;
+  pd_dtype dt = pd_nn_layer_dtype(opts->dtype);
   const pd_param_attr *wa = opts->weight_attr, *ba = opts->bias_attr;
   m->q_proj = add_linear(&m->base, "q_proj", embed_dim, embed_dim, wa, ba, opts->no_bias, dt);
   m->k_proj =
@@ -341,7 +342,7 @@ static pd_layer *new_tlayer(bool decoder, int64_t d_model, int64_t nhead, int64_
   t->decoder = decoder;
   t->gelu = strcmp(act, "gelu") == 0;
   t->normalize_before = c->o.normalize_before;
-  pd_dtype dt = c->o.dtype == PD_BOOL ? PD_FLOAT32 : c->o.dtype;
+  pd_dtype dt = pd_nn_layer_dtype(c->o.dtype);
   const pd_param_attr *wa = c->o.weight_attr, *ba = c->o.bias_attr;
   bool ok = (t->self_attn = add_mha(&t->base, "self_attn", c, pa, dt)) != NULL;
   if (ok && decoder) ok = (t->cross_attn = add_mha(&t->base, "cross_attn", c, pa, dt)) != NULL;
@@ -487,7 +488,7 @@ static const pd_layer_type transformer_type = {"Transformer", transformer_forwar
 
 pd_layer *pd_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers, int num_decoder_layers,
                             int64_t dim_feedforward, const pd_nn_transformer_opts *opts) {
-  pd_dtype dt = opts && opts->dtype != PD_BOOL ? opts->dtype : PD_FLOAT32;
+  pd_dtype dt = pd_nn_layer_dtype(opts ? opts->dtype : PD_BOOL);
   pd_nn_layer_norm_opts no = {.epsilon = opts ? opts->layer_norm_eps : 0.0, .dtype = dt};
   transformer *t = pd_layer_new(sizeof *t, &transformer_type);
   if (!t) return NULL;
@@ -565,7 +566,7 @@ pd_tensor *pd_nn_transformer_generate_square_subsequent_mask(int64_t n) {
   }
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < n; j++) d[i * n + j] = j > i ? -INFINITY : 0.0;
-  pd_tensor *t = pd_tensor_from_f64(d, PD_FLOAT32, 2, (int64_t[]){n, n});
+  pd_tensor *t = pd_tensor_from_f64(d, pd_get_default_dtype(), 2, (int64_t[]){n, n});
   free(d);
   return t;
 }

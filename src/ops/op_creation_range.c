@@ -172,7 +172,8 @@ const pd_op_def pd_opdef_arange = {.name = "arange",
 static bool integral(double v) { return isfinite(v) && floor(v) == v; }
 
 pd_tensor *pd_arange(double start, double end, double step, pd_dtype dt) {
-  if (dt == PD_NUM_DTYPES) dt = integral(start) && integral(end) && integral(step) ? PD_INT64 : PD_FLOAT32;
+  if (dt == PD_NUM_DTYPES)
+    dt = integral(start) && integral(end) && integral(step) ? PD_INT64 : pd_get_default_dtype();
   pd_attrs a = {.f = {start, end, step}, .dtype = dt};
   return pd_dispatch1(PD_OP_arange, NULL, 0, &a);
 }
@@ -252,7 +253,7 @@ const pd_op_def pd_opdef_linspace = {.name = "linspace",
                                      .kernel = {[PD_PLACE_CPU] = linspace_kernel}};
 
 pd_tensor *pd_linspace(double start, double stop, int64_t num, pd_dtype dt) {
-  pd_attrs a = {.f = {start, stop}, .i = {num}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt};
+  pd_attrs a = {.f = {start, stop}, .i = {num}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt};
   return pd_dispatch1(PD_OP_linspace, NULL, 0, &a);
 }
 
@@ -305,6 +306,6 @@ const pd_op_def pd_opdef_eye = {.name = "eye",
                                 .kernel = {[PD_PLACE_CPU] = eye_kernel}};
 
 pd_tensor *pd_eye(int64_t num_rows, int64_t num_columns, pd_dtype dt) {
-  pd_attrs a = {.i = {num_rows, num_columns}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt};
+  pd_attrs a = {.i = {num_rows, num_columns}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt};
   return pd_dispatch1(PD_OP_eye, NULL, 0, &a);
 }

@@ -90,6 +90,7 @@ static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dty
     pd_set_error(PD_ERR_INVALID, "full: shape is NULL for rank %d", ndim);
     return NULL;
   }
+  if (dt == PD_NUM_DTYPES) dt = pd_get_default_dtype();
   pd_attrs a = {.f = {value}, .dtype = dt, .nv = {ndim}, .i = {empty}};
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_full, NULL, 0, &a);

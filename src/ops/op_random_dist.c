@@ -127,8 +127,10 @@ static bool shape_ok(const char *op, int ndim, const int64_t *shape) {
 static pd_tensor *uniform_impl(const char *op, int ndim, const int64_t *shape, pd_dtype dt, double min,
                                double max, uint64_t seed) {
   if (!shape_ok(op, ndim, shape)) return NULL;
-  pd_attrs a = {
-      .f = {min, max}, .i = {(int64_t)seed}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt, .nv = {ndim}};
+  pd_attrs a = {.f = {min, max},
+                .i = {(int64_t)seed},
+                .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt,
+                .nv = {ndim}};
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_uniform, NULL, 0, &a);
 }
@@ -198,7 +200,7 @@ const pd_op_def pd_opdef_gaussian = {.name = "gaussian",
 static pd_tensor *gaussian_impl(const char *op, int ndim, const int64_t *shape, pd_dtype dt, double mean,
                                 double std) {
   if (!shape_ok(op, ndim, shape)) return NULL;
-  pd_attrs a = {.f = {mean, std}, .dtype = dt == PD_NUM_DTYPES ? PD_FLOAT32 : dt, .nv = {ndim}};
+  pd_attrs a = {.f = {mean, std}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt, .nv = {ndim}};
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_gaussian, NULL, 0, &a);
 }
@@ -208,7 +210,7 @@ pd_tensor *pd_randn(int ndim, const int64_t *shape, pd_dtype dt) {
 }
 
 pd_tensor *pd_normal(double mean, double std, int ndim, const int64_t *shape) {
-  return gaussian_impl("normal", ndim, shape, PD_FLOAT32, mean, std);
+  return gaussian_impl("normal", ndim, shape, pd_get_default_dtype(), mean, std);
 }
 
 /* ---- randint ------------------------------------------------------------- */
