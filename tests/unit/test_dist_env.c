@@ -40,6 +40,7 @@ static const char *const k_vars[] = {"PADDLE_TRAINER_ID",
                                      "PADDLE_LOCAL_RANK",
                                      "PADDLEC_COMM_BACKEND",
                                      "PADDLEC_COMM_TIMEOUT",
+                                     "PADDLEC_COMM_WARN_INTERVAL",
                                      NULL};
 
 static void clear_env(void) {
@@ -335,6 +336,116 @@ static void test_master_port_held(void **state) {
   clear_env();
 }
 
+/* Runs fn with stderr going to a fresh file; returns what fn wrote there
+ * (malloc'ed). */
+static char *capture_stderr(void (*fn)(void *), void *arg) {
+  char path[] = "/tmp/pd_stderr_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  fn(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  off_t len = lseek(fd, 0, SEEK_END);
+  char *text = calloc(1, (size_t)len + 1);
+  assert_int_equal(pread(fd, text, (size_t)len, 0), len);
+  close(fd);
+  unlink(path);
+  return text;
+}
+
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+static void init_fails(void *timeout) {
+  assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = *(double *)timeout}));
+}
+
+/* While the rendezvous waits, a warning every PADDLEC_COMM_WARN_INTERVAL
+ * seconds names who is missing: the ranks that have not joined (rank 0),
+ * the master (the others). */
+static void test_rendezvous_warns_while_waiting(void **state) {
+  (void)state;
+  clear_env();
+  char m[64];
+  snprintf(m, sizeof m, "127.0.0.1:%d", dist_free_port());
+  setenv("PADDLE_TRAINERS_NUM", "3", 1);
+  setenv("PADDLE_MASTER", m, 1);
+  setenv("PADDLEC_COMM_WARN_INTERVAL", "0.3", 1);
+  setenv("PADDLE_TRAINER_ID", "0", 1);
+  double timeout = 1.1;
+  char *text = capture_stderr(init_fails, &timeout);
+  char want[256];
+  snprintf(
+      want, sizeof want,
+      "in init_parallel_env at the master %s (PADDLE_MASTER) for ranks 1, 2 to join; it gives up after 1 s",
+      m);
+  /* at 0.3, 0.6 and 0.9 s (a loaded machine may lose one) */
+  int n = count_of(text, want);
+  if (n < 2 || n > 3) fail_msg("expected 3 warnings '%s' in: %s", want, text);
+  assert_non_null(strstr(text, "paddle.c warning: rank 0 (pid "));
+  assert_non_null(strstr(pd_last_error(), "for ranks 1, 2 to join (1 of 3 joined)"));
+  free(text);
+  setenv("PADDLE_TRAINER_ID", "2", 1);
+  text = capture_stderr(init_fails, &timeout);
+  snprintf(want, sizeof want,
+           "in init_parallel_env at the master %s (PADDLE_MASTER) for rank 0 to listen there", m);
+  n = count_of(text, want);
+  if (n < 2 || n > 3) fail_msg("expected 3 warnings '%s' in: %s", want, text);
+  free(text);
+  /* the interval is checked like the timeout */
+  setenv("PADDLEC_COMM_WARN_INTERVAL", "-5", 1);
+  assert_null(pd_dist_init_parallel_env(NULL));
+  assert_non_null(strstr(
+      pd_last_error(), "init_parallel_env: PADDLEC_COMM_WARN_INTERVAL='-5' is not a number of seconds > 0"));
+  clear_env();
+}
+
+/* Rank 1 stays alive but never calls the all_reduce: rank 0 warns every
+ * 0.4 s naming it, then fails at the timeout. */
+static void stalled_all_reduce(void *arg) {
+  int *rc = arg;
+  pd_tensor *t = pd_ones(1, SHAPE(4), PD_FLOAT32);
+  *rc = pd_dist_all_reduce(t, PD_REDUCE_SUM, NULL) == PD_ERR_COMM ? 0 : 30;
+  pd_tensor_release(t);
+}
+
+static int one_rank_stalls(int rank, void *arg) {
+  (void)arg;
+  if (rank == 1) {
+    sleep(4); /* past rank 0's timeout */
+    return 0;
+  }
+  int rc = 0;
+  char *text = capture_stderr(stalled_all_reduce, &rc);
+  int warnings = count_of(
+      text, "in shm all_reduce(float32, 4 elements, SUM) #2 on group 0 for rank 1; it gives up after 2 s");
+  if (rc == 0 && (warnings < 3 || warnings > 4)) { /* at 0.4, 0.8, 1.2 and 1.6 s */
+    fprintf(stderr, "rank 0: %d warnings in: %s\n", warnings, text);
+    rc = 31;
+  }
+  if (rc == 0 && !strstr(pd_last_error(), "missing (never arrived): rank 1")) rc = 32;
+  free(text);
+  return rc;
+}
+
+static void test_collective_warns_while_waiting(void **state) {
+  (void)state;
+  clear_env();
+  setenv("PADDLEC_COMM_WARN_INTERVAL", "0.4", 1);
+  int codes[2];
+  dist_run_ranks(2, one_rank_stalls, NULL, 2.0, 30, codes);
+  assert_int_equal(codes[0], 0);
+  assert_int_equal(codes[1], 0);
+  clear_env();
+}
+
 static void test_one_rank_world(void **state) {
   (void)state;
   clear_env();
@@ -444,11 +555,17 @@ static void test_two_ranks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paddle_launcher_env), cmocka_unit_test(test_mpirun_and_slurm_env),
-      cmocka_unit_test(test_wrong_env),           cmocka_unit_test(test_unreachable_master),
-      cmocka_unit_test(test_one_rank_world),      cmocka_unit_test(test_two_ranks),
-      cmocka_unit_test(test_bad_ports),           cmocka_unit_test(test_bad_timeout),
+      cmocka_unit_test(test_paddle_launcher_env),
+      cmocka_unit_test(test_mpirun_and_slurm_env),
+      cmocka_unit_test(test_wrong_env),
+      cmocka_unit_test(test_unreachable_master),
+      cmocka_unit_test(test_one_rank_world),
+      cmocka_unit_test(test_two_ranks),
+      cmocka_unit_test(test_bad_ports),
+      cmocka_unit_test(test_bad_timeout),
       cmocka_unit_test(test_master_port_held),
+      cmocka_unit_test(test_rendezvous_warns_while_waiting),
+      cmocka_unit_test(test_collective_warns_while_waiting),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

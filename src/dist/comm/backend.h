@@ -111,6 +111,7 @@ typedef struct pd_comm_init {
   const int *world_pids; /* pid of every world rank (same-host backends watch them) */
   const char *job_key;   /* unique per job: names shared segments */
   double timeout_s;
+  double warn_s; /* "still waiting" warnings every warn_s seconds; 0: PD_COMM_WARN_DEFAULT_S */
 } pd_comm_init;
 
 struct pd_comm {
@@ -118,6 +119,7 @@ struct pd_comm {
   int group_id, rank, nranks;
   int *global_ranks; /* owned copy */
   double timeout_s;
+  double warn_s;     /* interval of the "still waiting" warnings */
   uint64_t seq;      /* collectives issued so far */
   atomic_int refs;   /* the group and every shared tensor hold one */
   atomic_int broken; /* 0 healthy, 1 being marked, 2 broken (broken_msg set) */
@@ -148,6 +150,18 @@ pd_status pd_comm_env_seconds(const char *var, double dflt, double *out);
  * $PADDLEC_COMM_TIMEOUT, else 1800 (Paddle's 30 minutes). A negative or
  * non-finite `asked` is PD_ERR_INVALID (what: the call, for the message). */
 pd_status pd_comm_timeout(double asked, const char *what, double *out);
+
+/* While a wait lasts, a warning every $PADDLEC_COMM_WARN_INTERVAL seconds
+ * (default 60) names who has not arrived, as NCCL's watchdog does; the
+ * wait itself still ends only at the timeout. */
+#define PD_COMM_WARN_DEFAULT_S 60.0
+pd_status pd_comm_warn_interval(double *out);
+/* The warning, on stderr: "paddle.c warning: rank 0 (pid 1234) has waited
+ * 60 s in <what> for <missing>; it gives up after 1800 s
+ * (PADDLEC_COMM_TIMEOUT)". */
+void pd_comm_warn_waiting(int rank, const char *what, const char *missing, double waited_s, double timeout_s);
+/* "rank 3" or "ranks 1, 2" into buf: the names[i] with pending[i] set. */
+const char *pd_comm_rank_list(const int *names, const int *pending, int n, char *buf, size_t cap);
 
 /* Backends. Each returns NULL with an error set when it cannot start. */
 pd_comm *pd_comm_shm_create(const pd_comm_init *init);

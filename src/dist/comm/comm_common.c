@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 
@@ -113,8 +114,32 @@ pd_status pd_comm_timeout(double asked, const char *what, double *out) {
   return PD_OK;
 }
 
+pd_status pd_comm_warn_interval(double *out) {
+  return pd_comm_env_seconds("PADDLEC_COMM_WARN_INTERVAL", PD_COMM_WARN_DEFAULT_S, out);
+}
+
+void pd_comm_warn_waiting(int rank, const char *what, const char *missing, double waited_s,
+                          double timeout_s) {
+  fprintf(stderr,
+          "paddle.c warning: rank %d (pid %ld) has waited %.0f s in %s for %s; it gives up after %.0f s "
+          "(PADDLEC_COMM_TIMEOUT)\n",
+          rank, (long)getpid(), waited_s, what, missing, timeout_s);
+  fflush(stderr);
+}
+
+const char *pd_comm_rank_list(const int *names, const int *pending, int n, char *buf, size_t cap) {
+  int count = 0;
+  for (int i = 0; i < n; i++) count += pending[i] != 0;
+  size_t len = (size_t)snprintf(buf, cap, "%s", count > 1 ? "ranks " : "rank ");
+  for (int i = 0, k = 0; i < n && len < cap; i++)
+    if (pending[i]) len += (size_t)snprintf(buf + len, cap - len, "%s%d", k++ ? ", " : "", names[i]);
+  if (!count) snprintf(buf, cap, "the other ranks");
+  return buf;
+}
+
 pd_status pd_comm_base_init(pd_comm *c, const pd_comm_ops *ops, const pd_comm_init *init) {
   c->ops = ops;
+  c->warn_s = init->warn_s > 0 ? init->warn_s : PD_COMM_WARN_DEFAULT_S;
   c->group_id = init->group_id;
   c->rank = init->rank;
   c->nranks = init->nranks;

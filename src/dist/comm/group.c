@@ -15,6 +15,7 @@ typedef struct dist_state {
   char job_key[96];
   char backend[8];
   double timeout_s;
+  double warn_s;          /* PADDLEC_COMM_WARN_INTERVAL */
   pd_dist_group **groups; /* by id */
   int ngroups;
 } dist_state;
@@ -86,7 +87,8 @@ static pd_dist_group *group_make(int id, const int *ranks, int n, const char *ba
                          .world_size = g_dist.world_size,
                          .world_pids = g_dist.pids,
                          .job_key = g_dist.job_key,
-                         .timeout_s = timeout_s};
+                         .timeout_s = timeout_s,
+                         .warn_s = g_dist.warn_s};
     g->comm = create_comm(backend, &init);
     if (!g->comm) {
       group_free(g);
@@ -127,8 +129,12 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
         want);
     return NULL;
   }
-  double timeout;
+  double timeout, warn_s;
   if (pd_comm_timeout(o.timeout_s, "init_parallel_env", &timeout) != PD_OK) return NULL;
+  if (pd_comm_warn_interval(&warn_s) != PD_OK) {
+    pd_set_error(PD_ERR_INVALID, "init_parallel_env: %s", pd_last_error());
+    return NULL;
+  }
   pd_dist_env env;
   if (pd_dist_parallel_env(&env) < 0) return NULL;
   int n = env.world_size, rank = env.rank;
@@ -144,7 +150,8 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
       recs[0] = mine;
       pd_make_job_key(g_dist.job_key, sizeof g_dist.job_key);
     } else if (env.master[0]) {
-      st = pd_rendezvous_tcp(env.master, env.master_from, rank, n, timeout, &mine, recs, g_dist.job_key);
+      st = pd_rendezvous_tcp(env.master, env.master_from, rank, n, timeout, warn_s, &mine, recs,
+                             g_dist.job_key);
     } else if (strcmp(env.launcher, "mpirun") != 0) {
       st = pd_set_error(
           PD_ERR_INVALID,
@@ -217,6 +224,7 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
     g_dist.world_rank = rank;
     g_dist.world_size = n;
     g_dist.timeout_s = timeout;
+    g_dist.warn_s = warn_s;
     snprintf(g_dist.backend, sizeof g_dist.backend, "%s", backend);
     pd_dist_group *world = group_make(0, ranks, n, backend, timeout);
     if (!world || add_group(world) < 0) {

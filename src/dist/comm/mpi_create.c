@@ -19,7 +19,7 @@ static const int k_token = 1; /* static: a send that cannot be cancelled may sti
 
 /* members[i] is member i's rank in comm, names[i] its global rank. */
 static pd_status rendezvous(MPI_Comm comm, const int *members, const int *names, int n, int me, int tag,
-                            double timeout, const char *what) {
+                            double timeout, double warn_s, const char *what) {
   if (n == 1) return PD_OK;
   int *tokens = calloc((size_t)n, sizeof *tokens);
   MPI_Request *reqs = malloc(2 * (size_t)n * sizeof *reqs);
@@ -36,7 +36,16 @@ static pd_status rendezvous(MPI_Comm comm, const int *members, const int *names,
     if (rc == MPI_SUCCESS) rc = MPI_Isend(&k_token, 1, MPI_INT, members[j], tag, comm, &reqs[n + j]);
   }
   int err = rc;
-  if (rc == MPI_SUCCESS && pd_mpi_poll(reqs, 2 * n, pd_mpi_now() + timeout, &err) == PD_OK) {
+  pd_mpi_warn warn = {.what = what,
+                      .me = names[me],
+                      .warn_s = warn_s > 0 ? warn_s : PD_COMM_WARN_DEFAULT_S,
+                      .timeout_s = timeout,
+                      .per_rank = reqs,
+                      .names = names,
+                      .nmembers = n,
+                      .me_member = me,
+                      .peer = -1};
+  if (rc == MPI_SUCCESS && pd_mpi_poll(reqs, 2 * n, pd_mpi_now() + timeout, &err, &warn) == PD_OK) {
     free(tokens);
     free(reqs);
     return PD_OK;
@@ -105,8 +114,8 @@ static pd_status create_world(const pd_comm_init *init, MPI_Comm *base) {
   if (!members) return pd_set_error(PD_ERR_MEMORY, "mpi world group: out of memory");
   for (int i = 0; i < n; i++) members[i] = i;
   /* names: MPI ranks, the job's ranks are not known to each other yet */
-  pd_status st =
-      rendezvous(boot, members, members, n, me, 0, init->timeout_s, "mpi world group: MPI_COMM_WORLD ranks");
+  pd_status st = rendezvous(boot, members, members, n, me, 0, init->timeout_s, init->warn_s,
+                            "mpi world group: MPI_COMM_WORLD ranks");
   free(members);
   if (st != PD_OK) return st;
   int rc = MPI_Comm_split(boot, 0, init->world_rank, base);
@@ -131,7 +140,7 @@ static pd_status create_group(const pd_comm_init *init, MPI_Comm *base) {
   snprintf(what, sizeof what, "mpi new group %d", init->group_id);
   int tag = 1 + init->group_id % (tag_ub_of(world) - 1);
   pd_status st = rendezvous(world, init->global_ranks, init->global_ranks, init->nranks, init->rank, tag,
-                            init->timeout_s, what);
+                            init->timeout_s, init->warn_s, what);
   if (st != PD_OK) return st;
   MPI_Group wg, g;
   MPI_Comm_group(world, &wg);

@@ -61,11 +61,27 @@ void pd_mpi_free_ops(void);
 
 /* ---- mpi_wait.c ---- */
 double pd_mpi_now(void);
+/* What a long wait warns about, every warn_s seconds (see
+ * pd_comm_warn_waiting). */
+typedef struct pd_mpi_warn {
+  const char *what; /* "mpi all_reduce(float32, 4 elements, SUM) #2 on group 0" */
+  int me;           /* this process's global rank */
+  double warn_s, timeout_s;
+  const MPI_Request *per_rank; /* member i has not arrived while per_rank[i] is pending; NULL */
+  const int *names;            /* the global rank of each member (with per_rank) */
+  int nmembers;
+  int me_member; /* this process's index among the members (skipped) */
+  int peer;      /* without per_rank: the global rank waited for; -1: "the other ranks" */
+} pd_mpi_warn;
+/* The warning of a collective or send/recv on c (per_rank, peer: as above). */
+pd_mpi_warn pd_mpi_comm_warn(pd_comm *c, const char *what, const MPI_Request *per_rank, int peer);
+
 /* Polls reqs[0..n) (MPI_REQUEST_NULL entries are done) until all complete
- * or `deadline` (pd_mpi_now seconds) passes. PD_OK; PD_ERR_COMM on timeout
- * (the requests still pending are left as they are) or on an MPI error;
- * no error message is set. *mpi_err receives the failing MPI code. */
-pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err);
+ * or `deadline` (pd_mpi_now seconds) passes, warning as `warn` says
+ * meanwhile (NULL: silent). PD_OK; PD_ERR_COMM on timeout (the requests
+ * still pending are left as they are) or on an MPI error; no error message
+ * is set. *mpi_err receives the failing MPI code. */
+pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err, const pd_mpi_warn *warn);
 /* Cancels what can be cancelled (receives) and frees the rest. Returns 1
  * when a request could not be cancelled (its buffer may still be read). */
 int pd_mpi_abandon(MPI_Request *reqs, int n);

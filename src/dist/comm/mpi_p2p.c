@@ -72,7 +72,10 @@ static pd_status check_peer(pd_comm *c, const char *kind, pd_dtype dt, int peer)
 static pd_status finish(pd_comm *c, MPI_Request *reqs, int n, double deadline, const char *call, int peer,
                         const char *waiting_for) {
   int err = MPI_SUCCESS;
-  if (pd_mpi_poll(reqs, n, deadline, &err) == PD_OK) return PD_OK;
+  char what[192];
+  snprintf(what, sizeof what, "mpi %s on group %d", call, c->group_id);
+  pd_mpi_warn warn = pd_mpi_comm_warn(c, what, NULL, peer);
+  if (pd_mpi_poll(reqs, n, deadline, &err, &warn) == PD_OK) return PD_OK;
   int stuck = pd_mpi_abandon(reqs, n);
   char es[MPI_MAX_ERROR_STRING];
   if (err != MPI_SUCCESS)

@@ -25,12 +25,42 @@ double pd_mpi_now(void) {
  * (yielding the core now and then) for the first 200 ms, which keeps
  * collectives at MPI's own speed, then sleeps 10 us growing to 200 us so a
  * long wait for a late peer does not hold a core at full speed. */
-pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err) {
+pd_mpi_warn pd_mpi_comm_warn(pd_comm *c, const char *what, const MPI_Request *per_rank, int peer) {
+  return (pd_mpi_warn){.what = what,
+                       .me = c->global_ranks[c->rank],
+                       .warn_s = c->warn_s,
+                       .timeout_s = c->timeout_s,
+                       .per_rank = per_rank,
+                       .names = c->global_ranks,
+                       .nmembers = c->nranks,
+                       .me_member = c->rank,
+                       .peer = peer >= 0 ? c->global_ranks[peer] : -1};
+}
+
+static void warn_now(const pd_mpi_warn *w, double waited) {
+  char who[512];
+  int small[16];
+  int *pending = w->nmembers <= 16 ? small : calloc((size_t)w->nmembers, sizeof *pending);
+  if (w->per_rank && pending) {
+    for (int i = 0; i < w->nmembers; i++)
+      pending[i] = i != w->me_member && w->per_rank[i] != MPI_REQUEST_NULL;
+    pd_comm_rank_list(w->names, pending, w->nmembers, who, sizeof who);
+  } else if (w->peer >= 0) {
+    snprintf(who, sizeof who, "rank %d", w->peer);
+  } else {
+    snprintf(who, sizeof who, "the other ranks (every rank called it; the data is not moving)");
+  }
+  if (w->nmembers > 16) free(pending);
+  pd_comm_warn_waiting(w->me, w->what, who, waited, w->timeout_s);
+}
+
+pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err, const pd_mpi_warn *warn) {
   *mpi_err = MPI_SUCCESS;
   if (n <= 0) return PD_OK;
   int *idx = malloc((size_t)n * sizeof *idx);
   if (!idx) return pd_set_error(PD_ERR_MEMORY, "mpi wait: out of memory for %d requests", n);
   double start = pd_mpi_now();
+  double next_warn = warn && warn->warn_s > 0 ? start + warn->warn_s : 1e300;
   long sleep_ns = 10000;
   pd_status st = PD_OK;
   for (unsigned iter = 0;; iter++) {
@@ -47,6 +77,10 @@ pd_status pd_mpi_poll(MPI_Request *reqs, int n, double deadline, int *mpi_err) {
     if (now > deadline) {
       st = PD_ERR_COMM;
       break;
+    }
+    if (now >= next_warn) {
+      next_warn += warn->warn_s;
+      warn_now(warn, now - start);
     }
     if (now - start < 0.2) {
       if (iter % 16 == 15) sched_yield();
@@ -86,9 +120,11 @@ int pd_mpi_abandon(MPI_Request *reqs, int n) {
 
 pd_status pd_mpi_wait_data(pd_comm *c, MPI_Request *reqs, int n, double deadline, const pd_comm_sig *sig) {
   int err = MPI_SUCCESS;
-  if (pd_mpi_poll(reqs, n, deadline, &err) == PD_OK) return PD_OK;
-  char s[160], es[MPI_MAX_ERROR_STRING];
+  char s[160], what[224], es[MPI_MAX_ERROR_STRING];
   pd_comm_sig_str(sig, s, sizeof s);
+  snprintf(what, sizeof what, "mpi %s on group %d", s, c->group_id);
+  pd_mpi_warn warn = pd_mpi_comm_warn(c, what, NULL, -1);
+  if (pd_mpi_poll(reqs, n, deadline, &err, &warn) == PD_OK) return PD_OK;
   if (err != MPI_SUCCESS)
     pd_set_error(PD_ERR_COMM, "mpi %s on group %d (rank %d): %s", s, c->group_id, c->global_ranks[c->rank],
                  pd_mpi_error_string(err, es, sizeof es));
@@ -185,7 +221,10 @@ pd_status pd_mpi_check_sig(pd_comm *c, pd_comm_kind kind, pd_dtype dt, size_t co
   }
   int err = rc;
   double deadline = pd_mpi_now() + c->timeout_s;
-  if (rc == MPI_SUCCESS && pd_mpi_poll(m->reqs, 2 * n, deadline, &err) == PD_OK) {
+  char s[160], what[224];
+  snprintf(what, sizeof what, "mpi %s on group %d", pd_comm_sig_str(sig, s, sizeof s), c->group_id);
+  pd_mpi_warn warn = pd_mpi_comm_warn(c, what, rq, -1);
+  if (rc == MPI_SUCCESS && pd_mpi_poll(m->reqs, 2 * n, deadline, &err, &warn) == PD_OK) {
     /* every signature arrived: compare (for alltoall the counts are
      * checked per pair below, the totals may differ) */
     pd_comm_sig *sigs = malloc((size_t)n * sizeof *sigs);

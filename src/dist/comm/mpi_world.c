@@ -132,7 +132,7 @@ pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes)
   MPI_Request req;
   int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g_boot, &req);
   int err = rc;
-  if (rc == MPI_SUCCESS && pd_mpi_poll(&req, 1, pd_mpi_now() + timeout, &err) == PD_OK) return PD_OK;
+  if (rc == MPI_SUCCESS && pd_mpi_poll(&req, 1, pd_mpi_now() + timeout, &err, NULL) == PD_OK) return PD_OK;
   char es[MPI_MAX_ERROR_STRING];
   if (err != MPI_SUCCESS)
     return pd_set_error(PD_ERR_COMM, "mpi world allgather of %zu bytes: %s", bytes,
@@ -164,7 +164,7 @@ static int exit_barrier(int broken, double grace) {
   if (MPI_Ibarrier(g_boot, &req) != MPI_SUCCESS) return broken ? -1 : 0;
   int err = MPI_SUCCESS;
   double deadline = broken ? pd_mpi_now() + grace : 1e300;
-  if (pd_mpi_poll(&req, 1, deadline, &err) == PD_OK) return 0;
+  if (pd_mpi_poll(&req, 1, deadline, &err, NULL) == PD_OK) return 0;
   return -1;
 }
 

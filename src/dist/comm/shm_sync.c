@@ -95,6 +95,25 @@ static const char *wait_what(const shm_wait_ctx *w, char *buf, size_t cap) {
   return w->sig ? pd_comm_sig_str(w->sig, buf, cap) : "wait";
 }
 
+static int all_arrived(shm_comm *s, const void *arg);
+
+/* Who a long wait is waiting for, for the periodic warning. */
+static void waiting_for(shm_comm *s, shm_ready_fn ready, const void *arg, const shm_wait_ctx *w, char *buf,
+                        size_t cap) {
+  int n = s->base.nranks, small[8];
+  int *pending = n <= 8 ? small : calloc((size_t)n, sizeof *pending);
+  if (ready == all_arrived && pending) {
+    uint64_t target = *(const uint64_t *)arg;
+    for (int i = 0; i < n; i++) pending[i] = atomic_load(&s->ctl[i].arrive) < target;
+    pd_comm_rank_list(s->base.global_ranks, pending, n, buf, cap);
+  } else if (w->peer >= 0) {
+    snprintf(buf, cap, "rank %d", s->base.global_ranks[w->peer]);
+  } else {
+    snprintf(buf, cap, "the other ranks (every rank entered it; the data is not moving)");
+  }
+  if (n > 8) free(pending);
+}
+
 /* The one wait loop. `missing` lists (as text) who has not arrived when the
  * wait fails; built lazily by describe(). */
 /* own_failure: NULL publishes a timeout or a dead peer at once (shm_fail);
@@ -105,6 +124,7 @@ static pd_status wait_for(shm_comm *s, uint64_t spin_ns, shm_ready_fn ready, con
   if (ready(s, arg)) return PD_OK;
   uint64_t t0 = now_ns(), next_watch = t0 + WATCH_EVERY_NS;
   uint64_t deadline = t0 + (uint64_t)(s->base.timeout_s * 1e9);
+  uint64_t warn_every = (uint64_t)(s->base.warn_s * 1e9), next_warn = t0 + warn_every;
   for (int spins = 0;; spins++) {
     if (ready(s, arg)) return PD_OK;
     if (spins < 64) {
@@ -151,6 +171,14 @@ static pd_status wait_for(shm_comm *s, uint64_t spin_ns, shm_ready_fn ready, con
         if (own_failure) return *own_failure = 1, PD_ERR_COMM;
         return shm_fail(s);
       }
+    }
+    if (t >= next_warn && t < deadline) {
+      next_warn += warn_every;
+      char who[512], wb[160], what[256];
+      waiting_for(s, ready, arg, w, who, sizeof who);
+      snprintf(what, sizeof what, "shm %s on group %d", wait_what(w, wb, sizeof wb), s->base.group_id);
+      pd_comm_warn_waiting(s->base.global_ranks[s->base.rank], what, who, (double)(t - t0) * 1e-9,
+                           s->base.timeout_s);
     }
     if (t >= deadline) {
       char who[512] = "";

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "rendezvous.h"
 
+#include "../comm/backend.h"
 #include "launch_env.h"
 
 #include <arpa/inet.h>
@@ -109,8 +110,21 @@ static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
   return 0;
 }
 
+/* The ranks of [1, world) that have no connection yet: "rank 2", "ranks 1, 3". */
+static void missing_ranks(const int *fds, int world, char *buf, size_t cap) {
+  size_t n = 0;
+  int k = 0;
+  buf[0] = 0;
+  for (int i = 1; i < world && n < cap; i++)
+    if (fds[i] < 0) k++;
+  n = (size_t)snprintf(buf, cap, "%s", k > 1 ? "ranks " : "rank ");
+  for (int i = 1, j = 0; i < world && n < cap; i++)
+    if (fds[i] < 0) n += (size_t)snprintf(buf + n, cap - n, "%s%d", j++ ? ", " : "", i);
+}
+
 static pd_status serve(const char *master, const char *var, const char *port, int world, double timeout_s,
-                       double deadline, const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
+                       double warn_s, double deadline, const pd_rank_record *mine, pd_rank_record *all,
+                       char *job_key) {
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE},
                   *ai = NULL;
   if (getaddrinfo(NULL, port, &hints, &ai) != 0 || !ai)
@@ -137,20 +151,27 @@ static pd_status serve(const char *master, const char *var, const char *port, in
   pd_make_job_key(job_key, 96);
   rdv_reply reply = {.magic = PD_RDV_MAGIC};
   int joined = 1;
+  double start = now_s(), next_warn = start + warn_s;
   while (joined < world && !reply.status) {
     struct pollfd pfd = {ls, POLLIN, 0};
-    double left = deadline - now_s();
+    double now = now_s(), left = deadline - now;
+    if (now >= next_warn && left > 0) {
+      next_warn += warn_s;
+      char what[300], who[256];
+      snprintf(what, sizeof what, "init_parallel_env at the master %s (%s)", master, var);
+      missing_ranks(fds, world, who, sizeof who);
+      strncat(who, " to join", sizeof who - strlen(who) - 1);
+      pd_comm_warn_waiting(0, what, who, now - start, timeout_s);
+    }
+    if (next_warn - now < left) left = next_warn - now;
     if (left <= 0) {
-      char missing[256] = "";
-      size_t n = 0;
-      for (int i = 1; i < world && n < sizeof missing - 8; i++)
-        if (fds[i] < 0) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? ", " : "", i);
+      char missing[256];
+      missing_ranks(fds, world, missing, sizeof missing);
       reply.status = 1;
-      snprintf(
-          reply.text, sizeof reply.text,
-          "init_parallel_env: timed out after %.0f s waiting at the master %s for ranks %s to join (%d of %d "
-          "joined)",
-          timeout_s, master, missing, joined, world);
+      snprintf(reply.text, sizeof reply.text,
+               "init_parallel_env: timed out after %.0f s waiting at the master %s for %s to join (%d of %d "
+               "joined)",
+               timeout_s, master, missing, joined, world);
       break;
     }
     if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0) continue;
@@ -195,16 +216,29 @@ static pd_status serve(const char *master, const char *var, const char *port, in
   return st;
 }
 
+/* A joining rank's warning while it waits for the master. */
+static void join_warn(const char *master, const char *var, int rank, const char *for_what, double waited,
+                      double timeout_s) {
+  char what[300];
+  snprintf(what, sizeof what, "init_parallel_env at the master %s (%s)", master, var);
+  pd_comm_warn_waiting(rank, what, for_what, waited, timeout_s);
+}
+
 static pd_status join(const char *master, const char *var, const char *host, const char *port, int rank,
-                      int world, double timeout_s, double deadline, const pd_rank_record *mine,
+                      int world, double timeout_s, double warn_s, double deadline, const pd_rank_record *mine,
                       pd_rank_record *all, char *job_key) {
+  double start = now_s(), next_warn = start + warn_s;
   struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
   int gai = getaddrinfo(host, port, &hints, &ai);
   if (gai != 0 || !ai)
     return pd_set_error(PD_ERR_INVALID, "init_parallel_env: cannot resolve the master %s (%s): %s", master,
                         var, gai_strerror(gai));
   int fd = -1, last_err = 0;
-  while (now_s() < deadline) {
+  for (double now; (now = now_s()) < deadline;) {
+    if (now >= next_warn) {
+      next_warn += warn_s;
+      join_warn(master, var, rank, "rank 0 to listen there", now - start, timeout_s);
+    }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
     last_err = errno;
@@ -245,6 +279,19 @@ static pd_status join(const char *master, const char *var, const char *host, con
   rdv_reply reply;
   if (rc == 0) rc = io_all(fd, &h, sizeof h, 1, deadline);
   /* rank 0 answers once everyone has joined, or when its own wait ends */
+  /* the reply comes when every rank has joined: warn meanwhile */
+  while (rc == 0) {
+    double now = now_s(), until = next_warn < deadline + 10 ? next_warn : deadline + 10;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, until > now ? (int)((until - now) * 1000) + 1 : 0);
+    if (pr > 0 || now_s() >= deadline + 10) break;
+    if (pr < 0 && errno != EINTR) break;
+    if (now_s() >= next_warn) {
+      next_warn += warn_s;
+      join_warn(master, var, rank, "rank 0 to report that every rank joined (it names the missing ones)",
+                now_s() - start, timeout_s);
+    }
+  }
   if (rc == 0) rc = io_all(fd, &reply, sizeof reply, 0, deadline + 10);
   if (rc == 0 && reply.magic == PD_RDV_MAGIC && !reply.status)
     rc = io_all(fd, all, (size_t)world * sizeof *all, 0, deadline + 10);
@@ -263,7 +310,7 @@ static pd_status join(const char *master, const char *var, const char *host, con
 }
 
 pd_status pd_rendezvous_tcp(const char *master, const char *master_var, int rank, int world, double timeout_s,
-                            const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
+                            double warn_s, const pd_rank_record *mine, pd_rank_record *all, char *job_key) {
   char host[256], port[32];
   const char *var = master_var && *master_var ? master_var : "master";
   if (!master || split_host_port(master, host, sizeof host, port, sizeof port) < 0)
@@ -274,6 +321,7 @@ pd_status pd_rendezvous_tcp(const char *master, const char *master_var, int rank
     return pd_set_error(PD_ERR_INVALID, "init_parallel_env: the master endpoint %s='%s': %s", var, master,
                         why);
   double deadline = now_s() + timeout_s;
-  if (rank == 0) return serve(master, var, port, world, timeout_s, deadline, mine, all, job_key);
-  return join(master, var, host, port, rank, world, timeout_s, deadline, mine, all, job_key);
+  if (!(warn_s > 0)) warn_s = PD_COMM_WARN_DEFAULT_S;
+  if (rank == 0) return serve(master, var, port, world, timeout_s, warn_s, deadline, mine, all, job_key);
+  return join(master, var, host, port, rank, world, timeout_s, warn_s, deadline, mine, all, job_key);
 }

@@ -22,12 +22,14 @@ void pd_rank_record_self(pd_rank_record *r, int rank);
 #define PD_RDV_BANNER_S 3.0
 
 /* TCP rendezvous at master ("host:port", from the variable(s) master_var,
- * named in errors): all[i] receives rank i's record; job_key (capacity 96)
+ * named in errors); while it waits, a warning every warn_s seconds names
+ * the ranks that have not joined (rank 0) or the master (the others):
+ * all[i] receives rank i's record; job_key (capacity 96)
  * receives the key rank 0 made. Errors name the master and what went wrong
  * (unreachable after timeout_s, a port held by another program, a
  * duplicate rank, a world size that differs between ranks). */
 pd_status pd_rendezvous_tcp(const char *master, const char *master_var, int rank, int world, double timeout_s,
-                            const pd_rank_record *mine, pd_rank_record *all, char *job_key);
+                            double warn_s, const pd_rank_record *mine, pd_rank_record *all, char *job_key);
 
 /* A fresh job key: $PADDLEC_JOB_KEY (set by fleetrun; its characters are
  * kept, so fleetrun's clean-up of /dev/shm/paddlec-<its key>* finds the
