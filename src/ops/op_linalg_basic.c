@@ -37,30 +37,30 @@ static pd_status dot_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-/* One dot product of n elements; `par` splits it over the threads. */
-static float dot_run_f32(int64_t n, const float *a, int64_t sa, const float *b, int64_t sb, bool par) {
-  float s = 0;
-  if (sa == 1 && sb == 1) {
-#pragma omp parallel for simd reduction(+ : s) if (par)
-    for (int64_t k = 0; k < n; k++) s += a[k] * b[k];
-  } else {
-#pragma omp parallel for reduction(+ : s) if (par)
-    for (int64_t k = 0; k < n; k++) s += a[k * sa] * b[k * sb];
+/* One dot product of n elements, summed in blocks of DOT_BLOCK whose sums
+ * are added in order; `par` computes the blocks over the threads (the same
+ * bits on any number of threads). */
+#define DOT_BLOCK 8192
+#define DEFINE_DOT_RUN(sfx, T)                                                                      \
+  static PD_NOINLINE T dot_block_##sfx(int64_t n, const T *a, int64_t sa, const T *b, int64_t sb) { \
+    T s = 0;                                                                                        \
+    if (sa == 1 && sb == 1) {                                                                       \
+      _Pragma("omp simd reduction(+ : s)") for (int64_t k = 0; k < n; k++) s += a[k] * b[k];        \
+    } else {                                                                                        \
+      for (int64_t k = 0; k < n; k++) s += a[k * sa] * b[k * sb];                                   \
+    }                                                                                               \
+    return s;                                                                                       \
+  }                                                                                                 \
+  static T dot_run_##sfx(int64_t n, const T *a, int64_t sa, const T *b, int64_t sb, bool par) {     \
+    if (n <= DOT_BLOCK) return dot_block_##sfx(n, a, sa, b, sb);                                    \
+    T s = 0;                                                                                        \
+    PD_ORDERED_SUM(T, s, (n + DOT_BLOCK - 1) / DOT_BLOCK, par, k,                                   \
+                   dot_block_##sfx(n - k * DOT_BLOCK < DOT_BLOCK ? n - k * DOT_BLOCK : DOT_BLOCK,   \
+                                   a + k * DOT_BLOCK * sa, sa, b + k * DOT_BLOCK * sb, sb));        \
+    return s;                                                                                       \
   }
-  return s;
-}
-
-static double dot_run_f64(int64_t n, const double *a, int64_t sa, const double *b, int64_t sb, bool par) {
-  double s = 0;
-  if (sa == 1 && sb == 1) {
-#pragma omp parallel for simd reduction(+ : s) if (par)
-    for (int64_t k = 0; k < n; k++) s += a[k] * b[k];
-  } else {
-#pragma omp parallel for reduction(+ : s) if (par)
-    for (int64_t k = 0; k < n; k++) s += a[k * sa] * b[k * sb];
-  }
-  return s;
-}
+DEFINE_DOT_RUN(f32, float)
+DEFINE_DOT_RUN(f64, double)
 
 static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             pd_tensor **out, int n_out) {

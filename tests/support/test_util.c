@@ -52,3 +52,16 @@ void expect_no_live_tensors(void) {
   if (pd_memory_allocated() != 0)
     fail_msg("%zu bytes of tensor memory still live (a leak)", pd_memory_allocated());
 }
+
+bool same_bits(const pd_tensor *a, const pd_tensor *b) {
+  if (!a || !b || pd_tensor_dtype(a) != pd_tensor_dtype(b) || pd_tensor_numel(a) != pd_tensor_numel(b))
+    return false;
+  /* views (an expanded gradient) are compared through contiguous copies,
+   * owned by a scope of their own */
+  pd_scope_begin();
+  pd_tensor *ca = pd_contiguous((pd_tensor *)a), *cb = pd_contiguous((pd_tensor *)b);
+  size_t bytes = (size_t)pd_tensor_numel(a) * pd_dtype_size(pd_tensor_dtype(a));
+  bool same = ca && cb && memcmp(pd_tensor_data(ca), pd_tensor_data(cb), bytes) == 0;
+  pd_scope_end();
+  return same;
+}

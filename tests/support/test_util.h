@@ -3,6 +3,7 @@
 #define PADDLEC_TEST_UTIL_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,8 @@ void expect_values(const pd_tensor *a, const double *want, int64_t n, double tol
 /* Fails unless t is NULL and the last error contains every given fragment. */
 void expect_error(const pd_tensor *t, const char *frag1, const char *frag2);
 void expect_shape(const pd_tensor *t, int ndim, const int64_t *shape);
+/* Whether a and b have the same dtype, element count and element bits. */
+bool same_bits(const pd_tensor *a, const pd_tensor *b);
 /* Asserts no tensor memory is live (call at the end of a test). */
 void expect_no_live_tensors(void);
 

@@ -39,13 +39,6 @@ static void expect_moments(const char *what, const pd_tensor *t, double mu, doub
   expect_within(what, var, v, sqrt((m4 - v * v) / n));
 }
 
-static bool same_bits(const pd_tensor *a, const pd_tensor *b) {
-  if (!a || !b || pd_tensor_dtype(a) != pd_tensor_dtype(b) || pd_tensor_numel(a) != pd_tensor_numel(b))
-    return false;
-  size_t bytes = (size_t)pd_tensor_numel(a) * pd_dtype_size(pd_tensor_dtype(a));
-  return memcmp(pd_tensor_data(a), pd_tensor_data(b), bytes) == 0;
-}
-
 /* ---- the generator contract ------------------------------------------- */
 static void test_philox_known_answer(void **state) {
   (void)state;

@@ -24,8 +24,8 @@ static inline double tol_log(double p) {
 
 #define DEFINE_CE(sfx, T, EXP, LOG)                                                                          \
   /* one row of n contiguous classes, with softmax */                                                        \
-  static void ce_row_fwd_##sfx(const T *x, int64_t n, const int64_t *lp, const T *y, int64_t ig, T *loss,    \
-                               T *lse) {                                                                     \
+  static PD_NOINLINE void ce_row_fwd_##sfx(const T *x, int64_t n, const int64_t *lp, const T *y, int64_t ig, \
+                                           T *loss, T *lse) {                                                \
     T m = -INFINITY;                                                                                         \
     SIMD_REDUCE(max : m)                                                                                     \
     for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;                                                 \
@@ -124,8 +124,8 @@ static inline double tol_log(double p) {
                                           y ? y + xo : NULL, ig, loss + base, lse + base););                 \
   }                                                                                                          \
                                                                                                              \
-  static void ce_row_bwd_##sfx(const T *x, int64_t n, const int64_t *lp, const T *y, T lse, T gl,            \
-                               int64_t ig, T *dx) {                                                          \
+  static PD_NOINLINE void ce_row_bwd_##sfx(const T *x, int64_t n, const int64_t *lp, const T *y, T lse,      \
+                                           T gl, int64_t ig, T *dx) {                                        \
     if (lp) {                                                                                                \
       T c = *lp == ig ? (T)0 : gl;                                                                           \
       PD_SIMD for (int64_t j = 0; j < n; j++) dx[j] = c * EXP(x[j] - lse);                                   \

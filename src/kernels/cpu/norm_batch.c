@@ -55,6 +55,20 @@ static int64_t rows_per_chunk(int64_t rows, int64_t c) {
 }
 
 #define DEFINE_BATCH_NORM(sfx, T)                                                                            \
+  /* the statistics of plane t (one sample, one channel) of S values */                                      \
+  static PD_NOINLINE chunk_stats plane_stats_##sfx(const T *x, const T *dy, int64_t S, int64_t t) {          \
+    const T *xs = x + t * S;                                                                                 \
+    T c = (T)(S > 0 ? pd_nsum_##sfx(xs, S) / (double)S : 0.0); /* first estimate of the mean */              \
+    double s1, q, sdy = 0, sxy = 0;                                                                          \
+    if (dy)                                                                                                  \
+      pd_nsum2_##sfx(xs, dy + t * S, S, c, &sdy, &q, &sxy, &s1);                                             \
+    else                                                                                                     \
+      q = pd_nsq_##sfx(xs, S, c, &s1);                                                                       \
+    double dc = S > 0 ? s1 / (double)S : 0.0, m = (double)c + dc; /* corrected mean */                       \
+    q -= (double)S * dc * dc;                                                                                \
+    sxy -= dc * sdy;                                                                                         \
+    return (chunk_stats){(double)S, m, q > 0 ? q : 0, sdy, sxy};                                             \
+  }                                                                                                          \
   /* Chunk statistics. Channel-first: chunk (n, c) is the `spatial` values of                                \
    * sample n, channel c, at cs[n * C + c]. Channel-last: chunk k holds rows                                 \
    * [k rpc, (k+1) rpc), its channel c at cs[k * C + c]. With dy, also                                       \
@@ -66,19 +80,7 @@ static int64_t rows_per_chunk(int64_t rows, int64_t c) {
       int64_t B = g->batch, S = g->spatial, nt = B * C;                                                      \
       chunk_stats *cs = malloc(sizeof *cs * (size_t)(nt > 0 ? nt : 1));                                      \
       if (!cs) return -1;                                                                                    \
-      PD_PARALLEL_FOR_IF(threads_for(nt *S, nt) > 1, t, nt, {                                                \
-        const T *xs = x + t * S;                                                                             \
-        T c = (T)(S > 0 ? pd_nsum_##sfx(xs, S) / (double)S : 0.0); /* first estimate of the mean */          \
-        double s1, q, sdy = 0, sxy = 0;                                                                      \
-        if (dy)                                                                                              \
-          pd_nsum2_##sfx(xs, dy + t * S, S, c, &sdy, &q, &sxy, &s1);                                         \
-        else                                                                                                 \
-          q = pd_nsq_##sfx(xs, S, c, &s1);                                                                   \
-        double dc = S > 0 ? s1 / (double)S : 0.0, m = (double)c + dc; /* corrected mean */                   \
-        q -= (double)S * dc * dc;                                                                            \
-        sxy -= dc * sdy;                                                                                     \
-        cs[t] = (chunk_stats){(double)S, m, q > 0 ? q : 0, sdy, sxy};                                        \
-      });                                                                                                    \
+      PD_PARALLEL_FOR_IF(threads_for(nt *S, nt) > 1, t, nt, { cs[t] = plane_stats_##sfx(x, dy, S, t); });    \
       *out = cs;                                                                                             \
       return B;                                                                                              \
     }                                                                                                        \

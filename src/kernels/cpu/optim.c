@@ -321,8 +321,8 @@ int pd_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim_
 }
 
 /* ---- Lamb -------------------------------------------------------------------- */
-static void lamb_block1(const pd_optim_bufs *b, const pd_optim_args *a, int64_t off, int64_t len, double *sp,
-                        double *sr) {
+static PD_NOINLINE void lamb_block1(const pd_optim_bufs *b, const pd_optim_args *a, int64_t off, int64_t len,
+                                    double *sp, double *sr) {
   bool id = plain(a);
   if (b->pdt == PD_FLOAT64) {
     (id ? lamb1_f64_plain : lamb1_f64)(a, len, (const double *)b->param + off, (const double *)b->grad + off,
@@ -371,20 +371,36 @@ static void lamb_block2(const pd_optim_bufs *b, const pd_optim_args *a, int64_t 
   }
 }
 
+/* The two block sums in block order on any number of threads (as in
+ * PD_ORDERED_SUM). */
+#define PGROUP PD_SUM_GROUP
+
 int pd_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
   if (!supported(b) || b->nacc != 2) return 1;
   int64_t nblk = (b->n + BLOCK - 1) / BLOCK;
   double sp = 0, sr = 0;
   if (nblk >= PD_GRAIN / BLOCK && omp_get_max_threads() > 1) {
-#pragma omp parallel for schedule(static) reduction(+ : sp, sr)
-    for (int64_t k = 0; k < nblk; k++) {
-      int64_t off = k * BLOCK;
-      lamb_block1(b, a, off, b->n - off < BLOCK ? b->n - off : BLOCK, &sp, &sr);
+    double pp[PGROUP], pr[PGROUP];
+    for (int64_t k0 = 0; k0 < nblk; k0 += PGROUP) {
+      int64_t m = nblk - k0 < PGROUP ? nblk - k0 : PGROUP;
+#pragma omp parallel for schedule(static)
+      for (int64_t k = 0; k < m; k++) {
+        int64_t off = (k0 + k) * BLOCK;
+        pp[k] = pr[k] = 0;
+        lamb_block1(b, a, off, b->n - off < BLOCK ? b->n - off : BLOCK, &pp[k], &pr[k]);
+      }
+      for (int64_t k = 0; k < m; k++) {
+        sp += pp[k];
+        sr += pr[k];
+      }
     }
   } else {
     for (int64_t k = 0; k < nblk; k++) {
       int64_t off = k * BLOCK;
-      lamb_block1(b, a, off, b->n - off < BLOCK ? b->n - off : BLOCK, &sp, &sr);
+      double bp = 0, br = 0;
+      lamb_block1(b, a, off, b->n - off < BLOCK ? b->n - off : BLOCK, &bp, &br);
+      sp += bp;
+      sr += br;
     }
   }
   /* the trust ratio |p| / |r|, 1 when either is 0 or when adaptation is off
@@ -401,7 +417,7 @@ int pd_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
 }
 
 /* ---- norms ------------------------------------------------------------------- */
-static double sumsq_range(const void *x, pd_dtype dt, int64_t off, int64_t n) {
+static PD_NOINLINE double sumsq_range(const void *x, pd_dtype dt, int64_t off, int64_t n) {
   double s = 0;
   switch (dt) {
     case PD_FLOAT32: {
@@ -432,13 +448,7 @@ static double sumsq_range(const void *x, pd_dtype dt, int64_t off, int64_t n) {
 double pd_optim_sum_squares(const void *x, pd_dtype dt, int64_t n) {
   int64_t nblk = (n + BLOCK - 1) / BLOCK;
   double s = 0;
-  if (nblk >= PD_GRAIN / BLOCK && omp_get_max_threads() > 1) {
-#pragma omp parallel for schedule(static) reduction(+ : s)
-    for (int64_t k = 0; k < nblk; k++)
-      s += sumsq_range(x, dt, k * BLOCK, n - k * BLOCK < BLOCK ? n - k * BLOCK : BLOCK);
-  } else {
-    for (int64_t k = 0; k < nblk; k++)
-      s += sumsq_range(x, dt, k * BLOCK, n - k * BLOCK < BLOCK ? n - k * BLOCK : BLOCK);
-  }
+  PD_ORDERED_SUM(double, s, nblk, nblk >= PD_GRAIN / BLOCK, k,
+                 sumsq_range(x, dt, k * BLOCK, n - k * BLOCK < BLOCK ? n - k * BLOCK : BLOCK));
   return s;
 }

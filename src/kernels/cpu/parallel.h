@@ -7,6 +7,14 @@
 #include <omp.h>
 #include <stdint.h>
 
+/* For a function called from the body of one of the loops below whose
+ * floating-point result must not depend on the thread count: those loops
+ * compile their body twice (the parallel and the serial copy), and inlined
+ * into both, a reduction inside may be vectorised differently in each (other
+ * lane counts, other partial sums). Kept out of line, one compiled instance
+ * computes every element, whichever copy runs. */
+#define PD_NOINLINE __attribute__((noinline))
+
 /* Default grain: below this many elements of simple work, one thread. */
 #define PD_GRAIN 32768
 
@@ -54,6 +62,30 @@
     } else {                                  \
       __VA_ARGS__                             \
     }                                         \
+  } while (0)
+
+/* total += part(k) for k = 0 .. nblk-1 in that order, part(k) an expression
+ * of type T in k (a block's partial sum). With par, the partials of up to
+ * PD_SUM_GROUP blocks at a time are computed over the threads first, then
+ * added one after the other: the same additions in the same order as the
+ * serial loop, so the sum has the same bits on any number of threads. */
+#define PD_SUM_GROUP 256
+#define PD_ORDERED_SUM(T, total, nblk, par, k, ...)                                                    \
+  do {                                                                                                 \
+    int64_t pd_nb_ = (nblk);                                                                           \
+    if ((par) && omp_get_max_threads() > 1) {                                                          \
+      T pd_part_[PD_SUM_GROUP];                                                                        \
+      for (int64_t pd_k0_ = 0; pd_k0_ < pd_nb_; pd_k0_ += PD_SUM_GROUP) {                              \
+        int64_t pd_m_ = pd_nb_ - pd_k0_ < PD_SUM_GROUP ? pd_nb_ - pd_k0_ : PD_SUM_GROUP;               \
+        _Pragma("omp parallel for schedule(static)") for (int64_t pd_j_ = 0; pd_j_ < pd_m_; pd_j_++) { \
+          int64_t k = pd_k0_ + pd_j_;                                                                  \
+          pd_part_[pd_j_] = (__VA_ARGS__);                                                             \
+        }                                                                                              \
+        for (int64_t pd_j_ = 0; pd_j_ < pd_m_; pd_j_++) (total) += pd_part_[pd_j_];                    \
+      }                                                                                                \
+    } else {                                                                                           \
+      for (int64_t k = 0; k < pd_nb_; k++) (total) += (__VA_ARGS__);                                   \
+    }                                                                                                  \
   } while (0)
 
 #endif

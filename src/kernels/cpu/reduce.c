@@ -649,7 +649,70 @@ static void fold_range(const walk *w, void *acc, const char *base, int64_t K, co
   }
 }
 
+/* ---- fixed blocks of the reduced range ------------------------------------
+ * A long reduced range is folded in blocks whose bounds depend only on the
+ * geometry, each from the identity, and the block partials are combined in
+ * block order. One thread folding every block and several threads folding
+ * them in parallel therefore give the same bits, for any thread count. */
+
+/* Reduced elements per block of one output (per-output mode), at least. */
+#define RED_BLOCK 16384
+/* Elements (rows x tile width) per block of a rows tile, at least. */
+#define ROWS_BLOCK_ELEMS 65536
+/* Blocks per output at most (per-output mode; rows mode: MAX_ROW_BLOCKS). */
+#define MAX_BLOCKS 256
+#define MAX_ROW_BLOCKS 64
+
+/* The length of the blocks a range of n is cut into: at least `min_len`, and
+ * few enough that there are at most max_blocks of them. */
+static int64_t block_len(int64_t n, int64_t min_len, int64_t max_blocks) {
+  int64_t b = (n + max_blocks - 1) / max_blocks;
+  return b > min_len ? b : min_len;
+}
+static inline int64_t out_block_len(const pd_reduce_geom *g) {
+  return block_len(g->n_red, RED_BLOCK, MAX_BLOCKS);
+}
+/* Rows mode: reduced rows per block for tiles of tk outputs (whole groups of
+ * RBLOCK rows, the float partials of rows_sum_f32). */
+static inline int64_t rows_block_len(const pd_reduce_geom *g, int64_t tk) {
+  int64_t min_rows = (ROWS_BLOCK_ELEMS + tk - 1) / tk;
+  min_rows = (min_rows + RBLOCK - 1) / RBLOCK * RBLOCK;
+  return block_len(g->n_red, min_rows, MAX_ROW_BLOCKS);
+}
+
+static void init_acc(const walk *w, void *acc, int64_t n) {
+  if (w->fl)
+    for (int64_t k = 0; k < n; k++) ((double *)acc)[k] = init_d(w->s->kind);
+  else
+    for (int64_t k = 0; k < n; k++) ((int64_t *)acc)[k] = init_i(w->s->kind);
+}
+/* acc[k] = combine(acc[k], part[k]) for k < n */
+static void combine_acc(const walk *w, void *acc, const void *part, int64_t n) {
+  if (w->fl)
+    for (int64_t k = 0; k < n; k++)
+      ((double *)acc)[k] = combine_d(w->s->kind, ((double *)acc)[k], ((const double *)part)[k]);
+  else
+    for (int64_t k = 0; k < n; k++)
+      ((int64_t *)acc)[k] = combine_i(w->s->kind, ((int64_t *)acc)[k], ((const int64_t *)part)[k]);
+}
+
 static inline double center_at(const walk *w, int64_t i) { return w->s->center ? w->s->center[i] : 0.0; }
+
+/* The fold of output i over its whole reduced range into *acc, block by block. */
+static void fold_output(const walk *w, void *acc, const char *base, double c) {
+  int64_t n = w->g->n_red, bl = out_block_len(w->g);
+  init_acc(w, acc, 1);
+  fold_range(w, acc, base, 0, NULL, c, 0, n < bl ? n : bl);
+  for (int64_t j0 = bl; j0 < n; j0 += bl) {
+    union {
+      double d;
+      int64_t i;
+    } part;
+    init_acc(w, &part, 1);
+    fold_range(w, &part, base, 0, NULL, c, j0, n - j0 < bl ? n : j0 + bl);
+    combine_acc(w, acc, &part, 1);
+  }
+}
 
 /* One output per call, outputs [i0, i1), each over the whole reduced range. */
 static void per_output_chunk(const walk *w, const char *x, int64_t i0, int64_t i1) {
@@ -660,12 +723,7 @@ static void per_output_chunk(const walk *w, const char *x, int64_t i0, int64_t i
     for (int64_t t = 0; t < m; t++) {
       int64_t i = b + t;
       const char *base = x + pd_reduce_keep_offset(w->g, i) * (int64_t)w->es;
-      void *a = w->fl ? (void *)&accd[t] : (void *)&acci[t];
-      if (w->fl)
-        accd[t] = init_d(w->s->kind);
-      else
-        acci[t] = init_i(w->s->kind);
-      fold_range(w, a, base, 0, NULL, center_at(w, i), 0, w->g->n_red);
+      fold_output(w, w->fl ? (void *)&accd[t] : (void *)&acci[t], base, center_at(w, i));
     }
     if (w->fl)
       finalize_d(w->s, accd, b, m, w->out, w->odt);
@@ -674,30 +732,26 @@ static void per_output_chunk(const walk *w, const char *x, int64_t i0, int64_t i
   }
 }
 
-/* One output, its reduced range split over nt threads. */
+/* One output, its blocks folded on nt threads, then combined in order: the
+ * same bits as fold_output. */
 static void per_output_split(const walk *w, const char *x, int64_t i, int nt) {
-  double pd[64];
-  int64_t pi[64];
-  if (nt > 64) nt = 64;
+  double pd[MAX_BLOCKS];
+  int64_t pi[MAX_BLOCKS];
   const char *base = x + pd_reduce_keep_offset(w->g, i) * (int64_t)w->es;
-  int64_t n = w->g->n_red;
+  int64_t n = w->g->n_red, bl = out_block_len(w->g), nb = (n + bl - 1) / bl;
   double c = center_at(w, i);
 #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; t++) {
-    int64_t j0 = n * t / nt, j1 = n * (t + 1) / nt;
-    pd[t] = init_d(w->s->kind);
-    pi[t] = init_i(w->s->kind);
-    fold_range(w, w->fl ? (void *)&pd[t] : (void *)&pi[t], base, 0, NULL, c, j0, j1);
+  for (int64_t b = 0; b < nb; b++) {
+    void *a = w->fl ? (void *)&pd[b] : (void *)&pi[b];
+    init_acc(w, a, 1);
+    fold_range(w, a, base, 0, NULL, c, b * bl, n - b * bl < bl ? n : (b + 1) * bl);
   }
-  if (w->fl) {
-    double a = pd[0];
-    for (int t = 1; t < nt; t++) a = combine_d(w->s->kind, a, pd[t]);
-    finalize_d(w->s, &a, i, 1, w->out, w->odt);
-  } else {
-    int64_t a = pi[0];
-    for (int t = 1; t < nt; t++) a = combine_i(w->s->kind, a, pi[t]);
-    finalize_i(w->s, &a, i, 1, w->out, w->odt);
-  }
+  void *acc = w->fl ? (void *)pd : (void *)pi;
+  for (int64_t b = 1; b < nb; b++) combine_acc(w, acc, w->fl ? (void *)&pd[b] : (void *)&pi[b], 1);
+  if (w->fl)
+    finalize_d(w->s, pd, i, 1, w->out, w->odt);
+  else
+    finalize_i(w->s, pi, i, 1, w->out, w->odt);
 }
 
 /* Rows mode: task = (outer kept index o, tile [k0, k0 + tk) of the innermost
@@ -709,53 +763,51 @@ static void rows_fold(const walk *w, const char *x, void *acc, int64_t o, int64_
   const char *base =
       x + (offset_of(g->nkeep - 1, g->keep_shape, g->keep_stride, o) + k0 * w->kst) * (int64_t)w->es;
   const double *crow = w->s->center ? w->s->center + i0 : NULL;
-  if (w->fl)
-    for (int64_t k = 0; k < tk; k++) ((double *)acc)[k] = init_d(w->s->kind);
-  else
-    for (int64_t k = 0; k < tk; k++) ((int64_t *)acc)[k] = init_i(w->s->kind);
+  init_acc(w, acc, tk);
   fold_range(w, acc, base, tk, crow, 0, j0, j1);
 }
 
+typedef union rows_acc {
+  double d[RTILE];
+  int64_t i[RTILE];
+} rows_acc;
+
 static void rows_task(const walk *w, const char *x, int64_t o, int64_t k0, int64_t tk, int64_t kin) {
-  union {
-    double d[RTILE];
-    int64_t i[RTILE];
-  } acc;
-  rows_fold(w, x, &acc, o, k0, tk, kin, 0, w->g->n_red);
+  rows_acc acc, part;
+  int64_t n = w->g->n_red, bl = rows_block_len(w->g, tk);
+  rows_fold(w, x, &acc, o, k0, tk, kin, 0, n < bl ? n : bl);
+  for (int64_t j0 = bl; j0 < n; j0 += bl) {
+    rows_fold(w, x, &part, o, k0, tk, kin, j0, n - j0 < bl ? n : j0 + bl);
+    combine_acc(w, &acc, &part, tk);
+  }
   if (w->fl)
     finalize_d(w->s, acc.d, o * kin + k0, tk, w->out, w->odt);
   else
     finalize_i(w->s, acc.i, o * kin + k0, tk, w->out, w->odt);
 }
 
-/* Rows mode with few tasks: the reduced rows of one task split over nt
- * threads, partials in buf (nt * RTILE accumulators), combined in order. */
+/* Rows mode with few tasks: the row blocks of one task folded on nt threads
+ * into buf (MAX_ROW_BLOCKS tiles), combined in order: the same bits as
+ * rows_task. */
 static void rows_task_split(const walk *w, const char *x, int64_t o, int64_t k0, int64_t tk, int64_t kin,
-                            int nt, void *buf) {
-  double(*pd)[RTILE] = buf;
-  int64_t(*pi)[RTILE] = buf;
-  int64_t n = w->g->n_red;
+                            int nt, rows_acc *buf) {
+  int64_t n = w->g->n_red, bl = rows_block_len(w->g, tk), nb = (n + bl - 1) / bl;
 #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; t++)
-    rows_fold(w, x, w->fl ? (void *)pd[t] : (void *)pi[t], o, k0, tk, kin, n * t / nt, n * (t + 1) / nt);
-  for (int t = 1; t < nt; t++)
-    for (int64_t k = 0; k < tk; k++) {
-      if (w->fl)
-        pd[0][k] = combine_d(w->s->kind, pd[0][k], pd[t][k]);
-      else
-        pi[0][k] = combine_i(w->s->kind, pi[0][k], pi[t][k]);
-    }
+  for (int64_t b = 0; b < nb; b++)
+    rows_fold(w, x, &buf[b], o, k0, tk, kin, b * bl, n - b * bl < bl ? n : (b + 1) * bl);
+  for (int64_t b = 1; b < nb; b++) combine_acc(w, &buf[0], &buf[b], tk);
   if (w->fl)
-    finalize_d(w->s, pd[0], o * kin + k0, tk, w->out, w->odt);
+    finalize_d(w->s, buf[0].d, o * kin + k0, tk, w->out, w->odt);
   else
-    finalize_i(w->s, pi[0], o * kin + k0, tk, w->out, w->odt);
+    finalize_i(w->s, buf[0].i, o * kin + k0, tk, w->out, w->odt);
 }
 
 static int run_rows(const walk *w, const char *x, int nt) {
   const pd_reduce_geom *g = w->g;
   int64_t kin = g->keep_shape[g->nkeep - 1], n_outer = g->n_out / kin;
   int64_t ntile = (kin + RTILE - 1) / RTILE, tasks = n_outer * ntile;
-  if (nt == 1 || tasks >= 4 * nt || g->n_red < 64) {
+  int64_t tk0 = kin < RTILE ? kin : RTILE;
+  if (nt == 1 || tasks >= 4 * nt || g->n_red <= rows_block_len(g, tk0)) {
     if (nt > 1) {
 #pragma omp parallel for num_threads(nt) schedule(static)
       for (int64_t t = 0; t < tasks; t++) {
@@ -770,7 +822,8 @@ static int run_rows(const walk *w, const char *x, int nt) {
     }
     return 0;
   }
-  void *buf = malloc(sizeof(double) * RTILE * (size_t)nt);
+  int64_t nb = (g->n_red + rows_block_len(g, tk0) - 1) / rows_block_len(g, tk0);
+  rows_acc *buf = malloc(sizeof *buf * (size_t)nb);
   if (!buf) return 2;
   for (int64_t t = 0; t < tasks; t++) {
     int64_t o = t / ntile, k0 = (t % ntile) * RTILE;
@@ -810,7 +863,6 @@ int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *
   }
   const char *xb = x;
   int nt = g->n_out * g->n_red < GRAIN ? 1 : omp_get_max_threads();
-  if (nt > 64) nt = 64;
   /* loop shape: long unit-stride reduced runs fold per output; otherwise
    * blocks of outputs along the innermost kept dim fold whole rows */
   bool inner_unit = g->nred > 0 && g->red_stride[g->nred - 1] == 1;
@@ -820,7 +872,7 @@ int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *
     w.kst = g->keep_stride[g->nkeep - 1];
     return run_rows(&w, xb, nt);
   }
-  if (nt == 1 || g->n_out >= 4 * nt || g->n_red < 4 * CHUNK) {
+  if (nt == 1 || g->n_out >= 4 * nt || g->n_red <= out_block_len(g)) {
     int64_t per = (g->n_out + nt - 1) / nt;
     if (nt > 1) {
 #pragma omp parallel for num_threads(nt) schedule(static)

@@ -9,9 +9,11 @@
  *     accumulate whole rows of the reduced range (vectorised across the
  *     kept dim when it is unit-stride; short dense rows fold as one flat
  *     run; small constant strides use interleaved loads).
- * Work is split over outputs (or output tiles), or over the reduced range
- * with per-thread partials combined in order when there are few outputs and
- * long reductions. float32 sums add float partials of bounded blocks in
+ * A long reduced range is cut into blocks fixed by the geometry alone, each
+ * folded from the identity, and the block partials are combined in block
+ * order, so the result has the same bits on any number of threads. Work is
+ * split over outputs (or output tiles), or, when there are few outputs and
+ * long reductions, over the blocks of one output. float32 sums add float partials of bounded blocks in
  * double (integer-valued sums stay exact while a block partial is below
  * 2^24, e.g. 1e7 ones); everything else accumulates in double (floats) or
  * wrapping int64 (integers and bool). */

@@ -7,6 +7,17 @@
 
 #define GRAIN 32768
 #define TILE 2048
+/* A line longer than SCAN_CHUNK is scanned in chunks fixed by its length
+ * (at least SCAN_CHUNK long, at most SCAN_MAX_CHUNKS of them): the chunk
+ * totals, added in order, give each chunk's start. The chunks may run on
+ * any number of threads with the same bits. */
+#define SCAN_CHUNK 32768
+#define SCAN_MAX_CHUNKS 64
+
+static int64_t scan_chunk_len(int64_t len) {
+  int64_t c = (len + SCAN_MAX_CHUNKS - 1) / SCAN_MAX_CHUNKS;
+  return c > SCAN_CHUNK ? c : SCAN_CHUNK;
+}
 
 /* Integer sums wrap (computed unsigned). */
 #define ADD_F(a, v) ((a) + (double)(v))
@@ -22,7 +33,7 @@
     }                                                                                                        \
     return acc;                                                                                              \
   }                                                                                                          \
-  static ACC total_##sfx(const T *x, int64_t n) {                                                            \
+  static PD_NOINLINE ACC total_##sfx(const T *x, int64_t n) {                                                \
     UACC u = 0;                                                                                              \
     _Pragma("omp simd reduction(+ : u)") for (int64_t j = 0; j < n; j++) u += (UACC)x[j];                    \
     return (ACC)u;                                                                                           \
@@ -79,24 +90,31 @@
       }                                                                                                      \
     }                                                                                                        \
   }                                                                                                          \
+  /* one line longer than SCAN_CHUNK, its chunks over nt threads */                                          \
+  static void chunked_##sfx(const T *x, T *o, int64_t len, bool excl, bool rev, int nt) {                    \
+    int64_t cl = scan_chunk_len(len), nc = (len + cl - 1) / cl;                                              \
+    ACC part[SCAN_MAX_CHUNKS], start[SCAN_MAX_CHUNKS];                                                       \
+    PD_OMP_FOR_IF(nt > 1, for (int64_t t = 0; t < nc; t++),                                                  \
+                  part[t] = total_##sfx(x + t * cl, len - t * cl < cl ? len - t * cl : cl););                \
+    if (rev) {                                                                                               \
+      start[nc - 1] = 0;                                                                                     \
+      for (int64_t t = nc - 2; t >= 0; t--) start[t] = ADD(start[t + 1], part[t + 1]);                       \
+    } else {                                                                                                 \
+      start[0] = 0;                                                                                          \
+      for (int64_t t = 1; t < nc; t++) start[t] = ADD(start[t - 1], part[t - 1]);                            \
+    }                                                                                                        \
+    PD_OMP_FOR_IF(                                                                                           \
+        nt > 1, for (int64_t t = 0; t < nc; t++),                                                            \
+        line_##sfx(x + t * cl, o + t * cl, len - t * cl < cl ? len - t * cl : cl, excl, rev, start[t]););    \
+  }                                                                                                          \
   static void scan_##sfx(const T *x, T *o, int64_t outer, int64_t len, int64_t inner, bool excl, bool rev) { \
     int nt = outer * len * inner < GRAIN ? 1 : omp_get_max_threads();                                        \
-    if (inner == 1 && outer < nt && nt > 1 && len >= 2 * nt) {                                               \
-      /* few long lines: chunk totals, then each chunk scanned from its offset */                            \
-      ACC part[64];                                                                                          \
-      if (nt > 64) nt = 64;                                                                                  \
-      for (int64_t b = 0; b < outer; b++) {                                                                  \
-        const T *xl = x + b * len;                                                                           \
-        T *ol = o + b * len;                                                                                 \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int t = 0; t < nt; t++) part[t] =  \
-            total_##sfx(xl + len * t / nt, len * (t + 1) / nt - len * t / nt);                               \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int t = 0; t < nt; t++) {          \
-          ACC start = 0;                                                                                     \
-          for (int u = 0; u < nt; u++)                                                                       \
-            if (rev ? u > t : u < t) start = ADD(start, part[u]);                                            \
-          int64_t j0 = len * t / nt, j1 = len * (t + 1) / nt;                                                \
-          line_##sfx(xl + j0, ol + j0, j1 - j0, excl, rev, start);                                           \
-        }                                                                                                    \
+    if (inner == 1 && len > SCAN_CHUNK) {                                                                    \
+      if (outer < nt) { /* few long lines: each one's chunks over the threads */                             \
+        for (int64_t b = 0; b < outer; b++) chunked_##sfx(x + b * len, o + b * len, len, excl, rev, nt);     \
+      } else {                                                                                               \
+        PD_OMP_FOR_IF(nt > 1, for (int64_t b = 0; b < outer; b++),                                           \
+                      chunked_##sfx(x + b * len, o + b * len, len, excl, rev, 1););                          \
       }                                                                                                      \
       return;                                                                                                \
     }                                                                                                        \

@@ -174,83 +174,85 @@ static inline void select_push(wpair *sel, int64_t *n, int64_t k, uint64_t key, 
     per = (per + 63) & ~(size_t)63;                                                                          \
     char *bufs = malloc(per * (size_t)nt);                                                                   \
     if (!bufs) return 2;                                                                                     \
-    PD_OMP_PARALLEL_IF(                                                                                      \
-        nt > 1, char *buf = bufs + per * (size_t)omp_get_thread_num();                                       \
-        _Pragma("omp for schedule(dynamic, 1)") for (int64_t t = 0; t < tasks; t++) {                        \
-          int64_t o = t / nb, in0 = (t % nb) * B, bb = inner - in0 < B ? inner - in0 : B;                    \
-          const T *base = x + o * len * inner + in0;                                                         \
-          int64_t ob0 = o * k * inner + in0;                                                                 \
-          if (partial) {                                                                                     \
-            wpair *sel = (wpair *)buf;                                                                       \
-            select_##sfx(base, len, inner, bb, k, flip, sel, (int64_t *)(sel + B * k));                      \
-            for (int64_t j = 0; j < k; j++)                                                                  \
-              for (int64_t b = 0; b < bb; b++) {                                                             \
-                int64_t id = sel[b * k + j].i;                                                               \
-                if (vals) vals[ob0 + j * inner + b] = base[id * inner + b];                                  \
-                if (idx) idx[ob0 + j * inner + b] = id;                                                      \
-              }                                                                                              \
-            continue;                                                                                        \
-          }                                                                                                  \
-          T *vb = (T *)(buf + es * (size_t)(B * len + len));                                                 \
-          if (wide) {                                                                                        \
-            wpair *kb = (wpair *)buf, *tmp = kb + B * len;                                                   \
-            for (int64_t j = 0; j < len; j++) {                                                              \
-              const T *row = base + j * inner;                                                               \
-              for (int64_t b = 0; b < bb; b++) {                                                             \
-                kb[b * len + j].k = enc_##sfx(row[b]) ^ flip;                                                \
-                kb[b * len + j].i = j;                                                                       \
-                vb[b * len + j] = row[b];                                                                    \
-              }                                                                                              \
-            }                                                                                                \
+    /* exactly nt threads: there is one buffer per thread */                                                 \
+    _Pragma("omp parallel num_threads(nt) if (nt > 1)") {                                                    \
+      char *buf = bufs + per * (size_t)omp_get_thread_num();                                                 \
+      _Pragma("omp for schedule(dynamic, 1)") for (int64_t t = 0; t < tasks; t++) {                          \
+        int64_t o = t / nb, in0 = (t % nb) * B, bb = inner - in0 < B ? inner - in0 : B;                      \
+        const T *base = x + o * len * inner + in0;                                                           \
+        int64_t ob0 = o * k * inner + in0;                                                                   \
+        if (partial) {                                                                                       \
+          wpair *sel = (wpair *)buf;                                                                         \
+          select_##sfx(base, len, inner, bb, k, flip, sel, (int64_t *)(sel + B * k));                        \
+          for (int64_t j = 0; j < k; j++)                                                                    \
             for (int64_t b = 0; b < bb; b++) {                                                               \
-              wpair *kl = kb + b * len, *s = rsort_wide(kl, tmp, len);                                       \
-              /* sorted values into the free buffer, indices over the keys */                                \
-              T *sv = (T *)(s == kl ? (void *)tmp : (void *)kl), *vl = vb + b * len;                         \
-              int64_t *si = (int64_t *)s;                                                                    \
-              for (int64_t j = 0; j < k; j++) {                                                              \
-                int64_t id = s[j].i;                                                                         \
-                sv[j] = vl[id];                                                                              \
-                si[j] = id;                                                                                  \
-              }                                                                                              \
-              memcpy(vl, sv, sizeof(T) * (size_t)k);                                                         \
-              if ((void *)s != (void *)kl) memcpy(kl, s, sizeof(int64_t) * (size_t)k);                       \
+              int64_t id = sel[b * k + j].i;                                                                 \
+              if (vals) vals[ob0 + j * inner + b] = base[id * inner + b];                                    \
+              if (idx) idx[ob0 + j * inner + b] = id;                                                        \
             }                                                                                                \
-            const int64_t *ids = (const int64_t *)kb;                                                        \
-            for (int64_t j = 0; j < k; j++)                                                                  \
-              for (int64_t b = 0; b < bb; b++) {                                                             \
-                if (vals) vals[ob0 + j * inner + b] = vb[b * len + j];                                       \
-                if (idx) idx[ob0 + j * inner + b] = ids[2 * b * len + j];                                    \
-              }                                                                                              \
-          } else {                                                                                           \
-            uint64_t *kb = (uint64_t *)buf, *tmp = kb + B * len;                                             \
-            for (int64_t j = 0; j < len; j++) {                                                              \
-              const T *row = base + j * inner;                                                               \
-              for (int64_t b = 0; b < bb; b++) {                                                             \
-                kb[b * len + j] = ((enc_##sfx(row[b]) ^ flip) << 32) | (uint64_t)j;                          \
-                vb[b * len + j] = row[b];                                                                    \
-              }                                                                                              \
-            }                                                                                                \
+          continue;                                                                                          \
+        }                                                                                                    \
+        T *vb = (T *)(buf + es * (size_t)(B * len + len));                                                   \
+        if (wide) {                                                                                          \
+          wpair *kb = (wpair *)buf, *tmp = kb + B * len;                                                     \
+          for (int64_t j = 0; j < len; j++) {                                                                \
+            const T *row = base + j * inner;                                                                 \
             for (int64_t b = 0; b < bb; b++) {                                                               \
-              uint64_t *kl = kb + b * len, *s = rsort_narrow(kl, tmp, len, (KBYTES));                        \
-              /* sorted values into the free buffer, indices over the keys */                                \
-              T *sv = (T *)(s == kl ? (void *)tmp : (void *)kl), *vl = vb + b * len;                         \
-              int64_t *si = (int64_t *)s;                                                                    \
-              for (int64_t j = 0; j < k; j++) {                                                              \
-                int64_t id = (int64_t)(s[j] & 0xFFFFFFFFu);                                                  \
-                sv[j] = vl[id];                                                                              \
-                si[j] = id;                                                                                  \
-              }                                                                                              \
-              memcpy(vl, sv, sizeof(T) * (size_t)k);                                                         \
-              if ((void *)s != (void *)kl) memcpy(kl, s, sizeof(int64_t) * (size_t)k);                       \
+              kb[b * len + j].k = enc_##sfx(row[b]) ^ flip;                                                  \
+              kb[b * len + j].i = j;                                                                         \
+              vb[b * len + j] = row[b];                                                                      \
             }                                                                                                \
-            const int64_t *ids = (const int64_t *)kb;                                                        \
-            for (int64_t j = 0; j < k; j++)                                                                  \
-              for (int64_t b = 0; b < bb; b++) {                                                             \
-                if (vals) vals[ob0 + j * inner + b] = vb[b * len + j];                                       \
-                if (idx) idx[ob0 + j * inner + b] = ids[b * len + j];                                        \
-              }                                                                                              \
           }                                                                                                  \
-        });                                                                                                  \
+          for (int64_t b = 0; b < bb; b++) {                                                                 \
+            wpair *kl = kb + b * len, *s = rsort_wide(kl, tmp, len);                                         \
+            /* sorted values into the free buffer, indices over the keys */                                  \
+            T *sv = (T *)(s == kl ? (void *)tmp : (void *)kl), *vl = vb + b * len;                           \
+            int64_t *si = (int64_t *)s;                                                                      \
+            for (int64_t j = 0; j < k; j++) {                                                                \
+              int64_t id = s[j].i;                                                                           \
+              sv[j] = vl[id];                                                                                \
+              si[j] = id;                                                                                    \
+            }                                                                                                \
+            memcpy(vl, sv, sizeof(T) * (size_t)k);                                                           \
+            if ((void *)s != (void *)kl) memcpy(kl, s, sizeof(int64_t) * (size_t)k);                         \
+          }                                                                                                  \
+          const int64_t *ids = (const int64_t *)kb;                                                          \
+          for (int64_t j = 0; j < k; j++)                                                                    \
+            for (int64_t b = 0; b < bb; b++) {                                                               \
+              if (vals) vals[ob0 + j * inner + b] = vb[b * len + j];                                         \
+              if (idx) idx[ob0 + j * inner + b] = ids[2 * b * len + j];                                      \
+            }                                                                                                \
+        } else {                                                                                             \
+          uint64_t *kb = (uint64_t *)buf, *tmp = kb + B * len;                                               \
+          for (int64_t j = 0; j < len; j++) {                                                                \
+            const T *row = base + j * inner;                                                                 \
+            for (int64_t b = 0; b < bb; b++) {                                                               \
+              kb[b * len + j] = ((enc_##sfx(row[b]) ^ flip) << 32) | (uint64_t)j;                            \
+              vb[b * len + j] = row[b];                                                                      \
+            }                                                                                                \
+          }                                                                                                  \
+          for (int64_t b = 0; b < bb; b++) {                                                                 \
+            uint64_t *kl = kb + b * len, *s = rsort_narrow(kl, tmp, len, (KBYTES));                          \
+            /* sorted values into the free buffer, indices over the keys */                                  \
+            T *sv = (T *)(s == kl ? (void *)tmp : (void *)kl), *vl = vb + b * len;                           \
+            int64_t *si = (int64_t *)s;                                                                      \
+            for (int64_t j = 0; j < k; j++) {                                                                \
+              int64_t id = (int64_t)(s[j] & 0xFFFFFFFFu);                                                    \
+              sv[j] = vl[id];                                                                                \
+              si[j] = id;                                                                                    \
+            }                                                                                                \
+            memcpy(vl, sv, sizeof(T) * (size_t)k);                                                           \
+            if ((void *)s != (void *)kl) memcpy(kl, s, sizeof(int64_t) * (size_t)k);                         \
+          }                                                                                                  \
+          const int64_t *ids = (const int64_t *)kb;                                                          \
+          for (int64_t j = 0; j < k; j++)                                                                    \
+            for (int64_t b = 0; b < bb; b++) {                                                               \
+              if (vals) vals[ob0 + j * inner + b] = vb[b * len + j];                                         \
+              if (idx) idx[ob0 + j * inner + b] = ids[b * len + j];                                          \
+            }                                                                                                \
+        }                                                                                                    \
+      }                                                                                                      \
+    }                                                                                                        \
     free(bufs);                                                                                              \
     return 0;                                                                                                \
   }

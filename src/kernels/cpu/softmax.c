@@ -11,7 +11,7 @@
 #define BLOCK 256
 
 #define DEFINE_SOFTMAX(sfx, T, EXP, LOG)                                                                     \
-  static void row_##sfx(const T *x, T *y, int64_t n, bool lg) {                                              \
+  static PD_NOINLINE void row_##sfx(const T *x, T *y, int64_t n, bool lg) {                                  \
     T m = -INFINITY;                                                                                         \
     PD_SIMD_REDUCE(max : m)                                                                                  \
     for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;                                                 \
