@@ -217,6 +217,14 @@ PD_API uint64_t pd_get_seed(void);
 /* Threads of the one OpenMP pool shared with oneDNN. */
 PD_API void pd_set_num_threads(int n);
 PD_API int pd_get_num_threads(void);
+/* Deterministic mode for float32 matrix products and convolutions (like
+ * torch.use_deterministic_algorithms). Every other kernel gives the same bits
+ * on any number of threads always; these two run oneDNN's own threading by
+ * default, whose bits depend on the thread count for some shapes. When on,
+ * they give the same bits on any number of threads too, at some cost in
+ * speed (docs/determinism.md). Off by default; affects every thread. */
+PD_API void pd_set_deterministic(bool on);
+PD_API bool pd_get_deterministic(void);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* The one OpenMP pool, shared with oneDNN (both use libgomp). */
 #include <omp.h>
+#include <stdatomic.h>
 
 #include "paddlec/core.h"
 #include "thread_governor.h"
@@ -12,3 +13,9 @@ void pd_set_num_threads(int n) {
 }
 
 int pd_get_num_threads(void) { return omp_get_max_threads(); }
+
+static atomic_bool g_deterministic;
+
+void pd_set_deterministic(bool on) { atomic_store_explicit(&g_deterministic, on, memory_order_relaxed); }
+
+bool pd_get_deterministic(void) { return atomic_load_explicit(&g_deterministic, memory_order_relaxed); }

@@ -288,7 +288,8 @@ static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *
         pd_conv_add_bias_f64(&g, true, bias, O);
     }
   } else if (f32) {
-    rc = pd_conv_dnnl_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
+    /* deterministic mode: im2col and GEMMs cut by shape, not oneDNN's threading */
+    rc = pd_get_deterministic() ? 1 : pd_conv_dnnl_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
     if (rc == 1) rc = pd_conv_ref_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
   } else {
     rc = pd_conv_ref_f64(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);

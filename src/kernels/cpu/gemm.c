@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "paddlec/core.h"
+#include "parallel.h"
+
 /* C = beta * C on an M x N block (beta == 0 writes zeros, ignoring NaN). */
 #define SCALE_C(T, M, N, beta, C, ldc)                         \
   do {                                                         \
@@ -226,6 +229,62 @@ static bool small_sgemm(bool transa, bool transb, int64_t M, int64_t N, int64_t 
 }
 #endif
 
+/* ---- float32 through oneDNN; deterministic mode ----------------------------
+ * oneDNN's sgemm divides its work by its thread count, for some shapes
+ * along K (8 x 512 x 4608 on 8 threads) and for others along M or N in ways
+ * that change the bits too (1000 x 256 x 1024, B transposed, on 2 threads),
+ * and even on one thread its bits depend on the shape it is given. In
+ * deterministic mode (pd_set_deterministic) a product is therefore cut into
+ * parts that depend on M, N and K alone: a grid of C tiles of at least
+ * MIN_TILE_M x MIN_TILE_N and, when the tiles are too few for the work,
+ * blocks of K whose products are added into C in block order. Each part is
+ * one single-threaded sgemm (oneDNN runs single-threaded inside a parallel
+ * region, and outside one with one thread set); the parts run over the
+ * threads. The result has the same bits on any number of threads, at a cost
+ * (docs/determinism.md), so the default stays oneDNN's own threading. */
+#define PART_FMAS (1 << 22) /* multiply-adds per part, at least */
+#define MAX_PARTS 8
+#define MIN_TILE_M 128
+#define MIN_TILE_N 256
+#define MIN_KBLOCK 2048
+
+typedef struct gemm_parts {
+  int64_t nm, nn, nk; /* C cut into nm x nn tiles, K into nk blocks */
+} gemm_parts;
+
+static gemm_parts parts_of(int64_t M, int64_t N, int64_t K) {
+  double w = (double)M * (double)N * (double)K / PART_FMAS;
+  int64_t want = w >= MAX_PARTS ? MAX_PARTS : (int64_t)w;
+  gemm_parts p = {1, 1, 1};
+  while (p.nm * p.nn * 2 <= want) { /* halve the longer side of the tiles while they stay large */
+    int64_t tm = M / p.nm, tn = N / p.nn;
+    if (tn >= 2 * MIN_TILE_N && (tn >= tm || tm < 2 * MIN_TILE_M))
+      p.nn *= 2;
+    else if (tm >= 2 * MIN_TILE_M)
+      p.nm *= 2;
+    else
+      break;
+  }
+  while (p.nm * p.nn * p.nk * 2 <= want && K / (p.nk * 2) >= MIN_KBLOCK) p.nk *= 2;
+  return p;
+}
+
+/* Part t of a product: tile (i, j), K block kb; block 0 goes to C with
+ * alpha and beta, the others to their own buffer with alpha. */
+static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, int64_t M, int64_t N, int64_t K,
+                    float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc, float *buf) {
+  int64_t kb = t % p->nk, ij = t / p->nk, i = ij / p->nn, j = ij % p->nn;
+  int64_t m0 = M * i / p->nm, m1 = M * (i + 1) / p->nm, n0 = N * j / p->nn, n1 = N * (j + 1) / p->nn;
+  int64_t k0 = K * kb / p->nk, k1 = K * (kb + 1) / p->nk;
+  const float *a = transa ? A + k0 * lda + m0 : A + m0 * lda + k0;
+  const float *b = transb ? B + n0 * ldb + k0 : B + k0 * ldb + n0;
+  float *c = kb == 0 ? C + m0 * ldc + n0 : buf + (kb - 1) * M * N + m0 * N + n0;
+  dnnl_status_t st = dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', m1 - m0, n1 - n0, k1 - k0, alpha, a,
+                                lda, b, ldb, kb == 0 ? beta : 0.0f, c, kb == 0 ? ldc : N);
+  return st == dnnl_success ? 0 : (int)st;
+}
+
 int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
@@ -238,9 +297,38 @@ int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float
       small_sgemm_loop(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return 0;
   }
-  dnnl_status_t st =
-      dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  return st == dnnl_success ? 0 : (int)st;
+  if (!pd_get_deterministic()) {
+    dnnl_status_t st =
+        dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return st == dnnl_success ? 0 : (int)st;
+  }
+  gemm_parts p = parts_of(M, N, K);
+  int64_t nparts = p.nm * p.nn * p.nk;
+  float *buf = NULL;
+  if (p.nk > 1 && !(buf = malloc(sizeof(float) * (size_t)((p.nk - 1) * M * N)))) return 1;
+  int failed = 0, nt = omp_get_max_threads();
+  if (nparts > 1 && nt > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static) reduction(| : failed)
+    for (int64_t t = 0; t < nparts; t++)
+      failed |= run_part(&p, t, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+  } else {
+    bool one = nt > 1 && !omp_in_parallel(); /* keep oneDNN on this thread */
+    if (one) omp_set_num_threads(1);
+    for (int64_t t = 0; t < nparts && !failed; t++)
+      failed = run_part(&p, t, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
+    if (one) omp_set_num_threads(nt);
+  }
+  if (buf && !failed) { /* the K blocks' products, added in block order */
+    PD_PARALLEL_FOR_IF(M * N >= PD_GRAIN && !omp_in_parallel(), i, M, {
+      float *c = C + i * ldc;
+      for (int64_t kb = 1; kb < p.nk; kb++) {
+        const float *q = buf + (kb - 1) * M * N + i * N;
+        for (int64_t j = 0; j < N; j++) c[j] += q[j];
+      }
+    });
+  }
+  free(buf);
+  return failed;
 }
 
 /* ---- float64 ------------------------------------------------------------

@@ -13,7 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* float32, through oneDNN's dnnl_sgemm (threads from the shared OpenMP pool). */
+/* float32, through oneDNN's dnnl_sgemm (threads from the shared OpenMP pool);
+ * in deterministic mode (pd_set_deterministic) in parts fixed by the shape,
+ * for the same bits on any number of threads. */
 int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
