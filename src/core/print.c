@@ -124,11 +124,27 @@ static void measure(ctx *c, int d, int64_t *idx) {
     if (it.v < 0) c->sign = true;
     return;
   }
-  for (int64_t i = 0; i < c->t->shape[d]; i++) {
-    if (!visible(c, d, i)) continue;
+  int64_t n = c->t->shape[d];
+  for (int64_t i = 0; i < n; i++) {
+    if (!visible(c, d, i)) i = n - EDGE; /* skip the middle without walking it */
     idx[d] = i;
     measure(c, d + 1, idx);
   }
+}
+
+/* Whether the printout elides the middle of long dims: past THRESHOLD
+ * elements, as Paddle's, and for an empty tensor whose leading dims would
+ * print more than THRESHOLD "[]" (a shape [2^53, 0] holds no element but
+ * would print 2^53 of them). */
+static bool summarize(const pd_tensor *t) {
+  if (t->numel > THRESHOLD) return true;
+  if (t->numel > 0) return false;
+  int64_t groups = 1;
+  for (int d = 0; d < t->ndim && t->shape[d] > 0; d++) {
+    if (t->shape[d] > THRESHOLD / groups) return true;
+    groups *= t->shape[d];
+  }
+  return false;
 }
 
 static void emit_item(ctx *c, const int64_t *idx) {
@@ -208,7 +224,7 @@ char *pd_tensor_to_string(const pd_tensor *t) {
            t->stop_gradient ? "True" : "False");
   puts_(&b, head);
   spaces(&b, 7);
-  ctx c = {.t = t, .summary = t->numel > THRESHOLD, .b = &b};
+  ctx c = {.t = t, .summary = summarize(t), .b = &b};
   int64_t idx[PD_MAX_DIMS] = {0};
   if (t->ndim == 0) {
     c.width = 0;

@@ -264,6 +264,55 @@ static void test_zero_dim_and_empty(void **state) {
   expect_no_live_tensors();
 }
 
+/* An empty tensor holds no element however long its leading dims are: its
+ * printout elides them past 1000 "[]" instead of walking them (a shape
+ * [2^53, 0] used to print for ever). */
+static const char *k_empty_huge =
+    "Tensor(shape=[9007199254740992, 0], dtype=float32, place=Place(cpu), stop_gradient=True,\n"
+    "       [[],\n"
+    "        [],\n"
+    "        [],\n"
+    "        ...,\n"
+    "        [],\n"
+    "        [],\n"
+    "        []])";
+static const char *k_empty_wide =
+    "Tensor(shape=[2, 1099511627776, 0], dtype=int32, place=Place(cpu), stop_gradient=True,\n"
+    "       [[[],\n"
+    "         [],\n"
+    "         [],\n"
+    "         ...,\n"
+    "         [],\n"
+    "         [],\n"
+    "         []],\n"
+    "\n"
+    "        [[],\n"
+    "         [],\n"
+    "         [],\n"
+    "         ...,\n"
+    "         [],\n"
+    "         [],\n"
+    "         []]])";
+
+static void test_empty_with_huge_dims(void **state) {
+  (void)state;
+  pd_scope_begin();
+  expect_str(pd_zeros(2, SHAPE((int64_t)1 << 53, 0), PD_FLOAT32), k_empty_huge);
+  expect_str(pd_zeros(3, SHAPE(2, (int64_t)1 << 40, 0), PD_INT32), k_empty_wide);
+  /* a long dim after the empty one is never reached (as k_empty3) */
+  expect_str(pd_zeros(3, SHAPE(2, 0, (int64_t)1 << 53), PD_FLOAT32),
+             "Tensor(shape=[2, 0, 9007199254740992], dtype=float32, place=Place(cpu), stop_gradient=True,\n"
+             "       [[],\n"
+             "\n"
+             "        []])");
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  assert_int_equal(pd_tensor_print(pd_zeros(2, SHAPE((int64_t)1 << 53, 0), PD_FLOAT32), f), PD_OK);
+  fclose(f);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_three_d_and_views(void **state) {
   (void)state;
   pd_scope_begin();
@@ -349,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_basic_float),
       cmocka_unit_test(test_integer_and_bool),
       cmocka_unit_test(test_zero_dim_and_empty),
+      cmocka_unit_test(test_empty_with_huge_dims),
       cmocka_unit_test(test_three_d_and_views),
       cmocka_unit_test(test_summary),
       cmocka_unit_test(test_line_wrap_and_width_from_edges),
