@@ -138,7 +138,10 @@ PD_API pd_dtype pd_get_default_dtype(void);
 typedef struct pd_tensor pd_tensor;
 
 PD_API pd_tensor *pd_tensor_retain(pd_tensor *t);
-PD_API void pd_tensor_release(pd_tensor *t); /* NULL is a no-op */
+/* NULL is a no-op. Releasing a tensor once too often is a use after free;
+ * while its struct waits in the library's cache (until a new tensor reuses
+ * it) the release, a retain or an op given it sets an error saying so. */
+PD_API void pd_tensor_release(pd_tensor *t);
 
 PD_API int pd_tensor_ndim(const pd_tensor *t);
 PD_API const int64_t *pd_tensor_shape(const pd_tensor *t);

@@ -63,6 +63,11 @@ typedef struct pool {
 #define POOL_CAP 4096
 static _Thread_local pool g_tensor_pool, g_storage_pool, g_block_pool;
 
+/* A cached object links to the next through its second word: the first
+ * holds the reference count of tensors and storages, which stays poisoned
+ * (PD_REFCOUNT_FREED) while the object waits in the cache. */
+static inline void **pool_link(void *x) { return (void **)x + 1; }
+
 #ifndef PADDLEC_NO_CACHING
 /* A thread's pools are given back when it exits (worker threads come and go). */
 static pthread_key_t g_pool_key;
@@ -72,7 +77,7 @@ static _Thread_local bool g_pool_registered;
 static void pool_drain(pool *p) {
   while (p->head) {
     void *x = p->head;
-    p->head = *(void **)x;
+    p->head = *pool_link(x);
     free(x);
   }
   p->n = 0;
@@ -92,7 +97,7 @@ static void *pool_get(pool *p, size_t size) {
 #ifndef PADDLEC_NO_CACHING
   if (p->head) {
     void *x = p->head;
-    p->head = *(void **)x;
+    p->head = *pool_link(x);
     p->n--;
     return x;
   }
@@ -111,7 +116,7 @@ static void pool_put(pool *p, void *x) {
     pthread_setspecific(g_pool_key, (void *)1); /* non-NULL: the destructor runs at exit */
   }
   if (p->n < POOL_CAP) {
-    *(void **)x = p->head;
+    *pool_link(x) = p->head;
     p->head = x;
     p->n++;
     return;
@@ -153,7 +158,20 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   return t;
 }
 
-static void tensor_free_struct(pd_tensor *t) { pool_put(&g_tensor_pool, t); }
+static void tensor_free_struct(pd_tensor *t) {
+  atomic_store_explicit(&t->refcount, PD_REFCOUNT_FREED, memory_order_relaxed);
+  pool_put(&g_tensor_pool, t);
+}
+
+bool pd_tensor_check_live(const pd_tensor *t, const char *op) {
+  int rc = atomic_load_explicit(&t->refcount, memory_order_relaxed);
+  if (rc > 0) return true;
+  pd_set_error(PD_ERR_STATE,
+               "%s: the tensor at %p was already released (its reference count is %s): it was released "
+               "once too often, or used after its last release",
+               op, (const void *)t, rc == PD_REFCOUNT_FREED ? "poisoned" : "0");
+  return false;
+}
 
 void *pd_block_get(void) { return pool_get(&g_block_pool, PD_POOL_BLOCK); }
 void pd_block_put(void *p) {
@@ -298,7 +316,11 @@ pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t 
 }
 
 pd_tensor *pd_tensor_retain(pd_tensor *t) {
-  if (t) atomic_fetch_add(&t->refcount, 1);
+  if (t && atomic_fetch_add(&t->refcount, 1) <= 0) { /* a released tensor: undo, report */
+    atomic_fetch_sub(&t->refcount, 1);
+    pd_tensor_check_live(t, "tensor_retain");
+    return NULL;
+  }
   return t;
 }
 
@@ -313,7 +335,15 @@ static void release_extras(pd_tensor *t) {
 }
 
 void pd_tensor_release(pd_tensor *t) {
-  if (!t || !drop_ref(&t->refcount)) return;
+  if (!t) return;
+  int rc = atomic_load_explicit(&t->refcount, memory_order_acquire);
+  if (rc != 1) {
+    if (rc <= 0) { /* released before: leave the cached struct alone */
+      pd_tensor_check_live(t, "tensor_release");
+      return;
+    }
+    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  }
   if (((uintptr_t)t->grad | (uintptr_t)t->grad_fn | (uintptr_t)t->hooks | (uintptr_t)t->post_hooks |
        (uintptr_t)t->dist_attr | (uintptr_t)t->param_info | (uintptr_t)t->name) != 0)
     release_extras(t);
@@ -322,30 +352,83 @@ void pd_tensor_release(pd_tensor *t) {
 }
 
 /* ---- accessors --------------------------------------------------------- */
-int pd_tensor_ndim(const pd_tensor *t) { return t ? t->ndim : -1; }
-const int64_t *pd_tensor_shape(const pd_tensor *t) { return t ? t->shape : NULL; }
-const int64_t *pd_tensor_strides(const pd_tensor *t) { return t ? t->strides : NULL; }
-int64_t pd_tensor_numel(const pd_tensor *t) { return t ? t->numel : -1; }
-pd_dtype pd_tensor_dtype(const pd_tensor *t) { return t ? t->dtype : PD_NUM_DTYPES; }
-pd_place pd_tensor_place(const pd_tensor *t) { return t ? t->place : PD_CPU; }
-bool pd_tensor_is_contiguous(const pd_tensor *t) { return t && t->is_contiguous; }
-bool pd_tensor_stop_gradient(const pd_tensor *t) { return !t || t->stop_gradient; }
-bool pd_tensor_is_leaf(const pd_tensor *t) { return t && !t->grad_fn; }
-pd_tensor *pd_tensor_grad(const pd_tensor *t) { return t ? t->grad : NULL; }
-uint32_t pd_tensor_version(const pd_tensor *t) { return t ? t->storage->version : 0; }
-const char *pd_tensor_name(const pd_tensor *t) { return t ? t->name : NULL; }
+/* A NULL tensor given to an accessor: its sentinel result (-1, NULL, NAN,
+ * ...) comes with an error, unless an earlier one already explains the NULL
+ * (the op that returned it), which is kept as ops keep it. */
+static void null_tensor(const char *fn) {
+  if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "%s: tensor is NULL", fn);
+}
+#define NULL_CHECK(fn, t, result) \
+  do {                            \
+    if (!(t)) {                   \
+      null_tensor(fn);            \
+      return result;              \
+    }                             \
+  } while (0)
+
+int pd_tensor_ndim(const pd_tensor *t) {
+  NULL_CHECK("tensor_ndim", t, -1);
+  return t->ndim;
+}
+const int64_t *pd_tensor_shape(const pd_tensor *t) {
+  NULL_CHECK("tensor_shape", t, NULL);
+  return t->shape;
+}
+const int64_t *pd_tensor_strides(const pd_tensor *t) {
+  NULL_CHECK("tensor_strides", t, NULL);
+  return t->strides;
+}
+int64_t pd_tensor_numel(const pd_tensor *t) {
+  NULL_CHECK("tensor_numel", t, -1);
+  return t->numel;
+}
+pd_dtype pd_tensor_dtype(const pd_tensor *t) {
+  NULL_CHECK("tensor_dtype", t, PD_NUM_DTYPES);
+  return t->dtype;
+}
+pd_place pd_tensor_place(const pd_tensor *t) {
+  NULL_CHECK("tensor_place", t, PD_CPU);
+  return t->place;
+}
+bool pd_tensor_is_contiguous(const pd_tensor *t) {
+  NULL_CHECK("tensor_is_contiguous", t, false);
+  return t->is_contiguous;
+}
+bool pd_tensor_stop_gradient(const pd_tensor *t) {
+  NULL_CHECK("tensor_stop_gradient", t, true);
+  return t->stop_gradient;
+}
+bool pd_tensor_is_leaf(const pd_tensor *t) {
+  NULL_CHECK("tensor_is_leaf", t, false);
+  return !t->grad_fn;
+}
+pd_tensor *pd_tensor_grad(const pd_tensor *t) {
+  NULL_CHECK("tensor_grad", t, NULL);
+  return t->grad;
+}
+uint32_t pd_tensor_version(const pd_tensor *t) {
+  NULL_CHECK("tensor_version", t, 0);
+  return t->storage->version;
+}
+const char *pd_tensor_name(const pd_tensor *t) {
+  NULL_CHECK("tensor_name", t, NULL);
+  return t->name;
+}
 
 void *pd_tensor_data(const pd_tensor *t) {
-  if (!t) return NULL;
+  NULL_CHECK("tensor_data", t, NULL);
   return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size(t->dtype);
 }
 
 bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b) {
-  return a && b && a->storage == b->storage;
+  NULL_CHECK("tensor_shares_storage", a, false);
+  NULL_CHECK("tensor_shares_storage", b, false);
+  return a->storage == b->storage;
 }
 
 void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop) {
-  if (t) t->stop_gradient = stop;
+  NULL_CHECK("tensor_set_stop_gradient", t, );
+  t->stop_gradient = stop;
 }
 
 pd_status pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
@@ -367,7 +450,8 @@ pd_status pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
 }
 
 void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero) {
-  if (!t || !t->grad) return;
+  NULL_CHECK("tensor_clear_grad", t, );
+  if (!t->grad) return;
   if (set_to_zero && t->grad->is_contiguous) {
     memset(pd_tensor_data(t->grad), 0, (size_t)t->grad->numel * pd_dtype_size(t->grad->dtype));
     t->grad->storage->version++;
@@ -378,7 +462,7 @@ void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero) {
 }
 
 void pd_tensor_set_name(pd_tensor *t, const char *name) {
-  if (!t) return;
+  NULL_CHECK("tensor_set_name", t, );
   free(t->name);
   t->name = name ? strdup(name) : NULL;
 }
@@ -395,7 +479,7 @@ static int64_t elem_offset(const pd_tensor *t, int64_t i) {
 }
 
 double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
-  if (!t) return NAN;
+  NULL_CHECK("item", t, NAN);
   if (i < 0 || i >= t->numel) {
     pd_set_error(PD_ERR_INDEX, "item: index %lld out of range for a tensor of %lld elements", (long long)i,
                  (long long)t->numel);
@@ -406,7 +490,7 @@ double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
 }
 
 double pd_tensor_item(const pd_tensor *t) {
-  if (!t) return NAN;
+  NULL_CHECK("item", t, NAN);
   if (t->numel != 1) {
     pd_set_error(PD_ERR_SHAPE, "item: only a tensor of one element converts to a scalar, got shape %s",
                  PD_SHAPE_STR(t));
@@ -416,7 +500,10 @@ double pd_tensor_item(const pd_tensor *t) {
 }
 
 int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt) {
-  if (!t || !buf) return pd_set_error(PD_ERR_INVALID, "copy_to: NULL %s", t ? "buffer" : "tensor");
+  if (!t)
+    return pd_last_status() != PD_OK ? pd_last_status()
+                                     : pd_set_error(PD_ERR_INVALID, "copy_to: tensor is NULL");
+  if (!buf) return pd_set_error(PD_ERR_INVALID, "copy_to: buffer is NULL");
   if (pd_dtype_size(dt) == 0) return pd_set_error(PD_ERR_DTYPE, "copy_to: invalid dtype %d", (int)dt);
   if (n < t->numel)
     return pd_set_error(PD_ERR_SHAPE, "copy_to: buffer holds %lld elements, tensor has %lld", (long long)n,

@@ -89,6 +89,15 @@ static inline void *pd_data_ptr(const pd_tensor *t) {
 void *pd_block_get(void);
 void pd_block_put(void *p);
 
+/* The reference count of a released tensor struct while it waits in the
+ * struct cache: a second release (or a retain, or an op given the tensor)
+ * finds it and reports the use after free instead of corrupting the cache.
+ * Where the struct has been reused by a new tensor, or given back to malloc
+ * (the sanitizer build, which reports the use itself), nothing can tell. */
+#define PD_REFCOUNT_FREED (-0x0DEAD)
+/* Whether t is live; otherwise sets an error naming op and returns false. */
+bool pd_tensor_check_live(const pd_tensor *t, const char *op);
+
 /* Creation of tensor structs (internal). */
 pd_tensor *pd_tensor_alloc_struct(void);
 /* A new contiguous tensor with fresh storage (uninitialised data). The

@@ -221,6 +221,9 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
       if (pd_last_status() != PD_OK) return pd_last_status(); /* keep the first error */
       return pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL", def->name, i);
     }
+    if (atomic_load_explicit(&in[i]->refcount, memory_order_relaxed) <= 0 &&
+        !pd_tensor_check_live(in[i], def->name))
+      return pd_last_status(); /* a released tensor (see PD_REFCOUNT_FREED) */
   }
   if (def->n_in >= 0 && n_in != def->n_in)
     return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);

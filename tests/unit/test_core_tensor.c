@@ -163,13 +163,95 @@ static void test_refcount(void **state) {
   /* NULL is a no-op */
   pd_tensor_release(NULL);
   assert_null(pd_tensor_retain(NULL));
-  /* accessors on NULL */
-  assert_int_equal(pd_tensor_ndim(NULL), -1);
-  assert_int_equal(pd_tensor_numel(NULL), -1);
-  assert_null(pd_tensor_shape(NULL));
-  assert_null(pd_tensor_data(NULL));
-  assert_int_equal(pd_tensor_dtype(NULL), PD_NUM_DTYPES);
   expect_no_live_tensors();
+}
+
+/* Every accessor given NULL returns its sentinel and sets an error naming
+ * itself, unless an earlier error (the op that returned the NULL) is
+ * pending: that one is kept. */
+#define EXPECT_NULL_ERROR(call, name)                                      \
+  do {                                                                     \
+    pd_clear_error();                                                      \
+    call;                                                                  \
+    assert_int_equal(pd_last_status(), PD_ERR_INVALID);                    \
+    if (!strstr(pd_last_error(), name ": tensor is NULL"))                 \
+      fail_msg("%s: error '%s' lacks '%s'", #call, pd_last_error(), name); \
+  } while (0)
+
+static void test_accessors_on_null(void **state) {
+  (void)state;
+  EXPECT_NULL_ERROR(assert_true(isnan(pd_tensor_item(NULL))), "item");
+  EXPECT_NULL_ERROR(assert_true(isnan(pd_tensor_item_at(NULL, 0))), "item");
+  EXPECT_NULL_ERROR(assert_int_equal(pd_tensor_ndim(NULL), -1), "tensor_ndim");
+  EXPECT_NULL_ERROR(assert_int_equal(pd_tensor_numel(NULL), -1), "tensor_numel");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_shape(NULL)), "tensor_shape");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_strides(NULL)), "tensor_strides");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_data(NULL)), "tensor_data");
+  EXPECT_NULL_ERROR(assert_int_equal(pd_tensor_dtype(NULL), PD_NUM_DTYPES), "tensor_dtype");
+  EXPECT_NULL_ERROR(pd_tensor_place(NULL), "tensor_place");
+  EXPECT_NULL_ERROR(assert_false(pd_tensor_is_contiguous(NULL)), "tensor_is_contiguous");
+  EXPECT_NULL_ERROR(assert_true(pd_tensor_stop_gradient(NULL)), "tensor_stop_gradient");
+  EXPECT_NULL_ERROR(assert_false(pd_tensor_is_leaf(NULL)), "tensor_is_leaf");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_grad(NULL)), "tensor_grad");
+  EXPECT_NULL_ERROR(assert_int_equal(pd_tensor_version(NULL), 0), "tensor_version");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_name(NULL)), "tensor_name");
+  EXPECT_NULL_ERROR(assert_false(pd_tensor_shares_storage(NULL, NULL)), "tensor_shares_storage");
+  EXPECT_NULL_ERROR(pd_tensor_set_stop_gradient(NULL, false), "tensor_set_stop_gradient");
+  EXPECT_NULL_ERROR(pd_tensor_clear_grad(NULL, true), "tensor_clear_grad");
+  EXPECT_NULL_ERROR(pd_tensor_set_name(NULL, "w"), "tensor_set_name");
+  EXPECT_NULL_ERROR(assert_true(pd_tensor_set_grad(NULL, NULL) < 0), "set_grad");
+  double buf[1];
+  EXPECT_NULL_ERROR(assert_true(pd_tensor_copy_to(NULL, buf, 1, PD_FLOAT64) < 0), "copy_to");
+  EXPECT_NULL_ERROR(assert_null(pd_tensor_to_string(NULL)), "to_string");
+  /* the NULL an op returned keeps that op's error */
+  pd_clear_error();
+  pd_scope_begin();
+  pd_tensor *bad =
+      pd_matmul(pd_ones(1, SHAPE(2), PD_FLOAT32), pd_ones(1, SHAPE(3), PD_FLOAT32), false, false);
+  assert_null(bad);
+  assert_true(isnan(pd_tensor_item(bad)));
+  assert_int_equal(pd_tensor_numel(bad), -1);
+  assert_non_null(strstr(pd_last_error(), "matmul"));
+  pd_clear_error();
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+/* A second release of a tensor is a use after free. While the struct waits
+ * in the struct cache its reference count is poisoned, so the release is
+ * refused with an error saying so (and the cache is not corrupted). The
+ * sanitizer build has no cache: AddressSanitizer reports the use itself. */
+static void test_double_release_detected(void **state) {
+  (void)state;
+#ifdef PADDLEC_NO_CACHING
+  skip();
+#else
+  pd_tensor *x = pd_ones(1, SHAPE(100), PD_FLOAT32);
+  pd_tensor_release(x);
+  assert_int_equal(pd_memory_allocated(), 0);
+  pd_clear_error();
+  pd_tensor_release(x); /* the second release */
+  assert_int_equal(pd_last_status(), PD_ERR_STATE);
+  assert_non_null(strstr(pd_last_error(), "tensor_release"));
+  assert_non_null(strstr(pd_last_error(), "already released"));
+  assert_non_null(strstr(pd_last_error(), "poisoned"));
+  pd_clear_error();
+  /* retaining it or giving it to an op is refused the same way */
+  assert_null(pd_tensor_retain(x));
+  assert_non_null(strstr(pd_last_error(), "tensor_retain: the tensor"));
+  pd_clear_error();
+  assert_null(pd_add(x, x));
+  assert_non_null(strstr(pd_last_error(), "add: the tensor"));
+  pd_clear_error();
+  /* the cache still hands out sound structs: two new tensors are distinct */
+  pd_tensor *a = pd_zeros(1, SHAPE(2), PD_FLOAT32), *b = pd_zeros(1, SHAPE(2), PD_FLOAT32);
+  assert_ptr_not_equal(a, b);
+  assert_int_equal(refcount(a), 1);
+  assert_int_equal(refcount(b), 1);
+  pd_tensor_release(a);
+  pd_tensor_release(b);
+  expect_no_live_tensors();
+#endif
 }
 
 static void test_item_and_copy_to(void **state) {
@@ -319,6 +401,8 @@ int main(void) {
       cmocka_unit_test(test_contiguous),
       cmocka_unit_test(test_version_counter),
       cmocka_unit_test(test_refcount),
+      cmocka_unit_test(test_double_release_detected),
+      cmocka_unit_test(test_accessors_on_null),
       cmocka_unit_test(test_item_and_copy_to),
       cmocka_unit_test(test_bad_constructor_inputs),
       cmocka_unit_test(test_leaf_flags_and_names),
