@@ -2,11 +2,10 @@
  * and backward (docs/determinism.md). The op list is generated from the
  * registry: every op of the reduction, norm and loss families
  * (src/ops/defs/{reduction,norm,loss}.def) and the other reducing ops of
- * k_extra must have a case below, or the test fails. Inputs are large
- * enough to be split over threads (the reduction grain is 32768 elements)
- * and to span several of the fixed blocks of each loop shape: a few long
- * outputs, a long reduction across short rows, and one total. Ops that only
- * serve as another op's backward name that op (`via`). */
+ * k_extra (products, convolutions, attention, softmax) must have a case below, or the test fails. Inputs are
+ * large enough to be split over threads (the reduction grain is 32768 elements) and to span several of the
+ * fixed blocks of each loop shape: a few long outputs, a long reduction across short rows, and one total. Ops
+ * that only serve as another op's backward name that op (`via`). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -243,6 +242,18 @@ static void c_conv2d(res *r) {
   pd_tensor *in[3] = {x, w, b};
   out_and_grads(r, pd_conv2d(x, w, b, &(pd_conv_opts){.n_padding = 1, .padding = {1}}), in, 3);
 }
+static void c_conv2d_transpose(res *r) {
+  pd_tensor *x = leaf(pd_randn(4, SHAPE(16, 32, 16, 16), PD_FLOAT32));
+  pd_tensor *w = leaf(pd_randn(4, SHAPE(32, 16, 3, 3), PD_FLOAT32));
+  pd_tensor *in[2] = {x, w};
+  out_and_grads(r, pd_conv2d_transpose(x, w, NULL, &(pd_conv_opts){0}), in, 2);
+}
+static void c_attention(res *r) {
+  /* [B, S, H, D]: the blockwise softmax and its backward, products batched */
+  pd_tensor *in[3];
+  for (int i = 0; i < 3; i++) in[i] = leaf(pd_randn(4, SHAPE(2, 256, 4, 64), PD_FLOAT32));
+  out_and_grads(r, pd_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, true, true), in, 3);
+}
 static void c_squared_l2_norm(res *r) {
   pd_tensor *x = pd_randn(1, SHAPE(1 << 20), PD_FLOAT32);
   pd_tensor *out = pd_dispatch1(PD_OP_squared_l2_norm, &x, 1, &(pd_attrs){0});
@@ -303,6 +314,9 @@ static const det_case k_cases[] = {
     {"matmul", c_matmul, NULL},
     {"dot", c_dot, NULL},
     {"conv2d", c_conv2d, NULL},
+    {"conv2d_transpose", c_conv2d_transpose, NULL},
+    {"scaled_dot_product_attention", c_attention, NULL},
+    {"scaled_dot_product_attention_grad", NULL, "scaled_dot_product_attention"},
     {"squared_l2_norm", c_squared_l2_norm, NULL},
 };
 
@@ -315,8 +329,15 @@ static const char *const k_family_ops[] = {
 };
 #undef PD_OP
 /* Reducing ops of other families. */
-static const char *const k_extra[] = {"sum", "softmax", "log_softmax",    "matmul",
-                                      "dot", "conv2d",  "squared_l2_norm"};
+static const char *const k_extra[] = {"sum",
+                                      "softmax",
+                                      "log_softmax",
+                                      "matmul",
+                                      "dot",
+                                      "conv2d",
+                                      "conv2d_transpose",
+                                      "scaled_dot_product_attention",
+                                      "squared_l2_norm"};
 
 static const det_case *case_of(const char *op) {
   for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++)
