@@ -104,6 +104,45 @@ PD_API pd_tensor *pd_less_than(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_less_equal(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_greater_than(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_greater_equal(pd_tensor *x, pd_tensor *y);
+/* ---- a tensor with a Python scalar (x + 1, x / 2, mask > 0, 1 - x) -------
+ * Paddle's Tensor operators with a Python number, without building a 0-D
+ * tensor of the matching dtype. These exist (op: the expression):
+ *   pd_add_scalar(x, s)            x + s      pd_subtract_scalar(x, s)   x - s
+ *   pd_multiply_scalar(x, s)       x * s      pd_divide_scalar(x, s)     x / s
+ *   pd_scalar_subtract(s, x)       s - x      pd_scalar_divide(s, x)     s / x
+ *   pd_floor_divide_scalar(x, s)   x // s     pd_remainder_scalar(x, s)  x % s
+ *   pd_equal_scalar(x, s)          x == s     pd_not_equal_scalar(x, s)  x != s
+ *   pd_less_than_scalar(x, s)      x < s      pd_less_equal_scalar(x, s) x <= s
+ *   pd_greater_than_scalar(x, s)   x > s      pd_greater_equal_scalar    x >= s
+ * and pd_pow_scalar above (x ** s). Dtypes follow Paddle's rules for a
+ * Python int or float: s counts as an int when it is a whole number and as a
+ * float otherwise (so 2.0 acts as 2: cast x first to get Paddle's float
+ * result for x + 2.0 on an integer x).
+ *   - float tensor: keeps its dtype, whatever s (x_f16 * 3.5 stays float16);
+ *   - integer or bool tensor with a float s: computed in float32 (Paddle
+ *     casts to float32 here, not to the default dtype);
+ *   - integer tensor with an int s: keeps its dtype (int arithmetic wraps as
+ *     pd_add's does); bool tensor with an int s: int64;
+ *   - divide and scalar_divide: an integer or bool tensor becomes float32.
+ * +, -, * and / lower to pd_scale (x / s is x * (1/s), as Paddle computes
+ * it, so it may differ from pd_divide in the last bit); the others compare
+ * or combine with a 0-D tensor of s. Gradients flow to x where the tensor
+ * op has one. A NULL x returns NULL and keeps the first error. */
+PD_API pd_tensor *pd_add_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_subtract_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_scalar_subtract(double s, pd_tensor *x);
+PD_API pd_tensor *pd_multiply_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_divide_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_scalar_divide(double s, pd_tensor *x);
+PD_API pd_tensor *pd_floor_divide_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_remainder_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_equal_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_not_equal_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_less_than_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_less_equal_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_greater_than_scalar(pd_tensor *x, double s);
+PD_API pd_tensor *pd_greater_equal_scalar(pd_tensor *x, double s);
+
 /* Any dtype in (non-zero is true), bool out. */
 PD_API pd_tensor *pd_logical_and(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_logical_or(pd_tensor *x, pd_tensor *y);
