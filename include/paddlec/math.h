@@ -194,9 +194,10 @@ PD_API pd_tensor *pd_log_sigmoid(pd_tensor *x);
 PD_API pd_tensor *pd_softmax(pd_tensor *x, int axis);
 /* x - log(sum(exp(x))) along axis, max-shifted. */
 PD_API pd_tensor *pd_log_softmax(pd_tensor *x, int axis);
-/* paddle.incubate.nn.functional.swiglu: silu(x) * y; with y NULL, x's last
- * dim is split in two halves a, b and the result is silu(a) * b. Gradients
- * are first order only (as Paddle's fused op). */
+/* paddle.nn.functional.swiglu (Paddle 3) and its older name
+ * paddle.incubate.nn.functional.swiglu, one op: silu(x) * y; with y NULL,
+ * x's last dim is split in two halves a, b and the result is silu(a) * b.
+ * Gradients are first order only (as Paddle's fused op). */
 PD_API pd_tensor *pd_swiglu(pd_tensor *x, pd_tensor *y);
 /* max(0, x) + min(0, alpha * (e^(x / alpha) - 1)) (default alpha 1; 0 is refused). */
 PD_API pd_tensor *pd_celu(pd_tensor *x, double alpha);
