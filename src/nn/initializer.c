@@ -158,7 +158,13 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
       st = fill_from(t, pd_full(t->ndim, t->shape, init->a, PD_FLOAT64));
       break;
     case PD_INIT_NORMAL:
-      st = fill_from(t, normal_like(t, init->a, init->b));
+      if (!(init->b >= 0) || isinf(init->b) || !isfinite(init->a))
+        st =
+            pd_set_error(PD_ERR_INVALID,
+                         "initializer: Normal needs a finite mean and a finite std >= 0, got mean %g, std %g",
+                         init->a, init->b);
+      else
+        st = fill_from(t, normal_like(t, init->a, init->b));
       break;
     case PD_INIT_TRUNCATED_NORMAL:
       if (!(init->lower <= init->upper) || !(init->b >= 0))

@@ -6,6 +6,61 @@
 #include "ew_helpers.h"
 #include "paddlec/ops.h"
 
+/* The range of values dtype dt holds: [lo, hi] (exact in double for the
+ * integer limits used here: 2^63 is written as the first double past). */
+static void dtype_range(pd_dtype dt, double *lo, double *hi, bool *hi_open) {
+  *hi_open = false;
+  switch (dt) {
+    case PD_UINT8:
+      *lo = 0, *hi = 255;
+      break;
+    case PD_INT8:
+      *lo = -128, *hi = 127;
+      break;
+    case PD_INT16:
+      *lo = -32768, *hi = 32767;
+      break;
+    case PD_INT32:
+      *lo = -2147483648.0, *hi = 2147483647.0;
+      break;
+    case PD_INT64:
+      *lo = -9223372036854775808.0, *hi = 9223372036854775808.0, *hi_open = true;
+      break;
+    case PD_FLOAT16:
+      *lo = -65504, *hi = 65504;
+      break;
+    case PD_BFLOAT16:
+    case PD_FLOAT32:
+      *lo = -3.4028234663852886e38, *hi = 3.4028234663852886e38;
+      break;
+    default: /* bool (any value is true or false), float64 */
+      *lo = -INFINITY, *hi = INFINITY;
+      break;
+  }
+}
+
+/* A fill value the dtype cannot hold would saturate (or, cast to an
+ * integer, be undefined): refused as Paddle's full refuses it. Infinities
+ * and NaN are values of the floating dtypes. */
+static pd_status check_fill_value(const char *op, double v, pd_dtype dt) {
+  if (isnan(v) || isinf(v)) {
+    if (pd_dtype_is_floating(dt) || dt == PD_BOOL) return PD_OK;
+  } else {
+    double lo, hi;
+    bool open;
+    dtype_range(dt, &lo, &hi, &open);
+    if (v >= lo && (open ? v < hi : v <= hi)) return PD_OK;
+    /* float rounding: a value that rounds to the largest finite float fits */
+    if (pd_dtype_is_floating(dt) && dt != PD_FLOAT64) {
+      char one[8];
+      pd_store_from_f64(one, dt, v);
+      if (!isinf(pd_load_as_f64(one, dt))) return PD_OK;
+    }
+  }
+  return pd_set_error(PD_ERR_INVALID, "%s: the fill value %g is out of the range of %s", op, v,
+                      pd_dtype_name(dt));
+}
+
 static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                            pd_meta *out, int *n_out) {
   (void)in;
@@ -19,6 +74,10 @@ static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
     if (a->v[0][d] < 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", def->name, d,
                           (long long)a->v[0][d]);
+  if (!a->i[0]) {
+    pd_status st = check_fill_value(def->name, a->f[0], a->dtype);
+    if (st != PD_OK) return st;
+  }
   out->dtype = a->dtype;
   out->ndim = a->nv[0];
   memcpy(out->shape, a->v[0], sizeof(int64_t) * (size_t)a->nv[0]);

@@ -336,6 +336,10 @@ pd_tensor *pd_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weigh
   static const char *op = "cross_entropy";
   if (null_input(op, input, label) != PD_OK) return NULL;
   if (pd_loss_check_reduction(op, reduction, false) != PD_OK) return NULL;
+  if (!(label_smoothing >= 0 && label_smoothing <= 1)) { /* NaN too */
+    pd_set_error(PD_ERR_INVALID, "%s: label_smoothing must be in [0, 1], got %g", op, label_smoothing);
+    return NULL;
+  }
   if (ignore_index > 0 && soft_label) {
     pd_set_error(PD_ERR_INVALID, "%s: ignore_index %lld is not allowed with soft_label=true (use -100)", op,
                  (long long)ignore_index);

@@ -108,6 +108,14 @@ static pd_status pool_geom(const char *op, bool adaptive, int nsp, const pd_meta
           "%s: kernel_size (%lld) and stride (%lld) must be positive and paddings (%lld, %lld) "
           "non-negative on spatial dim %d",
           op, (long long)k, (long long)s, (long long)pb, (long long)pa, d);
+    /* a wider padding puts whole windows in the padding: max pooling would
+     * output its -FLT_MAX fill, average pooling a 0 or a division by 0 */
+    if (pb > k / 2 || pa > k / 2)
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: padding %lld on spatial dim %d must be at most half the kernel size %lld "
+                          "(paddings %lld, %lld)",
+                          op, (long long)(pb > k / 2 ? pb : pa), d, (long long)k, (long long)pb,
+                          (long long)pa);
     int64_t o;
     if (!pool_out_size(g->in[d], k, pb, pa, s, a->i[0] != 0, &o))
       return pd_set_error(

@@ -189,17 +189,33 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
   return PD_OK;
 }
 
+/* std is a spread: negative or NaN is no distribution (and mean must be a
+ * number). */
+static pd_status check_gaussian(const char *op, double mean, double std) {
+  if (!(std >= 0) || isinf(std) || !isfinite(mean))
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: std must be finite and >= 0 and mean finite, got mean %g, std %g", op, mean,
+                        std);
+  return PD_OK;
+}
+
+static pd_status gaussian_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_meta *out, int *n_out) {
+  pd_status st = check_gaussian(def->name, a->f[0], a->f[1]);
+  return st != PD_OK ? st : float_shape_meta(def, in, n_in, a, out, n_out);
+}
+
 const pd_op_def pd_opdef_gaussian = {.name = "gaussian",
                                      .n_in = 0,
                                      .n_out = 1,
                                      .flags = PD_OPF_RANDOM,
                                      .attr_names = "v0:shape,f0:mean,f1:std,i0:seed,dtype",
-                                     .infer_meta = float_shape_meta,
+                                     .infer_meta = gaussian_meta,
                                      .kernel = {[PD_PLACE_CPU] = gaussian_kernel}};
 
 static pd_tensor *gaussian_impl(const char *op, int ndim, const int64_t *shape, pd_dtype dt, double mean,
                                 double std) {
-  if (!shape_ok(op, ndim, shape)) return NULL;
+  if (!shape_ok(op, ndim, shape) || check_gaussian(op, mean, std) != PD_OK) return NULL;
   pd_attrs a = {.f = {mean, std}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt, .nv = {ndim}};
   if (ndim) memcpy(a.v[0], shape, sizeof(int64_t) * (size_t)ndim);
   return pd_dispatch1(PD_OP_gaussian, NULL, 0, &a);
