@@ -28,7 +28,18 @@
 #define SHM_SMALL_BYTES 1024 /* payloads up to this size travel inside the control block */
 #define SHM_MAX_ALLOCS 64
 
+/* The first bytes of every segment the backend creates: who created it,
+ * so a segment left by a creator that died before unlinking it (killed
+ * while the other ranks were still mapping) can be recognised and removed. */
+#define SHM_STAMP_MAGIC 0x7064637374616d70ull /* "pdcstamp" */
+typedef struct shm_stamp {
+  uint64_t magic; /* SHM_STAMP_MAGIC once pid and pid_ns are written */
+  int64_t creator_pid;
+  uint64_t pid_ns; /* the creator's pid namespace (its inode number) */
+} shm_stamp;
+
 typedef struct shm_header {
+  shm_stamp stamp;
   uint64_t magic;
   int32_t nranks;
   atomic_int ready;
@@ -121,6 +132,9 @@ void shm_notify(shm_comm *s);
 pd_status shm_fail(shm_comm *s);
 
 /* ---- shm_segment.c ---- */
+/* Removes /dev/shm/paddlec-* segments whose creator (named in the stamp) is
+ * gone, when it ran in this pid namespace. Returns how many. */
+int shm_remove_stale_segments(void);
 pd_status shm_map_group(shm_comm *s, const pd_comm_init *init);
 void shm_unmap_group(shm_comm *s);
 void *shm_alloc_shared(pd_comm *c, size_t nbytes);

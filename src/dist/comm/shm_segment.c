@@ -2,10 +2,15 @@
  * allocations. Group rank 0 creates each segment under a name unique to the
  * job; the others map it; once every rank has mapped it the name is
  * unlinked, so the memory lives exactly as long as the processes using it.
- * Should a rank die before that, fleetrun removes the job's names. */
+ * Should a rank die before that, fleetrun removes the job's names; for
+ * ranks started without fleetrun, every segment starts with its creator's
+ * pid, and the next group created on the host removes the segments whose
+ * creator is gone. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +44,39 @@ static size_t env_size(const char *name, size_t dflt, size_t lo, size_t hi) {
   if (x < (long long)lo) return lo;
   if ((size_t)x > hi) return hi;
   return (size_t)x;
+}
+
+/* The inode number of this process's pid namespace; 0 when unknown. */
+static uint64_t pid_namespace(void) {
+  char link[64];
+  ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  if (n <= 0) return 0;
+  link[n] = 0;
+  const char *lb = strchr(link, '[');
+  return lb ? strtoull(lb + 1, NULL, 10) : 0;
+}
+
+int shm_remove_stale_segments(void) {
+  uint64_t ns = pid_namespace();
+  if (!ns) return 0; /* another namespace's pids cannot be judged */
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  int removed = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, "paddlec-", 8) != 0) continue;
+    char name[300];
+    snprintf(name, sizeof name, "/%s", e->d_name);
+    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) continue;
+    shm_stamp st;
+    int stale = pread(fd, &st, sizeof st, 0) == (ssize_t)sizeof st && st.magic == SHM_STAMP_MAGIC &&
+                st.pid_ns == ns && st.creator_pid > 0 && st.creator_pid != getpid() &&
+                kill((pid_t)st.creator_pid, 0) != 0 && errno == ESRCH;
+    close(fd);
+    if (stale && shm_unlink(name) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
 }
 
 /* Creates (creator) or opens and maps a segment of `bytes`; waits for the
@@ -89,6 +127,12 @@ static void *map_segment(const char *name, size_t bytes, int creator, double tim
                  strerror(errno));
     return NULL;
   }
+  if (creator) {
+    shm_stamp *st = p;
+    st->creator_pid = getpid();
+    st->pid_ns = pid_namespace();
+    __atomic_store_n(&st->magic, SHM_STAMP_MAGIC, __ATOMIC_RELEASE);
+  }
   return p;
 }
 
@@ -131,6 +175,7 @@ pd_status shm_map_group(shm_comm *s, const pd_comm_init *init) {
   s->map_bytes = hdr + ctl + rings + stage;
   snprintf(s->name, sizeof s->name, "/paddlec-%s-g%d", init->job_key, init->group_id);
   int creator = init->rank == 0;
+  if (creator) shm_remove_stale_segments(); /* left by ranks killed while starting */
   unsigned char *base = map_segment(s->name, s->map_bytes, creator, init->timeout_s, "group setup");
   if (!base) return pd_last_status();
   s->hdr = (shm_header *)base;
@@ -199,6 +244,7 @@ void shm_unmap_group(shm_comm *s) {
 
 /* ---- zero-copy allocations ---- */
 typedef struct alloc_head {
+  shm_stamp stamp;
   atomic_int ready, attached;
 } alloc_head;
 
