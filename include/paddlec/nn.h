@@ -163,7 +163,27 @@ PD_API pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int n
 /* add_parameter: registers an existing tensor as parameter `name` (retains it;
  * stop_gradient becomes False). Replaces a parameter of that name. */
 PD_API pd_status pd_layer_add_parameter(pd_layer *l, const char *name, pd_tensor *param);
-/* register_buffer: persistable buffers go into the state_dict. NULL removes. */
+/* register_buffer(name, buf, persistable): a tensor the layer holds that is
+ * not a parameter (no gradient, not trained). The layer retains buf (release
+ * your reference); NULL removes the buffer. persistable buffers go into
+ * state_dict and checkpoints; persistable=false ones (Paddle's
+ * register_buffer(..., persistable=False)) do not, but are listed by
+ * named_buffers and converted by pd_layer_to. The seed's RotaryEmbedding
+ * keeps its tables this way:
+ *
+ *   typedef struct { pd_layer base; int64_t dim; } rotary;
+ *   rotary *r = pd_layer_new(sizeof *r, &rotary_type);
+ *   pd_tensor *cos = ..., *sin = ...;          // [max_position, dim]
+ *   pd_layer_register_buffer(&r->base, "cos_cached", cos, false);
+ *   pd_layer_register_buffer(&r->base, "sin_cached", sin, false);
+ *   pd_tensor_release(cos);
+ *   pd_tensor_release(sin);
+ *   // in forward: borrowed, owned by the layer
+ *   pd_tensor *c = pd_layer_buffer(self, "cos_cached");
+ *
+ * Look a buffer up by name in forward rather than caching the pointer in the
+ * struct if the buffer may be replaced (registering a name again replaces
+ * it). */
 PD_API pd_status pd_layer_register_buffer(pd_layer *l, const char *name, pd_tensor *buf, bool persistable);
 
 /* Lookups by direct name (borrowed; NULL when absent). */
@@ -223,6 +243,19 @@ PD_API pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd
  * without changing the layer (for strict loading). */
 PD_API pd_status pd_layer_match_state_dict(const pd_layer *l, const pd_named_tensors *sd,
                                            pd_named_tensors *missing, pd_named_tensors *unexpected);
+
+/* Layer.to(dtype=dt) / Layer.astype(dt): every parameter and buffer of l
+ * and its sublayers, persistable or not, converted to dt in place (as
+ * Paddle's to(), not only the floating ones): the tensors stay the same
+ * objects, so pointers a layer keeps (linear->weight) and pd_layer_buffer
+ * lookups see the new dtype. Converted parameters lose their gradient.
+ * Convert before creating an optimizer or DataParallel on the layer: their
+ * state was built for the old dtype. A non-floating dt for a layer with
+ * parameters is PD_ERR_DTYPE naming the first one, and nothing changes. */
+PD_API pd_status pd_layer_to(pd_layer *l, pd_dtype dt);
+PD_API pd_status pd_layer_astype(pd_layer *l, pd_dtype dt);
+/* Tensor.astype(dt): pd_cast (a new tensor; gradients flow back). */
+PD_API pd_tensor *pd_tensor_astype(pd_tensor *x, pd_dtype dt);
 
 /* train() / eval(): set the flag on l and every sublayer. */
 PD_API void pd_layer_train(pd_layer *l);

@@ -23,6 +23,11 @@ void pd_hook_list_free(pd_hook *h);
 /* The autograd layer registers how a tensor drops its grad_fn. */
 void pd_core_set_node_release(void (*fn)(pd_node *));
 
+/* t takes over src's storage, dtype and geometry, and src gets t's old
+ * storage (release src afterwards); t's identity, name, parameter info and
+ * autograd flags stay. For Layer.to(dtype): src is the converted copy. */
+void pd_tensor_take_data(pd_tensor *t, pd_tensor *src);
+
 /* Library internals run at depth > 0: tensors they create are not tracked
  * by the user's scope (they release them by hand). */
 extern _Thread_local int pd_g_internal_depth;
