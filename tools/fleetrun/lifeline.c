@@ -82,6 +82,14 @@ static void stop_groups(const pid_t *pg, int n) {
 
 static void guard(int rfd, pid_t launcher) {
   setsid(); /* a terminal's Ctrl-C is the launcher's to handle */
+  /* it only ever writes to stderr: whoever reads the launcher's stdout
+   * (a pipe, $(...)) need not wait for the guard */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    close(null);
+  }
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
