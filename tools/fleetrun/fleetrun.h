@@ -90,6 +90,9 @@ void fr_lifeline_set_key(const char *job_key);
 void fr_lifeline_start(void);
 void fr_lifeline_add(pid_t pgid);
 void fr_lifeline_drop(pid_t pgid);
+/* The launcher ends normally (every process stopped): the guard exits and
+ * is reaped. */
+void fr_lifeline_end(void);
 
 /* The modes; each returns the launcher's exit status. */
 int fr_run_collective(fr_args *a);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dist/env/launch_env.h"
@@ -28,6 +29,7 @@ typedef struct lifeline_msg {
 } lifeline_msg;
 
 static int g_fd = -1; /* the launcher's write end; -1: no guard */
+static pid_t g_guard;
 static char g_key[160];
 
 static void sleep_ms(int ms) {
@@ -153,6 +155,17 @@ void fr_lifeline_start(void) {
   }
   close(fds[0]);
   g_fd = fds[1];
+  g_guard = pid;
+}
+
+void fr_lifeline_end(void) {
+  if (g_fd < 0) return;
+  close(g_fd);
+  g_fd = -1;
+  /* it finds nothing left to stop and exits at once: the launcher ends
+   * after its guard, never before */
+  while (waitpid(g_guard, NULL, 0) < 0 && errno == EINTR) {
+  }
 }
 
 static void send_msg(int op, pid_t pgid) {

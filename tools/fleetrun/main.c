@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
     rc = a.ps ? fr_run_ps(&a) : a.nips > 1 ? fr_run_mpirun(&a) : fr_run_collective(&a);
   }
   fr_args_free(&a);
+  fr_lifeline_end();
   if (fr_stop_signal) {
     /* end the way the signal would have ended us */
     int sig = fr_stop_signal;
