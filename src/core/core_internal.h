@@ -20,6 +20,11 @@ struct pd_hook {
 
 void pd_hook_list_free(pd_hook *h);
 
+/* Puts "<formatted prefix>: " before the current error message, keeping its
+ * status: the context a caller adds when a call inside it failed (the layer
+ * whose forward failed, the op whose output could not be allocated). */
+void pd_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The autograd layer registers how a tensor drops its grad_fn. */
 void pd_core_set_node_release(void (*fn)(pd_node *));
 

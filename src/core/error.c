@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "paddlec/core.h"
+#include "core_internal.h"
 
 static _Thread_local char g_msg[2048];
 static _Thread_local pd_status g_status = PD_OK;
@@ -43,4 +43,21 @@ pd_status pd_set_error(pd_status code, const char *fmt, ...) {
     abort();
   }
   return g_status;
+}
+
+void pd_error_prefix(const char *fmt, ...) {
+  char pre[512], tmp[sizeof g_msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  /* pre, ": ", then as much of the old message as fits */
+  size_t np = strlen(pre), nm = strlen(g_msg);
+  if (np + 2 >= sizeof tmp) return;
+  memcpy(tmp, pre, np);
+  memcpy(tmp + np, ": ", 2);
+  if (nm > sizeof tmp - np - 3) nm = sizeof tmp - np - 3;
+  memcpy(tmp + np + 2, g_msg, nm);
+  tmp[np + 2 + nm] = 0;
+  memcpy(g_msg, tmp, sizeof g_msg);
 }

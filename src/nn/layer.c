@@ -689,6 +689,9 @@ static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **ou
   pd_g_internal_depth = saved_depth;
   if (n < 0) {
     for (int k = 0; k < max_out; k++) out[k] = NULL;
+    /* the failing op names itself ("matmul: ..."); say which layer ran it.
+     * Nested layers stack their names outermost first. */
+    pd_error_prefix("%s '%s'", l->type->name ? l->type->name : "Layer", l->st->full_name);
     return n;
   }
   if (track)

@@ -168,7 +168,10 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   if (!(flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) { /* fresh outputs from the metas */
     for (int k = 0; k < nm; k++) {
       out[k] = pd_tensor_new_untracked(meta[k].dtype, meta[k].ndim, meta[k].shape);
-      if (!out[k]) {
+      if (!out[k]) { /* the allocator's message names bytes only: add the op and the shape */
+        char sh[160];
+        pd_error_prefix("%s: output %d (%s of shape %s)", def->name, k, pd_dtype_name(meta[k].dtype),
+                        pd_shape_str(meta[k].ndim, meta[k].shape, sh, sizeof sh));
         st = pd_last_status();
         for (int j = 0; j < k; j++) pd_tensor_release(out[j]);
         return st;
