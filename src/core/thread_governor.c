@@ -18,10 +18,12 @@
  * parked thread sleeps on a condition variable. Releasing the parked thread
  * (it exits and libgomp frees its team) restores the spinning.
  *
- * The governor watches the process's involuntary context switches (the
- * kernel preempting our threads because others want the CPU) every 50 ms. It
- * parks a team when preemptions show contention and releases it after two
- * calm seconds, so a quiet machine keeps the fast spinning.
+ * Every 50 ms the governor looks at the process's involuntary context
+ * switches (the kernel preempting our threads because others want the CPU)
+ * and at the machine's CPU pressure (/proc/pressure/cpu: time during which a
+ * ready task waited for a CPU). It parks a team when either shows contention
+ * and releases it after two calm seconds, so a quiet machine keeps the fast
+ * spinning.
  * PADDLEC_WAIT_POLICY=auto (default) | passive (always sleep-wait) | active
  * (libgomp's own behaviour). An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT is
  * the user's choice and turns the governor off. */
@@ -41,6 +43,7 @@
 #define WINDOW_NS 50000000L      /* how often the governor looks */
 #define PREEMPTIONS_PER_WINDOW 3 /* more than this in a window: contention */
 #define CALM_WINDOWS 40          /* release after this many calm windows (2 s) */
+#define STALL_FRACTION 10        /* a task waited for a CPU 1/10 of the window: contention */
 
 atomic_int pd_g_governor_state; /* pd_governor_state */
 
@@ -95,24 +98,63 @@ static long preemptions(void) {
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
 }
 
+/* Microseconds during which some task of the machine was ready to run but
+ * waited for a CPU (the kernel's pressure-stall information), or -1 where
+ * the kernel does not provide it. */
+static long long cpu_stall_us(void) {
+  FILE *f = fopen("/proc/pressure/cpu", "r");
+  if (!f) return -1;
+  char line[256];
+  long long total = -1;
+  if (fgets(line, sizeof line, f) && strncmp(line, "some ", 5) == 0) {
+    const char *t = strstr(line, "total=");
+    if (t) total = strtoll(t + 6, NULL, 10);
+  }
+  fclose(f);
+  return total;
+}
+
+bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us) {
+  /* Contention: the kernel preempted our threads for others, or some task
+   * (ours or another process's) waited for a CPU during a tenth of the
+   * window. The second catches what the first misses: competitors of lower
+   * priority, which wait behind our spinning threads without preempting
+   * them. */
+  bool stalled = stall_us >= 0 && stall_us * STALL_FRACTION > window_us;
+  if (preempted > PREEMPTIONS_PER_WINDOW || stalled) {
+    w->calm = 0;
+    w->parked = true;
+  } else if (w->parked && ++w->calm >= CALM_WINDOWS) {
+    w->calm = 0;
+    w->parked = false;
+  }
+  return w->parked;
+}
+
 static void *watch_main(void *arg) {
   (void)arg;
   long last = preemptions();
-  int calm = 0;
-  bool parked = false;
+  long long last_stall = cpu_stall_us();
+  pd_governor_window w = {0};
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
     nanosleep(&ts, NULL);
-    long now = preemptions(), d = now - last;
-    last = now;
-    if (d > PREEMPTIONS_PER_WINDOW) {
-      calm = 0;
-      if (!parked) park(), parked = true;
-    } else if (parked && ++calm >= CALM_WINDOWS) {
-      unpark(), parked = false;
-    }
+    long now = preemptions();
+    long long stall = cpu_stall_us();
+    bool was = w.parked;
+    pd_thread_governor_step(&w, now - last, stall >= 0 && last_stall >= 0 ? stall - last_stall : -1,
+                            WINDOW_NS / 1000);
+    last = now, last_stall = stall;
+    if (w.parked != was) pd_thread_governor_set_parked(w.parked);
   }
   return NULL;
+}
+
+void pd_thread_governor_set_parked(bool parked) {
+  if (parked)
+    park();
+  else
+    unpark();
 }
 
 static pd_wait_policy policy_from_env(void) {

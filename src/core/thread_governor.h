@@ -33,6 +33,19 @@ static inline void pd_thread_governor_poke(void) {
 /* pd_set_num_threads: a single-threaded process may now have a team. */
 void pd_thread_governor_threads_changed(int n);
 
+/* The watcher's decision for one window: `preempted` involuntary context
+ * switches of the process and `stall_us` microseconds of CPU pressure (-1:
+ * unknown) during `window_us`. Returns whether a team should be parked. */
+typedef struct pd_governor_window {
+  int calm; /* consecutive calm windows while parked */
+  bool parked;
+} pd_governor_window;
+bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us);
+
+/* Parks a team (libgomp's waits then sleep after a short spin) or releases
+ * it; idempotent. The watcher calls it; tests may too. */
+void pd_thread_governor_set_parked(bool parked);
+
 /* For tests: the policy in force, whether a team is parked now, and how many
  * times one was parked since the start. */
 pd_wait_policy pd_thread_governor_policy(void);
