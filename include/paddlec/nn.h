@@ -111,6 +111,84 @@ PD_API const pd_param_info *pd_tensor_param_info(const pd_tensor *t);
 /* ---- the layer base ---------------------------------------------------- */
 typedef struct pd_layer pd_layer;
 
+/* ---- keyword arguments of a layer call ----------------------------------
+ * Paddle's forward(x, position_ids=None, attention_mask=None) and
+ * RotaryEmbedding.forward(x, seq_len): optional tensors (None included) and
+ * plain values travel by name beside the positional tensors. A caller
+ * writes
+ *
+ *   pd_tensor *out[1];
+ *   int n = pd_layer_call_kw(attn, (pd_tensor *[]){x}, 1,
+ *                            PD_KWARGS(PD_KW_NONE("position_ids"),
+ *                                      PD_KW_TENSOR("attention_mask", mask)),
+ *                            out, 1);
+ *   pd_tensor *y = pd_layer_call1_kw(rotary, x, PD_KWARGS(PD_KW_INT("seq_len", 16)));
+ *
+ * The layer names the keywords it takes when it is built, and its forward
+ * (the usual signature) reads them for the call running:
+ *
+ *   static const char *const attn_kw[] = {"position_ids", "attention_mask"};
+ *   pd_layer_declare_kwargs(&attn->base, attn_kw, 2);        // in the constructor
+ *
+ *   static int attn_forward(pd_layer *self, pd_tensor *const *in, int n_in,
+ *                           pd_tensor **out, int max_out) {
+ *     const pd_kwargs *kw = pd_layer_kwargs(self);
+ *     pd_tensor *pos, *mask;                  // NULL when None or not given
+ *     pd_status st = pd_kwargs_tensor(kw, "position_ids", &pos);
+ *     if (st == PD_OK) st = pd_kwargs_tensor(kw, "attention_mask", &mask);
+ *     if (st != PD_OK) return st;
+ *     ...
+ *   }
+ *
+ * Tensors are borrowed for the call. PD_KW_TENSOR with a NULL tensor is the
+ * failed op that produced it (its error is returned, as a NULL positional
+ * input's is); write PD_KW_NONE for None. A keyword the layer did not
+ * declare, or one given twice, is an error naming the layer and the keyword
+ * (Paddle's "forward() got an unexpected keyword argument"). DataParallel
+ * takes any keyword and passes them on to the layer it wraps. Forward
+ * pre/post hooks see the positional tensors. */
+typedef enum pd_arg_kind {
+  PD_ARG_NONE = 0,
+  PD_ARG_TENSOR,
+  PD_ARG_INT,
+  PD_ARG_FLOAT,
+  PD_ARG_BOOL,
+  PD_ARG_STRING
+} pd_arg_kind;
+typedef struct pd_arg {
+  const char *name;
+  pd_arg_kind kind;
+  pd_tensor *tensor; /* PD_ARG_TENSOR (borrowed) */
+  int64_t i;         /* PD_ARG_INT, PD_ARG_BOOL (0 / 1) */
+  double f;          /* PD_ARG_FLOAT */
+  const char *s;     /* PD_ARG_STRING (borrowed) */
+} pd_arg;
+typedef struct pd_kwargs {
+  int n;
+  const pd_arg *args;
+} pd_kwargs;
+#define PD_KW_NONE(nm) ((pd_arg){.name = (nm), .kind = PD_ARG_NONE})
+#define PD_KW_TENSOR(nm, t) ((pd_arg){.name = (nm), .kind = PD_ARG_TENSOR, .tensor = (t)})
+#define PD_KW_INT(nm, v) ((pd_arg){.name = (nm), .kind = PD_ARG_INT, .i = (v)})
+#define PD_KW_FLOAT(nm, v) ((pd_arg){.name = (nm), .kind = PD_ARG_FLOAT, .f = (v)})
+#define PD_KW_BOOL(nm, v) ((pd_arg){.name = (nm), .kind = PD_ARG_BOOL, .i = (v) ? 1 : 0})
+#define PD_KW_STRING(nm, v) ((pd_arg){.name = (nm), .kind = PD_ARG_STRING, .s = (v)})
+/* A pointer to a pd_kwargs holding the given PD_KW_* entries. */
+#define PD_KWARGS(...)                                                               \
+  (&(const pd_kwargs){(int)(sizeof((const pd_arg[]){__VA_ARGS__}) / sizeof(pd_arg)), \
+                      (const pd_arg[]){__VA_ARGS__}})
+
+/* Reading keywords (from pd_layer_kwargs). Each returns PD_OK with the
+ * default (or NULL) when the name is absent; a keyword given with another
+ * kind is PD_ERR_INVALID naming it (an int is accepted where a float is
+ * read). pd_kwargs_tensor gives NULL for None. */
+PD_API bool pd_kwargs_has(const pd_kwargs *kw, const char *name);
+PD_API pd_status pd_kwargs_tensor(const pd_kwargs *kw, const char *name, pd_tensor **out);
+PD_API pd_status pd_kwargs_int(const pd_kwargs *kw, const char *name, int64_t def, int64_t *out);
+PD_API pd_status pd_kwargs_float(const pd_kwargs *kw, const char *name, double def, double *out);
+PD_API pd_status pd_kwargs_bool(const pd_kwargs *kw, const char *name, bool def, bool *out);
+PD_API pd_status pd_kwargs_string(const pd_kwargs *kw, const char *name, const char *def, const char **out);
+
 typedef struct pd_layer_type {
   const char *name; /* class name: "Linear", "LinearNet" */
   /* Writes up to max_out outputs (new references or tensors created by ops in
@@ -144,6 +222,16 @@ PD_API void pd_layer_release(pd_layer *l);
 PD_API int pd_layer_call(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out);
 /* One tensor in, the first output back (NULL on error). */
 PD_API pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x);
+/* layer(*inputs, **kw): the same with keyword arguments (kw NULL: none). */
+PD_API int pd_layer_call_kw(pd_layer *l, pd_tensor *const *in, int n_in, const pd_kwargs *kw, pd_tensor **out,
+                            int max_out);
+PD_API pd_tensor *pd_layer_call1_kw(pd_layer *l, pd_tensor *x, const pd_kwargs *kw);
+/* The keywords l's forward accepts (copied): names[0..n); n = -1 accepts
+ * any (a wrapper passing them on). A new declaration replaces the old. */
+PD_API pd_status pd_layer_declare_kwargs(pd_layer *l, const char *const *names, int n);
+/* In l's forward: the keyword arguments of the call running it on this
+ * thread (never NULL; empty outside a call or for a call without any). */
+PD_API const pd_kwargs *pd_layer_kwargs(const pd_layer *l);
 
 /* Registers `sub` under `name`, taking over the caller's reference; returns
  * sub (NULL, and sub released, on error). Replaces a sublayer of that name. */

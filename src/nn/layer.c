@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/core_internal.h"
+#include "layer_kwargs.h"
 #include "paddlec/autograd.h"
 #include "paddlec/nn.h"
 
@@ -34,7 +35,16 @@ struct pd_layer_state {
   vec params, buffers, subs;
   fhook *hooks;
   int n_weights, n_biases; /* for generated parameter names */
+  char **kw_names;         /* the keywords forward takes (declare_kwargs) */
+  int n_kw;                /* -1: any */
 };
+
+static void free_kw_names(pd_layer_state *st) {
+  for (int i = 0; i < st->n_kw; i++) free(st->kw_names[i]);
+  free(st->kw_names);
+  st->kw_names = NULL;
+  st->n_kw = 0;
+}
 
 #define MAX_CALL_IO 64
 
@@ -168,6 +178,7 @@ void pd_layer_release(pd_layer *l) {
     st->hooks = h->next;
     free(h);
   }
+  free_kw_names(st);
   free(st);
   free(l);
 }
@@ -650,8 +661,47 @@ pd_status pd_layer_remove_hook(pd_layer *l, int id) {
   return pd_set_error(PD_ERR_INVALID, "remove_hook: no forward hook with id %d on %s", id, l->st->full_name);
 }
 
+/* The keyword arguments of the calls running on this thread, innermost
+ * first (frames live on call_impl's stack). */
+typedef struct kw_frame {
+  const pd_layer *l;
+  const pd_kwargs *kw;
+  struct kw_frame *up;
+} kw_frame;
+static _Thread_local kw_frame *g_kw_top;
+static const pd_kwargs no_kwargs = {0, NULL};
+
+const pd_kwargs *pd_layer_kwargs(const pd_layer *l) {
+  for (const kw_frame *f = g_kw_top; f; f = f->up)
+    if (f->l == l) return f->kw;
+  return &no_kwargs;
+}
+
+pd_status pd_layer_declare_kwargs(pd_layer *l, const char *const *names, int n) {
+  if (!l) return pd_set_error(PD_ERR_INVALID, "declare_kwargs: layer is NULL");
+  if (n < -1 || (n > 0 && !names))
+    return pd_set_error(PD_ERR_INVALID, "declare_kwargs: %s: %d names at %p", l->st->full_name, n,
+                        (const void *)names);
+  char **copy = n > 0 ? calloc((size_t)n, sizeof *copy) : NULL;
+  if (n > 0 && !copy) return pd_set_error(PD_ERR_MEMORY, "declare_kwargs: out of memory");
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !(copy[i] = strdup(names[i]))) {
+      for (int k = 0; k < i; k++) free(copy[k]);
+      free(copy);
+      return names[i]
+                 ? pd_set_error(PD_ERR_MEMORY, "declare_kwargs: out of memory")
+                 : pd_set_error(PD_ERR_INVALID, "declare_kwargs: %s: name %d is NULL", l->st->full_name, i);
+    }
+  }
+  free_kw_names(l->st);
+  l->st->kw_names = copy;
+  l->st->n_kw = n;
+  return PD_OK;
+}
+
 /* Runs the call; with `track`, outputs join the caller's scope like an op's. */
-static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out, bool track) {
+static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, const pd_kwargs *kw, pd_tensor **out,
+                     int max_out, bool track) {
   if (!l || !out || max_out <= 0 || n_in < 0 || n_in > MAX_CALL_IO || (n_in && !in))
     return pd_set_error(PD_ERR_INVALID,
                         "layer call: invalid arguments (layer %s, %d inputs, room for %d outputs)",
@@ -661,6 +711,10 @@ static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **ou
       return pd_last_status() != PD_OK
                  ? pd_last_status()
                  : pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL", l->st->full_name, i);
+  if (!kw) kw = &no_kwargs;
+  pd_status kst = pd_kwargs_check_call(kw, l->type->name ? l->type->name : l->st->full_name,
+                                       (const char *const *)l->st->kw_names, l->st->n_kw);
+  if (kst != PD_OK) return kst;
   if (!l->type->forward) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s has no forward", l->type->name);
   /* forward is user-level code: it runs at depth 0 in a scope of its own */
   int saved_depth = pd_g_internal_depth;
@@ -672,7 +726,10 @@ static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **ou
   int n = 0;
   for (fhook *h = l->st->hooks; h && n >= 0; h = h->next)
     if (h->pre && h->pre(l, args, n_in, h->user) < 0) n = pd_last_status();
+  kw_frame frame = {l, kw, g_kw_top};
+  g_kw_top = &frame;
   if (n >= 0) n = l->type->forward(l, args, n_in, out, max_out);
+  g_kw_top = frame.up;
   if (n > max_out)
     n = pd_set_error(PD_ERR_INVALID, "%s: forward returned %d outputs for room of %d", l->type->name, n,
                      max_out);
@@ -700,12 +757,19 @@ static int call_impl(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **ou
 }
 
 int pd_layer_call(pd_layer *l, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
-  return call_impl(l, in, n_in, out, max_out, true);
+  return call_impl(l, in, n_in, NULL, out, max_out, true);
 }
 
-pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x) {
+int pd_layer_call_kw(pd_layer *l, pd_tensor *const *in, int n_in, const pd_kwargs *kw, pd_tensor **out,
+                     int max_out) {
+  return call_impl(l, in, n_in, kw, out, max_out, true);
+}
+
+pd_tensor *pd_layer_call1(pd_layer *l, pd_tensor *x) { return pd_layer_call1_kw(l, x, NULL); }
+
+pd_tensor *pd_layer_call1_kw(pd_layer *l, pd_tensor *x, const pd_kwargs *kw) {
   pd_tensor *out[MAX_CALL_IO];
-  int n = call_impl(l, &x, 1, out, MAX_CALL_IO, false);
+  int n = call_impl(l, &x, 1, kw, out, MAX_CALL_IO, false);
   if (n <= 0) {
     if (n == 0) pd_set_error(PD_ERR_INVALID, "%s: forward returned no output", l ? l->type->name : "layer");
     return NULL;

@@ -24,7 +24,8 @@ typedef struct dp_layer {
 static int dp_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   dp_layer *d = (dp_layer *)self;
   d->inner->training = self->training; /* train()/eval() reach the adopted sublayers, not the inner one */
-  int n = pd_layer_call(d->inner, in, n_in, out, max_out);
+  /* keyword arguments go on to the wrapped layer, as forward(*inputs, **kwargs) */
+  int n = pd_layer_call_kw(d->inner, in, n_in, pd_layer_kwargs(self), out, max_out);
   if (n > 0 && d->red && d->no_sync_depth == 0 && pd_is_grad_enabled()) {
     pd_internal_enter();
     pd_status st = pd_dp_reducer_prepare(d->red, out, n);
@@ -176,6 +177,7 @@ pd_layer *pd_data_parallel(pd_layer *layers, const pd_data_parallel_opts *opts) 
   }
   dp_layer *d = pd_layer_new(sizeof *d, &dp_type);
   if (!d) return NULL;
+  pd_layer_declare_kwargs(&d->base, NULL, -1); /* any: the wrapped layer checks them */
   d->inner = pd_layer_retain(layers);
   d->base.training = layers->training;
   pd_internal_enter();
