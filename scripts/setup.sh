@@ -11,6 +11,7 @@ PACKAGES=(
   libcjson-dev       # safetensors headers, Program files, configs
   zlib1g-dev         # gzipped datasets
   libcmocka-dev      # unit test assertions
+  valgrind           # the unit tests of ctest label valgrind
   libopenmpi-dev openmpi-bin  # multi-host collective backend
   libzmq3-dev        # parameter-server transport
   libopenblas-dev    # only for the GEMM comparison bench

@@ -229,6 +229,16 @@ PD_API int pd_get_num_threads(void);
 PD_API void pd_set_deterministic(bool on);
 PD_API bool pd_get_deterministic(void);
 
+/* ---- CPU variant ------------------------------------------------------- */
+/* The instruction set the hot kernels run with: "baseline" (any x86-64),
+ * "avx2" (AVX2, FMA, F16C) or "avx512" (AVX-512 F/VL/BW/DQ), chosen when the
+ * library is loaded as the best the CPU supports; PADDLEC_CPU=baseline|avx2|
+ * avx512 in the environment asks for one (a name it does not know, or a
+ * variant the CPU lacks, is reported once on stderr and the best supported
+ * one is used). "native" for a build made with -DPADDLEC_NATIVE=ON, which
+ * is tuned for its build machine and ignores PADDLEC_CPU. See docs/cpu.md. */
+const char *pd_cpu_variant(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,8 @@
 
 static uint64_t g_state = 0x9e3779b97f4a7c15ULL;
 
+void sample_reseed(uint64_t seed) { g_state = seed ? seed : 0x9e3779b97f4a7c15ULL; }
+
 static double next_unit(void) {
   g_state ^= g_state << 13;
   g_state ^= g_state >> 7;

@@ -33,6 +33,9 @@ extern const pd_op_sample pd_samples_conv[];
 extern const pd_op_sample pd_samples_loss[];
 extern const pd_op_sample pd_samples_attention[];
 
+/* Restarts the generator behind sample_uniform and sample_indices, so a
+ * sample made twice has the same values. */
+void sample_reseed(uint64_t seed);
 /* Deterministic float64 tensor with values uniform in [lo, hi). */
 pd_tensor *sample_uniform(int ndim, const int64_t *shape, double lo, double hi);
 /* int64 tensor with values in [0, hi). */

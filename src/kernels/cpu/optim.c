@@ -44,43 +44,45 @@ PD_VINLINE double gt_f64_plain(double g, double p, double gs, double lo, double 
 #define GT(fn, gv, pv) fn((gv), (pv), gs, lo, hi, l1, l2)
 
 /* ---- rules ----------------------------------------------------------------- */
-#define GEN_SGD(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void sgd_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                        T *const *acc) {                                                       \
-    (void)acc;                                                                                 \
-    GT_LOAD(T);                                                                                \
-    const T lr = (T)a->lr;                                                                     \
-    PD_SIMD for (int64_t i = 0; i < n; i++) p[i] = p[i] - lr * GT(GTF, g[i], p[i]);            \
-  }
+/* Each rule's loop is an always-inline body run by PD_KCLONES in the CPU
+ * variant in use (kvariant.h). */
+#define CORE_PARAMS(T) const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, T *const *acc
+#define GEN_SGD(SFX, T, GTF, SQRT, SEL)                                             \
+  PD_VINLINE void sgd_##SFX##_body(CORE_PARAMS(T)) {                                \
+    (void)acc;                                                                      \
+    GT_LOAD(T);                                                                     \
+    const T lr = (T)a->lr;                                                          \
+    PD_SIMD for (int64_t i = 0; i < n; i++) p[i] = p[i] - lr * GT(GTF, g[i], p[i]); \
+  }                                                                                 \
+  PD_KCLONES(sgd_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* velocity = mu v + g; p -= lr v, or with Nesterov p -= lr (g + mu v). */
-#define GEN_MOMENTUM(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void momentum_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                             T *const *acc) {                                                       \
-    GT_LOAD(T);                                                                                     \
-    T *restrict v = acc[0];                                                                         \
-    const T lr = (T)a->lr, mu = (T)a->s[0];                                                         \
-    if (a->flag) {                                                                                  \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                     \
-        T gv = GT(GTF, g[i], p[i]);                                                                 \
-        T vv = v[i] * mu + gv;                                                                      \
-        v[i] = vv;                                                                                  \
-        p[i] = p[i] - (gv + vv * mu) * lr;                                                          \
-      }                                                                                             \
-    } else {                                                                                        \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                     \
-        T vv = v[i] * mu + GT(GTF, g[i], p[i]);                                                     \
-        v[i] = vv;                                                                                  \
-        p[i] = p[i] - lr * vv;                                                                      \
-      }                                                                                             \
-    }                                                                                               \
-  }
+#define GEN_MOMENTUM(SFX, T, GTF, SQRT, SEL)              \
+  PD_VINLINE void momentum_##SFX##_body(CORE_PARAMS(T)) { \
+    GT_LOAD(T);                                           \
+    T *restrict v = acc[0];                               \
+    const T lr = (T)a->lr, mu = (T)a->s[0];               \
+    if (a->flag) {                                        \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {           \
+        T gv = GT(GTF, g[i], p[i]);                       \
+        T vv = v[i] * mu + gv;                            \
+        v[i] = vv;                                        \
+        p[i] = p[i] - (gv + vv * mu) * lr;                \
+      }                                                   \
+    } else {                                              \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {           \
+        T vv = v[i] * mu + GT(GTF, g[i], p[i]);           \
+        v[i] = vv;                                        \
+        p[i] = p[i] - lr * vv;                            \
+      }                                                   \
+    }                                                     \
+  }                                                       \
+  PD_KCLONES(momentum_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Adam with the bias corrections folded into lr_t and eps_t (as Paddle):
  * p = p * decay - lr_t m / (sqrt(v) + eps_t); decay = 1 - lr coeff for AdamW. */
 #define GEN_ADAM(SFX, T, GTF, SQRT, SEL)                                                             \
-  static void adam_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g,      \
-                         T *const *acc) {                                                            \
+  PD_VINLINE void adam_##SFX##_body(CORE_PARAMS(T)) {                                                \
     GT_LOAD(T);                                                                                      \
     T *restrict m = acc[0];                                                                          \
     T *restrict v = acc[1];                                                                          \
@@ -95,95 +97,96 @@ PD_VINLINE double gt_f64_plain(double g, double p, double gs, double lo, double 
       v[i] = vv;                                                                                     \
       p[i] = pv * dec - lrt * (mv / (SQRT(vv) + epst));                                              \
     }                                                                                                \
-  }
+  }                                                                                                  \
+  PD_KCLONES(adam_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Adamax: u = max(|g|, beta2 u + eps); p -= lr/(1-b1^t) m / u. */
-#define GEN_ADAMAX(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void adamax_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                           T *const *acc) {                                                       \
-    GT_LOAD(T);                                                                                   \
-    T *restrict m = acc[0];                                                                       \
-    T *restrict u = acc[1];                                                                       \
-    const T b1 = (T)a->s[0], b2 = (T)a->s[1], eps = (T)a->s[2], lrt = (T)a->s[3];                 \
-    const T c1 = (T)1 - b1;                                                                       \
-    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                     \
-      T gv = GT(GTF, g[i], p[i]);                                                                 \
-      T mv = b1 * m[i] + c1 * gv;                                                                 \
-      T t = b2 * u[i] + eps;                                                                      \
-      T ag = SEL(gv < (T)0, -gv, gv);                                                             \
-      T uv = SEL(ag > t, ag, t);                                                                  \
-      m[i] = mv;                                                                                  \
-      u[i] = uv;                                                                                  \
-      p[i] = p[i] - lrt * (mv / uv);                                                              \
-    }                                                                                             \
-  }
+#define GEN_ADAMAX(SFX, T, GTF, SQRT, SEL)                                        \
+  PD_VINLINE void adamax_##SFX##_body(CORE_PARAMS(T)) {                           \
+    GT_LOAD(T);                                                                   \
+    T *restrict m = acc[0];                                                       \
+    T *restrict u = acc[1];                                                       \
+    const T b1 = (T)a->s[0], b2 = (T)a->s[1], eps = (T)a->s[2], lrt = (T)a->s[3]; \
+    const T c1 = (T)1 - b1;                                                       \
+    PD_SIMD for (int64_t i = 0; i < n; i++) {                                     \
+      T gv = GT(GTF, g[i], p[i]);                                                 \
+      T mv = b1 * m[i] + c1 * gv;                                                 \
+      T t = b2 * u[i] + eps;                                                      \
+      T ag = SEL(gv < (T)0, -gv, gv);                                             \
+      T uv = SEL(ag > t, ag, t);                                                  \
+      m[i] = mv;                                                                  \
+      u[i] = uv;                                                                  \
+      p[i] = p[i] - lrt * (mv / uv);                                              \
+    }                                                                             \
+  }                                                                               \
+  PD_KCLONES(adamax_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Adagrad: acc += g^2; p -= lr g / (sqrt(acc) + eps). */
-#define GEN_ADAGRAD(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void adagrad_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                            T *const *acc) {                                                       \
-    GT_LOAD(T);                                                                                    \
-    T *restrict s = acc[0];                                                                        \
-    const T lr = (T)a->lr, eps = (T)a->s[0];                                                       \
-    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                      \
-      T gv = GT(GTF, g[i], p[i]);                                                                  \
-      T sv = s[i] + gv * gv;                                                                       \
-      s[i] = sv;                                                                                   \
-      p[i] = p[i] - lr * gv / (SQRT(sv) + eps);                                                    \
-    }                                                                                              \
-  }
+#define GEN_ADAGRAD(SFX, T, GTF, SQRT, SEL)              \
+  PD_VINLINE void adagrad_##SFX##_body(CORE_PARAMS(T)) { \
+    GT_LOAD(T);                                          \
+    T *restrict s = acc[0];                              \
+    const T lr = (T)a->lr, eps = (T)a->s[0];             \
+    PD_SIMD for (int64_t i = 0; i < n; i++) {            \
+      T gv = GT(GTF, g[i], p[i]);                        \
+      T sv = s[i] + gv * gv;                             \
+      s[i] = sv;                                         \
+      p[i] = p[i] - lr * gv / (SQRT(sv) + eps);          \
+    }                                                    \
+  }                                                      \
+  PD_KCLONES(adagrad_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Adadelta: E[g^2] = rho E[g^2] + (1-rho) g^2;
  * u = -sqrt(E[u^2] + eps) / sqrt(E[g^2] + eps) g; p += lr u; E[u^2] = rho E[u^2] + (1-rho) u^2. */
-#define GEN_ADADELTA(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void adadelta_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                             T *const *acc) {                                                       \
-    GT_LOAD(T);                                                                                     \
-    T *restrict sg = acc[0];                                                                        \
-    T *restrict su = acc[1];                                                                        \
-    const T lr = (T)a->lr, rho = (T)a->s[0], eps = (T)a->s[1], c = (T)1 - rho;                      \
-    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                       \
-      T gv = GT(GTF, g[i], p[i]);                                                                   \
-      T sgv = rho * sg[i] + c * gv * gv;                                                            \
-      T up = -(SQRT(su[i] + eps) / SQRT(sgv + eps) * gv);                                           \
-      sg[i] = sgv;                                                                                  \
-      su[i] = rho * su[i] + c * up * up;                                                            \
-      p[i] = p[i] + lr * up;                                                                        \
-    }                                                                                               \
-  }
+#define GEN_ADADELTA(SFX, T, GTF, SQRT, SEL)                                   \
+  PD_VINLINE void adadelta_##SFX##_body(CORE_PARAMS(T)) {                      \
+    GT_LOAD(T);                                                                \
+    T *restrict sg = acc[0];                                                   \
+    T *restrict su = acc[1];                                                   \
+    const T lr = (T)a->lr, rho = (T)a->s[0], eps = (T)a->s[1], c = (T)1 - rho; \
+    PD_SIMD for (int64_t i = 0; i < n; i++) {                                  \
+      T gv = GT(GTF, g[i], p[i]);                                              \
+      T sgv = rho * sg[i] + c * gv * gv;                                       \
+      T up = -(SQRT(su[i] + eps) / SQRT(sgv + eps) * gv);                      \
+      sg[i] = sgv;                                                             \
+      su[i] = rho * su[i] + c * up * up;                                       \
+      p[i] = p[i] + lr * up;                                                   \
+    }                                                                          \
+  }                                                                            \
+  PD_KCLONES(adadelta_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* RMSProp: ms = rho ms + (1-rho) g^2; (centered) mg = rho mg + (1-rho) g;
  * mom = momentum mom + lr g / sqrt(ms [- mg^2] + eps); p -= mom. */
-#define GEN_RMSPROP(SFX, T, GTF, SQRT, SEL)                                                        \
-  static void rmsprop_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict g, \
-                            T *const *acc) {                                                       \
-    GT_LOAD(T);                                                                                    \
-    T *restrict mom = acc[0];                                                                      \
-    T *restrict ms = acc[1];                                                                       \
-    T *restrict mg = acc[2];                                                                       \
-    const T lr = (T)a->lr, rho = (T)a->s[0], eps = (T)a->s[1], mu = (T)a->s[2], c = (T)1 - rho;    \
-    if (a->flag) {                                                                                 \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                    \
-        T gv = GT(GTF, g[i], p[i]);                                                                \
-        T msv = rho * ms[i] + c * gv * gv;                                                         \
-        T mgv = rho * mg[i] + c * gv;                                                              \
-        T mv = mu * mom[i] + lr * gv / SQRT(msv - mgv * mgv + eps);                                \
-        ms[i] = msv;                                                                               \
-        mg[i] = mgv;                                                                               \
-        mom[i] = mv;                                                                               \
-        p[i] = p[i] - mv;                                                                          \
-      }                                                                                            \
-    } else {                                                                                       \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                    \
-        T gv = GT(GTF, g[i], p[i]);                                                                \
-        T msv = rho * ms[i] + c * gv * gv;                                                         \
-        T mv = mu * mom[i] + lr * gv / SQRT(msv + eps);                                            \
-        ms[i] = msv;                                                                               \
-        mom[i] = mv;                                                                               \
-        p[i] = p[i] - mv;                                                                          \
-      }                                                                                            \
-    }                                                                                              \
-  }
+#define GEN_RMSPROP(SFX, T, GTF, SQRT, SEL)                                                     \
+  PD_VINLINE void rmsprop_##SFX##_body(CORE_PARAMS(T)) {                                        \
+    GT_LOAD(T);                                                                                 \
+    T *restrict mom = acc[0];                                                                   \
+    T *restrict ms = acc[1];                                                                    \
+    T *restrict mg = acc[2];                                                                    \
+    const T lr = (T)a->lr, rho = (T)a->s[0], eps = (T)a->s[1], mu = (T)a->s[2], c = (T)1 - rho; \
+    if (a->flag) {                                                                              \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
+        T gv = GT(GTF, g[i], p[i]);                                                             \
+        T msv = rho * ms[i] + c * gv * gv;                                                      \
+        T mgv = rho * mg[i] + c * gv;                                                           \
+        T mv = mu * mom[i] + lr * gv / SQRT(msv - mgv * mgv + eps);                             \
+        ms[i] = msv;                                                                            \
+        mg[i] = mgv;                                                                            \
+        mom[i] = mv;                                                                            \
+        p[i] = p[i] - mv;                                                                       \
+      }                                                                                         \
+    } else {                                                                                    \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
+        T gv = GT(GTF, g[i], p[i]);                                                             \
+        T msv = rho * ms[i] + c * gv * gv;                                                      \
+        T mv = mu * mom[i] + lr * gv / SQRT(msv + eps);                                         \
+        ms[i] = msv;                                                                            \
+        mom[i] = mv;                                                                            \
+        p[i] = p[i] - mv;                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+  }                                                                                             \
+  PD_KCLONES(rmsprop_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Lamb pass 1: moments, and the squared norms of p and of the update r. */
 #define GEN_LAMB(SFX, T, GTF, SQRT, SEL)                                                               \
