@@ -45,7 +45,7 @@ set(PADDLEC_KVARIANT_FLAGS_avx512 -mavx2 -mfma -mf16c -mavx512f -mavx512vl -mavx
   -mprefer-vector-width=256)
 foreach(v baseline avx2 avx512)
   add_library(paddlec_kernels_${v} OBJECT ${PADDLEC_KVARIANT_SOURCES})
-  set_target_properties(paddlec_kernels_${v} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set_target_properties(paddlec_kernels_${v} PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
   target_include_directories(paddlec_kernels_${v} PRIVATE ${CMAKE_SOURCE_DIR}/include)
   target_link_libraries(paddlec_kernels_${v} PRIVATE OpenMP::OpenMP_C DNNL::dnnl)
   target_compile_definitions(paddlec_kernels_${v} PRIVATE PD_KVARIANT=${v})

@@ -237,7 +237,7 @@ PD_API bool pd_get_deterministic(void);
  * variant the CPU lacks, is reported once on stderr and the best supported
  * one is used). "native" for a build made with -DPADDLEC_NATIVE=ON, which
  * is tuned for its build machine and ignores PADDLEC_CPU. See docs/cpu.md. */
-const char *pd_cpu_variant(void);
+PD_API const char *pd_cpu_variant(void);
 
 #ifdef __cplusplus
 }
