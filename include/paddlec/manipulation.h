@@ -119,6 +119,57 @@ PD_API pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates
 /* A copy of x with updates (index.shape[:-1] + x.shape[K:]) added at the
  * slices addressed by index [..., K]; 0 <= components < dim. */
 PD_API pd_tensor *pd_scatter_nd_add(pd_tensor *x, pd_tensor *index, pd_tensor *updates);
+/* ---- Python indexing: x[...] and x[...] = v ------------------------------
+ * An index spec is a list of pd_index items, one per subscript of Paddle's
+ * Tensor.__getitem__ / __setitem__:
+ *   PD_IX(i)              x[i]      an integer (negative counts from the end)
+ *   PD_IX_ALL             x[:]
+ *   PD_IX_SLICE(a, b, s)  x[a:b:s]  Python's rules, any step but 0 (negative
+ *                                   included); PD_IX_END for an omitted bound
+ *   PD_IX_NEWAXIS         x[None]   a new axis of size 1
+ *   PD_IX_ELLIPSIS        x[...]    as many full slices as needed (one at most)
+ *   PD_IX_TENSOR(t)       x[t]      an int32/int64 tensor of any shape (its
+ *                                   shape replaces the axis; negative values
+ *                                   count from the end), or a bool mask whose
+ *                                   shape equals the dims it covers (they
+ *                                   become one axis of the selected elements)
+ * So x[..., :n] is {PD_IX_ELLIPSIS, PD_IX_SLICE(PD_IX_END, n, 1)} and
+ * x[None, :, None, :] is {PD_IX_NEWAXIS, PD_IX_ALL, PD_IX_NEWAXIS, PD_IX_ALL}.
+ * One tensor item per spec (several, combined as NumPy does, are
+ * PD_ERR_UNIMPLEMENTED). Built from slice, strided_slice, squeeze, unsqueeze,
+ * index_select, nonzero and scatter through the dispatcher, so gradients
+ * flow back to x (and to v for pd_setitem_out). Out-of-range integers and
+ * index values are errors naming the subscript, the value and the dim. */
+#define PD_IX_END INT64_MIN
+typedef enum pd_index_kind {
+  PD_IX_KIND_INT,
+  PD_IX_KIND_SLICE,
+  PD_IX_KIND_NEWAXIS,
+  PD_IX_KIND_ELLIPSIS,
+  PD_IX_KIND_TENSOR
+} pd_index_kind;
+typedef struct pd_index {
+  pd_index_kind kind;
+  int64_t i;                 /* INT */
+  int64_t start, stop, step; /* SLICE: PD_IX_END for an omitted bound */
+  pd_tensor *tensor;         /* TENSOR (borrowed) */
+} pd_index;
+#define PD_IX(v) ((pd_index){.kind = PD_IX_KIND_INT, .i = (v)})
+#define PD_IX_SLICE(a, b, s) ((pd_index){.kind = PD_IX_KIND_SLICE, .start = (a), .stop = (b), .step = (s)})
+#define PD_IX_ALL PD_IX_SLICE(PD_IX_END, PD_IX_END, 1)
+#define PD_IX_NEWAXIS ((pd_index){.kind = PD_IX_KIND_NEWAXIS})
+#define PD_IX_ELLIPSIS ((pd_index){.kind = PD_IX_KIND_ELLIPSIS})
+#define PD_IX_TENSOR(t) ((pd_index){.kind = PD_IX_KIND_TENSOR, .tensor = (t)})
+/* x[idx]: a new tensor (never a view of x). */
+PD_API pd_tensor *pd_getitem(pd_tensor *x, const pd_index *idx, int n);
+/* x[idx] = v, in place (x must be contiguous and must not require a
+ * gradient; use pd_setitem_out then). v broadcasts to the shape of x[idx]
+ * and is converted to x's dtype; with duplicate tensor indices the last
+ * write wins. */
+PD_API pd_status pd_setitem(pd_tensor *x, const pd_index *idx, int n, pd_tensor *v);
+/* The same written into a copy of x, differentiable in x and v. */
+PD_API pd_tensor *pd_setitem_out(pd_tensor *x, const pd_index *idx, int n, pd_tensor *v);
+
 /* The elements of x where the bool mask is set (x and mask broadcast
  * together), as a 1-D tensor in row-major order. */
 PD_API pd_tensor *pd_masked_select(pd_tensor *x, pd_tensor *mask);
