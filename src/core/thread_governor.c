@@ -28,8 +28,10 @@
  * (libgomp's own behaviour). An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT is
  * the user's choice and turns the governor off. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "thread_governor.h"
 
@@ -102,16 +105,17 @@ static long preemptions(void) {
  * waited for a CPU (the kernel's pressure-stall information), or -1 where
  * the kernel does not provide it. */
 static long long cpu_stall_us(void) {
-  FILE *f = fopen("/proc/pressure/cpu", "r");
-  if (!f) return -1;
+  /* open/read, not stdio: a fork in the middle must not leave the child a
+   * FILE to leak */
+  int fd = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
   char line[256];
-  long long total = -1;
-  if (fgets(line, sizeof line, f) && strncmp(line, "some ", 5) == 0) {
-    const char *t = strstr(line, "total=");
-    if (t) total = strtoll(t + 6, NULL, 10);
-  }
-  fclose(f);
-  return total;
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  line[n] = 0;
+  const char *t = strncmp(line, "some ", 5) == 0 ? strstr(line, "total=") : NULL;
+  return t ? strtoll(t + 6, NULL, 10) : -1;
 }
 
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us) {
@@ -167,8 +171,33 @@ static pd_wait_policy policy_from_env(void) {
   return PD_WAIT_AUTO;
 }
 
+/* fork copies only the calling thread: a parked team would be lost in the
+ * child with libgomp's memory for it (leaked, as LeakSanitizer reports in
+ * forked ranks), and a lock held by another thread would stay held. Release
+ * the team and hold the lock across the fork; park again in the parent. */
+static bool g_parked_at_fork;
+
+static void before_fork(void) {
+  g_parked_at_fork = false;
+  for (;;) {
+    pthread_mutex_lock(&g_mu);
+    if (g_park_state == 0) break; /* kept locked until after the fork */
+    g_parked_at_fork = true;
+    pthread_mutex_unlock(&g_mu);
+    unpark();
+    sched_yield(); /* another thread may be releasing it */
+  }
+}
+
+static void parent_after_fork(void) {
+  pthread_mutex_unlock(&g_mu);
+  if (g_parked_at_fork) park();
+}
+
 static void child_after_fork(void) {
   /* The child has none of the parent's other threads: start over. */
+  pthread_mutex_init(&g_mu, NULL);
+  pthread_cond_init(&g_cv, NULL);
   g_park_state = 0;
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_UNSTARTED);
 }
@@ -186,7 +215,7 @@ void pd_thread_governor_start(void) {
   }
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_STARTING);
   static bool fork_handler;
-  if (!fork_handler) fork_handler = pthread_atfork(NULL, NULL, child_after_fork) == 0;
+  if (!fork_handler) fork_handler = pthread_atfork(before_fork, parent_after_fork, child_after_fork) == 0;
   g_policy = policy_from_env();
   pthread_mutex_unlock(&g_mu);
   if (g_policy == PD_WAIT_PASSIVE) {
