@@ -432,6 +432,20 @@ static void test_registry_absurd_attrs(void **state) {
   expect_no_live_tensors();
 }
 
+/* An empty input whose other dims are huge (its strides still fit):
+ * adaptive pooling walked 2^61 empty rows. */
+static void test_empty_inputs_with_huge_dims(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *e = pd_empty(4, SHAPE(1, 1, P2(61), 0), PD_FLOAT32);
+  pd_tensor *p = pd_adaptive_max_pool2d(e, 2, SHAPE(2, 2), NULL);
+  expect_shape(p, 4, SHAPE(1, 1, 2, 2));
+  pd_tensor *q = pd_adaptive_avg_pool2d(e, 2, SHAPE(2, 2), NULL);
+  expect_shape(q, 4, SHAPE(1, 1, 2, 2));
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pixel_shuffle_huge_factor),
@@ -445,6 +459,7 @@ int main(void) {
       cmocka_unit_test(test_int_scale),
       cmocka_unit_test(test_int_division),
       cmocka_unit_test(test_registry_absurd_attrs),
+      cmocka_unit_test(test_empty_inputs_with_huge_dims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,7 +77,8 @@ static int64_t rows_per_chunk(int64_t rows, int64_t c) {
   static int64_t gather_##sfx(const T *x, const T *dy, const pd_bn_geom *g, chunk_stats **out) {             \
     int64_t C = g->channels;                                                                                 \
     if (!g->channel_last) {                                                                                  \
-      int64_t B = g->batch, S = g->spatial, nt = B * C;                                                      \
+      /* no spatial values: no chunk (B * C could pass any size for an empty x) */                           \
+      int64_t S = g->spatial, B = S > 0 ? g->batch : 0, nt = B * C;                                          \
       chunk_stats *cs = malloc(sizeof *cs * (size_t)(nt > 0 ? nt : 1));                                      \
       if (!cs) return -1;                                                                                    \
       PD_PARALLEL_FOR_IF(threads_for(nt *S, nt) > 1, t, nt, { cs[t] = plane_stats_##sfx(x, dy, S, t); });    \

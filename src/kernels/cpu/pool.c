@@ -112,7 +112,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
             yr[ow] = (T)-FLT_MAX;                                                                            \
             mr[ow] = -1;                                                                                     \
           }                                                                                                  \
-          for (int64_t id = w.start[0][od]; id < w.end[0][od]; id++)                                         \
+          for (int64_t id = w.start[0][od]; w.isz > 0 && id < w.end[0][od]; id++)                            \
             for (int64_t ih = w.start[1][oh]; ih < w.end[1][oh]; ih++) {                                     \
               const T *xr = xp + (id * w.I[1] + ih) * w.I[2];                                                \
               int32_t base = (int32_t)((id * w.I[1] + ih) * w.I[2]);                                         \
@@ -138,7 +138,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
           if (g->adaptive) continue;                                                                         \
           /* the mask: the first element of each window equal to its maximum; a                              \
            * second vectorised sweep in reverse order, so the earliest match wins */                         \
-          for (int64_t id = w.end[0][od] - 1; id >= w.start[0][od]; id--)                                    \
+          for (int64_t id = w.end[0][od] - 1; w.isz > 0 && id >= w.start[0][od]; id--)                       \
             for (int64_t ih = w.end[1][oh] - 1; ih >= w.start[1][oh]; ih--) {                                \
               const T *xr = xp + (id * w.I[1] + ih) * w.I[2];                                                \
               int32_t base = (int32_t)((id * w.I[1] + ih) * w.I[2]);                                         \
@@ -168,7 +168,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
         for (int64_t oh = 0; oh < w.O[1]; oh++) {                                                            \
           T *yr = yp + (od * w.O[1] + oh) * w.O[2];                                                          \
           memset(yr, 0, sizeof(T) * (size_t)w.O[2]);                                                         \
-          for (int64_t id = w.start[0][od]; id < w.end[0][od]; id++)                                         \
+          for (int64_t id = w.start[0][od]; w.isz > 0 && id < w.end[0][od]; id++)                            \
             for (int64_t ih = w.start[1][oh]; ih < w.end[1][oh]; ih++) {                                     \
               const T *xr = xp + (id * w.I[1] + ih) * w.I[2];                                                \
               if (g->adaptive) {                                                                             \
@@ -206,7 +206,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
           const T *yr = yp + (od * w.O[1] + oh) * w.O[2];                                                    \
           T f = (T)(w.inv[0][od] * w.inv[1][oh]);                                                            \
           const double *iv = w.inv[2];                                                                       \
-          for (int64_t id = w.start[0][od]; id < w.end[0][od]; id++)                                         \
+          for (int64_t id = w.start[0][od]; w.isz > 0 && id < w.end[0][od]; id++)                            \
             for (int64_t ih = w.start[1][oh]; ih < w.end[1][oh]; ih++) {                                     \
               T *xr = xp + (id * w.I[1] + ih) * w.I[2];                                                      \
               if (g->adaptive) {                                                                             \
