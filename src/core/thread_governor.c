@@ -44,9 +44,10 @@
 #include "thread_governor.h"
 
 #define WINDOW_NS 50000000L      /* how often the governor looks */
-#define PREEMPTIONS_PER_WINDOW 3 /* more than this in a window: contention */
-#define CALM_WINDOWS 40          /* release after this many calm windows (2 s) */
-#define STALL_FRACTION 10        /* a task waited for a CPU 1/10 of the window: contention */
+#define PREEMPTIONS_PER_WINDOW 5 /* more than this in a window: contended */
+#define STALL_FRACTION 5         /* a task waited for a CPU 1/5 of the window: contended */
+#define BUSY_WINDOWS 2           /* park after this many contended windows in a row */
+#define CALM_WINDOWS 40          /* release after this many calm windows in a row (2 s) */
 
 atomic_int pd_g_governor_state; /* pd_governor_state */
 
@@ -120,17 +121,22 @@ static long long cpu_stall_us(void) {
 
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us) {
   /* Contention: the kernel preempted our threads for others, or some task
-   * (ours or another process's) waited for a CPU during a tenth of the
-   * window. The second catches what the first misses: competitors of lower
-   * priority, which wait behind our spinning threads without preempting
-   * them. */
+   * (ours or another process's) waited for a CPU during a fifth of the
+   * window, in two windows in a row. The second catches what the first
+   * misses: competitors of lower priority, which wait behind our spinning
+   * threads without preempting them. */
   bool stalled = stall_us >= 0 && stall_us * STALL_FRACTION > window_us;
   if (preempted > PREEMPTIONS_PER_WINDOW || stalled) {
+    /* one busy window on a quiet machine (a daemon waking, the process's
+     * own start-up) is not contention: it must last */
     w->calm = 0;
-    w->parked = true;
-  } else if (w->parked && ++w->calm >= CALM_WINDOWS) {
-    w->calm = 0;
-    w->parked = false;
+    if (++w->busy >= BUSY_WINDOWS) w->parked = true;
+  } else {
+    w->busy = 0;
+    if (w->parked && ++w->calm >= CALM_WINDOWS) {
+      w->calm = 0;
+      w->parked = false;
+    }
   }
   return w->parked;
 }

@@ -37,6 +37,7 @@ void pd_thread_governor_threads_changed(int n);
  * switches of the process and `stall_us` microseconds of CPU pressure (-1:
  * unknown) during `window_us`. Returns whether a team should be parked. */
 typedef struct pd_governor_window {
+  int busy; /* consecutive contended windows */
   int calm; /* consecutive calm windows while parked */
   bool parked;
 } pd_governor_window;

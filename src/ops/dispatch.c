@@ -130,12 +130,15 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   if (nm < 0 || nm > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "%s: %d outputs (at most %d)", def->name, nm, PD_MAX_OUTPUTS);
   /* An output shape whose size overflows int64 is this op's error, whether
-   * the output is allocated or is a view (an expand claims elements its
-   * storage does not hold). */
-  for (int k = 0; k < nm; k++) {
-    st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, g_tracer != NULL);
-    if (st != PD_OK) return st;
-  }
+   * the output is a view (an expand claims elements its storage does not
+   * hold) or only recorded. Outputs allocated below are checked by tensor
+   * creation (the error then gets this op's name as a prefix), so the
+   * common path does not check twice. */
+  if ((def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) || g_tracer)
+    for (int k = 0; k < nm; k++) {
+      st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, g_tracer != NULL);
+      if (st != PD_OK) return st;
+    }
 
   if (g_dist) {
     for (int i = 0; i < n_in; i++) {

@@ -154,13 +154,17 @@ static void test_decision(void **state) {
   pd_governor_window w = {0};
   const long win = 50000;                                  /* us */
   assert_false(pd_thread_governor_step(&w, 0, 0, win));    /* quiet */
-  assert_false(pd_thread_governor_step(&w, 3, 4000, win)); /* a little of both: still quiet */
+  assert_false(pd_thread_governor_step(&w, 5, 9000, win)); /* a little of both: still quiet */
   assert_false(pd_thread_governor_step(&w, 0, -1, win));   /* no pressure file */
-  assert_true(pd_thread_governor_step(&w, 4, 0, win));     /* preempted: park */
-  assert_true(pd_thread_governor_step(&w, 0, 0, win));     /* one calm window is not enough */
+  assert_false(pd_thread_governor_step(&w, 6, 0, win));    /* one preempted window is not enough */
+  assert_false(pd_thread_governor_step(&w, 0, 0, win));    /* ... and a calm one resets the count */
+  assert_false(pd_thread_governor_step(&w, 6, 0, win));
+  assert_true(pd_thread_governor_step(&w, 6, 0, win)); /* two in a row: park */
+  assert_true(pd_thread_governor_step(&w, 0, 0, win)); /* one calm window is not enough */
   for (int i = 0; i < 38; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
-  assert_false(pd_thread_governor_step(&w, 0, 0, win));   /* the 40th calm window releases */
-  assert_true(pd_thread_governor_step(&w, 0, 6000, win)); /* others waited 12% of the window */
+  assert_false(pd_thread_governor_step(&w, 0, 0, win));     /* the 40th calm window releases */
+  assert_false(pd_thread_governor_step(&w, 0, 11000, win)); /* others waited 22% of the window */
+  assert_true(pd_thread_governor_step(&w, 0, 11000, win));  /* ... twice */
   for (int i = 0; i < 30; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
   assert_true(pd_thread_governor_step(&w, 9, 0, win)); /* contention again: the count restarts */
   for (int i = 0; i < 39; i++) assert_true(pd_thread_governor_step(&w, 1, 100, win));
