@@ -60,9 +60,16 @@ static pd_wait_policy g_policy;
 
 static void *parked_main(void *arg) {
   (void)arg;
-  /* A team of two: this thread and one libgomp worker, which then sleeps at
-   * its dock for as long as this thread lives. */
-#pragma omp parallel num_threads(2)
+  /* A team of this thread and one libgomp worker per CPU, which then sleep
+   * at their dock for as long as this thread lives. libgomp counts the
+   * threads of the teams in use, so the main thread's teams add one worker
+   * or none depending on their size (a team of one lowers the count): with
+   * as many parked workers as CPUs the count stays above the CPUs whatever
+   * the main thread runs. */
+  int workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (workers < 1) workers = 1;
+  if (workers > 256) workers = 256;
+#pragma omp parallel num_threads(workers + 1)
   {
     volatile int touch = omp_get_thread_num();
     (void)touch;
