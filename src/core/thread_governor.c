@@ -208,11 +208,17 @@ static void parent_after_fork(void) {
 }
 
 static void child_after_fork(void) {
-  /* The child has none of the parent's other threads: start over. */
+  /* The child has none of the parent's other threads. libgomp's pool does
+   * not survive a fork (a parallel region of the parent's team hangs in
+   * the child), so a forked child that computes runs on one thread at most
+   * and the governor stays off there: no watcher, and no team of its own
+   * whose start would meet libgomp state copied mid-change. Processes
+   * started by exec (fleetrun's ranks) begin afresh and are governed. */
   pthread_mutex_init(&g_mu, NULL);
   pthread_cond_init(&g_cv, NULL);
   g_park_state = 0;
-  atomic_store(&pd_g_governor_state, PD_GOVERNOR_UNSTARTED);
+  atomic_store(&g_parks, 0);
+  atomic_store(&pd_g_governor_state, PD_GOVERNOR_FORKED);
 }
 
 void pd_thread_governor_start(void) {

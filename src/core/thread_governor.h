@@ -18,6 +18,7 @@ typedef enum pd_governor_state {
   PD_GOVERNOR_STARTING,
   PD_GOVERNOR_RUNNING,
   PD_GOVERNOR_SINGLE, /* one thread: nothing to govern until pd_set_num_threads raises it */
+  PD_GOVERNOR_FORKED, /* a forked child: off for good (thread_governor.c, child_after_fork) */
 } pd_governor_state;
 
 extern atomic_int pd_g_governor_state;

@@ -99,7 +99,14 @@ static int scenario_passive(void) {
    * parent parked again. (The child runs no parallel region: libgomp's pool
    * does not survive a fork, with or without the governor.) */
   pid_t p = fork();
-  if (p == 0) exit(pd_thread_governor_parked() ? 1 : 0);
+  if (p == 0) {
+    /* the child: nothing parked, and the governor stays off */
+    pd_scope_begin();
+    pd_tensor *t = pd_add(pd_ones(1, (int64_t[]){4}, PD_FLOAT32), pd_ones(1, (int64_t[]){4}, PD_FLOAT32));
+    bool ok = t && !pd_thread_governor_parked() && pd_thread_governor_parks() == 0;
+    pd_scope_end();
+    exit(ok ? 0 : 1);
+  }
   int status = 0;
   if (p < 0 || waitpid(p, &status, 0) != p || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 23;
   return pd_thread_governor_parked() ? 0 : 24;
