@@ -19,7 +19,7 @@ pd_status pd_shape_numel_checked(const char *op, int ndim, const int64_t *shape,
   return PD_OK;
 }
 
-pd_status pd_shape_check(const char *op, pd_dtype dt, int ndim, const int64_t *shape, bool unknown_ok) {
+pd_status pd_shape_check_full(const char *op, pd_dtype dt, int ndim, const int64_t *shape, bool unknown_ok) {
   /* strides count empty dims as 1, so they can overflow with no elements;
    * unknown dims (-1, while a Program is built) count as 1 too */
   int64_t numel = 1, span = 1, nbytes;

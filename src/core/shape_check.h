@@ -32,6 +32,17 @@ pd_status pd_shape_overflow_error(const char *op, int ndim, const int64_t *shape
  * is built) are allowed and count as 1. The dispatcher runs it on every
  * output of every op's infer_meta, tensor creation and views on every new
  * shape. */
-pd_status pd_shape_check(const char *op, pd_dtype dt, int ndim, const int64_t *shape, bool unknown_ok);
+pd_status pd_shape_check_full(const char *op, pd_dtype dt, int ndim, const int64_t *shape, bool unknown_ok);
+/* The same, with a fast path for the shapes of every day: when each dim
+ * has at most b bits and b * ndim <= 56, the element count is below 2^56
+ * and its bytes (at most 8 per element) below 2^59, so nothing can
+ * overflow; a negative dim has all 64 bits and takes the full check. */
+static inline pd_status pd_shape_check(const char *op, pd_dtype dt, int ndim, const int64_t *shape,
+                                       bool unknown_ok) {
+  uint64_t any = 1;
+  for (int i = 0; i < ndim; i++) any |= (uint64_t)shape[i];
+  if ((64 - __builtin_clzll(any)) * ndim <= 56) return PD_OK;
+  return pd_shape_check_full(op, dt, ndim, shape, unknown_ok);
+}
 
 #endif
