@@ -32,6 +32,8 @@ extern const pd_op_sample pd_samples_norm[];
 extern const pd_op_sample pd_samples_conv[];
 extern const pd_op_sample pd_samples_loss[];
 extern const pd_op_sample pd_samples_attention[];
+/* Every family's table above, NULL-terminated: loops over all samples. */
+extern const pd_op_sample *const pd_sample_tables[];
 
 /* Restarts the generator behind sample_uniform and sample_indices, so a
  * sample made twice has the same values. */

@@ -19,11 +19,6 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-static const pd_op_sample *const k_tables[] = {
-    pd_samples_core,      pd_samples_creation, pd_samples_elementwise,  pd_samples_activation,
-    pd_samples_reduction, pd_samples_linalg,   pd_samples_manipulation, pd_samples_nn,
-    pd_samples_norm,      pd_samples_conv,     pd_samples_loss,         pd_samples_attention};
-
 static pd_kvariant k_start; /* the variant chosen at start-up, restored after each test */
 
 static int save_variant(void **state) {
@@ -128,8 +123,8 @@ static void test_op_samples_agree_across_variants(void **state) {
   int compared = 0, failures = 0;
   for (int id = 0; id < PD_NUM_OPS; id++) {
     const pd_op_def *def = pd_op_table[id];
-    for (size_t t = 0; t < sizeof k_tables / sizeof *k_tables; t++) {
-      for (const pd_op_sample *s = k_tables[t]; s->op; s++) {
+    for (size_t t = 0; pd_sample_tables[t]; t++) {
+      for (const pd_op_sample *s = pd_sample_tables[t]; s->op; s++) {
         if (strcmp(s->op, def->name) != 0) continue;
         for (int f32 = 0; f32 < 2; f32++) {
           pd_tensor *ref[PD_MAX_OUTPUTS] = {0}, *got[PD_MAX_OUTPUTS] = {0};

@@ -11,11 +11,6 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-static const pd_op_sample *const k_tables[] = {
-    pd_samples_core,      pd_samples_creation, pd_samples_elementwise,  pd_samples_activation,
-    pd_samples_reduction, pd_samples_linalg,   pd_samples_manipulation, pd_samples_nn,
-    pd_samples_norm,      pd_samples_conv,     pd_samples_loss,         pd_samples_attention};
-
 #define EPS 1e-6
 
 /* L = sum_k sum(w_k * out_k) over differentiable float outputs. */
@@ -116,8 +111,8 @@ static void test_gradcheck_all_differentiable_ops(void **state) {
     const pd_op_def *def = pd_op_table[id];
     if (!(def->flags & PD_OPF_DIFF) || (def->flags & PD_OPF_INPLACE)) continue;
     int found = 0;
-    for (size_t t = 0; t < sizeof k_tables / sizeof *k_tables; t++)
-      for (const pd_op_sample *s = k_tables[t]; s->op; s++)
+    for (size_t t = 0; pd_sample_tables[t]; t++)
+      for (const pd_op_sample *s = pd_sample_tables[t]; s->op; s++)
         if (strcmp(s->op, def->name) == 0) {
           found++;
           failures += check_sample((pd_op_id)id, s);

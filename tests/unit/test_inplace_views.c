@@ -9,27 +9,10 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-static const pd_op_sample *const *tables(void) {
-  static const pd_op_sample *const t[] = {pd_samples_core,
-                                          pd_samples_creation,
-                                          pd_samples_elementwise,
-                                          pd_samples_activation,
-                                          pd_samples_reduction,
-                                          pd_samples_linalg,
-                                          pd_samples_manipulation,
-                                          pd_samples_nn,
-                                          pd_samples_norm,
-                                          pd_samples_conv,
-                                          pd_samples_loss,
-                                          pd_samples_attention,
-                                          NULL};
-  return t;
-}
-
 /* The first sample of the op named `name` (the out-of-place twin of an
  * inplace row), or NULL. */
 static const pd_op_sample *find_sample(const char *name) {
-  for (const pd_op_sample *const *t = tables(); *t; t++)
+  for (const pd_op_sample *const *t = pd_sample_tables; *t; t++)
     for (const pd_op_sample *s = *t; s->op; s++)
       if (strcmp(s->op, name) == 0) return s;
   return NULL;
