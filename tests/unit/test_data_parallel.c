@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "autograd/graph_walk.h"
-#include "dist/dataparallel/dp_internal.h"
+#include "distributed/dataparallel/dp_internal.h"
 #include "paddlec/parallel.h"
 #include "dist_ranks.h"
 #include "test_util.h"

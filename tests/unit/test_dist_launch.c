@@ -1,4 +1,4 @@
-/* The launcher's environment contract (src/dist/env) and pd_dist_spawn. */
+/* The launcher's environment contract (src/distributed/env) and pd_dist_spawn. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "paddlec/distributed.h"
 #include "test_util.h"
 

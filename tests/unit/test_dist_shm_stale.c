@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/comm/shm_internal.h"
+#include "distributed/comm/shm_internal.h"
 #include "test_util.h"
 
 /* A process that creates group 0 of two ranks under `key` as its rank 0

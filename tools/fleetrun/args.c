@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "fleetrun.h"
 
 typedef struct flag_def {

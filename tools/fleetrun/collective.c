@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "fleetrun.h"
 
 /* ['--gpus', '--ips']: the device-related flags given, as Paddle logs them. */

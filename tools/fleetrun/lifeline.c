@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "fleetrun.h"
 
 typedef struct lifeline_msg {

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "fleetrun.h"
 
 volatile sig_atomic_t fr_stop_signal;

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dist/env/launch_env.h"
+#include "distributed/env/launch_env.h"
 #include "fleetrun.h"
 
 #define DEFAULT_WORKER_PORT 6170

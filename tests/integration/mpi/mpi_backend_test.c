@@ -1,4 +1,4 @@
-/* Drives the mpi backend (src/dist/comm/backend.h) under mpirun: every op x
+/* Drives the mpi backend (src/distributed/comm/backend.h) under mpirun: every op x
  * every dtype x sizes 0, 1, 7, 1000, a 64 MB float32 all_reduce, a subgroup,
  * concurrent send/recv, and the failures: mismatched collectives, counts,
  * split sizes and point-to-point calls, and a rank that never arrives. Every
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm/backend.h"
+#include "distributed/comm/backend.h"
 
 static int g_rank, g_size, g_fail, g_checks;
 

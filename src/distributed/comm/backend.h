@@ -1,6 +1,6 @@
 /* The backend interface under the collective API: raw buffers, one group.
  *
- * src/dist/comm/collective_api.c turns tensors into these calls; each
+ * src/distributed/comm/collective_api.c turns tensors into these calls; each
  * backend (shm: shm_collectives.c, shm_p2p.c, shm_segment.c, shm_sync.c;
  * mpi: mpi_backend.c and the mpi_*.c beside it) implements them synchronously.
  * Calls on one pd_comm come from one thread at a time for the collectives,

@@ -1,4 +1,4 @@
-/* Process groups and their task lanes (internal to src/dist). */
+/* Process groups and their task lanes (internal to src/distributed). */
 #ifndef PADDLEC_DIST_GROUP_INTERNAL_H
 #define PADDLEC_DIST_GROUP_INTERNAL_H
 
