@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../core/core_internal.h"
-#include "../ops/op_optim.h"
+#include "../ops/optim/optim_util.h"
 #include "optim_internal.h"
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"

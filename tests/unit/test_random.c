@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/core_internal.h"
-#include "ops/op_random_philox.h"
+#include "ops/creation/creation_util.h"
 #include "test_util.h"
 
 #define N 100000

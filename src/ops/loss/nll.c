@@ -1,0 +1,234 @@
+/* nll_loss(x, label[, weight]) with its reduction (attrs i0 ignore_index,
+ * i1 reduction), and its gradient op nll_loss_grad(label, g[, weight])
+ * (attr v0 the shape of x). The loss is linear in x, so each op's backward
+ * is the other: d x = nll_loss_grad(g) and d g = nll_loss(G). The weight
+ * gets no gradient, as in Paddle. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../elementwise/elementwise_util.h"
+#include "loss_util.h"
+#include "paddlec/ops.h"
+
+static pd_status check_weight(const pd_op_def *def, pd_tensor *w, int64_t C) {
+  if (!pd_dtype_is_floating(w->dtype))
+    return pd_set_error(PD_ERR_DTYPE, "%s: weight dtype %s is not supported (expected a floating dtype)",
+                        def->name, pd_dtype_name(w->dtype));
+  if (w->ndim != 1 || w->shape[0] != C)
+    return pd_set_error(PD_ERR_SHAPE, "%s: weight of shape %s does not match the %lld classes of input",
+                        def->name, PD_SHAPE_STR(w), (long long)C);
+  return PD_OK;
+}
+
+/* Checks x [N, C, d...] against label [N, d...]. */
+static pd_status check_label(const pd_op_def *def, int xnd, const int64_t *xs, pd_tensor *label) {
+  pd_dtype dt = label->dtype;
+  if (!(dt == PD_INT64 || dt == PD_INT32 || dt == PD_INT16 || dt == PD_INT8 || dt == PD_UINT8))
+    return pd_set_error(PD_ERR_DTYPE, "%s: label dtype %s is not supported (expected int64)", def->name,
+                        pd_dtype_name(dt));
+  bool ok = label->ndim == xnd - 1 && label->shape[0] == xs[0];
+  for (int d = 1; ok && d < label->ndim; d++) ok = label->shape[d] == xs[d + 1];
+  if (!ok) {
+    int64_t want[PD_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < xnd; d++)
+      if (d != 1) want[k++] = xs[d];
+    char a[160], b[160];
+    return pd_set_error(PD_ERR_SHAPE, "%s: label of shape %s does not match input of shape %s (expected %s)",
+                        def->name, PD_SHAPE_STR(label), pd_shape_str(xnd, xs, a, sizeof a),
+                        pd_shape_str(k, want, b, sizeof b));
+  }
+  return PD_OK;
+}
+
+static pd_status nll_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
+  if (n_in != 2 && n_in != 3)
+    return pd_set_error(PD_ERR_INVALID, "%s: expects 2 or 3 inputs (input, label[, weight]), got %d",
+                        def->name, n_in);
+  pd_tensor *x = in[0];
+  if (x->ndim < 2)
+    return pd_set_error(PD_ERR_SHAPE, "%s: input of shape %s must have 2 or more dimensions (got %d)",
+                        def->name, PD_SHAPE_STR(x), x->ndim);
+  if (!pd_dtype_is_floating(x->dtype))
+    return pd_set_error(PD_ERR_DTYPE, "%s: input dtype %s is not supported (expected a floating dtype)",
+                        def->name, pd_dtype_name(x->dtype));
+  pd_status st = pd_loss_check_reduction(def->name, a->i[1], false);
+  if (st == PD_OK) st = check_label(def, x->ndim, x->shape, in[1]);
+  if (st == PD_OK && n_in == 3) st = check_weight(def, in[2], x->shape[1]);
+  if (st != PD_OK) return st;
+  pd_meta_of(in[1], out);
+  out->dtype = x->dtype;
+  if (a->i[1] != PD_REDUCTION_NONE) out->ndim = 0;
+  *n_out = 1;
+  return PD_OK;
+}
+
+/* The weights as doubles (malloc'ed; NULL without a weight). */
+static pd_status weights_f64(pd_tensor *w, double **out) {
+  *out = NULL;
+  if (!w) return PD_OK;
+  pd_tensor *c = w->is_contiguous ? pd_tensor_retain(w) : pd_contiguous(w);
+  if (!c) return pd_last_status();
+  double *d = malloc(sizeof(double) * (size_t)(c->numel ? c->numel : 1));
+  if (!d) {
+    pd_tensor_release(c);
+    return pd_set_error(PD_ERR_MEMORY, "nll_loss: out of memory");
+  }
+  size_t es = pd_dtype_size_fast(c->dtype);
+  for (int64_t i = 0; i < c->numel; i++)
+    d[i] = pd_load_as_f64((const char *)pd_data_ptr(c) + (size_t)i * es, c->dtype);
+  pd_tensor_release(c);
+  *out = d;
+  return PD_OK;
+}
+
+static pd_status nll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
+  (void)n_out;
+  pd_tensor *x = in[0];
+  pd_ce_geom g = pd_loss_class_geom(x->ndim, x->shape, 1);
+  const int64_t *lab;
+  pd_tensor *holder = NULL, *xc = NULL;
+  double *w = NULL;
+  pd_status st = pd_loss_labels_i64(def->name, in[1], g.n, a->i[0], &lab, &holder);
+  if (st == PD_OK) st = weights_f64(n_in == 3 ? in[2] : NULL, &w);
+  if (st == PD_OK) {
+    xc = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
+    if (!xc) st = pd_last_status();
+  }
+  if (st == PD_OK) {
+    bool none = a->i[1] == PD_REDUCTION_NONE;
+    double s = 0, tw = 0;
+    void *o = none ? pd_data_ptr(out[0]) : NULL;
+    if (x->dtype == PD_FLOAT32)
+      pd_nll_forward_f32(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+    else
+      pd_nll_forward_f64(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+    if (!none) {
+      if (a->i[1] == PD_REDUCTION_MEAN && tw != 0) s /= tw;
+      pd_store_from_f64(pd_data_ptr(out[0]), out[0]->dtype, s);
+    }
+  }
+  free(w);
+  pd_tensor_release(xc);
+  pd_tensor_release(holder);
+  return st;
+}
+
+static pd_tensor *nll_grad_op(pd_tensor *label, pd_tensor *g, pd_tensor *w, const pd_attrs *a0,
+                              const pd_meta *xm) {
+  pd_attrs a = *a0;
+  a.nv[0] = xm->ndim;
+  memcpy(a.v[0], xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
+  pd_tensor *in[3] = {label, g, w};
+  return pd_dispatch1(PD_OP_nll_loss_grad, in, w ? 3 : 2, &a);
+}
+
+static pd_status nll_backward(const pd_backward_ctx *c) {
+  if (!c->needs_grad[0]) return PD_OK;
+  pd_tensor *w = c->n_in == 3 ? c->inputs[2] : NULL;
+  return pd_ew_set_grad(c, 0, nll_grad_op(c->inputs[1], c->grad_out[0], w, c->attrs, &c->in_meta[0]));
+}
+
+const pd_op_def pd_opdef_nll_loss = {
+    .name = "nll_loss",
+    .n_in = -1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .attr_names = "i0:ignore_index,i1:reduction",
+    .infer_meta = nll_meta,
+    .kernel = {[PD_PLACE_CPU] = nll_kernel},
+    .backward = nll_backward,
+    .flops = pd_loss_flops,
+};
+
+/* ---- nll_loss_grad(label, g[, weight]) -> d x ------------------------------ */
+
+static pd_status nllg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_meta *out, int *n_out) {
+  if (n_in != 2 && n_in != 3)
+    return pd_set_error(PD_ERR_INVALID, "%s: expects 2 or 3 inputs (label, grad[, weight]), got %d",
+                        def->name, n_in);
+  int xnd = a->nv[0];
+  const int64_t *xs = a->v[0];
+  if (xnd < 2)
+    return pd_set_error(PD_ERR_SHAPE, "%s: input shape must have 2 or more dimensions (got %d)", def->name,
+                        xnd);
+  pd_status st = pd_loss_check_reduction(def->name, a->i[1], false);
+  if (st == PD_OK) st = check_label(def, xnd, xs, in[0]);
+  if (st == PD_OK && n_in == 3) st = check_weight(def, in[2], xs[1]);
+  if (st != PD_OK) return st;
+  pd_tensor *g = in[1];
+  bool none = a->i[1] == PD_REDUCTION_NONE;
+  if (!pd_dtype_is_floating(g->dtype) ||
+      (none ? g->ndim != in[0]->ndim || memcmp(g->shape, in[0]->shape, sizeof(int64_t) * (size_t)g->ndim) != 0
+            : g->numel != 1))
+    return pd_set_error(PD_ERR_SHAPE, "%s: loss gradient of shape %s and dtype %s does not match the loss",
+                        def->name, PD_SHAPE_STR(g), pd_dtype_name(g->dtype));
+  out->dtype = g->dtype;
+  out->ndim = xnd;
+  memcpy(out->shape, xs, sizeof(int64_t) * (size_t)xnd);
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status nllg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                             pd_tensor **out, int n_out) {
+  (void)n_out;
+  pd_ce_geom geom = pd_loss_class_geom(a->nv[0], a->v[0], 1);
+  const int64_t *lab;
+  pd_tensor *holder = NULL, *gc = NULL;
+  double *w = NULL;
+  pd_status st = pd_loss_labels_i64(def->name, in[0], geom.n, a->i[0], &lab, &holder);
+  if (st == PD_OK) st = weights_f64(n_in == 3 ? in[2] : NULL, &w);
+  if (st == PD_OK) {
+    gc = in[1]->is_contiguous ? pd_tensor_retain(in[1]) : pd_contiguous(in[1]);
+    if (!gc) st = pd_last_status();
+  }
+  if (st == PD_OK) {
+    bool none = a->i[1] == PD_REDUCTION_NONE;
+    double scale = 1.0;
+    if (a->i[1] == PD_REDUCTION_MEAN) {
+      double tw = 0;
+      for (int64_t i = 0; i < holder->numel; i++)
+        if (lab[i] != a->i[0]) tw += w ? w[lab[i]] : 1.0;
+      if (tw != 0) scale = 1.0 / tw;
+    }
+    if (out[0]->dtype == PD_FLOAT32)
+      pd_nll_backward_f32(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+    else
+      pd_nll_backward_f64(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+  }
+  free(w);
+  pd_tensor_release(gc);
+  pd_tensor_release(holder);
+  return st;
+}
+
+static pd_status nllg_backward(const pd_backward_ctx *c) {
+  if (!c->needs_grad[1]) return PD_OK;
+  pd_attrs a = *c->attrs;
+  a.nv[0] = 0;
+  pd_tensor *in[3] = {c->grad_out[0], c->inputs[0], c->n_in == 3 ? c->inputs[2] : NULL};
+  return pd_ew_set_grad(c, 1, pd_dispatch1(PD_OP_nll_loss, in, c->n_in == 3 ? 3 : 2, &a));
+}
+
+const pd_op_def pd_opdef_nll_loss_grad = {
+    .name = "nll_loss_grad",
+    .n_in = -1,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .attr_names = "i0:ignore_index,i1:reduction,v0:input_shape",
+    .infer_meta = nllg_meta,
+    .kernel = {[PD_PLACE_CPU] = nllg_kernel},
+    .backward = nllg_backward,
+    .flops = pd_loss_flops,
+};
+
+pd_tensor *pd_nll_loss(pd_tensor *input, pd_tensor *label, pd_tensor *weight, int64_t ignore_index,
+                       pd_loss_reduction reduction) {
+  pd_attrs a = {.i = {ignore_index, (int64_t)reduction}};
+  pd_tensor *in[3] = {input, label, weight};
+  return pd_dispatch1(PD_OP_nll_loss, in, weight ? 3 : 2, &a);
+}

@@ -1,0 +1,153 @@
+/* embedding (F.embedding): rows of weight picked by integer ids; the row
+ * padding_idx reads as zeros and gets no gradient. embedding_grad is the
+ * dense scatter-add backward (duplicate ids accumulate). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "manipulation_util.h"
+#include "paddlec/ops.h"
+
+/* Attrs of embedding: i0 padding_idx, i1 has_padding. Of embedding_grad:
+ * i0 num_embeddings, i1 padding_idx (normalised), i2 has_padding. */
+static pd_status norm_padding(const char *op, int64_t pad, int64_t n, int64_t *out) {
+  if (pad < -n || pad >= n)
+    return pd_set_error(PD_ERR_INDEX,
+                        "%s: padding_idx %lld is out of range for num_embeddings %lld (valid range "
+                        "[%lld, %lld))",
+                        op, (long long)pad, (long long)n, (long long)-n, (long long)n);
+  *out = pad < 0 ? pad + n : pad;
+  return PD_OK;
+}
+
+static pd_status embedding_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_meta *out, int *n_out) {
+  (void)n_in;
+  const pd_tensor *ids = in[0], *w = in[1];
+  pd_status st = pd_mu_check_index_dtype(def->name, "x", ids);
+  if (st != PD_OK) return st;
+  if (w->ndim != 2)
+    return pd_set_error(PD_ERR_SHAPE, "%s: weight must be 2-D [num_embeddings, embedding_dim], got shape %s",
+                        def->name, PD_SHAPE_STR(w));
+  if (ids->ndim + 1 > PD_MAX_DIMS)
+    return pd_set_error(PD_ERR_SHAPE, "%s: the output rank %d exceeds the maximum %d", def->name,
+                        ids->ndim + 1, PD_MAX_DIMS);
+  int64_t pad;
+  if (a->i[1] && (st = norm_padding(def->name, a->i[0], w->shape[0], &pad)) != PD_OK) return st;
+  out->dtype = w->dtype;
+  out->ndim = ids->ndim + 1;
+  memcpy(out->shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
+  out->shape[ids->ndim] = w->shape[1];
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status embedding_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                  pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  int64_t n = in[1]->shape[0], d = in[1]->shape[1], m = in[0]->numel, pad = -1, *idx = NULL;
+  if (a->i[1]) norm_padding(def->name, a->i[0], n, &pad);
+  pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
+  if (st != PD_OK) return st;
+  pd_tensor *w = pd_kernel_contiguous(in[1]);
+  if (!w) {
+    free(idx);
+    return pd_last_status();
+  }
+  int64_t es = (int64_t)pd_dtype_size(w->dtype);
+  char *o = pd_tensor_data(out[0]);
+  pd_k_gather_axis(pd_tensor_data(w), o, idx, 1, n, m, d, es);
+  if (pad >= 0)
+    for (int64_t i = 0; i < m; i++)
+      if (idx[i] == pad) memset(o + i * d * es, 0, (size_t)(d * es));
+  pd_tensor_release(w);
+  free(idx);
+  return PD_OK;
+}
+
+static pd_status embedding_backward(const pd_backward_ctx *c) {
+  if (!c->needs_grad[1]) return PD_OK;
+  int64_t n = c->in_meta[1].shape[0], pad = 0;
+  if (c->attrs->i[1]) norm_padding("embedding", c->attrs->i[0], n, &pad);
+  pd_attrs g = {.i = {n, pad, c->attrs->i[1]}};
+  pd_tensor *in[2] = {c->inputs[0], c->grad_out[0]};
+  c->grad_in[1] = pd_dispatch1(PD_OP_embedding_grad, in, 2, &g);
+  return c->grad_in[1] ? PD_OK : pd_last_status();
+}
+
+const pd_op_def pd_opdef_embedding = {.name = "embedding",
+                                      .n_in = 2,
+                                      .n_out = 1,
+                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                      .attr_names = "i0:padding_idx,i1:has_padding",
+                                      .infer_meta = embedding_meta,
+                                      .kernel = {[PD_PLACE_CPU] = embedding_kernel},
+                                      .backward = embedding_backward};
+
+pd_tensor *pd_embedding(pd_tensor *ids, pd_tensor *weight, int64_t padding_idx) {
+  pd_tensor *in[2] = {ids, weight};
+  pd_attrs a = {.i = {padding_idx == PD_NO_PADDING ? 0 : padding_idx, padding_idx != PD_NO_PADDING}};
+  return pd_dispatch1(PD_OP_embedding, in, 2, &a);
+}
+
+/* ---- embedding_grad: dense [num_embeddings, dim] scatter-add of the grad ------------ */
+
+static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                     pd_meta *out, int *n_out) {
+  (void)n_in;
+  const pd_tensor *ids = in[0], *g = in[1];
+  pd_status st = pd_mu_check_index_dtype(def->name, "x", ids);
+  if (st != PD_OK) return st;
+  bool ok =
+      g->ndim == ids->ndim + 1 && memcmp(g->shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim) == 0;
+  if (!ok)
+    return pd_set_error(PD_ERR_SHAPE, "%s: grad of shape %s does not match ids of shape %s plus one dim",
+                        def->name, PD_SHAPE_STR(g), PD_SHAPE_STR(ids));
+  if (a->i[0] < 0 || (a->i[2] && (a->i[1] < 0 || a->i[1] >= a->i[0])))
+    return pd_set_error(PD_ERR_INVALID, "%s: num_embeddings %lld with padding_idx %lld is invalid", def->name,
+                        (long long)a->i[0], (long long)a->i[1]);
+  out->dtype = g->dtype;
+  out->ndim = 2;
+  out->shape[0] = a->i[0];
+  out->shape[1] = g->shape[g->ndim - 1];
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                       const pd_attrs *a, pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  pd_tensor *o = out[0];
+  int64_t n = a->i[0], d = o->shape[1], *idx = NULL;
+  pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
+  if (st != PD_OK) return st;
+  memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
+  pd_tensor *g = pd_kernel_contiguous(in[1]);
+  int rc = g ? pd_k_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, in[0]->numel, d,
+                              a->i[2] ? a->i[1] : -1)
+             : 0;
+  pd_tensor_release(g);
+  free(idx);
+  if (!g) return pd_last_status();
+  if (rc != 0)
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(o->dtype));
+  return PD_OK;
+}
+
+static pd_status embedding_grad_backward(const pd_backward_ctx *c) {
+  if (!c->needs_grad[1]) return PD_OK;
+  pd_attrs e = {.i = {c->attrs->i[1], c->attrs->i[2]}};
+  pd_tensor *in[2] = {c->inputs[0], c->grad_out[0]};
+  c->grad_in[1] = pd_dispatch1(PD_OP_embedding, in, 2, &e);
+  return c->grad_in[1] ? PD_OK : pd_last_status();
+}
+
+const pd_op_def pd_opdef_embedding_grad = {.name = "embedding_grad",
+                                           .n_in = 2,
+                                           .n_out = 1,
+                                           .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+                                           .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding",
+                                           .infer_meta = embedding_grad_meta,
+                                           .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel},
+                                           .backward = embedding_grad_backward};

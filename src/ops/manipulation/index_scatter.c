@@ -1,0 +1,152 @@
+/* scatter and scatter_: rows of x replaced (overwrite) or, with
+ * overwrite=False, zeroed and then accumulated from updates (Paddle's rule).
+ * With overwrite and duplicate indices the rows are written in index order,
+ * so the last duplicate wins (Paddle's CPU behaviour); the gradient of every
+ * updates row is the output gradient at its index (as Paddle's
+ * scatter_grad, which gathers it), duplicates included. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "manipulation_util.h"
+#include "paddlec/ops.h"
+
+static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                              pd_meta *out, int *n_out) {
+  (void)n_in;
+  (void)a;
+  const pd_tensor *x = in[0], *idx = in[1], *u = in[2];
+  pd_status st = pd_mu_check_index_dtype(def->name, "index", idx);
+  if (st != PD_OK) return st;
+  if (x->ndim == 0)
+    return pd_set_error(PD_ERR_SHAPE, "%s: x must have at least 1 dim, got a 0-D tensor", def->name);
+  if (!(idx->ndim <= 1 || (idx->ndim == 2 && idx->shape[1] == 1)))
+    return pd_set_error(PD_ERR_SHAPE, "%s: index must be 0-D, 1-D or of shape [n, 1], got shape %s",
+                        def->name, PD_SHAPE_STR(idx));
+  if (u->dtype != x->dtype)
+    return pd_set_error(PD_ERR_DTYPE, "%s: updates has dtype %s but x has dtype %s", def->name,
+                        pd_dtype_name(u->dtype), pd_dtype_name(x->dtype));
+  int64_t want[PD_MAX_DIMS];
+  int nd = 0;
+  if (idx->ndim > 0) want[nd++] = idx->numel;
+  for (int d = 1; d < x->ndim; d++) want[nd++] = x->shape[d];
+  if (u->ndim != nd || memcmp(u->shape, want, sizeof(int64_t) * (size_t)nd) != 0) {
+    char b[160];
+    return pd_set_error(
+        PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s", def->name,
+        PD_SHAPE_STR(u), PD_SHAPE_STR(idx), PD_SHAPE_STR(x), pd_shape_str(nd, want, b, sizeof b));
+  }
+  pd_meta_of(x, out);
+  *n_out = 1;
+  return PD_OK;
+}
+
+/* Applies the scatter to contiguous t (x's values already there). */
+static pd_status scatter_apply(const pd_op_def *def, pd_tensor *t, pd_tensor *index, pd_tensor *updates,
+                               bool overwrite) {
+  int64_t *idx = NULL, inner = t->shape[0] ? t->numel / t->shape[0] : 0;
+  pd_status st = pd_mu_read_indices(def->name, "index", index, 0, t->shape[0], false, &idx);
+  if (st != PD_OK) return st;
+  pd_tensor *u = pd_kernel_contiguous(updates);
+  if (!u) {
+    free(idx);
+    return pd_last_status();
+  }
+  int64_t es = (int64_t)pd_dtype_size(t->dtype), n = index->numel;
+  int rc = 0;
+  if (overwrite) {
+    pd_k_scatter_rows(pd_tensor_data(t), pd_tensor_data(u), idx, n, inner, es);
+  } else {
+    pd_k_zero_rows(pd_tensor_data(t), idx, n, inner, es);
+    rc = pd_k_index_add(t->dtype, pd_tensor_data(t), pd_tensor_data(u), idx, 1, t->shape[0], n, inner, -1);
+  }
+  pd_tensor_release(u);
+  free(idx);
+  if (rc != 0)
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported with overwrite=False", def->name,
+                        pd_dtype_name(t->dtype));
+  return PD_OK;
+}
+
+static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  pd_mu_copy_into(out[0], in[0]);
+  return scatter_apply(def, out[0], in[1], in[2], a->i[0] != 0);
+}
+
+static pd_status scatter__kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                 pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  (void)out;
+  pd_tensor *x = in[0], *t = pd_kernel_contiguous(x);
+  if (!t) return pd_last_status();
+  pd_status st = scatter_apply(def, t, in[1], in[2], a->i[0] != 0);
+  if (st == PD_OK && t != x) pd_mu_copy_into(x, t);
+  pd_tensor_release(t);
+  return st;
+}
+
+static pd_status scatter_backward(const pd_backward_ctx *c) {
+  pd_tensor *g = c->grad_out[0], *index = c->inputs[1];
+  if (c->needs_grad[0]) {
+    const pd_meta *um = &c->in_meta[2];
+    pd_tensor *z = pd_zeros(um->ndim, um->shape, g->dtype);
+    c->grad_in[0] = z ? pd_scatter(g, index, z, true) : NULL;
+    pd_tensor_release(z);
+    if (!c->grad_in[0]) return pd_last_status();
+  }
+  if (c->needs_grad[2]) {
+    c->grad_in[2] = pd_gather(g, index, 0);
+    if (!c->grad_in[2]) return pd_last_status();
+  }
+  return PD_OK;
+}
+
+const pd_op_def pd_opdef_scatter = {.name = "scatter",
+                                    .n_in = 3,
+                                    .n_out = 1,
+                                    .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+                                    .attr_names = "i0:overwrite",
+                                    .infer_meta = scatter_meta,
+                                    .kernel = {[PD_PLACE_CPU] = scatter_kernel},
+                                    .backward = scatter_backward};
+
+const pd_op_def pd_opdef_scatter_ = {.name = "scatter_",
+                                     .n_in = 3,
+                                     .n_out = 1,
+                                     .flags = PD_OPF_INPLACE,
+                                     .attr_names = "i0:overwrite",
+                                     .infer_meta = scatter_meta,
+                                     .kernel = {[PD_PLACE_CPU] = scatter__kernel}};
+
+pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite) {
+  pd_tensor *in[3] = {x, index, updates};
+  pd_attrs a = {.i = {overwrite}};
+  return pd_dispatch1(PD_OP_scatter, in, 3, &a);
+}
+
+/* Without recording the inplace row writes x directly. When autograd
+ * records, scatter runs on a copy of x (so that nothing the node saves
+ * shares x's storage), the result is written back into x and x takes over
+ * its autograd identity. */
+pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite) {
+  pd_tensor *in[3] = {x, index, updates};
+  pd_attrs a = {.i = {overwrite}};
+  if (!x || !index || !updates || !pd_mu_would_record(in, 3)) return pd_dispatch1(PD_OP_scatter_, in, 3, &a);
+  if (!x->grad_fn && !x->stop_gradient) {
+    pd_mu_leaf_inplace_error("scatter_");
+    return NULL;
+  }
+  if (pd_check_inplace_target("scatter_", x) != PD_OK) return NULL; /* writes x without the dispatcher */
+  pd_internal_enter();
+  pd_tensor *xc = pd_assign(x);
+  pd_tensor *r = xc ? pd_scatter(xc, index, updates, overwrite) : NULL;
+  pd_tensor_release(xc);
+  if (r) pd_mu_copy_into(x, r);
+  pd_internal_leave();
+  if (!r) return NULL;
+  pd_mu_become(x, r, false);
+  return pd_scope_track(pd_tensor_retain(x));
+}

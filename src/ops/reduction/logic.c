@@ -1,0 +1,61 @@
+/* all / any over axes: bool outputs, any input dtype (non-zero is true). */
+#include "paddlec/ops.h"
+#include "reduction_util.h"
+
+static pd_status logic_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_meta *out, int *n_out) {
+  (void)n_in;
+  bool mask[PD_MAX_DIMS];
+  *n_out = 1;
+  pd_status st = pd_reduce_meta(def, in[0], a, out, mask);
+  out->dtype = PD_BOOL;
+  return st;
+}
+
+static pd_status logic_run(const pd_op_def *def, pd_tensor *const *in, const pd_attrs *a, pd_tensor *out,
+                           pd_reduce_kind kind) {
+  pd_meta m;
+  bool mask[PD_MAX_DIMS];
+  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
+  if (st != PD_OK) return st;
+  pd_reduce_spec s = {.kind = kind};
+  return pd_reduce_exec(def, in[0], mask, &s, out);
+}
+
+static pd_status all_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  return logic_run(def, in, a, out[0], PD_RK_ALL);
+}
+
+static pd_status any_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  return logic_run(def, in, a, out[0], PD_RK_ANY);
+}
+
+const pd_op_def pd_opdef_all = {.name = "all",
+                                .n_in = 1,
+                                .n_out = 1,
+                                .flags = PD_OPF_HALF_VIA_F32,
+                                .attr_names = "v0:axis,i0:keepdim",
+                                .infer_meta = logic_meta,
+                                .kernel = {[PD_PLACE_CPU] = all_kernel},
+                                .flops = pd_flops_reduce};
+const pd_op_def pd_opdef_any = {.name = "any",
+                                .n_in = 1,
+                                .n_out = 1,
+                                .flags = PD_OPF_HALF_VIA_F32,
+                                .attr_names = "v0:axis,i0:keepdim",
+                                .infer_meta = logic_meta,
+                                .kernel = {[PD_PLACE_CPU] = any_kernel},
+                                .flops = pd_flops_reduce};
+
+pd_tensor *pd_all(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
+  return pd_reduce_call(PD_OP_all, "all", x, axis, naxis, keepdim, NULL);
+}
+pd_tensor *pd_any(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
+  return pd_reduce_call(PD_OP_any, "any", x, axis, naxis, keepdim, NULL);
+}

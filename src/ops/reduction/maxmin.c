@@ -1,0 +1,75 @@
+/* max / min over axes. NaN propagates. The gradient is split evenly among
+ * the elements equal to the result, as Paddle's max_grad/min_grad. */
+#include "paddlec/ops.h"
+#include "reduction_util.h"
+
+static pd_status ext_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_meta *out, int *n_out) {
+  (void)n_in;
+  bool mask[PD_MAX_DIMS];
+  *n_out = 1;
+  pd_status st = pd_reduce_meta(def, in[0], a, out, mask);
+  return st != PD_OK ? st : pd_reduce_check_nonempty(def, in[0], mask);
+}
+
+static pd_status ext_run(const pd_op_def *def, pd_tensor *const *in, const pd_attrs *a, pd_tensor *out,
+                         pd_reduce_kind kind) {
+  pd_meta m;
+  bool mask[PD_MAX_DIMS];
+  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
+  if (st != PD_OK) return st;
+  pd_reduce_spec s = {.kind = kind};
+  return pd_reduce_exec(def, in[0], mask, &s, out);
+}
+
+static pd_status max_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  return ext_run(def, in, a, out[0], PD_RK_MAX);
+}
+
+static pd_status min_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  return ext_run(def, in, a, out[0], PD_RK_MIN);
+}
+
+/* dx = expand(dy) * (x == out) / count(x == out) */
+static pd_status ext_backward(const pd_backward_ctx *c, const char *op) {
+  if (!c->needs_grad[0]) return PD_OK;
+  const pd_meta *xm = &c->in_meta[0];
+  bool mask[PD_MAX_DIMS];
+  pd_reduce_mask(xm->ndim, c->attrs, mask);
+  pd_tensor *w = pd_reduce_tie_weights(op, c->inputs[0], c->outputs[0], mask);
+  pd_tensor *g = w ? pd_reduce_unsqueeze(c->grad_out[0], xm, mask) : NULL;
+  c->grad_in[0] = g ? pd_multiply(g, w) : NULL;
+  pd_tensor_release(g);
+  pd_tensor_release(w);
+  return c->grad_in[0] ? PD_OK : pd_last_status();
+}
+
+static pd_status max_backward(const pd_backward_ctx *c) { return ext_backward(c, "max"); }
+static pd_status min_backward(const pd_backward_ctx *c) { return ext_backward(c, "min"); }
+
+#define EXT_DEF(nm)                                                                  \
+  const pd_op_def pd_opdef_##nm = {                                                  \
+      .name = #nm,                                                                   \
+      .n_in = 1,                                                                     \
+      .n_out = 1,                                                                    \
+      .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT, \
+      .attr_names = "v0:axis,i0:keepdim",                                            \
+      .infer_meta = ext_meta,                                                        \
+      .kernel = {[PD_PLACE_CPU] = nm##_kernel},                                      \
+      .backward = nm##_backward,                                                     \
+      .flops = pd_flops_reduce};
+EXT_DEF(max)
+EXT_DEF(min)
+
+pd_tensor *pd_max(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
+  return pd_reduce_call(PD_OP_max, "max", x, axis, naxis, keepdim, NULL);
+}
+pd_tensor *pd_min(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
+  return pd_reduce_call(PD_OP_min, "min", x, axis, naxis, keepdim, NULL);
+}
