@@ -9,14 +9,37 @@
 #include "op_registry.h"
 
 static pd_autograd_record_fn g_autograd;
-static _Thread_local bool g_no_grad;
-static pd_tracer_fn g_tracer;
-static pd_dist_fn g_dist;
+
+/* What this thread's dispatches consult, in one thread-local block so the
+ * hot path finds grad mode and both hooks with one TLS lookup. A new thread
+ * (a DataLoader worker) starts with grad on and no hooks: it never records
+ * into another thread's Program or reshards another thread's DTensors. */
+static _Thread_local struct {
+  bool no_grad;
+  pd_tracer_fn tracer;
+  void *tracer_ctx;
+  pd_dist_fn dist;
+  void *dist_ctx;
+} t_ctx;
 
 void pd_dispatch_set_autograd(pd_autograd_record_fn fn) { g_autograd = fn; }
 pd_autograd_record_fn pd_dispatch_get_autograd(void) { return g_autograd; }
-void pd_dispatch_set_tracer(pd_tracer_fn fn) { g_tracer = fn; }
-void pd_dispatch_set_dist(pd_dist_fn fn) { g_dist = fn; }
+void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx) {
+  t_ctx.tracer = fn;
+  t_ctx.tracer_ctx = fn ? ctx : NULL;
+}
+pd_tracer_fn pd_dispatch_get_tracer(void **ctx) {
+  if (ctx) *ctx = t_ctx.tracer_ctx;
+  return t_ctx.tracer;
+}
+void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx) {
+  t_ctx.dist = fn;
+  t_ctx.dist_ctx = fn ? ctx : NULL;
+}
+pd_dist_fn pd_dispatch_get_dist(void **ctx) {
+  if (ctx) *ctx = t_ctx.dist_ctx;
+  return t_ctx.dist;
+}
 
 const pd_op_def *const pd_op_table[PD_NUM_OPS] = {
 #define PD_OP(name) &pd_opdef_##name,
@@ -134,21 +157,22 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
    * hold) or only recorded. Outputs allocated below are checked by tensor
    * creation (the error then gets this op's name as a prefix), so the
    * common path does not check twice. */
-  if ((def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) || g_tracer)
+  pd_tracer_fn tracer = t_ctx.tracer;
+  if ((def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) || tracer)
     for (int k = 0; k < nm; k++) {
-      st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, g_tracer != NULL);
+      st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, tracer != NULL);
       if (st != PD_OK) return st;
     }
 
-  if (g_dist) {
+  if (t_ctx.dist) {
     for (int i = 0; i < n_in; i++) {
       if (in[i]->dist_attr) {
-        if (g_dist(id, in, n_in, a, out, n_out, &st)) return st;
+        if (t_ctx.dist(t_ctx.dist_ctx, id, in, n_in, a, out, n_out, &st)) return st;
         break;
       }
     }
   }
-  if (g_tracer && g_tracer(id, in, n_in, a, meta, out, nm, 0)) {
+  if (tracer && tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 0)) {
     *n_out = nm;
     return PD_OK;
   }
@@ -160,7 +184,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   unsigned flags = def->flags;
   bool inplace = flags & PD_OPF_INPLACE;
   bool record = false;
-  if ((flags & PD_OPF_DIFF) && g_autograd && !g_no_grad)
+  if ((flags & PD_OPF_DIFF) && g_autograd && !t_ctx.no_grad)
     for (int i = 0; i < n_in; i++) record |= !in[i]->stop_gradient;
   if (inplace && record && !in[0]->grad_fn && !in[0]->stop_gradient)
     return pd_set_error(PD_ERR_STATE,
@@ -190,7 +214,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   st = kernel(def, in, n_in, a, out, nm);
   if (st != PD_OK) goto fail;
   if (inplace) in[0]->storage->version++;
-  if (g_tracer) g_tracer(id, in, n_in, a, meta, out, nm, 1);
+  if (tracer) tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 1);
   if (record) {
     st = g_autograd(id, in, n_in, a, out, nm);
     if (st != PD_OK) goto fail;
@@ -298,7 +322,8 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
 
 pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   const pd_op_def *def = pd_op_table[id];
-  bool plain = g_no_grad && !g_tracer && (def->flags & PD_OPF_INPLACE) && in[0]->place.kind == PD_PLACE_CPU;
+  bool plain = t_ctx.no_grad && !t_ctx.tracer && !t_ctx.dist && (def->flags & PD_OPF_INPLACE) &&
+               in[0]->place.kind == PD_PLACE_CPU;
   for (int i = 0; i < n_in && plain; i++) plain = !in[i]->dist_attr;
   if (!plain) {
     pd_tensor *out[PD_MAX_OUTPUTS];
@@ -348,9 +373,9 @@ pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
   return r;
 }
 
-bool pd_grad_mode_enabled(void) { return !g_no_grad; }
+bool pd_grad_mode_enabled(void) { return !t_ctx.no_grad; }
 bool pd_grad_mode_set(bool on) {
-  bool prev = !g_no_grad;
-  g_no_grad = !on;
+  bool prev = !t_ctx.no_grad;
+  t_ctx.no_grad = !on;
   return prev;
 }

@@ -112,20 +112,28 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
 
 /* Extension points, installed by the layers above (the dispatcher never
  * names them):
- *  - autograd records a grad node for a differentiable op;
+ *  - autograd records a grad node for a differentiable op (process-wide);
  *  - the static-graph tracer records an op into the Program being built
- *    (returning 1 when it produced the outputs itself, i.e. recording only);
- *  - auto_parallel handles ops whose inputs are DTensors. */
+ *    (returning 1 when it produced the outputs itself, i.e. recording only;
+ *    phase 0 is before the kernel, phase 1 after it, when it ran);
+ *  - auto_parallel handles ops whose inputs are DTensors (returning 1 when
+ *    it produced the outputs, with *st its status).
+ * The tracer and the DTensor handler are per thread, each with a context
+ * pointer passed back on every call: installing one affects only the
+ * calling thread, and a thread starts with neither. Pass fn NULL to remove. */
 typedef pd_status (*pd_autograd_record_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                            pd_tensor **out, int n_out);
-typedef int (*pd_tracer_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+typedef int (*pd_tracer_fn)(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             const pd_meta *meta, pd_tensor **out, int n_out, int phase);
-typedef int (*pd_dist_fn)(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
-                          int *n_out, pd_status *st);
+typedef int (*pd_dist_fn)(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                          pd_tensor **out, int *n_out, pd_status *st);
 void pd_dispatch_set_autograd(pd_autograd_record_fn fn);
 pd_autograd_record_fn pd_dispatch_get_autograd(void);
-void pd_dispatch_set_tracer(pd_tracer_fn fn);
-void pd_dispatch_set_dist(pd_dist_fn fn);
+void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx);
+/* This thread's tracer (NULL: none) and, when ctx is given, its context. */
+pd_tracer_fn pd_dispatch_get_tracer(void **ctx);
+void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx);
+pd_dist_fn pd_dispatch_get_dist(void **ctx);
 /* Runs inplace op `id` on inputs its caller built and checked itself (the
  * optimizer's update ops: accumulators it created, a gradient it compared
  * with the parameter): the kernel and the version bump without infer_meta or

@@ -1,0 +1,110 @@
+/* The dispatcher's tracer and DTensor hooks are per thread: installing one
+ * affects the calling thread only, each call gets its own context back, a
+ * new thread (a DataLoader worker) starts with neither, and removing a hook
+ * ends its calls. */
+#include <pthread.h>
+
+#include "ops/op_registry.h"
+#include "test_util.h"
+
+typedef struct {
+  int before, after; /* tracer calls per phase */
+  int dist_calls;
+} counts;
+
+static int count_tracer(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                        const pd_meta *meta, pd_tensor **out, int n_out, int phase) {
+  (void)id, (void)in, (void)n_in, (void)a, (void)meta, (void)out, (void)n_out;
+  counts *c = ctx;
+  if (phase == 0)
+    c->before++;
+  else
+    c->after++;
+  return 0; /* let the op run */
+}
+
+static int count_dist(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                      pd_tensor **out, int *n_out, pd_status *st) {
+  (void)id, (void)in, (void)n_in, (void)a, (void)out, (void)n_out, (void)st;
+  ((counts *)ctx)->dist_calls++;
+  return 0;
+}
+
+static pd_tensor *add_once(void) {
+  pd_tensor *x = pd_ones(1, SHAPE(3), PD_FLOAT32);
+  pd_tensor *y = pd_add(x, x);
+  pd_tensor_release(x);
+  return y;
+}
+
+static void *worker(void *arg) {
+  counts *mine = arg;
+  /* inherited nothing from the main thread */
+  mine->before = pd_dispatch_get_tracer(NULL) != NULL ? 100 : 0;
+  pd_tensor_release(add_once());
+  pd_dispatch_set_tracer(count_tracer, mine);
+  pd_tensor_release(add_once());
+  pd_tensor_release(add_once());
+  pd_dispatch_set_tracer(NULL, NULL);
+  return NULL;
+}
+
+static void test_tracer_is_per_thread(void **state) {
+  (void)state;
+  counts main_c = {0}, worker_c = {0};
+  pd_dispatch_set_tracer(count_tracer, &main_c);
+  void *ctx = NULL;
+  assert_ptr_equal(pd_dispatch_get_tracer(&ctx), count_tracer);
+  assert_ptr_equal(ctx, &main_c);
+  pd_tensor *y = add_once();
+  assert_non_null(y);
+  assert_float_equal(((float *)pd_tensor_data(y))[2], 2.0f, 0);
+  pd_tensor_release(y);
+  assert_int_equal(main_c.before, 2); /* ones and add */
+  assert_int_equal(main_c.after, 2);
+
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, worker, &worker_c), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(worker_c.before, 4); /* 0 inherited + two (ones, add) pairs */
+  assert_int_equal(worker_c.after, 4);
+  assert_int_equal(main_c.before, 2); /* the worker's ops did not reach us */
+
+  pd_dispatch_set_tracer(NULL, &main_c);
+  assert_null(pd_dispatch_get_tracer(&ctx));
+  assert_null(ctx);
+  pd_tensor_release(add_once());
+  assert_int_equal(main_c.before, 2);
+}
+
+static void *dist_worker(void *arg) {
+  (void)arg;
+  return pd_dispatch_get_dist(NULL) != NULL ? arg : NULL;
+}
+
+static void test_dist_hook_is_per_thread(void **state) {
+  (void)state;
+  counts c = {0};
+  pd_dispatch_set_dist(count_dist, &c);
+  void *ctx = NULL;
+  assert_ptr_equal(pd_dispatch_get_dist(&ctx), count_dist);
+  assert_ptr_equal(ctx, &c);
+  pthread_t th;
+  void *seen = &c;
+  assert_int_equal(pthread_create(&th, NULL, dist_worker, &c), 0);
+  pthread_join(th, &seen);
+  assert_null(seen);
+  /* plain tensors never reach the DTensor hook */
+  pd_tensor_release(add_once());
+  assert_int_equal(c.dist_calls, 0);
+  pd_dispatch_set_dist(NULL, NULL);
+  assert_null(pd_dispatch_get_dist(NULL));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tracer_is_per_thread),
+      cmocka_unit_test(test_dist_hook_is_per_thread),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
