@@ -7,20 +7,22 @@
 #define PADDLEC_VERSION_PATCH 0
 
 #include "paddlec/autograd.h"
+#include "paddlec/checkpoint.h"
 #include "paddlec/conv.h"
 #include "paddlec/core.h"
 #include "paddlec/distributed.h"
 #include "paddlec/fleet.h"
-#include "paddlec/hapi.h"
 #include "paddlec/io.h"
 #include "paddlec/layers.h"
 #include "paddlec/loss.h"
+#include "paddlec/model.h"
 #include "paddlec/nn.h"
 #include "paddlec/norm.h"
 #include "paddlec/ops.h"
 #include "paddlec/optim.h"
 #include "paddlec/parallel.h"
 #include "paddlec/rnn.h"
+#include "paddlec/summary.h"
 #include "paddlec/transformer.h"
 
 #endif

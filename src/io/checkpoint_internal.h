@@ -1,11 +1,12 @@
-/* Internals of checkpoints, summary and flops shared by src/io and the tests. */
+/* Internals of the checkpoint code shared by src/io and the tests. */
 #ifndef PADDLEC_CHECKPOINT_INTERNAL_H
 #define PADDLEC_CHECKPOINT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "paddlec/hapi.h"
+#include "../core/strbuf.h"
+#include "paddlec/checkpoint.h"
 
 /* Largest safetensors header accepted (the reference implementation's limit). */
 #define PD_SAFETENSORS_MAX_HEADER 100000000ull
@@ -26,20 +27,6 @@ void pd_safetensors_inject(pd_st_inject_mode mode, int64_t after_bytes);
  * process (kill(pid, 0) fails with ESRCH), and returns how many. */
 int pd_ckpt_open_temp(const char *path, char *tmp, size_t cap);
 int pd_ckpt_remove_dead_temps(const char *path);
-
-/* A growing NUL-terminated string. On allocation failure `failed` is set and
- * later appends do nothing. */
-typedef struct pd_strbuf {
-  char *s;
-  size_t len, cap;
-  int failed;
-} pd_strbuf;
-void pd_sb_append(pd_strbuf *b, const char *s, size_t n);
-void pd_sb_puts(pd_strbuf *b, const char *s);
-void pd_sb_printf(pd_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pd_sb_repeat(pd_strbuf *b, char c, size_t n);
-/* "[1, 10]" */
-void pd_sb_shape(pd_strbuf *b, int ndim, const int64_t *shape);
 
 /* True when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or values
  * past U+10FFFF); *bad gets the offset of the first bad byte otherwise. */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model_internal.h"
+#include "hapi_internal.h"
 
 void *pd_callback_new(size_t size, const pd_callback_fns *fns) {
   if (!fns || size < sizeof(pd_callback)) {

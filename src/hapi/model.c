@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../core/tensor_impl.h"
-#include "model_internal.h"
+#include "hapi_internal.h"
 
 #define MAX_SPECS 16
 

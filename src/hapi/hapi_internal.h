@@ -1,6 +1,6 @@
-/* Shared between the Model, its callbacks and metrics (not public). */
-#ifndef PADDLEC_MODEL_INTERNAL_H
-#define PADDLEC_MODEL_INTERNAL_H
+/* Shared between the Model and its callbacks (not public). */
+#ifndef PADDLEC_HAPI_INTERNAL_H
+#define PADDLEC_HAPI_INTERNAL_H
 
 #include "paddlec.h"
 

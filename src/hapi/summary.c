@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "../core/core_internal.h"
-#include "checkpoint_internal.h"
+#include "../core/strbuf.h"
 #include "paddlec/autograd.h"
+#include "paddlec/summary.h"
 #include "paddlec/creation.h"
 #include "paddlec/math.h"
 
