@@ -5,6 +5,7 @@
  *   add + backward (one node, leaf accumulation) */
 #include <paddlec.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static double now_ns(void) {
@@ -15,10 +16,12 @@ static double now_ns(void) {
 
 #define BEST_OF 5
 
-int main(void) {
+/* `bench_dispatch N`: N ops per case (default 200000); a small N suits an
+ * instruction count under callgrind. */
+int main(int argc, char **argv) {
   const int64_t one[] = {1};
   pd_tensor *a = pd_full(1, one, 1.0f, PD_FLOAT32), *b = pd_full(1, one, 2.0f, PD_FLOAT32);
-  const int iters = 200000;
+  const int iters = argc > 1 && atoi(argv[1]) >= 4 ? atoi(argv[1]) : 200000;
   double best_fwd = 1e30, best_rec = 1e30, best_bwd = 1e30, best_c = 1e30;
 
   for (int rep = 0; rep < BEST_OF; rep++) {

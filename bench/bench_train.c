@@ -8,6 +8,7 @@
 #include <paddlec.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now_s(void) {
@@ -91,7 +92,24 @@ static double time_steps(pd_layer *net, pd_layer *loss_fn, pd_optimizer *opt, pd
   return best;
 }
 
-int main(void) {
+/* `bench_train --count N`: only N LinearNet steps after 50 of warm-up, for
+ * an instruction count (valgrind --tool=callgrind ./bench_train --count
+ * 1000; divide the count of time_steps by N). */
+static int count_only(int steps) {
+  pd_layer *ln = make_net(10, 10, 1, 0), *mse = pd_nn_mse_loss(NULL);
+  pd_optimizer *adam = make_opt(ln, true, 1e-3);
+  pd_tensor *xa = pd_randn(2, (int64_t[]){10, 10}, PD_FLOAT32),
+            *ya = pd_randn(2, (int64_t[]){10, 1}, PD_FLOAT32);
+  time_steps(ln, mse, adam, xa, ya, 50, 1);
+  time_steps(ln, mse, adam, xa, ya, steps, 1);
+  pd_tensor_release(xa), pd_tensor_release(ya);
+  pd_optimizer_release(adam);
+  pd_layer_release(ln), pd_layer_release(mse);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--count") == 0) return count_only(atoi(argv[2]));
   double peak = sgemm_peak();
   printf("machine: dnnl_sgemm 1024^3 = %.1f GFLOP/s (the peak reference), %d threads\n\n", peak,
          pd_get_num_threads());

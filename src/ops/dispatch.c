@@ -241,7 +241,55 @@ static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_i
   return false;
 }
 
-/* With `track`, outputs handed to the user join the innermost scope. */
+/* Casts each float32 output back to `dtype` (the half dtype the inputs had
+ * before convert_inputs computed them in float32). On failure every output
+ * is released and *n_out is 0. */
+static pd_status cast_outputs_back(pd_tensor **out, int *n_out, pd_dtype dtype) {
+  pd_attrs ca = {.dtype = dtype};
+  for (int k = 0; k < *n_out; k++) {
+    if (out[k]->dtype != PD_FLOAT32) continue;
+    pd_tensor *c = pd_dispatch1(PD_OP_cast, &out[k], 1, &ca);
+    if (!c) {
+      pd_status st = pd_last_status();
+      for (int j = 0; j < *n_out; j++) pd_tensor_release(out[j]);
+      *n_out = 0;
+      return st;
+    }
+    pd_tensor_release(out[k]);
+    out[k] = c;
+  }
+  return PD_OK;
+}
+
+/* The uncommon path: inputs whose dtypes the op's flags ask to change
+ * (promotion, integers to float, half via float32). Runs the op on the
+ * converted inputs, then casts half results back. */
+static pd_status run_converted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_tensor **out, int *n_out) {
+  const pd_op_def *def = pd_op_table[id];
+  if (n_in > PD_MAX_OUTPUTS) return pd_set_error(PD_ERR_INVALID, "%s: too many inputs (%d)", def->name, n_in);
+  pd_tensor *conv[PD_MAX_OUTPUTS];
+  pd_dtype restore;
+  pd_status st = convert_inputs(def, in, n_in, conv, &restore);
+  bool converted = false;
+  for (int i = 0; i < n_in; i++) converted |= conv[i] != NULL;
+  if (st == PD_OK && !converted) return run(id, in, n_in, a, out, n_out); /* nothing changed after all */
+  if (st == PD_OK && (def->flags & PD_OPF_INPLACE))
+    st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)", def->name,
+                      pd_dtype_name(in[0]->dtype));
+  if (st == PD_OK) {
+    pd_tensor *use[PD_MAX_OUTPUTS];
+    for (int i = 0; i < n_in; i++) use[i] = conv[i] ? conv[i] : in[i];
+    st = run(id, use, n_in, a, out, n_out);
+  }
+  for (int i = 0; i < n_in; i++) pd_tensor_release(conv[i]);
+  if (st == PD_OK && restore != PD_NUM_DTYPES) st = cast_outputs_back(out, n_out, restore);
+  return st;
+}
+
+/* Checks the inputs, then runs the op (converting dtypes first when its
+ * flags ask). With `track`, outputs handed to the user join the innermost
+ * scope. */
 static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                pd_tensor **out, int *n_out, bool track) {
   const pd_op_def *def = pd_op_table[id];
@@ -262,53 +310,11 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
 
   pd_internal_enter();
   pd_status st;
-  pd_tensor *conv[PD_MAX_OUTPUTS];
-  pd_tensor *const *use = in;
-  pd_dtype restore = PD_NUM_DTYPES;
-  bool converted = false;
   if ((def->flags & (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | PD_OPF_FLOAT_ONLY)) &&
-      needs_conversion(def, in, n_in)) {
-    if (n_in > PD_MAX_OUTPUTS) {
-      st = pd_set_error(PD_ERR_INVALID, "%s: too many inputs (%d)", def->name, n_in);
-      goto done;
-    }
-    st = convert_inputs(def, in, n_in, conv, &restore);
-    for (int i = 0; i < n_in; i++) converted |= conv[i] != NULL;
-    if (st == PD_OK && converted) {
-      pd_tensor *tmp[PD_MAX_OUTPUTS];
-      for (int i = 0; i < n_in; i++) tmp[i] = conv[i] ? conv[i] : in[i];
-      if (def->flags & PD_OPF_INPLACE) {
-        st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)", def->name,
-                          pd_dtype_name(in[0]->dtype));
-      } else {
-        st = run(id, tmp, n_in, a, out, n_out);
-      }
-    }
-    for (int i = 0; i < n_in; i++) pd_tensor_release(conv[i]);
-    if (st != PD_OK || !converted) {
-      if (st != PD_OK) goto done;
-    } else {
-      if (restore != PD_NUM_DTYPES) {
-        for (int k = 0; k < *n_out; k++) {
-          if (out[k]->dtype != PD_FLOAT32) continue;
-          pd_attrs ca = {.dtype = restore};
-          pd_tensor *c = pd_dispatch1(PD_OP_cast, &out[k], 1, &ca);
-          if (!c) {
-            st = pd_last_status();
-            for (int j = 0; j < *n_out; j++) pd_tensor_release(out[j]);
-            *n_out = 0;
-            goto done;
-          }
-          pd_tensor_release(out[k]);
-          out[k] = c;
-        }
-      }
-      goto done;
-    }
-  }
-  (void)use;
-  st = run(id, in, n_in, a, out, n_out);
-done:
+      needs_conversion(def, in, n_in))
+    st = run_converted(id, in, n_in, a, out, n_out);
+  else
+    st = run(id, in, n_in, a, out, n_out);
   pd_internal_leave();
   if (st == PD_OK && track)
     for (int k = 0; k < *n_out; k++) pd_scope_track(out[k]);
