@@ -213,7 +213,8 @@ static void test_large_inputs_agree_across_variants(void **state) {
   expect_no_live_tensors();
 }
 
-/* GEMM tails (odd M, N, K), an Adam step and a four-way collective sum
+/* GEMM tails (odd M, N, K), an Adam and a Lamb step, the sum of squares
+ * of gradient clipping and a four-way collective sum
  * called on the kernels directly. */
 static void fill(float *p, int64_t n, unsigned seed) {
   for (int64_t i = 0; i < n; i++) {
@@ -247,6 +248,26 @@ static void adam_step(float *out, const float *in, int64_t n) {
   assert_int_equal(pd_optim_run(&b, &a, &pd_optim_adam_rule), 0);
 }
 
+/* Lamb's two passes (moments and both norms, then the trust-ratio update). */
+static void lamb_step(float *out, const float *in, int64_t n) {
+  float *m = out + n, *v = out + 2 * n;
+  memcpy(out, in, sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) m[i] = 0.1f * in[n + i], v[i] = 0.01f + in[n + i] * in[n + i];
+  pd_optim_args a = {.gscale = 1, .lo = -INFINITY, .hi = INFINITY, .lr = 1e-2};
+  a.s[0] = 0.9, a.s[1] = 0.999, a.s[2] = 1e-6, a.s[3] = 0.01, a.s[4] = 0.1, a.s[5] = 0.001;
+  pd_optim_bufs b = {
+      .n = n, .param = out, .pdt = PD_FLOAT32, .grad = in + n, .gdt = PD_FLOAT32, .acc = {m, v}, .nacc = 2};
+  assert_int_equal(pd_optim_lamb(&b, &a), 0);
+}
+
+/* The global norm of gradient clipping. */
+static void sum_squares(float *out, const float *in, int64_t n) {
+  out[0] = (float)pd_optim_sum_squares(in, PD_FLOAT32, n);
+  double d[1001];
+  for (int64_t i = 0; i < n && i < 1001; i++) d[i] = in[i];
+  out[1] = (float)pd_optim_sum_squares(d, PD_FLOAT64, n < 1001 ? n : 1001);
+}
+
 static void comm_sum(float *out, const float *in, int64_t n) {
   const void *srcs[4] = {in, in + n, in + 2 * n, in + 3 * n};
   pd_kernel_comm_reduce(out, srcs, 4, (size_t)n, PD_FLOAT32, PD_REDUCE_SUM);
@@ -260,6 +281,8 @@ static void test_raw_kernels_agree_across_variants(void **state) {
     int64_t n, nout;
   } ks[] = {{"gemm_f32 7x13x29", gemm_tail, 1001, 7 * 13},
             {"adam f32", adam_step, 1001, 3 * 1001},
+            {"lamb f32", lamb_step, 1001, 3 * 1001},
+            {"sum of squares f32, f64", sum_squares, 1001, 2},
             {"comm_reduce sum f32", comm_sum, 1001, 1001}};
   pd_kvariant best = pd_kvariant_best();
   float *in = malloc(sizeof(float) * 4 * 1001);

@@ -189,39 +189,48 @@ PD_VINLINE double gt_f64_plain(double g, double p, double gs, double lo, double 
   PD_KCLONES(rmsprop_##SFX, (CORE_PARAMS(T)), (a, n, p, g, acc))
 
 /* Lamb pass 1: moments, and the squared norms of p and of the update r. */
-#define GEN_LAMB(SFX, T, GTF, SQRT, SEL)                                                               \
-  static void lamb1_##SFX(const pd_optim_args *a, int64_t n, const T *restrict p, const T *restrict g, \
-                          T *restrict m, T *restrict v, double *sp, double *sr) {                      \
-    GT_LOAD(T);                                                                                        \
-    const T b1 = (T)a->s[0], b2 = (T)a->s[1], eps = (T)a->s[2], wd = (T)a->s[3];                       \
-    const T c1 = (T)1 - b1, c2 = (T)1 - b2, bc1 = (T)a->s[4], bc2 = (T)a->s[5];                        \
-    double s1 = 0, s2 = 0;                                                                             \
-    _Pragma("omp simd reduction(+ : s1, s2)") for (int64_t i = 0; i < n; i++) {                        \
-      T pv = p[i];                                                                                     \
-      T gv = GT(GTF, g[i], pv);                                                                        \
-      T mv = b1 * m[i] + c1 * gv;                                                                      \
-      T vv = b2 * v[i] + c2 * gv * gv;                                                                 \
-      m[i] = mv;                                                                                       \
-      v[i] = vv;                                                                                       \
-      T r = (mv / bc1) / (SQRT(vv / bc2) + eps) + wd * pv;                                             \
-      s1 += (double)pv * (double)pv;                                                                   \
-      s2 += (double)r * (double)r;                                                                     \
-    }                                                                                                  \
-    *sp += s1;                                                                                         \
-    *sr += s2;                                                                                         \
-  }
+#define GEN_LAMB(SFX, T, GTF, SQRT, SEL)                                                                  \
+  PD_VINLINE void lamb1_##SFX##_body(const pd_optim_args *a, int64_t n, const T *restrict p,              \
+                                     const T *restrict g, T *restrict m, T *restrict v, double *sp,       \
+                                     double *sr) {                                                        \
+    GT_LOAD(T);                                                                                           \
+    const T b1 = (T)a->s[0], b2 = (T)a->s[1], eps = (T)a->s[2], wd = (T)a->s[3];                          \
+    const T c1 = (T)1 - b1, c2 = (T)1 - b2, bc1 = (T)a->s[4], bc2 = (T)a->s[5];                           \
+    double s1 = 0, s2 = 0;                                                                                \
+    _Pragma("omp simd reduction(+ : s1, s2)") for (int64_t i = 0; i < n; i++) {                           \
+      T pv = p[i];                                                                                        \
+      T gv = GT(GTF, g[i], pv);                                                                           \
+      T mv = b1 * m[i] + c1 * gv;                                                                         \
+      T vv = b2 * v[i] + c2 * gv * gv;                                                                    \
+      m[i] = mv;                                                                                          \
+      v[i] = vv;                                                                                          \
+      T r = (mv / bc1) / (SQRT(vv / bc2) + eps) + wd * pv;                                                \
+      s1 += (double)pv * (double)pv;                                                                      \
+      s2 += (double)r * (double)r;                                                                        \
+    }                                                                                                     \
+    *sp += s1;                                                                                            \
+    *sr += s2;                                                                                            \
+  }                                                                                                       \
+  PD_KCLONES(lamb1_##SFX,                                                                                 \
+             (const pd_optim_args *a, int64_t n, const T *restrict p, const T *restrict g, T *restrict m, \
+              T *restrict v, double *sp, double *sr),                                                     \
+             (a, n, p, g, m, v, sp, sr))
 
 /* Lamb pass 2: p -= lr * ratio * r, r recomputed from the new moments. */
-#define GEN_LAMB2(SFX, T, SQRT)                                                                       \
-  static void lamb2_##SFX(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict m,      \
-                          const T *restrict v, double lr_ratio) {                                     \
-    const T eps = (T)a->s[2], wd = (T)a->s[3], bc1 = (T)a->s[4], bc2 = (T)a->s[5], lrr = (T)lr_ratio; \
-    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                         \
-      T pv = p[i];                                                                                    \
-      T r = (m[i] / bc1) / (SQRT(v[i] / bc2) + eps) + wd * pv;                                        \
-      p[i] = pv - lrr * r;                                                                            \
-    }                                                                                                 \
-  }
+#define GEN_LAMB2(SFX, T, SQRT)                                                                             \
+  PD_VINLINE void lamb2_##SFX##_body(const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict m, \
+                                     const T *restrict v, double lr_ratio) {                                \
+    const T eps = (T)a->s[2], wd = (T)a->s[3], bc1 = (T)a->s[4], bc2 = (T)a->s[5], lrr = (T)lr_ratio;       \
+    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                               \
+      T pv = p[i];                                                                                          \
+      T r = (m[i] / bc1) / (SQRT(v[i] / bc2) + eps) + wd * pv;                                              \
+      p[i] = pv - lrr * r;                                                                                  \
+    }                                                                                                       \
+  }                                                                                                         \
+  PD_KCLONES(lamb2_##SFX,                                                                                   \
+             (const pd_optim_args *a, int64_t n, T *restrict p, const T *restrict m, const T *restrict v,   \
+              double lr_ratio),                                                                             \
+             (a, n, p, m, v, lr_ratio))
 
 #define GEN_ALL(G)                                  \
   G(f32, float, gt_f32, sqrtf, pd_self)             \
@@ -420,19 +429,25 @@ int pd_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
 }
 
 /* ---- norms ------------------------------------------------------------------- */
+#define GEN_SUMSQ(SFX, T)                                                                                  \
+  PD_VINLINE void sumsq_##SFX##_body(const T *restrict p, int64_t n, double *out) {                        \
+    double s = 0;                                                                                          \
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += (double)p[i] * (double)p[i]; \
+    *out = s;                                                                                              \
+  }                                                                                                        \
+  PD_KCLONES(sumsq_##SFX, (const T *restrict p, int64_t n, double *out), (p, n, out))
+GEN_SUMSQ(f32, float)
+GEN_SUMSQ(f64, double)
+
 static PD_NOINLINE double sumsq_range(const void *x, pd_dtype dt, int64_t off, int64_t n) {
   double s = 0;
   switch (dt) {
-    case PD_FLOAT32: {
-      const float *p = (const float *)x + off;
-      _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += (double)p[i] * (double)p[i];
+    case PD_FLOAT32:
+      sumsq_f32((const float *)x + off, n, &s);
       break;
-    }
-    case PD_FLOAT64: {
-      const double *p = (const double *)x + off;
-      _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += p[i] * p[i];
+    case PD_FLOAT64:
+      sumsq_f64((const double *)x + off, n, &s);
       break;
-    }
     case PD_FLOAT16:
     case PD_BFLOAT16: {
       const uint16_t *p = (const uint16_t *)x + off;
