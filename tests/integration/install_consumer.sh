@@ -16,6 +16,13 @@ cmake -S "$src/tests/consumer" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/
 cmake --build "$tmp/cm" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$tmp/cm/consumer"
 
+# the installed CMake package names its libraries by target or by name, never
+# by this machine's absolute path (another machine keeps them elsewhere)
+if grep -n 'INTERFACE_LINK_LIBRARIES.*"[^"]*/usr/' "$libdir"/cmake/paddlec/paddlecTargets*.cmake; then
+  echo "FAIL: the installed CMake package links by absolute path" >&2
+  exit 1
+fi
+
 pc="$libdir/pkgconfig/paddlec.pc"
 # an absolute path starts a value or follows a space, '=', ':' or -I/-L
 if grep -nE '(^|[[:space:]=:]|-[IL])/' "$pc"; then
