@@ -219,6 +219,21 @@ char *pd_tensor_to_string(const pd_tensor *t) {
   }
   sbuf b = {0};
   char head[512], shp[200];
+  if (t->is_meta) { /* a static Variable prints as Paddle's: it has no values */
+    snprintf(head, sizeof head, "var %s : LOD_TENSOR.shape(", t->name ? t->name : "(unnamed)");
+    puts_(&b, head);
+    for (int d = 0; d < t->ndim; d++) {
+      snprintf(shp, sizeof shp, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+      puts_(&b, shp);
+    }
+    snprintf(head, sizeof head, ").dtype(%s).stop_gradient(%s)", pd_dtype_name(t->dtype),
+             t->stop_gradient ? "True" : "False");
+    puts_(&b, head);
+    if (!b.oom) return b.p;
+    free(b.p);
+    pd_set_error(PD_ERR_MEMORY, "to_string: out of memory");
+    return NULL;
+  }
   snprintf(head, sizeof head, "Tensor(shape=%s, dtype=%s, place=Place(cpu), stop_gradient=%s,\n",
            pd_shape_str(t->ndim, t->shape, shp, sizeof shp), pd_dtype_name(t->dtype),
            t->stop_gradient ? "True" : "False");

@@ -145,6 +145,7 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   t->stop_gradient = true;
   t->is_contiguous = true;
   t->grad_fn_weak = false;
+  t->is_meta = false;
   t->out_index = 0;
   t->bw_slot = 0;
   t->bw_stamp = 0;
@@ -262,6 +263,42 @@ pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape) 
     return NULL;
   }
   return t;
+}
+
+pd_tensor *pd_tensor_new_meta(pd_dtype dt, int ndim, const int64_t *shape) {
+  if ((unsigned)dt >= PD_NUM_DTYPES) {
+    pd_set_error(PD_ERR_DTYPE, "tensor_new_meta: invalid dtype %d", (int)dt);
+    return NULL;
+  }
+  if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
+    pd_set_error(PD_ERR_INVALID, "tensor_new_meta: rank %d%s (expected 0..%d dims)", ndim,
+                 ndim > 0 && !shape ? " with a NULL shape" : "", PD_MAX_DIMS);
+    return NULL;
+  }
+  if (pd_shape_check_full("tensor_new_meta", dt, ndim, shape, true) != PD_OK) return NULL;
+  pd_tensor *t = pd_tensor_alloc_struct();
+  if (!t) return NULL;
+  t->dtype = dt;
+  t->ndim = ndim;
+  t->is_meta = true;
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    numel = shape[i] < 0 || numel < 0 ? -1 : numel * shape[i];
+  }
+  t->numel = numel;
+  pd_compute_contiguous_strides(ndim, t->shape, t->strides); /* unknown dims count as 1 */
+  return pd_scope_track(t);
+}
+
+bool pd_tensor_is_meta(const pd_tensor *t) { return t && t->is_meta; }
+
+pd_status pd_tensor_meta_error(const char *fn, const pd_tensor *t) {
+  return pd_set_error(PD_ERR_STATE,
+                      "%s: tensor %s%s%s is a static Variable (shape %s, %s) with no data: its values exist "
+                      "only when an Executor runs its Program",
+                      fn, t->name ? "'" : "", t->name ? t->name : "(unnamed)", t->name ? "'" : "",
+                      PD_SHAPE_STR(t), pd_dtype_name(t->dtype));
 }
 
 pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
@@ -408,7 +445,7 @@ pd_tensor *pd_tensor_grad(const pd_tensor *t) {
 }
 uint32_t pd_tensor_version(const pd_tensor *t) {
   NULL_CHECK("tensor_version", t, 0);
-  return t->storage->version;
+  return t->storage ? t->storage->version : 0; /* a meta tensor has no data to change */
 }
 const char *pd_tensor_name(const pd_tensor *t) {
   NULL_CHECK("tensor_name", t, NULL);
@@ -417,13 +454,17 @@ const char *pd_tensor_name(const pd_tensor *t) {
 
 void *pd_tensor_data(const pd_tensor *t) {
   NULL_CHECK("tensor_data", t, NULL);
+  if (t->is_meta) {
+    pd_tensor_meta_error("tensor_data", t);
+    return NULL;
+  }
   return (char *)t->storage->data + (size_t)t->offset * pd_dtype_size(t->dtype);
 }
 
 bool pd_tensor_shares_storage(const pd_tensor *a, const pd_tensor *b) {
   NULL_CHECK("tensor_shares_storage", a, false);
   NULL_CHECK("tensor_shares_storage", b, false);
-  return a->storage == b->storage;
+  return a->storage && a->storage == b->storage;
 }
 
 void pd_tensor_set_stop_gradient(pd_tensor *t, bool stop) {
@@ -452,7 +493,7 @@ pd_status pd_tensor_set_grad(pd_tensor *t, pd_tensor *g) {
 void pd_tensor_clear_grad(pd_tensor *t, bool set_to_zero) {
   NULL_CHECK("tensor_clear_grad", t, );
   if (!t->grad) return;
-  if (set_to_zero && t->grad->is_contiguous) {
+  if (set_to_zero && t->grad->is_contiguous && !t->grad->is_meta) {
     memset(pd_tensor_data(t->grad), 0, (size_t)t->grad->numel * pd_dtype_size(t->grad->dtype));
     t->grad->storage->version++;
     return;
@@ -480,6 +521,10 @@ static int64_t elem_offset(const pd_tensor *t, int64_t i) {
 
 double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
   NULL_CHECK("item", t, NAN);
+  if (t->is_meta) {
+    pd_tensor_meta_error("item", t);
+    return NAN;
+  }
   if (i < 0 || i >= t->numel) {
     pd_set_error(PD_ERR_INDEX, "item: index %lld out of range for a tensor of %lld elements", (long long)i,
                  (long long)t->numel);
@@ -491,6 +536,10 @@ double pd_tensor_item_at(const pd_tensor *t, int64_t i) {
 
 double pd_tensor_item(const pd_tensor *t) {
   NULL_CHECK("item", t, NAN);
+  if (t->is_meta) {
+    pd_tensor_meta_error("item", t);
+    return NAN;
+  }
   if (t->numel != 1) {
     pd_set_error(PD_ERR_SHAPE, "item: only a tensor of one element converts to a scalar, got shape %s",
                  PD_SHAPE_STR(t));
@@ -503,6 +552,7 @@ int64_t pd_tensor_copy_to(const pd_tensor *t, void *buf, int64_t n, pd_dtype dt)
   if (!t)
     return pd_last_status() != PD_OK ? pd_last_status()
                                      : pd_set_error(PD_ERR_INVALID, "copy_to: tensor is NULL");
+  if (t->is_meta) return pd_tensor_meta_error("copy_to", t);
   if (!buf) return pd_set_error(PD_ERR_INVALID, "copy_to: buffer is NULL");
   if (pd_dtype_size(dt) == 0) return pd_set_error(PD_ERR_DTYPE, "copy_to: invalid dtype %d", (int)dt);
   if (n < t->numel)

@@ -40,6 +40,7 @@ struct pd_tensor {
   bool stop_gradient;
   bool is_contiguous;
   bool grad_fn_weak; /* saved output alias: grad_fn is not owned */
+  bool is_meta;      /* a static-graph Variable: shape and dtype, no storage */
   int out_index;     /* which output of grad_fn this tensor is */
   int bw_slot;       /* backward engine scratch: this leaf's slot in the run */
   uint64_t bw_stamp; /* and which run saw it */
@@ -97,6 +98,19 @@ void pd_block_put(void *p);
 #define PD_REFCOUNT_FREED (-0x0DEAD)
 /* Whether t is live; otherwise sets an error naming op and returns false. */
 bool pd_tensor_check_live(const pd_tensor *t, const char *op);
+
+/* A static-graph Variable (what paddle.static.data returns): dtype and
+ * shape only, no storage. Dims may be -1 (unknown until the Program runs,
+ * e.g. the batch); numel is -1 when any is. Accessors of geometry, name and
+ * flags work on it; whatever reads data refuses it with an error, and the
+ * dispatcher never hands one to a kernel (with a tracer installed the tracer
+ * records the op, without one the op fails). NULL with an error when dt,
+ * ndim or a dim (< -1) is invalid. Registered with the current scope. */
+pd_tensor *pd_tensor_new_meta(pd_dtype dt, int ndim, const int64_t *shape);
+bool pd_tensor_is_meta(const pd_tensor *t);
+/* The error for reading the data of meta tensor t in `fn`: names fn, the
+ * Variable and its shape. Returns PD_ERR_STATE. */
+pd_status pd_tensor_meta_error(const char *fn, const pd_tensor *t);
 
 /* Creation of tensor structs (internal). */
 pd_tensor *pd_tensor_alloc_struct(void);

@@ -9,6 +9,9 @@ void pd_tensor_take_data(pd_tensor *t, pd_tensor *src) {
   pd_storage *s = t->storage;
   int64_t off = t->offset;
   pd_dtype dt = t->dtype;
+  bool meta = t->is_meta;
+  t->is_meta = src->is_meta;
+  src->is_meta = meta;
   t->storage = src->storage;
   t->offset = src->offset;
   t->dtype = src->dtype;
@@ -21,5 +24,5 @@ void pd_tensor_take_data(pd_tensor *t, pd_tensor *src) {
   src->storage = s;
   src->offset = off;
   src->dtype = dt;
-  t->storage->version++;
+  if (t->storage) t->storage->version++;
 }

@@ -335,6 +335,7 @@ pd_status pd_io_npy_encode(const pd_tensor *t, unsigned char **out, size_t *size
   if (!t)
     return pd_last_status() != PD_OK ? pd_last_status()
                                      : pd_set_error(PD_ERR_INVALID, "%s: tensor is NULL", what);
+  if (t->is_meta) return pd_tensor_meta_error(what, t);
   const char *descr = descr_of(t->dtype);
   if (!descr) return pd_set_error(PD_ERR_DTYPE, "%s: unsupported dtype %d", what, (int)t->dtype);
   char hdr[64 + PD_MAX_DIMS * 24];

@@ -297,6 +297,7 @@ static pd_status validate_state(const pd_named_tensors *state, const char *path,
     if ((unsigned)t->dtype >= PD_NUM_DTYPES)
       return pd_set_error(PD_ERR_DTYPE, "save: '%s': tensor '%s' has an invalid dtype %d", path,
                           state->names[i], (int)t->dtype);
+    if (t->is_meta) return pd_tensor_meta_error("save", t);
   }
   if (st == PD_OK) st = check_distinct(path, "tensor name", state->names, state->n);
   if (st == PD_OK && meta) {

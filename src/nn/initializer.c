@@ -146,6 +146,7 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
   if (!pd_dtype_is_floating(t->dtype) && init->kind != PD_INIT_CONSTANT && init->kind != PD_INIT_ASSIGN)
     return pd_set_error(PD_ERR_DTYPE, "initializer: random initializers need a floating tensor, got %s",
                         pd_dtype_name(t->dtype));
+  if (t->is_meta) return pd_tensor_meta_error("initializer", t);
   if (!t->is_contiguous) return pd_set_error(PD_ERR_INVALID, "initializer: the tensor must be contiguous");
   double fi, fo;
   fans(t, &fi, &fo);

@@ -577,6 +577,8 @@ pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_na
     const pd_tensor *src = sd->tensors[j], *dst = own.tensors[i];
     if (!src) {
       st = pd_set_error(PD_ERR_INVALID, "set_state_dict: entry '%s' is NULL", sd->names[j]);
+    } else if (src->is_meta || dst->is_meta) {
+      st = pd_tensor_meta_error("set_state_dict", src->is_meta ? src : dst);
     } else if (src->numel != dst->numel || src->ndim != dst->ndim ||
                memcmp(src->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim) != 0) {
       char a[160], b[160];

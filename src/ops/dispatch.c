@@ -77,13 +77,15 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
   for (int i = 0; i < n; i++) {
     int64_t da = i < n - na ? 1 : a[i - (n - na)];
     int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
-    if (da != db && da != 1 && db != 1) {
+    /* an unknown dim (-1, a static Variable's batch) takes the other's size
+     * unless that is 1, where it stays unknown */
+    if (da != db && da != 1 && db != 1 && da != -1 && db != -1) {
       char sa[160], sb[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)", op,
                           pd_shape_str(na, a, sa, sizeof sa), pd_shape_str(nb, b, sb, sizeof sb), i,
                           (long long)da, (long long)db);
     }
-    out[i] = da == 1 ? db : da;
+    out[i] = da == 1 || da == -1 ? (db == 1 ? da : db) : da;
   }
   *nout = n;
   return PD_OK;
@@ -172,9 +174,17 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
       }
     }
   }
-  if (tracer && tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 0)) {
-    *n_out = nm;
-    return PD_OK;
+  if (tracer) {
+    if (tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 0)) {
+      *n_out = nm;
+      return PD_OK;
+    }
+    for (int i = 0; i < n_in; i++) /* a kernel never sees a tensor without data */
+      if (in[i]->is_meta)
+        return pd_set_error(PD_ERR_STATE,
+                            "%s: input %d is a static Variable (shape %s) with no data and the tracer "
+                            "installed on this thread did not record the op",
+                            def->name, i, PD_SHAPE_STR(in[i]));
   }
 
   pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
@@ -241,6 +251,18 @@ static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_i
   return false;
 }
 
+/* A static Variable reaches an op while no Program is being built. */
+static pd_status meta_without_tracer(const pd_op_def *def, pd_tensor *const *in, int n_in) {
+  int i = 0;
+  while (i < n_in - 1 && !in[i]->is_meta) i++;
+  return pd_set_error(PD_ERR_STATE,
+                      "%s: input %d (%s%s%s, shape %s) is a static Variable with no data; ops on it can only "
+                      "be recorded into a Program (under program_guard), and no tracer is installed on this "
+                      "thread",
+                      def->name, i, in[i]->name ? "'" : "", in[i]->name ? in[i]->name : "unnamed",
+                      in[i]->name ? "'" : "", PD_SHAPE_STR(in[i]));
+}
+
 /* Casts each float32 output back to `dtype` (the half dtype the inputs had
  * before convert_inputs computed them in float32). On failure every output
  * is released and *n_out is 0. */
@@ -294,6 +316,7 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
                                pd_tensor **out, int *n_out, bool track) {
   const pd_op_def *def = pd_op_table[id];
   *n_out = 0;
+  bool any_meta = false;
   for (int i = 0; i < n_in; i++) {
     if (!in[i]) {
       if (pd_last_status() != PD_OK) return pd_last_status(); /* keep the first error */
@@ -302,7 +325,9 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
     if (atomic_load_explicit(&in[i]->refcount, memory_order_relaxed) <= 0 &&
         !pd_tensor_check_live(in[i], def->name))
       return pd_last_status(); /* a released tensor (see PD_REFCOUNT_FREED) */
+    any_meta |= in[i]->is_meta;
   }
+  if (any_meta && !t_ctx.tracer) return meta_without_tracer(def, in, n_in);
   if (def->n_in >= 0 && n_in != def->n_in)
     return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);
   static const pd_attrs zero_attrs;
@@ -330,7 +355,7 @@ pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_i
   const pd_op_def *def = pd_op_table[id];
   bool plain = t_ctx.no_grad && !t_ctx.tracer && !t_ctx.dist && (def->flags & PD_OPF_INPLACE) &&
                in[0]->place.kind == PD_PLACE_CPU;
-  for (int i = 0; i < n_in && plain; i++) plain = !in[i]->dist_attr;
+  for (int i = 0; i < n_in && plain; i++) plain = !in[i]->dist_attr && !in[i]->is_meta;
   if (!plain) {
     pd_tensor *out[PD_MAX_OUTPUTS];
     int n_out = 0;
