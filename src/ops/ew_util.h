@@ -20,7 +20,7 @@ static inline void pd_ew_geom_from(pd_ew_geom *g, pd_tensor *out, pd_tensor *con
       g->stride[k][d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
     }
   }
-  pd_ew_coalesce(g);
+  pdk_ew_coalesce(g);
 }
 
 /* Runs fns[dtype] over out and inputs; error names the op and dtype. */
@@ -44,13 +44,13 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
       int64_t es[PD_EW_MAX_OPERANDS];
       es[0] = (int64_t)pd_dtype_size_fast(out->dtype);
       for (int k = 0; k < n_in; k++) es[k + 1] = (int64_t)pd_dtype_size_fast(in[k]->dtype);
-      pd_ew_run_flat_sized(out->numel, n_in + 1, ptr, es, fn, params);
+      pdk_ew_run_flat_sized(out->numel, n_in + 1, ptr, es, fn, params);
     }
     return PD_OK;
   }
   pd_ew_geom g;
   pd_ew_geom_from(&g, out, in, n_in);
-  pd_ew_run(&g, fn, params);
+  pdk_ew_run(&g, fn, params);
   return PD_OK;
 }
 

@@ -484,13 +484,13 @@ static void test_conv_primitive_cache(void **state) {
   pd_conv_opts o = {.n_padding = 1, .padding = {1}, .n_stride = 1, .stride = {1}};
   pd_tensor *y = pd_conv2d(x, w, NULL, &o);
   assert_int_equal(pd_backward(pd_sum(y, NULL, 0, false), NULL, false), PD_OK);
-  int n = pd_conv_dnnl_cache_size();
+  int n = pdk_conv_dnnl_cache_size();
   assert_true(n >= 3); /* forward, backward data, backward weights */
   for (int step = 0; step < 3; step++) {
     pd_tensor *y2 = pd_conv2d(x, w, NULL, &o);
     assert_int_equal(pd_backward(pd_sum(y2, NULL, 0, false), NULL, false), PD_OK);
   }
-  assert_int_equal(pd_conv_dnnl_cache_size(), n);
+  assert_int_equal(pdk_conv_dnnl_cache_size(), n);
   /* FLOPs of the row: 2 * out elements * (C_in / groups * kh * kw) */
   pd_attrs a = {.nv = {2, 2, 4}, .v = {{1, 1}, {1, 1}, {1, 1, 1, 1}}, .i = {1}};
   pd_meta m = {.dtype = PD_FLOAT32, .ndim = 4, .shape = {2, 8, 9, 9}};

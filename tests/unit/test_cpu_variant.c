@@ -234,7 +234,7 @@ typedef void (*raw_kernel)(float *out, const float *in, int64_t n);
 static void gemm_tail(float *out, const float *in, int64_t n) {
   (void)n; /* C[7x13] = A[7x29] B[29x13] */
   memset(out, 0, sizeof(float) * 7 * 13);
-  assert_int_equal(pd_gemm_f32(false, false, 7, 13, 29, 1.0f, in, 29, in + 7 * 29, 13, 0.0f, out, 13), 0);
+  assert_int_equal(pdk_gemm_f32(false, false, 7, 13, 29, 1.0f, in, 29, in + 7 * 29, 13, 0.0f, out, 13), 0);
 }
 
 static void adam_step(float *out, const float *in, int64_t n) {
@@ -245,7 +245,7 @@ static void adam_step(float *out, const float *in, int64_t n) {
   a.s[0] = 0.9, a.s[1] = 0.999, a.s[2] = 1e-3, a.s[3] = 1e-8, a.s[4] = 1.0;
   pd_optim_bufs b = {
       .n = n, .param = out, .pdt = PD_FLOAT32, .grad = in + n, .gdt = PD_FLOAT32, .acc = {m, v}, .nacc = 2};
-  assert_int_equal(pd_optim_run(&b, &a, &pd_optim_adam_rule), 0);
+  assert_int_equal(pdk_optim_run(&b, &a, &pd_optim_adam_rule), 0);
 }
 
 /* Lamb's two passes (moments and both norms, then the trust-ratio update). */
@@ -257,20 +257,20 @@ static void lamb_step(float *out, const float *in, int64_t n) {
   a.s[0] = 0.9, a.s[1] = 0.999, a.s[2] = 1e-6, a.s[3] = 0.01, a.s[4] = 0.1, a.s[5] = 0.001;
   pd_optim_bufs b = {
       .n = n, .param = out, .pdt = PD_FLOAT32, .grad = in + n, .gdt = PD_FLOAT32, .acc = {m, v}, .nacc = 2};
-  assert_int_equal(pd_optim_lamb(&b, &a), 0);
+  assert_int_equal(pdk_optim_lamb(&b, &a), 0);
 }
 
 /* The global norm of gradient clipping. */
 static void sum_squares(float *out, const float *in, int64_t n) {
-  out[0] = (float)pd_optim_sum_squares(in, PD_FLOAT32, n);
+  out[0] = (float)pdk_optim_sum_squares(in, PD_FLOAT32, n);
   double d[1001];
   for (int64_t i = 0; i < n && i < 1001; i++) d[i] = in[i];
-  out[1] = (float)pd_optim_sum_squares(d, PD_FLOAT64, n < 1001 ? n : 1001);
+  out[1] = (float)pdk_optim_sum_squares(d, PD_FLOAT64, n < 1001 ? n : 1001);
 }
 
 static void comm_sum(float *out, const float *in, int64_t n) {
   const void *srcs[4] = {in, in + n, in + 2 * n, in + 3 * n};
-  pd_kernel_comm_reduce(out, srcs, 4, (size_t)n, PD_FLOAT32, PD_REDUCE_SUM);
+  pdk_comm_reduce(out, srcs, 4, (size_t)n, PD_FLOAT32, PD_REDUCE_SUM);
 }
 
 static void test_raw_kernels_agree_across_variants(void **state) {

@@ -27,7 +27,7 @@ static void check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float a
   for (int64_t i = 0; i < ra * lda; i++) A[i] = frand(&s);
   for (int64_t i = 0; i < rb * ldb; i++) B[i] = frand(&s);
   for (int64_t i = 0; i < M * ldc; i++) C[i] = C0[i] = beta == 0.0f && i % 3 == 0 ? NAN : frand(&s);
-  assert_int_equal(pd_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
+  assert_int_equal(pdk_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 0);
   for (int64_t i = 0; i < M; i++) {
     for (int64_t j = 0; j < ldc; j++) {
       float got = C[i * ldc + j];

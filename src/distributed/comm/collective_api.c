@@ -73,7 +73,7 @@ static pd_status run_call(struct pd_dist_task *t) {
   if (st < 0) return st;
   if (divide_after) {
     if (c->kind != PD_COMM_REDUCE || c->g->rank == c->root)
-      pd_kernel_comm_divide(c->out, c->count, c->dt, c->g->nranks);
+      pdk_comm_divide(c->out, c->count, c->dt, c->g->nranks);
   }
   for (int i = 0; i < c->nunpack; i++)
     if (c->unpack[i])

@@ -54,7 +54,7 @@ const char *pd_mpi_error_string(int code, char *buf, int cap);
  * integers, bool as bytes). */
 MPI_Datatype pd_mpi_datatype(pd_dtype dt);
 /* The MPI reduction for (dt, op): a built-in one where MPI has it, else a
- * user op over pd_kernel_comm_reduce. AVG is SUM (the caller divides).
+ * user op over pdk_comm_reduce. AVG is SUM (the caller divides).
  * Ops are created on first use; pd_mpi_free_ops releases them. */
 pd_status pd_mpi_reduce_op(pd_dtype dt, pd_reduce_op op, MPI_Op *out);
 void pd_mpi_free_ops(void);

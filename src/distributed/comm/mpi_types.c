@@ -35,11 +35,11 @@ MPI_Datatype pd_mpi_datatype(pd_dtype dt) {
 
 /* MPI calls user ops as inout = in op inout; the kernel takes its sources
  * in order, so in (the lower rank's partial result) comes first. */
-#define PD_MPI_USER_OP(NAME, DT, OP)                                              \
-  static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {         \
-    (void)type;                                                                   \
-    const void *srcs[2] = {in, inout};                                            \
-    pd_kernel_comm_reduce(inout, srcs, 2, (size_t)(*len > 0 ? *len : 0), DT, OP); \
+#define PD_MPI_USER_OP(NAME, DT, OP)                                        \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {   \
+    (void)type;                                                             \
+    const void *srcs[2] = {in, inout};                                      \
+    pdk_comm_reduce(inout, srcs, 2, (size_t)(*len > 0 ? *len : 0), DT, OP); \
   }
 PD_MPI_USER_OP(f16_sum, PD_FLOAT16, PD_REDUCE_SUM)
 PD_MPI_USER_OP(f16_max, PD_FLOAT16, PD_REDUCE_MAX)

@@ -28,7 +28,7 @@ static pd_status average_grad(pd_tensor *p, int k) {
     return pd_set_error(PD_ERR_DTYPE,
                         "gradient merge (avg): the gradient of %s is %s; float32 and float64 only", name,
                         pd_dtype_name(dt));
-  pd_kernel_comm_divide(pd_tensor_data(g), (size_t)pd_tensor_numel(g), dt, k); /* x *= 1/k, as before */
+  pdk_comm_divide(pd_tensor_data(g), (size_t)pd_tensor_numel(g), dt, k); /* x *= 1/k, as before */
   return PD_OK;
 }
 

@@ -34,16 +34,16 @@ typedef struct pd_attn_geom {
 } pd_attn_geom;
 
 /* Return 0, or -1 when out of memory for the block buffers. */
-int pd_attention_fwd_f32(const pd_attn_geom *g, const float *q, const float *k, const float *v, float *out,
-                         float *lse);
-int pd_attention_fwd_f64(const pd_attn_geom *g, const double *q, const double *k, const double *v,
-                         double *out, double *lse);
+int pdk_attention_fwd_f32(const pd_attn_geom *g, const float *q, const float *k, const float *v, float *out,
+                          float *lse);
+int pdk_attention_fwd_f64(const pd_attn_geom *g, const double *q, const double *k, const double *v,
+                          double *out, double *lse);
 /* dq, dk, dv are written (not accumulated). */
-int pd_attention_bwd_f32(const pd_attn_geom *g, const float *q, const float *k, const float *v,
-                         const float *out, const float *lse, const float *dout, float *dq, float *dk,
-                         float *dv);
-int pd_attention_bwd_f64(const pd_attn_geom *g, const double *q, const double *k, const double *v,
-                         const double *out, const double *lse, const double *dout, double *dq, double *dk,
-                         double *dv);
+int pdk_attention_bwd_f32(const pd_attn_geom *g, const float *q, const float *k, const float *v,
+                          const float *out, const float *lse, const float *dout, float *dq, float *dk,
+                          float *dv);
+int pdk_attention_bwd_f64(const pd_attn_geom *g, const double *q, const double *k, const double *v,
+                          const double *out, const double *lse, const double *dout, double *dq, double *dk,
+                          double *dv);
 
 #endif

@@ -132,7 +132,7 @@ static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
   return 0;
 }
 
-int FN(pd_attention_fwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {
+int FN(pdk_attention_fwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {
   const int64_t ntask = g->B * g->H * ((g->Sq + ATTN_BQ - 1) / ATTN_BQ);
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;
@@ -217,7 +217,7 @@ static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
   return 0;
 }
 
-int FN(pd_attention_bwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
+int FN(pdk_attention_bwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
                           const T *lse, const T *dout, T *dq, T *dk, T *dv) {
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;

@@ -107,12 +107,11 @@ static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t 
 static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
                          pd_reduce_op op);
 
-void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
-                           pd_reduce_op op) {
+void pdk_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pd_reduce_op op) {
   if (n == 0 || nsrc <= 0) return;
   if (op != PD_REDUCE_AVG || nsrc > 64) {
     reduce_plain(dst, srcs, nsrc, n, dt, op == PD_REDUCE_AVG ? PD_REDUCE_SUM : op);
-    if (op == PD_REDUCE_AVG) pd_kernel_comm_divide(dst, n, dt, nsrc);
+    if (op == PD_REDUCE_AVG) pdk_comm_divide(dst, n, dt, nsrc);
     return;
   }
   /* in blocks, so the division reads what the sum just wrote from cache */
@@ -122,7 +121,7 @@ void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t 
     size_t m = n - b < blk ? n - b : blk;
     for (int k = 0; k < nsrc; k++) part[k] = (const char *)srcs[k] + b * es;
     reduce_plain((char *)dst + b * es, part, nsrc, m, dt, PD_REDUCE_SUM);
-    pd_kernel_comm_divide((char *)dst + b * es, m, dt, nsrc);
+    pdk_comm_divide((char *)dst + b * es, m, dt, nsrc);
   }
 }
 
@@ -165,7 +164,7 @@ static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n,
 #define PD_DIVIDE_LOOP(T) \
   for (size_t i = 0; i < n; i++) ((T *)buf)[i] = (T)(((T *)buf)[i] / (T)divisor)
 
-void pd_kernel_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor) {
+void pdk_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor) {
   if (divisor == 1 || n == 0) return;
   switch (dt) {
     case PD_UINT8:

@@ -14,9 +14,8 @@
  * any source. op is SUM, MAX, MIN, PROD or AVG (the sum divided by nsrc
  * block by block, while it is still in cache). float16/bfloat16 accumulate in float32 and round
  * once; bool: SUM/MAX are logical or, PROD/MIN logical and. */
-void pd_kernel_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
-                           pd_reduce_op op);
+void pdk_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pd_reduce_op op);
 /* buf[i] /= divisor (integer division for integer dtypes). */
-void pd_kernel_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor);
+void pdk_comm_divide(void *buf, size_t n, pd_dtype dt, int divisor);
 
 #endif

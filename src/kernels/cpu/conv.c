@@ -29,7 +29,7 @@ static inline void valid_range(int64_t nout, int64_t nin, int64_t s, int64_t off
   *hi = h;
 }
 
-int64_t pd_conv_pad_after(const pd_conv_geom *g, int d) {
+int64_t pdk_conv_pad_after(const pd_conv_geom *g, int d) {
   int64_t ext = g->dil[d] * (g->k[d] - 1) + 1;
   return (g->out[d] - 1) * g->stride[d] + ext - g->in[d] - g->pad[d];
 }
@@ -124,8 +124,8 @@ static bool is_pointwise(const dims3 *t) {
           }                                                                                                  \
     });                                                                                                      \
   }                                                                                                          \
-  int pd_conv_ref_##SFX(pd_conv_kind kind, const pd_conv_geom *g, const T *a, const T *b, const T *bias,     \
-                        T *out) {                                                                            \
+  int pdk_conv_ref_##SFX(pd_conv_kind kind, const pd_conv_geom *g, const T *a, const T *b, const T *bias,    \
+                         T *out) {                                                                           \
     dims3 t;                                                                                                 \
     dims3_of(g, &t);                                                                                         \
     int64_t G = g->G, Cg = g->Ci / G, Cog = g->Co / G, CgK = Cg * t.ksz;                                     \
@@ -183,10 +183,10 @@ static bool is_pointwise(const dims3 *t) {
       }                                                                                                      \
     }                                                                                                        \
     free(col);                                                                                               \
-    if (rc == 0 && kind == PD_CONV_FWD && bias) pd_conv_add_bias_##SFX(g, true, bias, out);                  \
+    if (rc == 0 && kind == PD_CONV_FWD && bias) pdk_conv_add_bias_##SFX(g, true, bias, out);                 \
     return rc;                                                                                               \
   }                                                                                                          \
-  void pd_conv_add_bias_##SFX(const pd_conv_geom *g, bool out_space, const T *bias, T *y) {                  \
+  void pdk_conv_add_bias_##SFX(const pd_conv_geom *g, bool out_space, const T *bias, T *y) {                 \
     int64_t C = out_space ? g->Co : g->Ci, sz = 1;                                                           \
     for (int d = 0; d < g->nsp; d++) sz *= out_space ? g->out[d] : g->in[d];                                 \
     int64_t rows = g->N * (g->channel_last ? sz : C), inner = g->channel_last ? C : sz;                      \
@@ -205,11 +205,11 @@ static bool is_pointwise(const dims3 *t) {
 /* GEMM adapters with the float-typed alpha/beta of each entry point. */
 static inline int gemm32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, double beta, float *C, int64_t ldc) {
-  return pd_gemm_f32(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
+  return pdk_gemm_f32(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
 }
 static inline int gemm64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                          int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
-  return pd_gemm_f64(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return pdk_gemm_f64(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 DEFINE_CONV_REF(f32, float, gemm32)

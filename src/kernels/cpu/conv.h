@@ -30,17 +30,17 @@ typedef enum pd_conv_kind { PD_CONV_FWD = 0, PD_CONV_BWD_DATA, PD_CONV_BWD_WEIGH
 /* The padding after each dim that makes the geometry consistent for a
  * library that needs it: out = (in + pad + pad_r - ext) / stride + 1 with
  * ext = dil * (k - 1) + 1, the smallest such value (may be negative). */
-int64_t pd_conv_pad_after(const pd_conv_geom *g, int d);
+int64_t pdk_conv_pad_after(const pd_conv_geom *g, int d);
 
 /* Direct (im2col + GEMM) path, any geometry. Return 0, or non-zero when a
  * buffer cannot be allocated or GEMM fails.
  *   fwd:          a = x, b = w, out = y (bias: [Co] or NULL)
  *   bwd data:     a = dy, b = w, out = dx
  *   bwd weights:  a = x, b = dy, out = dw */
-int pd_conv_ref_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
-                    const float *bias, float *out);
-int pd_conv_ref_f64(pd_conv_kind kind, const pd_conv_geom *g, const double *a, const double *b,
-                    const double *bias, double *out);
+int pdk_conv_ref_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
+                     const float *bias, float *out);
+int pdk_conv_ref_f64(pd_conv_kind kind, const pd_conv_geom *g, const double *a, const double *b,
+                     const double *bias, double *out);
 
 /* float32 through oneDNN convolution primitives (engine, stream and
  * primitives are created once and cached by geometry; reorders to the
@@ -48,14 +48,14 @@ int pd_conv_ref_f64(pd_conv_kind kind, const pd_conv_geom *g, const double *a, c
  * ones). Same arguments as the direct path. Returns 0 on success, 1 when
  * oneDNN cannot express the geometry (the caller falls back to the direct
  * path), negative on a library failure. */
-int pd_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
-                     const float *bias, float *out);
+int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
+                      const float *bias, float *out);
 
 /* y[n, c, ...] += bias[c] over a contiguous activation. */
-void pd_conv_add_bias_f32(const pd_conv_geom *g, bool out_space, const float *bias, float *y);
-void pd_conv_add_bias_f64(const pd_conv_geom *g, bool out_space, const double *bias, double *y);
+void pdk_conv_add_bias_f32(const pd_conv_geom *g, bool out_space, const float *bias, float *y);
+void pdk_conv_add_bias_f64(const pd_conv_geom *g, bool out_space, const double *bias, double *y);
 
 /* Number of primitives in the oneDNN cache (for tests). */
-int pd_conv_dnnl_cache_size(void);
+int pdk_conv_dnnl_cache_size(void);
 
 #endif

@@ -48,7 +48,7 @@ static void init_engine(void) {
   if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) != dnnl_success) g_eng = NULL;
 }
 
-int pd_conv_dnnl_cache_size(void) {
+int pdk_conv_dnnl_cache_size(void) {
   pthread_mutex_lock(&g_mu);
   int n = g_nentries;
   pthread_mutex_unlock(&g_mu);
@@ -160,7 +160,7 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
     strides[d] = g->stride[d];
     dil[d] = g->dil[d] - 1;
     pl[d] = g->pad[d];
-    int64_t after = pd_conv_pad_after(g, d);
+    int64_t after = pdk_conv_pad_after(g, d);
     if (after <= -g->stride[d]) return 1;
     pr[d] = after < 0 ? 0 : after;
   }
@@ -292,8 +292,8 @@ static dnnl_status_t exec(dnnl_primitive_t p, dnnl_stream_t s, int n, dnnl_exec_
   return st;
 }
 
-int pd_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
-                     const float *bias, float *out) {
+int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
+                      const float *bias, float *out) {
   pthread_once(&g_once, init_engine);
   if (!g_eng) return 1;
   bool has_bias = kind == PD_CONV_FWD && bias;

@@ -5,7 +5,7 @@
 #include <omp.h>
 #include <stdbool.h>
 
-void pd_ew_coalesce(pd_ew_geom *g) {
+void pdk_ew_coalesce(pd_ew_geom *g) {
   int nd = 0;
   for (int d = 0; d < g->ndim; d++) {
     if (g->shape[d] == 1) continue;
@@ -89,7 +89,7 @@ static void run_transposed(const pd_ew_geom *g, pd_ew_fn fn, const void *params)
       });
 }
 
-void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
+void pdk_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
   int last = g->ndim - 1;
   if (g->ndim >= 2 && g->stride[0][last] == 1 && g->shape[last] >= TILE && g->shape[last - 1] >= TILE) {
     bool transposed = false; /* some input is contiguous along the row dim instead */
@@ -134,8 +134,8 @@ void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
   }
 }
 
-void pd_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *elsize, pd_ew_fn fn,
-                          const void *params) {
+void pdk_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *elsize, pd_ew_fn fn,
+                           const void *params) {
   static const int64_t unit[PD_EW_MAX_OPERANDS] = {1, 1, 1, 1};
   if (n < PD_EW_GRAIN) {
     fn(n, ptr, unit, params);

@@ -26,12 +26,12 @@ typedef struct pd_ew_geom {
 } pd_ew_geom;
 
 /* Merges adjacent dims that are contiguous for every operand; drops 1s. */
-void pd_ew_coalesce(pd_ew_geom *g);
-void pd_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params);
+void pdk_ew_coalesce(pd_ew_geom *g);
+void pdk_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params);
 /* n contiguous elements per operand (all unit strides); element sizes are
  * needed only to split work across threads, so they are passed per operand. */
-void pd_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *elsize, pd_ew_fn fn,
-                          const void *params);
+void pdk_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t *elsize, pd_ew_fn fn,
+                           const void *params);
 
 /* Generators for 1-D functions. EXPR sees x (and y, z) of type T and P, the
  * params as const double *. Unit-stride runs get their own loop so the

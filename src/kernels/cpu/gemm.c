@@ -285,8 +285,8 @@ static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, in
   return st == dnnl_success ? 0 : (int)st;
 }
 
-int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
   if (K <= 0 || alpha == 0.0f) {
     SCALE_C(float, M, N, beta, C, ldc);
@@ -426,8 +426,8 @@ static void tile_update(int64_t mb, int64_t nb, int64_t kb, const double *Ap, co
   if (m4 < mb) edge_update(mb - m4, nb, kb, Ap + m4 * kb, Bp, nb, C + m4 * ldc, ldc);
 }
 
-int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
-                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+int pdk_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                 int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
   int64_t nmb = (M + MB - 1) / MB, nnb = (N + NB - 1) / NB, tiles = nmb * nnb;
   bool par = (double)M * (double)N * (double)K > 65536.0 && tiles > 1 && !omp_in_parallel();
@@ -474,39 +474,39 @@ static bool batch_in_parallel(int64_t M, int64_t N, int64_t K, int64_t batch) {
   return batch > 1 && work < BATCH_PARALLEL_MAX_FLOPS && omp_get_max_threads() > 1 && !omp_in_parallel();
 }
 
-int pd_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+int pdk_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                         int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch) {
   if (batch <= 0 || M <= 0 || N <= 0) return 0;
   int failed = 0;
   if (batch_in_parallel(M, N, K, batch)) {
 #pragma omp parallel for schedule(static) reduction(| : failed)
     for (int64_t b = 0; b < batch; b++)
-      failed |= pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                            C + b * strideC, ldc);
+      failed |= pdk_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                             C + b * strideC, ldc);
   } else {
     for (int64_t b = 0; b < batch && !failed; b++)
-      failed = pd_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                           C + b * strideC, ldc);
+      failed = pdk_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
   }
   return failed;
 }
 
-int pd_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
-                        const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
-                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
-                        int64_t batch) {
+int pdk_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
+                         const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
+                         int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
+                         int64_t batch) {
   if (batch <= 0 || M <= 0 || N <= 0) return 0;
   int failed = 0;
   if (batch_in_parallel(M, N, K, batch)) {
 #pragma omp parallel for schedule(static) reduction(| : failed)
     for (int64_t b = 0; b < batch; b++)
-      failed |= pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                            C + b * strideC, ldc);
+      failed |= pdk_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                             C + b * strideC, ldc);
   } else {
     for (int64_t b = 0; b < batch && !failed; b++)
-      failed = pd_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
-                           C + b * strideC, ldc);
+      failed = pdk_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
+                            C + b * strideC, ldc);
   }
   return failed;
 }

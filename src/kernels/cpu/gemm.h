@@ -16,22 +16,23 @@
 /* float32, through oneDNN's dnnl_sgemm (threads from the shared OpenMP pool);
  * in deterministic mode (pd_set_deterministic) in parts fixed by the shape,
  * for the same bits on any number of threads. */
-int pd_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                 int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* float64: a cache-blocked, OpenMP-parallel kernel (used for float64 math
  * and gradient checks; correct rather than fast). */
-int pd_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
-                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+int pdk_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                 int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
 /* Strided batches: matrix b of A starts at A + b * strideA (likewise B and
  * C). A stride of 0 reuses one matrix for every batch (broadcasting);
  * strideC must keep the C matrices apart. */
-int pd_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                        int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
-int pd_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
-                        const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
-                        int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC, int64_t batch);
+int pdk_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                         int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC, int64_t batch);
+int pdk_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha,
+                         const double *A, int64_t lda, int64_t strideA, const double *B, int64_t ldb,
+                         int64_t strideB, double beta, double *C, int64_t ldc, int64_t strideC,
+                         int64_t batch);
 
 #endif

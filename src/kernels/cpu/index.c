@@ -44,8 +44,8 @@ static void copy_run(int64_t n, char *const *p, const int64_t *s, const void *pp
   }
 }
 
-void pd_k_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_strides, const void *src,
-               const int64_t *src_strides, int64_t elsize) {
+void pdk_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_strides, const void *src,
+              const int64_t *src_strides, int64_t elsize) {
   pd_ew_geom g;
   g.ndim = ndim;
   g.nops = 2;
@@ -58,8 +58,8 @@ void pd_k_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_str
   g.base[0] = (char *)dst;
   g.base[1] = (char *)src;
   g.elsize[0] = g.elsize[1] = elsize;
-  pd_ew_coalesce(&g);
-  pd_ew_run(&g, copy_run, &elsize);
+  pdk_ew_coalesce(&g);
+  pdk_ew_run(&g, copy_run, &elsize);
 }
 
 /* ---- gather --------------------------------------------------------------- */
@@ -87,8 +87,8 @@ static inline void copy_elems(char *dst, const char *src, int64_t n, int64_t es)
   memcpy(dst, src, (size_t)(n * es));
 }
 
-void pd_k_gather_axis(const void *x, void *out, const int64_t *idx, int64_t outer, int64_t n, int64_t nidx,
-                      int64_t inner, int64_t elsize) {
+void pdk_gather_axis(const void *x, void *out, const int64_t *idx, int64_t outer, int64_t n, int64_t nidx,
+                     int64_t inner, int64_t elsize) {
   const char *xp = x;
   char *op = out;
   int64_t rows = outer * nidx;
@@ -106,8 +106,8 @@ void pd_k_gather_axis(const void *x, void *out, const int64_t *idx, int64_t oute
                          op + r * inner * elsize, xp + (o * n + idx[j]) * inner * elsize, inner, elsize););
 }
 
-void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, int64_t n, int64_t k,
-                       int64_t elsize) {
+void pdk_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, int64_t n, int64_t k,
+                      int64_t elsize) {
   const char *xp = x;
   char *op = out;
   PD_PARALLEL_FOR_IF(b * k > PD_INDEX_GRAIN, i, b,
@@ -137,8 +137,8 @@ void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, 
         });                                                                                                \
   } while (0)
 
-int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,
-                   int64_t nidx, int64_t inner, int64_t skip) {
+int pdk_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,
+                  int64_t nidx, int64_t inner, int64_t skip) {
   if (outer == 0 || nidx == 0 || inner == 0) return 0;
   int64_t nblk = (inner + COL_BLOCK - 1) / COL_BLOCK, tasks = outer * nblk, work = outer * nidx * inner;
   switch (dt) {
@@ -172,8 +172,8 @@ int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, in
   return 0;
 }
 
-void pd_k_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nidx, int64_t inner,
-                       int64_t elsize) {
+void pdk_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nidx, int64_t inner,
+                      int64_t elsize) {
   char *op = out;
   const char *vp = v;
   if (inner == 0) return;
@@ -184,15 +184,15 @@ void pd_k_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nid
                          op + (idx[j] * inner + c0) * elsize, vp + (j * inner + c0) * elsize, cl, elsize););
 }
 
-void pd_k_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, int64_t elsize) {
+void pdk_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, int64_t elsize) {
   char *op = out;
   for (int64_t j = 0; j < nidx; j++) memset(op + idx[j] * inner * elsize, 0, (size_t)(inner * elsize));
 }
 
 /* ---- tile, tril/triu -------------------------------------------------------- */
 
-void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out,
-               int64_t elsize) {
+void pdk_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out,
+              int64_t elsize) {
   const char *xp = x;
   char *op = out;
   if (ndim == 0) {
@@ -217,8 +217,8 @@ void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *re
       for (int64_t k = 0; k < reps[ndim - 1]; k++) memcpy(dst + k * rb, xp + src * elsize, (size_t)rb););
 }
 
-void pd_k_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diag, bool lower,
-                   int64_t elsize) {
+void pdk_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diag, bool lower,
+                  int64_t elsize) {
   char *op = out;
   int64_t total = batch * rows;
   /* a diagonal past the matrix acts as the matrix's edge; clamping it keeps
@@ -264,7 +264,7 @@ static inline bool is_nonzero(const char *p, pd_dtype dt) {
   }
 }
 
-int64_t pd_k_count_nonzero(const void *x, pd_dtype dt, int64_t n) {
+int64_t pdk_count_nonzero(const void *x, pd_dtype dt, int64_t n) {
   const char *p = x;
   int64_t es = (int64_t)pd_dtype_size(dt), c = 0;
   if (dt == PD_BOOL) {
@@ -276,14 +276,14 @@ int64_t pd_k_count_nonzero(const void *x, pd_dtype dt, int64_t n) {
   return c;
 }
 
-void pd_k_nonzero_positions(const void *x, pd_dtype dt, int64_t n, int64_t *pos) {
+void pdk_nonzero_positions(const void *x, pd_dtype dt, int64_t n, int64_t *pos) {
   const char *p = x;
   int64_t es = (int64_t)pd_dtype_size(dt), k = 0;
   for (int64_t i = 0; i < n; i++)
     if (is_nonzero(p + i * es, dt)) pos[k++] = i;
 }
 
-void pd_k_masked_select(const void *x, const uint8_t *mask, int64_t n, void *out, int64_t elsize) {
+void pdk_masked_select(const void *x, const uint8_t *mask, int64_t n, void *out, int64_t elsize) {
   const char *xp = x;
   char *op = out;
   int64_t k = 0;
@@ -291,6 +291,6 @@ void pd_k_masked_select(const void *x, const uint8_t *mask, int64_t n, void *out
     if (mask[i]) copy_elems(op + (k++) * elsize, xp + i * elsize, 1, elsize);
 }
 
-void pd_k_one_hot(const int64_t *idx, int64_t n, int64_t depth, float *out) {
+void pdk_one_hot(const int64_t *idx, int64_t n, int64_t depth, float *out) {
   for (int64_t i = 0; i < n; i++) out[i * depth + idx[i]] = 1.0f;
 }

@@ -17,51 +17,50 @@
 /* dst[i...] = src[i...] over an n-d box; strides in elements (src strides may
  * be negative or zero). Unit-stride runs are memcpy'd; large boxes are split
  * over threads. */
-void pd_k_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_strides, const void *src,
-               const int64_t *src_strides, int64_t elsize);
+void pdk_copy(int ndim, const int64_t *shape, void *dst, const int64_t *dst_strides, const void *src,
+              const int64_t *src_strides, int64_t elsize);
 
 /* x viewed as [outer, n, inner], out as [outer, nidx, inner]:
  * out[o, j, :] = x[o, idx[j], :]. */
-void pd_k_gather_axis(const void *x, void *out, const int64_t *idx, int64_t outer, int64_t n, int64_t nidx,
-                      int64_t inner, int64_t elsize);
+void pdk_gather_axis(const void *x, void *out, const int64_t *idx, int64_t outer, int64_t n, int64_t nidx,
+                     int64_t inner, int64_t elsize);
 
 /* out viewed as [outer, n, inner], v as [outer, nidx, inner]:
  * out[o, idx[j], :] += v[o, j, :] for every j with idx[j] != skip (skip < 0:
  * none). Duplicates accumulate in index order (deterministic). Bool adds as
  * logical or. Returns 0, or -1 for an unsupported dtype. */
-int pd_k_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,
-                   int64_t nidx, int64_t inner, int64_t skip);
+int pdk_index_add(pd_dtype dt, void *out, const void *v, const int64_t *idx, int64_t outer, int64_t n,
+                  int64_t nidx, int64_t inner, int64_t skip);
 
 /* out[idx[j], :] = v[j, :] (rows of `inner` elements), in index order, so
  * the last of duplicate indices wins. */
-void pd_k_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nidx, int64_t inner,
-                       int64_t elsize);
+void pdk_scatter_rows(void *out, const void *v, const int64_t *idx, int64_t nidx, int64_t inner,
+                      int64_t elsize);
 /* out[idx[j], :] = 0. */
-void pd_k_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, int64_t elsize);
+void pdk_zero_rows(void *out, const int64_t *idx, int64_t nidx, int64_t inner, int64_t elsize);
 
 /* x [b, n], idx [b, k] -> out [b, k]: out[i, j] = x[i, idx[i, j]]. */
-void pd_k_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, int64_t n, int64_t k,
-                       int64_t elsize);
+void pdk_index_sample(const void *x, void *out, const int64_t *idx, int64_t b, int64_t n, int64_t k,
+                      int64_t elsize);
 
 /* Contiguous x of shape xshape (ndim dims, already padded to the output
  * rank) tiled reps[d] times along each dim into contiguous out. */
-void pd_k_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out,
-               int64_t elsize);
+void pdk_tile(const void *x, int ndim, const int64_t *xshape, const int64_t *reps, void *out, int64_t elsize);
 
 /* In place on contiguous [batch, rows, cols]: zeros the part above diagonal
  * `diag` (lower = true, tril) or below it (lower = false, triu). */
-void pd_k_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diag, bool lower,
-                   int64_t elsize);
+void pdk_tri_zero(void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diag, bool lower,
+                  int64_t elsize);
 
 /* Number of nonzero elements of contiguous x (NaN counts, -0.0 does not). */
-int64_t pd_k_count_nonzero(const void *x, pd_dtype dt, int64_t n);
+int64_t pdk_count_nonzero(const void *x, pd_dtype dt, int64_t n);
 /* Writes the flat positions of the nonzero elements (ascending). */
-void pd_k_nonzero_positions(const void *x, pd_dtype dt, int64_t n, int64_t *pos);
+void pdk_nonzero_positions(const void *x, pd_dtype dt, int64_t n, int64_t *pos);
 
 /* out <- the elements of contiguous x where mask (bool bytes) is set. */
-void pd_k_masked_select(const void *x, const uint8_t *mask, int64_t n, void *out, int64_t elsize);
+void pdk_masked_select(const void *x, const uint8_t *mask, int64_t n, void *out, int64_t elsize);
 
 /* out [n, depth] float32 zero-filled by the caller: out[i, idx[i]] = 1. */
-void pd_k_one_hot(const int64_t *idx, int64_t n, int64_t depth, float *out);
+void pdk_one_hot(const int64_t *idx, int64_t n, int64_t depth, float *out);
 
 #endif

@@ -7,13 +7,13 @@
 
 #include "parallel.h"
 
-float pd_interp_ratio(int64_t in, int64_t out, double scale, bool align_corners) {
+float pdk_interp_ratio(int64_t in, int64_t out, double scale, bool align_corners) {
   if (out <= 1) return 0.f;
   if (align_corners) return (float)(in - 1) / (float)(out - 1);
   return scale > 0 ? (float)(1. / (double)(float)scale) : (float)in / (float)out;
 }
 
-void pd_interp_nearest_index(int64_t in, int64_t out, float ratio, bool align_corners, int64_t *idx) {
+void pdk_interp_nearest_index(int64_t in, int64_t out, float ratio, bool align_corners, int64_t *idx) {
   for (int64_t k = 0; k < out; k++) {
     float r = ratio * (float)k;
     int64_t i = align_corners ? (int64_t)(r + 0.5) : (int64_t)r;
@@ -21,8 +21,8 @@ void pd_interp_nearest_index(int64_t in, int64_t out, float ratio, bool align_co
   }
 }
 
-void pd_interp_linear_index(int64_t in, int64_t out, float ratio, bool align_corners, int align_mode,
-                            int64_t *i0, int64_t *i1, float *w0, float *w1) {
+void pdk_interp_linear_index(int64_t in, int64_t out, float ratio, bool align_corners, int align_mode,
+                             int64_t *i0, int64_t *i1, float *w0, float *w1) {
   bool align_flag = align_mode == 0 && !align_corners;
   for (int64_t k = 0; k < out; k++) {
     int64_t a = align_flag ? (int64_t)(ratio * (k + 0.5) - 0.5) : (int64_t)(ratio * (float)k);
@@ -50,9 +50,9 @@ NEAREST_ROW(uint16_t)
 NEAREST_ROW(uint32_t)
 NEAREST_ROW(uint64_t)
 
-void pd_k_nearest(const void *x, void *out, int64_t planes, int64_t in_d, int64_t in_h, int64_t in_w,
-                  int64_t od, int64_t oh, int64_t ow, const int64_t *id, const int64_t *ih, const int64_t *iw,
-                  int64_t elsize) {
+void pdk_nearest(const void *x, void *out, int64_t planes, int64_t in_d, int64_t in_h, int64_t in_w,
+                 int64_t od, int64_t oh, int64_t ow, const int64_t *id, const int64_t *ih, const int64_t *iw,
+                 int64_t elsize) {
   int64_t rows = planes * od * oh;
   int64_t grain = PD_GRAIN / (ow > 0 ? ow : 1);
   PD_PARALLEL_FOR(r, rows, grain > 0 ? grain : 1, {
@@ -96,9 +96,9 @@ void pd_k_nearest(const void *x, void *out, int64_t planes, int64_t in_d, int64_
 NEAREST_GRAD(float)
 NEAREST_GRAD(double)
 
-int pd_k_nearest_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int64_t in_d, int64_t in_h,
-                      int64_t in_w, int64_t od, int64_t oh, int64_t ow, const int64_t *id, const int64_t *ih,
-                      const int64_t *iw) {
+int pdk_nearest_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int64_t in_d, int64_t in_h,
+                     int64_t in_w, int64_t od, int64_t oh, int64_t ow, const int64_t *id, const int64_t *ih,
+                     const int64_t *iw) {
   if (dt == PD_FLOAT32)
     nearest_grad_float(g, dx, planes, in_d, in_h, in_w, od, oh, ow, id, ih, iw);
   else if (dt == PD_FLOAT64)
@@ -153,10 +153,9 @@ int pd_k_nearest_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int6
 BILINEAR(float)
 BILINEAR(double)
 
-int pd_k_bilinear(pd_dtype dt, const void *x, void *out, int64_t planes, int64_t in_h, int64_t in_w,
-                  int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,
-                  const float *wy1, const int64_t *x0, const int64_t *x1, const float *wx0,
-                  const float *wx1) {
+int pdk_bilinear(pd_dtype dt, const void *x, void *out, int64_t planes, int64_t in_h, int64_t in_w,
+                 int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,
+                 const float *wy1, const int64_t *x0, const int64_t *x1, const float *wx0, const float *wx1) {
   if (dt == PD_FLOAT32)
     bilinear_float(x, out, planes, in_h, in_w, oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
   else if (dt == PD_FLOAT64)
@@ -166,10 +165,10 @@ int pd_k_bilinear(pd_dtype dt, const void *x, void *out, int64_t planes, int64_t
   return 0;
 }
 
-int pd_k_bilinear_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int64_t in_h, int64_t in_w,
-                       int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,
-                       const float *wy1, const int64_t *x0, const int64_t *x1, const float *wx0,
-                       const float *wx1) {
+int pdk_bilinear_grad(pd_dtype dt, const void *g, void *dx, int64_t planes, int64_t in_h, int64_t in_w,
+                      int64_t oh, int64_t ow, const int64_t *y0, const int64_t *y1, const float *wy0,
+                      const float *wy1, const int64_t *x0, const int64_t *x1, const float *wx0,
+                      const float *wx1) {
   if (dt == PD_FLOAT32)
     bilinear_grad_float(g, dx, planes, in_h, in_w, oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
   else if (dt == PD_FLOAT64)

@@ -94,8 +94,8 @@ static inline double tol_log(double p) {
     for (int64_t c = 0; c < n; c++) acc -= (double)y[c * inner] * tol_log((double)x[c * inner]);             \
     *loss = (T)acc;                                                                                          \
   }                                                                                                          \
-  void pd_ce_forward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const T *y, int64_t ig,    \
-                           bool use_softmax, T *loss, T *lse) {                                              \
+  void pdk_ce_forward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const T *y, int64_t ig,   \
+                            bool use_softmax, T *loss, T *lse) {                                             \
     int64_t outer = g->outer, n = g->n, inner = g->inner, total = outer * n * inner;                         \
     if (outer == 0 || inner == 0) return;                                                                    \
     if (n == 0) {                                                                                            \
@@ -174,8 +174,8 @@ static inline double tol_log(double p) {
     }                                                                                                        \
     for (int64_t c = 0; c < n; c++) dx[c * inner] = -gl * y[c * inner] / x[c * inner];                       \
   }                                                                                                          \
-  void pd_ce_backward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const T *y, const T *lse, \
-                            const T *gl, int64_t ig, bool use_softmax, T *dx) {                              \
+  void pdk_ce_backward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const T *y,              \
+                             const T *lse, const T *gl, int64_t ig, bool use_softmax, T *dx) {               \
     int64_t outer = g->outer, n = g->n, inner = g->inner, total = outer * n * inner;                         \
     if (total == 0) return;                                                                                  \
     if (!use_softmax) {                                                                                      \
@@ -200,8 +200,8 @@ static inline double tol_log(double p) {
                                           y ? y + xo : NULL, lse + base, gl + base, ig, dx + xo););          \
   }                                                                                                          \
                                                                                                              \
-  void pd_nll_forward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const double *w,          \
-                            int64_t ig, T *out, double *sum, double *total) {                                \
+  void pdk_nll_forward_##sfx(const pd_ce_geom *g, const T *x, const int64_t *label, const double *w,         \
+                             int64_t ig, T *out, double *sum, double *total) {                               \
     int64_t n = g->n, inner = g->inner, ns = g->outer * inner;                                               \
     double acc = 0, tw = 0;                                                                                  \
     for (int64_t i = 0; i < ns; i++) {                                                                       \
@@ -220,8 +220,8 @@ static inline double tol_log(double p) {
     *sum = acc;                                                                                              \
     *total = tw;                                                                                             \
   }                                                                                                          \
-  void pd_nll_backward_##sfx(const pd_ce_geom *g, const int64_t *label, const double *w, int64_t ig,         \
-                             const T *gl, bool per_sample, double scale, T *dx) {                            \
+  void pdk_nll_backward_##sfx(const pd_ce_geom *g, const int64_t *label, const double *w, int64_t ig,        \
+                              const T *gl, bool per_sample, double scale, T *dx) {                           \
     int64_t n = g->n, inner = g->inner, ns = g->outer * inner;                                               \
     memset(dx, 0, sizeof(T) * (size_t)(ns * n));                                                             \
     for (int64_t i = 0; i < ns; i++) {                                                                       \

@@ -27,11 +27,11 @@ GEN(f64, double, log, log1p, exp)
 
 #define TABLE(prefix) \
   { [PD_FLOAT32] = prefix##_f32, [PD_FLOAT64] = prefix##_f64 }
-const pd_ew_fn pd_k_mse_loss[PD_NUM_DTYPES] = TABLE(mse);
-const pd_ew_fn pd_k_l1_loss[PD_NUM_DTYPES] = TABLE(l1);
-const pd_ew_fn pd_k_huber_loss[PD_NUM_DTYPES] = TABLE(huber);
-const pd_ew_fn pd_k_bce_loss[PD_NUM_DTYPES] = TABLE(bce);
-const pd_ew_fn pd_k_sigmoid_ce_loss[PD_NUM_DTYPES] = TABLE(sce);
-const pd_ew_fn pd_k_kldiv_loss[PD_NUM_DTYPES] = TABLE(kldiv);
-const pd_ew_fn pd_k_kldiv_log_loss[PD_NUM_DTYPES] = TABLE(kldiv_log);
-const pd_ew_fn pd_k_margin_ranking_loss[PD_NUM_DTYPES] = TABLE(margin);
+const pd_ew_fn pdk_mse_loss[PD_NUM_DTYPES] = TABLE(mse);
+const pd_ew_fn pdk_l1_loss[PD_NUM_DTYPES] = TABLE(l1);
+const pd_ew_fn pdk_huber_loss[PD_NUM_DTYPES] = TABLE(huber);
+const pd_ew_fn pdk_bce_loss[PD_NUM_DTYPES] = TABLE(bce);
+const pd_ew_fn pdk_sigmoid_ce_loss[PD_NUM_DTYPES] = TABLE(sce);
+const pd_ew_fn pdk_kldiv_loss[PD_NUM_DTYPES] = TABLE(kldiv);
+const pd_ew_fn pdk_kldiv_log_loss[PD_NUM_DTYPES] = TABLE(kldiv_log);
+const pd_ew_fn pdk_margin_ranking_loss[PD_NUM_DTYPES] = TABLE(margin);

@@ -11,12 +11,12 @@ typedef struct pd_maxout_geom {
   int64_t outer, cout, groups, inner;
 } pd_maxout_geom;
 
-void pd_maxout_f32(const pd_maxout_geom *g, const float *x, float *y);
-void pd_maxout_f64(const pd_maxout_geom *g, const double *x, double *y);
+void pdk_maxout_f32(const pd_maxout_geom *g, const float *x, float *y);
+void pdk_maxout_f64(const pd_maxout_geom *g, const double *x, double *y);
 /* The gradient: dx[o, c * groups + k, j] = dy[o, c, j] at the first k whose
  * x equals y[o, c, j], zero elsewhere (every element of dx is written). */
-void pd_maxout_grad_f32(const pd_maxout_geom *g, const float *x, const float *y, const float *dy, float *dx);
-void pd_maxout_grad_f64(const pd_maxout_geom *g, const double *x, const double *y, const double *dy,
-                        double *dx);
+void pdk_maxout_grad_f32(const pd_maxout_geom *g, const float *x, const float *y, const float *dy, float *dx);
+void pdk_maxout_grad_f64(const pd_maxout_geom *g, const double *x, const double *y, const double *dy,
+                         double *dx);
 
 #endif

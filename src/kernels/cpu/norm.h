@@ -23,29 +23,29 @@
  * centered: layer norm  y = (x - mean) rstd w + b,  rstd = 1/sqrt(var + eps)
  * !centered: rms norm   y = x rstd w,               rstd = 1/sqrt(mean(x^2) + eps)
  * w and b have n elements (b ignored when !centered). */
-void pd_row_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, int64_t rows, int64_t n,
-                         double eps, bool centered);
-void pd_row_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, int64_t rows,
-                         int64_t n, double eps, bool centered);
+void pdk_row_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, int64_t rows, int64_t n,
+                          double eps, bool centered);
+void pdk_row_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, int64_t rows,
+                          int64_t n, double eps, bool centered);
 /* dw = sum over rows of dy * xhat, db = sum over rows of dy (n elements). */
-int pd_row_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                        int64_t rows, int64_t n, double eps, bool centered);
-int pd_row_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
-                        double *db, int64_t rows, int64_t n, double eps, bool centered);
+int pdk_row_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                         int64_t rows, int64_t n, double eps, bool centered);
+int pdk_row_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
+                         double *db, int64_t rows, int64_t n, double eps, bool centered);
 
 /* ---- group norm: x is [batch, channels, spatial] (channel-first), channels
  * split into `groups` equal groups; statistics per (sample, group) over
  * (channels / groups) * spatial elements; w, b per channel. Instance norm is
  * groups == channels. */
-void pd_group_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, int64_t batch,
-                           int64_t channels, int64_t spatial, int64_t groups, double eps);
-void pd_group_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, int64_t batch,
-                           int64_t channels, int64_t spatial, int64_t groups, double eps);
-int pd_group_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                          int64_t batch, int64_t channels, int64_t spatial, int64_t groups, double eps);
-int pd_group_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
-                          double *db, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
-                          double eps);
+void pdk_group_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, int64_t batch,
+                            int64_t channels, int64_t spatial, int64_t groups, double eps);
+void pdk_group_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, int64_t batch,
+                            int64_t channels, int64_t spatial, int64_t groups, double eps);
+int pdk_group_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                           int64_t batch, int64_t channels, int64_t spatial, int64_t groups, double eps);
+int pdk_group_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
+                           double *db, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
+                           double eps);
 
 /* ---- batch norm: statistics per channel over everything else.
  * Layout: channel-first x is [batch, channels, spatial]; channel-last x is
@@ -57,20 +57,20 @@ typedef struct pd_bn_geom {
 
 /* Training forward: batch statistics (mean, biased variance; either output
  * may be NULL), then y. */
-int pd_batch_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, float *mean_out,
-                          float *var_out, const pd_bn_geom *g, double eps);
-int pd_batch_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean_out,
-                          double *var_out, const pd_bn_geom *g, double eps);
+int pdk_batch_norm_fwd_f32(const float *x, const float *w, const float *b, float *y, float *mean_out,
+                           float *var_out, const pd_bn_geom *g, double eps);
+int pdk_batch_norm_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean_out,
+                           double *var_out, const pd_bn_geom *g, double eps);
 /* Training backward (statistics recomputed from x). */
-int pd_batch_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
-                          const pd_bn_geom *g, double eps);
-int pd_batch_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
-                          double *db, const pd_bn_geom *g, double eps);
+int pdk_batch_norm_bwd_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                           const pd_bn_geom *g, double eps);
+int pdk_batch_norm_bwd_f64(const double *x, const double *w, const double *dy, double *dx, double *dw,
+                           double *db, const pd_bn_geom *g, double eps);
 /* y = (x - mean[c]) * scale[c] + shift[c] per channel (inference with given
  * statistics, and the last step of the training forward). */
-void pd_channel_affine_f32(const float *x, const float *mean, const float *scale, const float *shift,
-                           float *y, const pd_bn_geom *g);
-void pd_channel_affine_f64(const double *x, const double *mean, const double *scale, const double *shift,
-                           double *y, const pd_bn_geom *g);
+void pdk_channel_affine_f32(const float *x, const float *mean, const float *scale, const float *shift,
+                            float *y, const pd_bn_geom *g);
+void pdk_channel_affine_f64(const double *x, const double *mean, const double *scale, const double *shift,
+                            double *y, const pd_bn_geom *g);
 
 #endif

@@ -61,8 +61,8 @@ static int64_t bwd_chunks(int64_t rows, int64_t n) {
     }                                                                                                        \
   }                                                                                                          \
                                                                                                              \
-  void pd_row_norm_fwd_##sfx(const T *x, const T *w, const T *b, T *y, int64_t rows, int64_t n, double eps,  \
-                             bool centered) {                                                                \
+  void pdk_row_norm_fwd_##sfx(const T *x, const T *w, const T *b, T *y, int64_t rows, int64_t n, double eps, \
+                              bool centered) {                                                               \
     if (rows <= 0 || n <= 0) return;                                                                         \
     if (!centered) b = NULL;                                                                                 \
     PD_PARALLEL_FOR_IF(task_split(rows *n, rows) > 1, r, rows,                                               \
@@ -110,8 +110,8 @@ static int64_t bwd_chunks(int64_t rows, int64_t n) {
     }                                                                                                        \
   }                                                                                                          \
                                                                                                              \
-  int pd_row_norm_bwd_##sfx(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, int64_t rows,          \
-                            int64_t n, double eps, bool centered) {                                          \
+  int pdk_row_norm_bwd_##sfx(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, int64_t rows,         \
+                             int64_t n, double eps, bool centered) {                                         \
     if (!centered) db = NULL;                                                                                \
     if (n <= 0) return 0;                                                                                    \
     if (rows <= 0) {                                                                                         \
@@ -209,16 +209,16 @@ DEFINE_ROW_NORM(f64, double)
       PD_NORM_SIMD for (int64_t s = 0; s < spatial; s++) ds[s] = a * gs[s] + cc * (xs[s] - m) + cb;         \
     }                                                                                                       \
   }                                                                                                         \
-  void pd_group_norm_fwd_##sfx(const T *x, const T *w, const T *b, T *y, int64_t batch, int64_t channels,   \
-                               int64_t spatial, int64_t groups, double eps) {                               \
+  void pdk_group_norm_fwd_##sfx(const T *x, const T *w, const T *b, T *y, int64_t batch, int64_t channels,  \
+                                int64_t spatial, int64_t groups, double eps) {                              \
     int64_t cg = channels / groups, len = cg * spatial, rows = batch * groups;                              \
     if (rows <= 0 || len <= 0) return;                                                                      \
     PD_PARALLEL_FOR_IF(task_split(rows *len, rows) > 1, r, rows,                                            \
                        { gn_row_fwd_##sfx(x, w, b, y, r, cg, spatial, groups, eps); });                     \
   }                                                                                                         \
                                                                                                             \
-  int pd_group_norm_bwd_##sfx(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, int64_t batch,      \
-                              int64_t channels, int64_t spatial, int64_t groups, double eps) {              \
+  int pdk_group_norm_bwd_##sfx(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db, int64_t batch,     \
+                               int64_t channels, int64_t spatial, int64_t groups, double eps) {             \
     int64_t cg = channels / groups, len = cg * spatial, rows = batch * groups;                              \
     if (channels <= 0) return 0;                                                                            \
     double *sdx = calloc((size_t)(batch * channels) + 1, sizeof(double));                                   \

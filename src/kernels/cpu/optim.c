@@ -322,7 +322,7 @@ static void run_block(const pd_optim_bufs *b, const pd_optim_args *a, const pd_o
   }
 }
 
-int pd_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim_rule *rule) {
+int pdk_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim_rule *rule) {
   if (!supported(b)) return 1;
   int64_t nblk = (b->n + BLOCK - 1) / BLOCK;
   PD_PARALLEL_FOR(k, nblk, PD_GRAIN / BLOCK, {
@@ -387,7 +387,7 @@ static void lamb_block2(const pd_optim_bufs *b, const pd_optim_args *a, int64_t 
  * PD_ORDERED_SUM). */
 #define PGROUP PD_SUM_GROUP
 
-int pd_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
+int pdk_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
   if (!supported(b) || b->nacc != 2) return 1;
   int64_t nblk = (b->n + BLOCK - 1) / BLOCK;
   double sp = 0, sr = 0;
@@ -463,7 +463,7 @@ static PD_NOINLINE double sumsq_range(const void *x, pd_dtype dt, int64_t off, i
   return s;
 }
 
-double pd_optim_sum_squares(const void *x, pd_dtype dt, int64_t n) {
+double pdk_optim_sum_squares(const void *x, pd_dtype dt, int64_t n) {
   int64_t nblk = (n + BLOCK - 1) / BLOCK;
   double s = 0;
   PD_ORDERED_SUM(double, s, nblk, nblk >= PD_GRAIN / BLOCK, k,

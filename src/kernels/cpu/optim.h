@@ -65,15 +65,15 @@ extern const pd_optim_rule pd_optim_sgd_rule, pd_optim_momentum_rule, pd_optim_a
 /* Runs a rule over the buffers: blocks, split over threads when large;
  * float16/bfloat16 params (grad of the param's dtype or float32) through
  * float32 blocks. Returns non-zero for an unsupported dtype combination. */
-int pd_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim_rule *rule);
+int pdk_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim_rule *rule);
 
 /* Lamb: acc moment1, moment2; s0 beta1, s1 beta2, s2 eps, s3 weight_decay,
  * s4 1-b1^t, s5 1-b2^t; flag always_adapt. Pass 1 updates the moments and
  * the norms of p and of r = m^/(sqrt(v^)+eps) + wd p; pass 2 applies
  * p -= lr * (|p|/|r|) * r. Returns non-zero for an unsupported dtype. */
-int pd_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a);
+int pdk_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a);
 
 /* Sum of squares of n contiguous elements of a floating dtype, in double. */
-double pd_optim_sum_squares(const void *x, pd_dtype dt, int64_t n);
+double pdk_optim_sum_squares(const void *x, pd_dtype dt, int64_t n);
 
 #endif

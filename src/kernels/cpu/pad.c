@@ -30,8 +30,8 @@ ROW_FN(uint16_t)
 ROW_FN(uint32_t)
 ROW_FN(uint64_t)
 
-int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const void *x, const int64_t *before,
-             const int64_t *oshape, int mode, const void *value, void *out, int64_t elsize) {
+int pdk_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const void *x, const int64_t *before,
+            const int64_t *oshape, int mode, const void *value, void *out, int64_t elsize) {
   if (ndim == 0) {
     memcpy(out, x, (size_t)elsize);
     return 0;
@@ -147,8 +147,8 @@ int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const voi
 GRAD_FN(float)
 GRAD_FN(double)
 
-int pd_k_pad_grad_dim(pd_dtype dt, const void *g, void *dx, int64_t outer, int64_t nout, int64_t nin,
-                      int64_t inner, int64_t before, int mode) {
+int pdk_pad_grad_dim(pd_dtype dt, const void *g, void *dx, int64_t outer, int64_t nout, int64_t nin,
+                     int64_t inner, int64_t before, int mode) {
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64) return -1;
   if (outer * nin * inner == 0) return 0;
   int64_t *map = malloc((size_t)(nout > 0 ? nout : 1) * sizeof *map);

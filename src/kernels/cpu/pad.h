@@ -31,14 +31,14 @@ static inline int64_t pd_pad_src(int64_t o, int64_t before, int64_t n, int mode)
  * possibly negative or zero) padded by before[d] in front along each dim;
  * `value` points at one element of the constant. Returns 0, or -1 when out
  * of memory. */
-int pd_k_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const void *x, const int64_t *before,
-             const int64_t *oshape, int mode, const void *value, void *out, int64_t elsize);
+int pdk_pad(int ndim, const int64_t *xshape, const int64_t *xstrides, const void *x, const int64_t *before,
+            const int64_t *oshape, int mode, const void *value, void *out, int64_t elsize);
 
 /* Adjoint of padding along one dim: g contiguous [outer, nout, inner] ->
  * dx contiguous [outer, nin, inner], dx[., i, .] = sum of g[., o, .] over
  * the o that read i. float32/float64; returns -1 for other dtypes or when
  * out of memory. */
-int pd_k_pad_grad_dim(pd_dtype dt, const void *g, void *dx, int64_t outer, int64_t nout, int64_t nin,
-                      int64_t inner, int64_t before, int mode);
+int pdk_pad_grad_dim(pd_dtype dt, const void *g, void *dx, int64_t outer, int64_t nout, int64_t nin,
+                     int64_t inner, int64_t before, int mode);
 
 #endif

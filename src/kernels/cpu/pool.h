@@ -24,22 +24,23 @@ typedef struct pd_pool_geom {
 } pd_pool_geom;
 
 /* Return 0, or -1 when scratch memory cannot be allocated. */
-int pd_max_pool_f32(const pd_pool_geom *g, const float *x, float *y, int32_t *mask);
-int pd_max_pool_f64(const pd_pool_geom *g, const double *x, double *y, int32_t *mask);
-int pd_avg_pool_f32(const pd_pool_geom *g, const float *x, float *y);
-int pd_avg_pool_f64(const pd_pool_geom *g, const double *x, double *y);
+int pdk_max_pool_f32(const pd_pool_geom *g, const float *x, float *y, int32_t *mask);
+int pdk_max_pool_f64(const pd_pool_geom *g, const double *x, double *y, int32_t *mask);
+int pdk_avg_pool_f32(const pd_pool_geom *g, const float *x, float *y);
+int pdk_avg_pool_f64(const pd_pool_geom *g, const double *x, double *y);
 /* The adjoint of avg pooling: dx = sum over windows of dy / divisor. */
-int pd_avg_pool_grad_f32(const pd_pool_geom *g, const float *dy, float *dx);
-int pd_avg_pool_grad_f64(const pd_pool_geom *g, const double *dy, double *dx);
+int pdk_avg_pool_grad_f32(const pd_pool_geom *g, const float *dy, float *dx);
+int pdk_avg_pool_grad_f64(const pd_pool_geom *g, const double *dy, double *dx);
 
 /* dx[p, mask[p, o]] += dy[p, o] (indices outside the plane are skipped);
  * mask is int32, or int64 when mask64. Only planes, in and out are read. */
-void pd_max_pool_scatter_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *dy,
-                             float *dx);
-void pd_max_pool_scatter_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *dy,
-                             double *dx);
+void pdk_max_pool_scatter_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *dy,
+                              float *dx);
+void pdk_max_pool_scatter_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *dy,
+                              double *dx);
 /* y[p, o] = x[p, mask[p, o]] (0 for indices outside the plane). */
-void pd_max_pool_gather_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *x, float *y);
-void pd_max_pool_gather_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *x, double *y);
+void pdk_max_pool_gather_f32(const pd_pool_geom *g, const void *mask, bool mask64, const float *x, float *y);
+void pdk_max_pool_gather_f64(const pd_pool_geom *g, const void *mask, bool mask64, const double *x,
+                             double *y);
 
 #endif

@@ -39,8 +39,8 @@ static int coalesce(int n, int64_t *shape, int64_t *stride) {
   return k;
 }
 
-void pd_reduce_geom_init(pd_reduce_geom *g, int ndim, const int64_t *shape, const int64_t *strides,
-                         const bool *mask) {
+void pdk_reduce_geom_init(pd_reduce_geom *g, int ndim, const int64_t *shape, const int64_t *strides,
+                          const bool *mask) {
   g->nkeep = g->nred = 0;
   for (int d = 0; d < ndim; d++) {
     if (mask[d]) {
@@ -70,10 +70,10 @@ static inline int64_t offset_of(int n, const int64_t *shape, const int64_t *stri
   return off;
 }
 
-int64_t pd_reduce_keep_offset(const pd_reduce_geom *g, int64_t i) {
+int64_t pdk_reduce_keep_offset(const pd_reduce_geom *g, int64_t i) {
   return offset_of(g->nkeep, g->keep_shape, g->keep_stride, i);
 }
-int64_t pd_reduce_red_offset(const pd_reduce_geom *g, int64_t j) {
+int64_t pdk_reduce_red_offset(const pd_reduce_geom *g, int64_t j) {
   return offset_of(g->nred, g->red_shape, g->red_stride, j);
 }
 
@@ -722,7 +722,7 @@ static void per_output_chunk(const walk *w, const char *x, int64_t i0, int64_t i
     int64_t m = i1 - b < CHUNK ? i1 - b : CHUNK;
     for (int64_t t = 0; t < m; t++) {
       int64_t i = b + t;
-      const char *base = x + pd_reduce_keep_offset(w->g, i) * (int64_t)w->es;
+      const char *base = x + pdk_reduce_keep_offset(w->g, i) * (int64_t)w->es;
       fold_output(w, w->fl ? (void *)&accd[t] : (void *)&acci[t], base, center_at(w, i));
     }
     if (w->fl)
@@ -737,7 +737,7 @@ static void per_output_chunk(const walk *w, const char *x, int64_t i0, int64_t i
 static void per_output_split(const walk *w, const char *x, int64_t i, int nt) {
   double pd[MAX_BLOCKS];
   int64_t pi[MAX_BLOCKS];
-  const char *base = x + pd_reduce_keep_offset(w->g, i) * (int64_t)w->es;
+  const char *base = x + pdk_reduce_keep_offset(w->g, i) * (int64_t)w->es;
   int64_t n = w->g->n_red, bl = out_block_len(w->g), nb = (n + bl - 1) / bl;
   double c = center_at(w, i);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -833,8 +833,8 @@ static int run_rows(const walk *w, const char *x, int nt) {
   return 0;
 }
 
-int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *x, pd_dtype xdt, void *out,
-                  pd_dtype odt) {
+int pdk_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *x, pd_dtype xdt, void *out,
+                   pd_dtype odt) {
   if ((unsigned)xdt >= PD_NUM_DTYPES || (unsigned)s->kind >= PD_RK_NUM) return 1;
   walk w = {.g = g,
             .s = s,
@@ -892,7 +892,7 @@ int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *
   return 0;
 }
 
-int pd_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *out, pd_dtype odt) {
+int pdk_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *out, pd_dtype odt) {
   pd_reduce_spec s = {.kind = PD_RK_SUM};
-  return pd_reduce_run(g, &s, x, xdt, out, odt);
+  return pdk_reduce_run(g, &s, x, xdt, out, odt);
 }

@@ -32,11 +32,11 @@ typedef struct pd_reduce_geom {
   int64_t n_out, n_red;
 } pd_reduce_geom;
 
-void pd_reduce_geom_init(pd_reduce_geom *g, int ndim, const int64_t *shape, const int64_t *strides,
-                         const bool *reduce_mask);
+void pdk_reduce_geom_init(pd_reduce_geom *g, int ndim, const int64_t *shape, const int64_t *strides,
+                          const bool *reduce_mask);
 /* Offset (in elements) of kept index i / reduced index j (row-major). */
-int64_t pd_reduce_keep_offset(const pd_reduce_geom *g, int64_t i);
-int64_t pd_reduce_red_offset(const pd_reduce_geom *g, int64_t j);
+int64_t pdk_reduce_keep_offset(const pd_reduce_geom *g, int64_t i);
+int64_t pdk_reduce_red_offset(const pd_reduce_geom *g, int64_t j);
 
 /* What is folded over the reduced elements v of one output (c = center[i]). */
 typedef enum pd_reduce_kind {
@@ -79,35 +79,35 @@ typedef struct pd_reduce_spec {
  * *_DEV/ABS kinds need float x. An empty reduction stores the identity
  * (0, 1, -inf for MAX, +inf for MIN, true for ALL). Returns 1 when the
  * dtype/kind pair is unsupported, 2 when out of memory. */
-int pd_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *x, pd_dtype xdt, void *out,
-                  pd_dtype odt);
-/* Sum, kept for callers of the first driver: pd_reduce_run with PD_RK_SUM. */
-int pd_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *out, pd_dtype odt);
+int pdk_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void *x, pd_dtype xdt, void *out,
+                   pd_dtype odt);
+/* Sum, kept for callers of the first driver: pdk_reduce_run with PD_RK_SUM. */
+int pdk_reduce_sum(const pd_reduce_geom *g, const void *x, pd_dtype xdt, void *out, pd_dtype odt);
 
 /* argmax (is_max) / argmin over x contiguous viewed as [outer, len,
  * inner] (len > 0): out[o, i] = index along len of the first extreme
  * element, or of the first NaN. out is int64 or int32. */
-int pd_reduce_arg(const void *x, pd_dtype xdt, int64_t outer, int64_t len, int64_t inner, bool is_max,
-                  void *out, pd_dtype odt);
+int pdk_reduce_arg(const void *x, pd_dtype xdt, int64_t outer, int64_t len, int64_t inner, bool is_max,
+                   void *out, pd_dtype odt);
 
 /* Exclusive products: for every element, the product of the other elements
  * of its reduction group. x described by gx, out (contiguous, x's shape) by
  * go, built with the same mask. float32/float64. */
-int pd_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go, void *out,
-                             pd_dtype dt);
+int pdk_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go, void *out,
+                              pd_dtype dt);
 /* Gradient of the exclusive products: gin[k] = sum_{i != k} g[i] * prod_{j
  * not in {i, k}} x[j] within each group. g and gin are contiguous with x's
  * shape (described by go); x by gx. */
-int pd_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go,
-                                  const void *g, void *gin, pd_dtype dt);
+int pdk_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go,
+                                   const void *g, void *gin, pd_dtype dt);
 
 /* ---- scans ---------------------------------------------------------------
  * x and out contiguous, viewed as [outer, len, inner]; out[o, l, i] = sum of
  * x[o, m, i] for m <= l (m < l when exclusive; m >= l / m > l when reverse).
  * Accumulates in double (floats) or wrapping int64. Returns 1 for an
  * unsupported dtype (bool, half). */
-int pd_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t len, int64_t inner,
-                  bool exclusive, bool reverse);
+int pdk_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t len, int64_t inner,
+                   bool exclusive, bool reverse);
 
 /* ---- sorting --------------------------------------------------------------
  * x contiguous viewed as [outer, len, inner]. Total order: NaN above every
@@ -116,9 +116,9 @@ int pd_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t 
  * (int64), both optional. sort: k = len, ascending unless descending. topk:
  * the k largest (largest) or smallest, best first. Return 1 for an
  * unsupported dtype (or k > len), 2 when out of memory. */
-int pd_sort_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, bool descending,
-                void *vals, int64_t *idx);
-int pd_topk_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, int64_t k,
-                bool largest, void *vals, int64_t *idx);
+int pdk_sort_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, bool descending,
+                 void *vals, int64_t *idx);
+int pdk_topk_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, int64_t k,
+                 bool largest, void *vals, int64_t *idx);
 
 #endif

@@ -127,8 +127,8 @@ GEN_BOTH(i16, int16_t)
 GEN_BOTH(i32, int32_t)
 GEN_BOTH(i64, int64_t)
 
-int pd_reduce_arg(const void *x, pd_dtype xdt, int64_t outer, int64_t len, int64_t inner, bool is_max,
-                  void *out, pd_dtype odt) {
+int pdk_reduce_arg(const void *x, pd_dtype xdt, int64_t outer, int64_t len, int64_t inner, bool is_max,
+                   void *out, pd_dtype odt) {
   if (odt != PD_INT64 && odt != PD_INT32) return 1;
   int64_t n_out = outer * inner;
   if (n_out == 0) return 0;

@@ -49,8 +49,8 @@ static void exclusive(const double *xv, int64_t n, int64_t skip, double *excl) {
   }
 }
 
-int pd_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go, void *out,
-                             pd_dtype dt) {
+int pdk_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go, void *out,
+                              pd_dtype dt) {
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64) return 1;
   if (gx->n_out == 0 || gx->n_red == 0) return 0;
   int64_t *rx = red_offsets(gx), *ro = red_offsets(go), n = gx->n_red;
@@ -63,7 +63,7 @@ int pd_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_r
       double *buf = bufs + (size_t)omp_get_thread_num() * 2 * (size_t)n;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < gx->n_out; i++) {
-        int64_t bx = pd_reduce_keep_offset(gx, i), bo = pd_reduce_keep_offset(go, i);
+        int64_t bx = pdk_reduce_keep_offset(gx, i), bo = pdk_reduce_keep_offset(go, i);
         for (int64_t j = 0; j < n; j++) buf[j] = ld(x, dt, bx + rx[j]);
         exclusive(buf, n, -1, buf + n);
         for (int64_t j = 0; j < n; j++) st(out, dt, bo + ro[j], buf[n + j]);
@@ -76,8 +76,8 @@ int pd_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_r
   return fail ? 2 : 0;
 }
 
-int pd_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go,
-                                  const void *g, void *gin, pd_dtype dt) {
+int pdk_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const pd_reduce_geom *go,
+                                   const void *g, void *gin, pd_dtype dt) {
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64) return 1;
   if (gx->n_out == 0 || gx->n_red == 0) return 0;
   int64_t *rx = red_offsets(gx), *ro = red_offsets(go), n = gx->n_red;
@@ -91,7 +91,7 @@ int pd_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, const
       double *xv = buf, *gv = buf + n, *ex = buf + 2 * n, *res = buf + 3 * n;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < gx->n_out; i++) {
-        int64_t bx = pd_reduce_keep_offset(gx, i), bo = pd_reduce_keep_offset(go, i);
+        int64_t bx = pdk_reduce_keep_offset(gx, i), bo = pdk_reduce_keep_offset(go, i);
         int64_t z = 0, m1 = -1, m2 = -1;
         for (int64_t j = 0; j < n; j++) {
           xv[j] = ld(x, dt, bx + rx[j]);

@@ -138,8 +138,8 @@ GEN_SCAN(i16, int16_t, int64_t, uint64_t, ADD_I)
 GEN_SCAN(i32, int32_t, int64_t, uint64_t, ADD_I)
 GEN_SCAN(i64, int64_t, int64_t, uint64_t, ADD_I)
 
-int pd_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t len, int64_t inner,
-                  bool exclusive, bool reverse) {
+int pdk_cumsum_run(const void *x, void *out, pd_dtype dt, int64_t outer, int64_t len, int64_t inner,
+                   bool exclusive, bool reverse) {
   if (outer * len * inner == 0) return 0;
   switch (dt) {
     case PD_FLOAT32:

@@ -289,13 +289,13 @@ static int dispatch(const void *x, pd_dtype dt, int64_t outer, int64_t len, int6
   }
 }
 
-int pd_sort_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, bool descending,
-                void *vals, int64_t *idx) {
+int pdk_sort_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, bool descending,
+                 void *vals, int64_t *idx) {
   return dispatch(x, dt, outer, len, inner, len, descending, vals, idx);
 }
 
-int pd_topk_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, int64_t k,
-                bool largest, void *vals, int64_t *idx) {
+int pdk_topk_run(const void *x, pd_dtype dt, int64_t outer, int64_t len, int64_t inner, int64_t k,
+                 bool largest, void *vals, int64_t *idx) {
   if (k > len) return 1;
   return dispatch(x, dt, outer, len, inner, k, largest, vals, idx);
 }

@@ -64,7 +64,7 @@
       }                                                                                                      \
     }                                                                                                        \
   }                                                                                                          \
-  void pd_softmax_##sfx(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, bool lg) {                \
+  void pdk_softmax_##sfx(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, bool lg) {               \
     if (outer == 0 || n == 0 || inner == 0) return;                                                          \
     int64_t total = outer * n * inner;                                                                       \
     if (inner == 1) {                                                                                        \

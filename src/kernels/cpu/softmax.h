@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-void pd_softmax_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner, bool log);
-void pd_softmax_f64(const double *x, double *y, int64_t outer, int64_t n, int64_t inner, bool log);
+void pdk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner, bool log);
+void pdk_softmax_f64(const double *x, double *y, int64_t outer, int64_t n, int64_t inner, bool log);
 
 #endif

@@ -67,9 +67,9 @@ static pd_status maxout_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   if (x->dtype == PD_FLOAT32)
-    pd_maxout_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_maxout_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
   else
-    pd_maxout_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_maxout_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
   pd_tensor_release(x);
   return PD_OK;
 }
@@ -107,11 +107,11 @@ static pd_status maxout_grad_kernel(const pd_op_def *def, pd_tensor *const *in, 
     if (!(c[k] = pd_kernel_contiguous(in[k]))) st = pd_last_status();
   if (st == PD_OK) {
     if (in[0]->dtype == PD_FLOAT32)
-      pd_maxout_grad_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                         pd_tensor_data(out[0]));
+      pdk_maxout_grad_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
+                          pd_tensor_data(out[0]));
     else
-      pd_maxout_grad_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                         pd_tensor_data(out[0]));
+      pdk_maxout_grad_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
+                          pd_tensor_data(out[0]));
   }
   for (int k = 0; k < 3; k++) pd_tensor_release(c[k]);
   return st;

@@ -31,9 +31,9 @@ static pd_status softmax_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   for (int d = ax + 1; d < x->ndim; d++) inner *= x->shape[d];
   bool lg = def == &pd_opdef_log_softmax;
   if (x->dtype == PD_FLOAT32)
-    pd_softmax_f32(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
+    pdk_softmax_f32(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
   else
-    pd_softmax_f64(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
+    pdk_softmax_f64(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
   pd_tensor_release(xc);
   return PD_OK;
 }

@@ -124,11 +124,12 @@ static pd_status sdpa_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
       so[0] = (int64_t)g.rng_first;
       so[1] = (int64_t)key;
     }
-    int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_attention_fwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                         pd_tensor_data(out[0]), pd_tensor_data(out[1]))
-                  : pd_attention_fwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                         pd_tensor_data(out[0]), pd_tensor_data(out[1]));
+    int bad =
+        in[0]->dtype == PD_FLOAT32
+            ? pdk_attention_fwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
+                                    pd_tensor_data(out[0]), pd_tensor_data(out[1]))
+            : pdk_attention_fwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
+                                    pd_tensor_data(out[0]), pd_tensor_data(out[1]));
     if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", def->name);
   }
   for (int i = 0; i < 4; i++) pd_tensor_release(c[i]);
@@ -197,12 +198,12 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     g.rng_key = (uint64_t)so[1];
     void *o = pd_tensor_data(c[nb]), *lse = pd_tensor_data(c[nb + 1]), *go = pd_tensor_data(c[nb + 3]);
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_attention_bwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                         o, lse, go, pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                         pd_tensor_data(out[2]))
-                  : pd_attention_bwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                         o, lse, go, pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                         pd_tensor_data(out[2]));
+                  ? pdk_attention_bwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]),
+                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(out[0]),
+                                          pd_tensor_data(out[1]), pd_tensor_data(out[2]))
+                  : pdk_attention_bwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]),
+                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(out[0]),
+                                          pd_tensor_data(out[1]), pd_tensor_data(out[2]));
     if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", def->name);
   }
   for (int i = 0; i < 8; i++) pd_tensor_release(c[i]);

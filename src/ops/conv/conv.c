@@ -283,22 +283,22 @@ static pd_status run(const pd_op_def *def, pd_conv_kind kind, pd_tensor *const *
     memset(O, 0, (size_t)out->numel * es);
     if (bias && kind == PD_CONV_FWD) {
       if (f32)
-        pd_conv_add_bias_f32(&g, true, bias, O);
+        pdk_conv_add_bias_f32(&g, true, bias, O);
       else
-        pd_conv_add_bias_f64(&g, true, bias, O);
+        pdk_conv_add_bias_f64(&g, true, bias, O);
     }
   } else if (f32) {
     /* deterministic mode: im2col and GEMMs cut by shape, not oneDNN's threading */
-    rc = pd_get_deterministic() ? 1 : pd_conv_dnnl_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
-    if (rc == 1) rc = pd_conv_ref_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
+    rc = pd_get_deterministic() ? 1 : pdk_conv_dnnl_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
+    if (rc == 1) rc = pdk_conv_ref_f32(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
   } else {
-    rc = pd_conv_ref_f64(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
+    rc = pdk_conv_ref_f64(kind, &g, A, B, kind == PD_CONV_FWD ? bias : NULL, O);
   }
   if (rc == 0 && bias && kind == PD_CONV_BWD_DATA) {
     if (f32)
-      pd_conv_add_bias_f32(&g, false, bias, O);
+      pdk_conv_add_bias_f32(&g, false, bias, O);
     else
-      pd_conv_add_bias_f64(&g, false, bias, O);
+      pdk_conv_add_bias_f64(&g, false, bias, O);
   }
   if (rc != 0)
     st = pd_set_error(rc == -1 ? PD_ERR_MEMORY : PD_ERR_INVALID,

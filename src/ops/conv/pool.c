@@ -176,8 +176,8 @@ static pd_status max_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
   int rc = x->dtype == PD_FLOAT32
-               ? pd_max_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]))
-               : pd_max_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]));
+               ? pdk_max_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]))
+               : pdk_max_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]));
   pd_tensor_release(x);
   return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
 }
@@ -263,9 +263,9 @@ static pd_status max_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
   plane_geom(&g, NULL, a->v[3], m);
   bool m64 = m->dtype == PD_INT64;
   if (out[0]->dtype == PD_FLOAT32)
-    pd_max_pool_scatter_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
+    pdk_max_pool_scatter_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
   else
-    pd_max_pool_scatter_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
+    pdk_max_pool_scatter_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
   pd_tensor_release(m);
   pd_tensor_release(dy);
   return PD_OK;
@@ -302,9 +302,9 @@ static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   plane_geom(&g, x, x->shape + 2, m);
   bool m64 = m->dtype == PD_INT64;
   if (out[0]->dtype == PD_FLOAT32)
-    pd_max_pool_gather_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_max_pool_gather_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
   else
-    pd_max_pool_gather_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_max_pool_gather_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
   pd_tensor_release(x);
   pd_tensor_release(m);
   return PD_OK;
@@ -340,8 +340,8 @@ static pd_status avg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   if (st != PD_OK || out[0]->numel == 0) return st;
   pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
-  int rc = x->dtype == PD_FLOAT32 ? pd_avg_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]))
-                                  : pd_avg_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+  int rc = x->dtype == PD_FLOAT32 ? pdk_avg_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]))
+                                  : pdk_avg_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
   pd_tensor_release(x);
   return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
 }
@@ -405,8 +405,8 @@ static pd_status avg_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
   if (st != PD_OK || out[0]->numel == 0) return st;
   pd_tensor *dy = pd_kernel_contiguous(in[0]);
   if (!dy) return pd_last_status();
-  int rc = dy->dtype == PD_FLOAT32 ? pd_avg_pool_grad_f32(&g, pd_tensor_data(dy), pd_tensor_data(out[0]))
-                                   : pd_avg_pool_grad_f64(&g, pd_tensor_data(dy), pd_tensor_data(out[0]));
+  int rc = dy->dtype == PD_FLOAT32 ? pdk_avg_pool_grad_f32(&g, pd_tensor_data(dy), pd_tensor_data(out[0]))
+                                   : pdk_avg_pool_grad_f64(&g, pd_tensor_data(dy), pd_tensor_data(out[0]));
   pd_tensor_release(dy);
   return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
 }

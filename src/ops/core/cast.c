@@ -99,7 +99,7 @@ static pd_status cast_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_dtype dts[2] = {out[0]->dtype, in[0]->dtype};
   pd_ew_geom g;
   pd_ew_geom_from(&g, out[0], in, 1);
-  pd_ew_run(&g, cast_run, dts);
+  pdk_ew_run(&g, cast_run, dts);
   return PD_OK;
 }
 

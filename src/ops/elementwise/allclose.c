@@ -77,7 +77,7 @@ static pd_status scan_pair(const char *op, const pd_ew_fn *fns, pd_tensor *x, pd
   if (x->numel == 0) return PD_OK;
   pd_ew_geom g;
   pd_ew_geom_from(&g, x, &y, 1);
-  pd_ew_run(&g, fn, params);
+  pdk_ew_run(&g, fn, params);
   return PD_OK;
 }
 

@@ -132,7 +132,7 @@ static pd_status check_int_divisor(const pd_op_def *def, pd_tensor *y) {
   atomic_int found = 0;
   pd_ew_geom g;
   pd_ew_geom_from(&g, y, NULL, 0);
-  pd_ew_run(&g, fn, (const void *)&found);
+  pdk_ew_run(&g, fn, (const void *)&found);
   if (atomic_load(&found))
     return pd_set_error(PD_ERR_INVALID, "%s: integer division by zero (y of dtype %s has a zero element)",
                         def->name, pd_dtype_name(y->dtype));

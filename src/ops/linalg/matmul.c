@@ -119,10 +119,10 @@ static int run_gemm(pd_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t
                     const char *A, int64_t lda, int64_t sA, const char *B, int64_t ldb, int64_t sB,
                     double beta, char *C, int64_t ldc, int64_t sC, int64_t batch) {
   if (dt == PD_FLOAT32)
-    return pd_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B,
-                               ldb, sB, (float)beta, (float *)C, ldc, sC, batch);
-  return pd_gemm_batched_f64(ta, tb, M, N, K, alpha, (const double *)A, lda, sA, (const double *)B, ldb, sB,
-                             beta, (double *)C, ldc, sC, batch);
+    return pdk_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B,
+                                ldb, sB, (float)beta, (float *)C, ldc, sC, batch);
+  return pdk_gemm_batched_f64(ta, tb, M, N, K, alpha, (const double *)A, lda, sA, (const double *)B, ldb, sB,
+                              beta, (double *)C, ldc, sC, batch);
 }
 
 static void scale_out(pd_tensor *out, double beta) {

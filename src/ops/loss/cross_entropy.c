@@ -119,11 +119,11 @@ static pd_status ce_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
   if (st == PD_OK) {
     bool sm = a->i[1] != 0;
     if (in[0]->dtype == PD_FLOAT32)
-      pd_ce_forward_f32(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
-                        pd_data_ptr(out[0]), pd_data_ptr(out[1]));
+      pdk_ce_forward_f32(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
+                         pd_data_ptr(out[0]), pd_data_ptr(out[1]));
     else
-      pd_ce_forward_f64(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
-                        pd_data_ptr(out[0]), pd_data_ptr(out[1]));
+      pdk_ce_forward_f64(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
+                         pd_data_ptr(out[0]), pd_data_ptr(out[1]));
   }
   ce_operands_free(&o);
   return st;
@@ -215,11 +215,11 @@ static pd_status ceg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
     bool sm = a->i[1] != 0;
     const void *y = o.y ? pd_data_ptr(o.y) : NULL;
     if (in[0]->dtype == PD_FLOAT32)
-      pd_ce_backward_f32(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
-                         sm, pd_data_ptr(out[0]));
+      pdk_ce_backward_f32(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
+                          sm, pd_data_ptr(out[0]));
     else
-      pd_ce_backward_f64(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
-                         sm, pd_data_ptr(out[0]));
+      pdk_ce_backward_f64(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
+                          sm, pd_data_ptr(out[0]));
   }
   ce_operands_free(&o);
   return st;

@@ -91,16 +91,16 @@ static pd_status ew_loss_run(const pd_op_def *def, const pd_ew_fn *fns, pd_tenso
     (void)n_out;                                                                                           \
     return ew_loss_run(def, table, in, n_in, a, out[0]);                                                   \
   }
-EW_LOSS_KERNEL(mse, pd_k_mse_loss)
-EW_LOSS_KERNEL(l1, pd_k_l1_loss)
-EW_LOSS_KERNEL(huber, pd_k_huber_loss)
-EW_LOSS_KERNEL(sce, pd_k_sigmoid_ce_loss)
-EW_LOSS_KERNEL(margin, pd_k_margin_ranking_loss)
+EW_LOSS_KERNEL(mse, pdk_mse_loss)
+EW_LOSS_KERNEL(l1, pdk_l1_loss)
+EW_LOSS_KERNEL(huber, pdk_huber_loss)
+EW_LOSS_KERNEL(sce, pdk_sigmoid_ce_loss)
+EW_LOSS_KERNEL(margin, pdk_margin_ranking_loss)
 
 static pd_status kl_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                            pd_tensor **out, int n_out) {
   (void)n_out;
-  return ew_loss_run(def, a->i[1] ? pd_k_kldiv_log_loss : pd_k_kldiv_loss, in, n_in, a, out[0]);
+  return ew_loss_run(def, a->i[1] ? pdk_kldiv_log_loss : pdk_kldiv_loss, in, n_in, a, out[0]);
 }
 
 /* binary_cross_entropy checks 0 <= input <= 1 first, naming the first bad value. */
@@ -113,7 +113,7 @@ static pd_status bce_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   if (bad >= 0)
     return pd_set_error(PD_ERR_INVALID, "%s: input value %g at index %lld is outside [0, 1]", def->name, v,
                         (long long)bad);
-  return ew_loss_run(def, pd_k_bce_loss, in, n_in, a, out[0]);
+  return ew_loss_run(def, pdk_bce_loss, in, n_in, a, out[0]);
 }
 
 /* ---- backward ------------------------------------------------------------ */

@@ -38,9 +38,9 @@ double pd_loss_sum_all(const pd_tensor *t) {
   bool mask[PD_MAX_DIMS];
   for (int d = 0; d < PD_MAX_DIMS; d++) mask[d] = true;
   pd_reduce_geom g;
-  pd_reduce_geom_init(&g, t->ndim, t->shape, t->strides, mask);
+  pdk_reduce_geom_init(&g, t->ndim, t->shape, t->strides, mask);
   double s = 0;
-  pd_reduce_sum(&g, pd_data_ptr(t), t->dtype, &s, PD_FLOAT64);
+  pdk_reduce_sum(&g, pd_data_ptr(t), t->dtype, &s, PD_FLOAT64);
   return s;
 }
 

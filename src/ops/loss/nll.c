@@ -102,9 +102,9 @@ static pd_status nll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
     double s = 0, tw = 0;
     void *o = none ? pd_data_ptr(out[0]) : NULL;
     if (x->dtype == PD_FLOAT32)
-      pd_nll_forward_f32(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+      pdk_nll_forward_f32(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
     else
-      pd_nll_forward_f64(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+      pdk_nll_forward_f64(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
     if (!none) {
       if (a->i[1] == PD_REDUCTION_MEAN && tw != 0) s /= tw;
       pd_store_from_f64(pd_data_ptr(out[0]), out[0]->dtype, s);
@@ -196,9 +196,9 @@ static pd_status nllg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
       if (tw != 0) scale = 1.0 / tw;
     }
     if (out[0]->dtype == PD_FLOAT32)
-      pd_nll_backward_f32(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+      pdk_nll_backward_f32(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
     else
-      pd_nll_backward_f64(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+      pdk_nll_backward_f64(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
   }
   free(w);
   pd_tensor_release(gc);

@@ -56,8 +56,8 @@ static pd_status concat_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   int64_t es = (int64_t)pd_dtype_size(o->dtype), off = 0;
   char *base = pd_tensor_data(o);
   for (int i = 0; i < n_in; i++) {
-    pd_k_copy(in[i]->ndim, in[i]->shape, base + off * o->strides[ax] * es, o->strides, pd_tensor_data(in[i]),
-              in[i]->strides, es);
+    pdk_copy(in[i]->ndim, in[i]->shape, base + off * o->strides[ax] * es, o->strides, pd_tensor_data(in[i]),
+             in[i]->strides, es);
     off += in[i]->shape[ax];
   }
   return PD_OK;
@@ -135,8 +135,8 @@ static pd_status stack_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
     if (d != ax) dst[k++] = o->strides[d];
   char *base = pd_tensor_data(o);
   for (int i = 0; i < n_in; i++)
-    pd_k_copy(in[i]->ndim, in[i]->shape, base + i * o->strides[ax] * es, dst, pd_tensor_data(in[i]),
-              in[i]->strides, es);
+    pdk_copy(in[i]->ndim, in[i]->shape, base + i * o->strides[ax] * es, dst, pd_tensor_data(in[i]),
+             in[i]->strides, es);
   return PD_OK;
 }
 

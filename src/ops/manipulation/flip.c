@@ -28,7 +28,7 @@ static pd_status flip_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     src[d] = mask[d] ? -x->strides[d] : x->strides[d];
     if (mask[d]) off += (x->shape[d] - 1) * x->strides[d];
   }
-  pd_k_copy(x->ndim, x->shape, pd_tensor_data(o), o->strides, (char *)pd_tensor_data(x) + off * es, src, es);
+  pdk_copy(x->ndim, x->shape, pd_tensor_data(o), o->strides, (char *)pd_tensor_data(x) + off * es, src, es);
   return PD_OK;
 }
 

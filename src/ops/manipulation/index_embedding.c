@@ -56,7 +56,7 @@ static pd_status embedding_kernel(const pd_op_def *def, pd_tensor *const *in, in
   }
   int64_t es = (int64_t)pd_dtype_size(w->dtype);
   char *o = pd_tensor_data(out[0]);
-  pd_k_gather_axis(pd_tensor_data(w), o, idx, 1, n, m, d, es);
+  pdk_gather_axis(pd_tensor_data(w), o, idx, 1, n, m, d, es);
   if (pad >= 0)
     for (int64_t i = 0; i < m; i++)
       if (idx[i] == pad) memset(o + i * d * es, 0, (size_t)(d * es));
@@ -124,8 +124,8 @@ static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *i
   if (st != PD_OK) return st;
   memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
   pd_tensor *g = pd_kernel_contiguous(in[1]);
-  int rc = g ? pd_k_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, in[0]->numel, d,
-                              a->i[2] ? a->i[1] : -1)
+  int rc = g ? pdk_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, in[0]->numel, d,
+                             a->i[2] ? a->i[1] : -1)
              : 0;
   pd_tensor_release(g);
   free(idx);

@@ -67,8 +67,8 @@ static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n
       return pd_last_status();
     }
     outer_inner(x, ax, &outer, &inner);
-    pd_k_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), idx, outer, n, in[1]->numel, inner,
-                     (int64_t)pd_dtype_size(x->dtype));
+    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), idx, outer, n, in[1]->numel, inner,
+                    (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
   free(idx);
@@ -169,8 +169,8 @@ static pd_status index_add_kernel(const pd_op_def *def, pd_tensor *const *in, in
     return pd_last_status();
   }
   outer_inner(in[0], ax, &outer, &inner);
-  int rc = pd_k_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(v), idx, outer, n,
-                          in[1]->numel, inner, -1);
+  int rc = pdk_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(v), idx, outer, n,
+                         in[1]->numel, inner, -1);
   pd_tensor_release(v);
   free(idx);
   if (rc != 0)

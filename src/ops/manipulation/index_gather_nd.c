@@ -95,8 +95,8 @@ static pd_status gather_nd_kernel(const pd_op_def *def, pd_tensor *const *in, in
       free(rows);
       return pd_last_status();
     }
-    pd_k_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), rows, 1, p, m, s,
-                     (int64_t)pd_dtype_size(x->dtype));
+    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), rows, 1, p, m, s,
+                    (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
   free(rows);
@@ -177,7 +177,7 @@ static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *i
   pd_mu_copy_into(out[0], in[0]);
   pd_tensor *u = pd_kernel_contiguous(in[2]);
   int rc =
-      u ? pd_k_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
+      u ? pdk_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
   pd_tensor_release(u);
   free(rows);
   if (!u) return pd_last_status();

@@ -41,7 +41,7 @@ static pd_status masked_select_meta(const pd_op_def *def, pd_tensor *const *in, 
   if (!m) return pd_last_status();
   out->dtype = in[0]->dtype;
   out->ndim = 1;
-  out->shape[0] = pd_k_count_nonzero(pd_tensor_data(m), PD_BOOL, m->numel);
+  out->shape[0] = pdk_count_nonzero(pd_tensor_data(m), PD_BOOL, m->numel);
   pd_tensor_release(m);
   *n_out = 1;
   return PD_OK;
@@ -59,8 +59,8 @@ static pd_status masked_select_kernel(const pd_op_def *def, pd_tensor *const *in
   pd_tensor *x = bcast_contig(in[0], nd, shape);
   pd_tensor *m = x ? bcast_contig(in[1], nd, shape) : NULL;
   if (m)
-    pd_k_masked_select(pd_tensor_data(x), pd_tensor_data(m), m->numel, pd_tensor_data(out[0]),
-                       (int64_t)pd_dtype_size(x->dtype));
+    pdk_masked_select(pd_tensor_data(x), pd_tensor_data(m), m->numel, pd_tensor_data(out[0]),
+                      (int64_t)pd_dtype_size(x->dtype));
   pd_tensor_release(x);
   pd_tensor_release(m);
   return m ? PD_OK : pd_last_status();
@@ -79,13 +79,13 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   if (st != PD_OK) return st;
   pd_tensor *m = bcast_contig(mask, nd, shape);
   if (!m) return pd_last_status();
-  int64_t n = m->numel, cnt = pd_k_count_nonzero(pd_tensor_data(m), PD_BOOL, n);
+  int64_t n = m->numel, cnt = pdk_count_nonzero(pd_tensor_data(m), PD_BOOL, n);
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
   if (!pos) {
     pd_tensor_release(m);
     return pd_set_error(PD_ERR_MEMORY, "masked_select: out of memory");
   }
-  pd_k_nonzero_positions(pd_tensor_data(m), PD_BOOL, n, pos);
+  pdk_nonzero_positions(pd_tensor_data(m), PD_BOOL, n, pos);
   pd_tensor_release(m);
   pd_tensor *pt = pd_to_tensor(pos, PD_INT64, 1, &cnt);
   free(pos);
@@ -124,7 +124,7 @@ static pd_status nonzero_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   if (!x) return pd_last_status();
   out->dtype = PD_INT64;
   out->ndim = 2;
-  out->shape[0] = pd_k_count_nonzero(pd_tensor_data(x), x->dtype, x->numel);
+  out->shape[0] = pdk_count_nonzero(pd_tensor_data(x), x->dtype, x->numel);
   out->shape[1] = x->ndim;
   pd_tensor_release(x);
   *n_out = 1;
@@ -145,7 +145,7 @@ static pd_status nonzero_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     pd_tensor_release(x);
     return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   }
-  pd_k_nonzero_positions(pd_tensor_data(x), x->dtype, x->numel, pos);
+  pdk_nonzero_positions(pd_tensor_data(x), x->dtype, x->numel, pos);
   int64_t *o = pd_tensor_data(out[0]);
   int nd = x->ndim;
   for (int64_t i = 0; i < cnt; i++) {

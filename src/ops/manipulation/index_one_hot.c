@@ -45,7 +45,7 @@ static pd_status one_hot_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     }
   }
   memset(pd_tensor_data(out[0]), 0, sizeof(float) * (size_t)out[0]->numel);
-  pd_k_one_hot(v, x->numel, depth, pd_tensor_data(out[0]));
+  pdk_one_hot(v, x->numel, depth, pd_tensor_data(out[0]));
   free(v);
   return PD_OK;
 }

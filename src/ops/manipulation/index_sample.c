@@ -38,8 +38,8 @@ static pd_status index_sample_kernel(const pd_op_def *def, pd_tensor *const *in,
       free(idx);
       return pd_last_status();
     }
-    pd_k_index_sample(pd_tensor_data(x), pd_tensor_data(out[0]), idx, x->shape[0], x->shape[1],
-                      in[1]->shape[1], (int64_t)pd_dtype_size(x->dtype));
+    pdk_index_sample(pd_tensor_data(x), pd_tensor_data(out[0]), idx, x->shape[0], x->shape[1],
+                     in[1]->shape[1], (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
   free(idx);

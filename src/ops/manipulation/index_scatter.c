@@ -54,10 +54,10 @@ static pd_status scatter_apply(const pd_op_def *def, pd_tensor *t, pd_tensor *in
   int64_t es = (int64_t)pd_dtype_size(t->dtype), n = index->numel;
   int rc = 0;
   if (overwrite) {
-    pd_k_scatter_rows(pd_tensor_data(t), pd_tensor_data(u), idx, n, inner, es);
+    pdk_scatter_rows(pd_tensor_data(t), pd_tensor_data(u), idx, n, inner, es);
   } else {
-    pd_k_zero_rows(pd_tensor_data(t), idx, n, inner, es);
-    rc = pd_k_index_add(t->dtype, pd_tensor_data(t), pd_tensor_data(u), idx, 1, t->shape[0], n, inner, -1);
+    pdk_zero_rows(pd_tensor_data(t), idx, n, inner, es);
+    rc = pdk_index_add(t->dtype, pd_tensor_data(t), pd_tensor_data(u), idx, 1, t->shape[0], n, inner, -1);
   }
   pd_tensor_release(u);
   free(idx);

@@ -138,6 +138,6 @@ pd_status pd_mu_leaf_inplace_error(const char *op) {
 }
 
 void pd_mu_copy_into(pd_tensor *dst, const pd_tensor *src) {
-  pd_k_copy(src->ndim, src->shape, pd_tensor_data(dst), dst->strides, pd_tensor_data(src), src->strides,
-            (int64_t)pd_dtype_size(src->dtype));
+  pdk_copy(src->ndim, src->shape, pd_tensor_data(dst), dst->strides, pd_tensor_data(src), src->strides,
+           (int64_t)pd_dtype_size(src->dtype));
 }

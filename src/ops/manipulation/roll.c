@@ -87,7 +87,7 @@ static pd_status roll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
         ooff += k[d] * os[d];
       }
     }
-    pd_k_copy(nd, box, ob + ooff * es, os, xb + xoff * es, xs, es);
+    pdk_copy(nd, box, ob + ooff * es, os, xb + xoff * es, xs, es);
   }
   pd_tensor_release(xc);
   return PD_OK;

@@ -109,7 +109,7 @@ static pd_status strided_slice_kernel(const pd_op_def *def, pd_tensor *const *in
      * (and stride * step could overflow) */
     src[d] = cnt[d] > 1 ? x->strides[d] * sp[d] : 0;
   }
-  pd_k_copy(x->ndim, cnt, pd_tensor_data(o), o->strides, (char *)pd_tensor_data(x) + off * es, src, es);
+  pdk_copy(x->ndim, cnt, pd_tensor_data(o), o->strides, (char *)pd_tensor_data(x) + off * es, src, es);
   return PD_OK;
 }
 
@@ -196,7 +196,7 @@ static pd_status slice_grad_kernel(const pd_op_def *def, pd_tensor *const *in, i
     off += a->v[1][d] * o->strides[d];
     dst[d] = g->shape[d] > 1 ? o->strides[d] * a->v[2][d] : 0; /* one element: any step */
   }
-  pd_k_copy(g->ndim, g->shape, (char *)pd_tensor_data(o) + off * es, dst, pd_tensor_data(g), g->strides, es);
+  pdk_copy(g->ndim, g->shape, (char *)pd_tensor_data(o) + off * es, dst, pd_tensor_data(g), g->strides, es);
   return PD_OK;
 }
 

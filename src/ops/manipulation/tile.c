@@ -51,7 +51,7 @@ static pd_status tile_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   if (out[0]->numel == 0) return PD_OK;
   pd_tensor *x = pd_kernel_contiguous(in[0]);
   if (!x) return pd_last_status();
-  pd_k_tile(pd_tensor_data(x), nd, xs, reps, pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype));
+  pdk_tile(pd_tensor_data(x), nd, xs, reps, pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype));
   pd_tensor_release(x);
   return PD_OK;
 }

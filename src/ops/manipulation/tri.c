@@ -22,8 +22,8 @@ static pd_status tri_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   if (o->numel == 0) return PD_OK;
   pd_mu_copy_into(o, in[0]);
   int64_t rows = o->shape[o->ndim - 2], cols = o->shape[o->ndim - 1];
-  pd_k_tri_zero(pd_tensor_data(o), o->numel / (rows * cols), rows, cols, a->i[0], def->name[3] == 'l',
-                (int64_t)pd_dtype_size(o->dtype));
+  pdk_tri_zero(pd_tensor_data(o), o->numel / (rows * cols), rows, cols, a->i[0], def->name[3] == 'l',
+               (int64_t)pd_dtype_size(o->dtype));
   return PD_OK;
 }
 

@@ -90,7 +90,7 @@ static void geom_of(const pd_tensor *big, const int64_t *insz, const int64_t *ou
     int s = k - lead;
     g->in[k] = s < 0 ? 1 : insz[s];
     g->out[k] = s < 0 ? 1 : outsz[s];
-    g->ratio[k] = s < 0 ? 0.f : pd_interp_ratio(g->in[k], g->out[k], a->f[s], a->i[0] != 0);
+    g->ratio[k] = s < 0 ? 0.f : pdk_interp_ratio(g->in[k], g->out[k], a->f[s], a->i[0] != 0);
     g->same &= g->in[k] == g->out[k];
   }
 }
@@ -122,23 +122,24 @@ static pd_status interp_run(const pd_op_def *def, pd_tensor *in0, const pd_attrs
   if (!bilinear) {
     int64_t *id = idx, *ih = id + g.out[0], *iw = ih + g.out[1];
     int64_t *tabs[3] = {id, ih, iw};
-    for (int k = 0; k < 3; k++) pd_interp_nearest_index(g.in[k], g.out[k], g.ratio[k], a->i[0] != 0, tabs[k]);
+    for (int k = 0; k < 3; k++)
+      pdk_interp_nearest_index(g.in[k], g.out[k], g.ratio[k], a->i[0] != 0, tabs[k]);
     if (!grad)
-      pd_k_nearest(pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1], g.in[2], g.out[0],
-                   g.out[1], g.out[2], id, ih, iw, (int64_t)es);
-    else if (pd_k_nearest_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1],
-                               g.in[2], g.out[0], g.out[1], g.out[2], id, ih, iw))
+      pdk_nearest(pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1], g.in[2], g.out[0],
+                  g.out[1], g.out[2], id, ih, iw, (int64_t)es);
+    else if (pdk_nearest_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[0], g.in[1],
+                              g.in[2], g.out[0], g.out[1], g.out[2], id, ih, iw))
       st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(t->dtype));
   } else {
     int64_t oh = g.out[1], ow = g.out[2];
     int64_t *y0 = idx, *y1 = y0 + oh, *x0 = y1 + oh, *x1 = x0 + ow;
     float *wy0 = wts, *wy1 = wy0 + oh, *wx0 = wy1 + oh, *wx1 = wx0 + ow;
-    pd_interp_linear_index(g.in[1], oh, g.ratio[1], a->i[0] != 0, (int)a->i[1], y0, y1, wy0, wy1);
-    pd_interp_linear_index(g.in[2], ow, g.ratio[2], a->i[0] != 0, (int)a->i[1], x0, x1, wx0, wx1);
-    int rc = grad ? pd_k_bilinear_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1],
-                                       g.in[2], oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1)
-                  : pd_k_bilinear(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1], g.in[2],
-                                  oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
+    pdk_interp_linear_index(g.in[1], oh, g.ratio[1], a->i[0] != 0, (int)a->i[1], y0, y1, wy0, wy1);
+    pdk_interp_linear_index(g.in[2], ow, g.ratio[2], a->i[0] != 0, (int)a->i[1], x0, x1, wx0, wx1);
+    int rc = grad ? pdk_bilinear_grad(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1],
+                                      g.in[2], oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1)
+                  : pdk_bilinear(t->dtype, pd_tensor_data(t), pd_tensor_data(o), g.planes, g.in[1], g.in[2],
+                                 oh, ow, y0, y1, wy0, wy1, x0, x1, wx0, wx1);
     if (rc)
       st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(t->dtype));
   }

@@ -63,13 +63,13 @@ static pd_status pad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   pd_store_from_f64(&value, x->dtype, a->f[0]);
   if (x->numel == 0 && out[0]->numel > 0) { /* constant mode around an empty x: all value */
     int64_t zero[PD_MAX_DIMS] = {0};
-    return pd_k_pad(x->ndim, x->shape, zero, &value, a->v[0], out[0]->shape, PD_PAD_CONSTANT, &value,
-                    pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype))
+    return pdk_pad(x->ndim, x->shape, zero, &value, a->v[0], out[0]->shape, PD_PAD_CONSTANT, &value,
+                   pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype))
                ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name)
                : PD_OK;
   }
-  if (pd_k_pad(x->ndim, x->shape, x->strides, pd_tensor_data(x), a->v[0], out[0]->shape, (int)a->i[0], &value,
-               pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype)))
+  if (pdk_pad(x->ndim, x->shape, x->strides, pd_tensor_data(x), a->v[0], out[0]->shape, (int)a->i[0], &value,
+              pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype)))
     return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   return PD_OK;
 }
@@ -140,8 +140,8 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
       st = pd_last_status();
       break;
     }
-    if (pd_k_pad_grad_dim(g->dtype, pd_tensor_data(cur), pd_tensor_data(dst), outer, cur->shape[d], nin,
-                          inner, a->v[0][d], (int)a->i[0]))
+    if (pdk_pad_grad_dim(g->dtype, pd_tensor_data(cur), pd_tensor_data(dst), outer, cur->shape[d], nin, inner,
+                         a->v[0][d], (int)a->i[0]))
       st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(g->dtype));
     pd_tensor_release(cur);
     cur = dst;

@@ -106,12 +106,12 @@ static pd_status bn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
     pd_bn_geom g = geom_of(in[0], a->i[PD_NORM_I_AXIS]);
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_batch_norm_fwd_f32(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                          pd_tensor_data(out[2]), &g, eps)
-                  : pd_batch_norm_fwd_f64(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                          pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                          pd_tensor_data(out[2]), &g, eps);
+                  ? pdk_batch_norm_fwd_f32(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
+                                           pd_tensor_data(out[0]), pd_tensor_data(out[1]),
+                                           pd_tensor_data(out[2]), &g, eps)
+                  : pdk_batch_norm_fwd_f64(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
+                                           pd_tensor_data(out[0]), pd_tensor_data(out[1]),
+                                           pd_tensor_data(out[2]), &g, eps);
     if (bad)
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
                         PD_SHAPE_STR(in[0]));
@@ -173,8 +173,8 @@ static pd_status bn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     double eps = a->f[PD_NORM_F_EPS];
     int bad =
         in[0]->dtype == PD_FLOAT32
-            ? pd_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps)
-            : pd_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps);
+            ? pdk_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps)
+            : pdk_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps);
     if (bad)
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
                         PD_SHAPE_STR(in[0]));
@@ -240,7 +240,7 @@ static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
       tmp[k] = (T)(w ? r * (double)w[k] : r);                                                               \
       tmp[C + k] = b ? b[k] : (T)0;                                                                         \
     }                                                                                                       \
-    pd_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                                \
+    pdk_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                                \
     free(tmp);                                                                                              \
     return 0;                                                                                               \
   }

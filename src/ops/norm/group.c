@@ -65,9 +65,9 @@ static pd_status gn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
     void *w = has_w ? pd_tensor_data(c[1]) : NULL, *b = has_b ? pd_tensor_data(c[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     if (in[0]->dtype == PD_FLOAT32)
-      pd_group_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
+      pdk_group_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
     else
-      pd_group_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
+      pdk_group_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -128,10 +128,10 @@ static pd_status gn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
-                                          S, a->i[PD_NORM_I_AXIS], eps)
-                  : pd_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
-                                          S, a->i[PD_NORM_I_AXIS], eps);
+                  ? pdk_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
+                                           S, a->i[PD_NORM_I_AXIS], eps)
+                  : pdk_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
+                                           S, a->i[PD_NORM_I_AXIS], eps);
     if (bad)
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
                         PD_SHAPE_STR(in[0]));

@@ -82,11 +82,11 @@ static pd_status norm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     pd_tensor *w = has_w ? c[1] : NULL, *b = has_b ? c[has_w ? 2 : 1] : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     if (in[0]->dtype == PD_FLOAT32)
-      pd_row_norm_fwd_f32(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                          pd_tensor_data(out[0]), rows, n, eps, centered);
+      pdk_row_norm_fwd_f32(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
+                           pd_tensor_data(out[0]), rows, n, eps, centered);
     else
-      pd_row_norm_fwd_f64(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                          pd_tensor_data(out[0]), rows, n, eps, centered);
+      pdk_row_norm_fwd_f64(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
+                           pd_tensor_data(out[0]), rows, n, eps, centered);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -146,10 +146,10 @@ static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
     double eps = a->f[PD_NORM_F_EPS];
     int bad = in[0]->dtype == PD_FLOAT32
-                  ? pd_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
-                                        eps, !is_rms(def))
-                  : pd_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
-                                        eps, !is_rms(def));
+                  ? pdk_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
+                                         eps, !is_rms(def))
+                  : pdk_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
+                                         eps, !is_rms(def));
     if (bad)
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", def->name,
                         (long long)rows, (long long)n);

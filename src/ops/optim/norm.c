@@ -27,7 +27,7 @@ static pd_status sqnorm_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   pd_tensor *x = in[0];
   pd_tensor *c = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
   if (!c) return pd_last_status();
-  double s = pd_optim_sum_squares(pd_data_ptr(c), c->dtype, c->numel);
+  double s = pdk_optim_sum_squares(pd_data_ptr(c), c->dtype, c->numel);
   pd_tensor_release(c);
   pd_store_from_f64(pd_data_ptr(out[0]), out[0]->dtype, s);
   return PD_OK;

@@ -108,7 +108,7 @@ pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_op_def *def, pd_te
                      .master = master ? pd_data_ptr(master) : NULL,
                      .nacc = d->n_acc};
   for (int k = 0; k < d->n_acc; k++) b.acc[k] = pd_data_ptr(in[3 + k]);
-  int rc = d->rule ? pd_optim_run(&b, &a, d->rule) : pd_optim_lamb(&b, &a);
+  int rc = d->rule ? pdk_optim_run(&b, &a, d->rule) : pdk_optim_lamb(&b, &a);
   if (rc)
     return pd_set_error(PD_ERR_DTYPE, "%s: param %s with grad %s is not supported", def->name,
                         pd_dtype_name(p->dtype), pd_dtype_name(g->dtype));

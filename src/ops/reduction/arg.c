@@ -48,8 +48,8 @@ static pd_status arg_run(const pd_op_def *def, pd_tensor *x, const pd_attrs *a, 
   }
   pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
-  int r = pd_reduce_arg(pd_tensor_data(xc), xc->dtype, outer, len, inner, is_max, pd_tensor_data(out),
-                        out->dtype);
+  int r = pdk_reduce_arg(pd_tensor_data(xc), xc->dtype, outer, len, inner, is_max, pd_tensor_data(out),
+                         out->dtype);
   pd_tensor_release(xc);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   if (r)

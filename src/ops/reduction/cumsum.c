@@ -39,8 +39,8 @@ static pd_status cumsum_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   }
   pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
-  int r = pd_cumsum_run(pd_tensor_data(xc), pd_tensor_data(out[0]), x->dtype, outer, len, inner, a->i[2],
-                        a->i[3]);
+  int r = pdk_cumsum_run(pd_tensor_data(xc), pd_tensor_data(out[0]), x->dtype, outer, len, inner, a->i[2],
+                         a->i[3]);
   pd_tensor_release(xc);
   if (r)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));

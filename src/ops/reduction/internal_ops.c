@@ -119,8 +119,8 @@ static pd_status pex_geoms(const pd_op_def *def, const pd_tensor *x, const pd_at
   if (st != PD_OK) return st;
   int64_t cs[PD_MAX_DIMS];
   pd_compute_contiguous_strides(x->ndim, x->shape, cs);
-  pd_reduce_geom_init(gx, x->ndim, x->shape, x->strides, mask);
-  pd_reduce_geom_init(go, x->ndim, x->shape, cs, mask);
+  pdk_reduce_geom_init(gx, x->ndim, x->shape, x->strides, mask);
+  pdk_reduce_geom_init(go, x->ndim, x->shape, cs, mask);
   return PD_OK;
 }
 
@@ -131,7 +131,7 @@ static pd_status pex_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   pd_reduce_geom gx, go;
   pd_status st = pex_geoms(def, in[0], a, &gx, &go);
   if (st != PD_OK) return st;
-  int r = pd_reduce_prod_exclusive(&gx, pd_tensor_data(in[0]), &go, pd_tensor_data(out[0]), in[0]->dtype);
+  int r = pdk_reduce_prod_exclusive(&gx, pd_tensor_data(in[0]), &go, pd_tensor_data(out[0]), in[0]->dtype);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   if (r)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
@@ -154,8 +154,8 @@ static pd_status pex_backward(const pd_backward_ctx *c) {
     pd_tensor_release(g);
     return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_MEMORY, "prod: out of memory");
   }
-  int r = pd_reduce_prod_exclusive_grad(&gx, pd_tensor_data(x), &go, pd_tensor_data(g), pd_tensor_data(gin),
-                                        x->dtype);
+  int r = pdk_reduce_prod_exclusive_grad(&gx, pd_tensor_data(x), &go, pd_tensor_data(g), pd_tensor_data(gin),
+                                         x->dtype);
   pd_tensor_release(g);
   if (r) {
     pd_tensor_release(gin);

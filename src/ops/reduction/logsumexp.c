@@ -27,15 +27,15 @@ static pd_status lse_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   if (!c) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   /* pass 1: the max of each group (into c, as float64) */
   pd_reduce_geom g;
-  pd_reduce_geom_init(&g, in[0]->ndim, in[0]->shape, in[0]->strides, mask);
+  pdk_reduce_geom_init(&g, in[0]->ndim, in[0]->shape, in[0]->strides, mask);
   pd_reduce_spec s1 = {.kind = PD_RK_MAX};
-  int r = pd_reduce_run(&g, &s1, pd_tensor_data(in[0]), in[0]->dtype, c, PD_FLOAT64);
+  int r = pdk_reduce_run(&g, &s1, pd_tensor_data(in[0]), in[0]->dtype, c, PD_FLOAT64);
   if (!r) {
     /* an infinite max (or an empty group) shifts by 0: +inf stays +inf, -inf gives -inf */
     for (int64_t i = 0; i < n_out_el; i++)
       if (!isfinite(c[i]) && !isnan(c[i])) c[i] = 0.0;
     pd_reduce_spec s2 = {.kind = PD_RK_SUMEXP_DEV, .post = PD_RP_LOG_ADD_C, .center = c};
-    r = pd_reduce_run(&g, &s2, pd_tensor_data(in[0]), in[0]->dtype, pd_tensor_data(out[0]), out[0]->dtype);
+    r = pdk_reduce_run(&g, &s2, pd_tensor_data(in[0]), in[0]->dtype, pd_tensor_data(out[0]), out[0]->dtype);
   }
   free(c);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);

@@ -52,8 +52,8 @@ int64_t pd_reduce_count(int nd, const int64_t *shape, const bool *mask) {
 pd_status pd_reduce_exec(const pd_op_def *def, const pd_tensor *x, const bool *mask, const pd_reduce_spec *s,
                          pd_tensor *out) {
   pd_reduce_geom g;
-  pd_reduce_geom_init(&g, x->ndim, x->shape, x->strides, mask);
-  int r = pd_reduce_run(&g, s, pd_tensor_data(x), x->dtype, pd_tensor_data(out), out->dtype);
+  pdk_reduce_geom_init(&g, x->ndim, x->shape, x->strides, mask);
+  int r = pdk_reduce_run(&g, s, pd_tensor_data(x), x->dtype, pd_tensor_data(out), out->dtype);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   if (r)
     return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));
@@ -193,8 +193,8 @@ pd_tensor *pd_reduce_tie_weights(const char *op, const pd_tensor *x, const pd_te
   pd_tensor *cnt = pd_tensor_new(x->dtype, x->ndim, k);
   pd_reduce_spec s = {.kind = PD_RK_SUM};
   pd_reduce_geom g;
-  pd_reduce_geom_init(&g, e->ndim, e->shape, e->strides, mask);
-  if (!cnt || pd_reduce_run(&g, &s, pd_tensor_data(e), e->dtype, pd_tensor_data(cnt), cnt->dtype)) {
+  pdk_reduce_geom_init(&g, e->ndim, e->shape, e->strides, mask);
+  if (!cnt || pdk_reduce_run(&g, &s, pd_tensor_data(e), e->dtype, pd_tensor_data(cnt), cnt->dtype)) {
     pd_tensor_release(cnt);
     pd_tensor_release(e);
     if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op);

@@ -29,8 +29,8 @@ static pd_status argsort_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   pd_axis_split(in[0]->ndim, in[0]->shape, ax, &outer, &len, &inner);
   pd_tensor *xc = pd_kernel_contiguous(in[0]);
   if (!xc) return pd_last_status();
-  int r = pd_sort_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[1], pd_tensor_data(out[0]),
-                      pd_tensor_data(out[1]));
+  int r = pdk_sort_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[1], pd_tensor_data(out[0]),
+                       pd_tensor_data(out[1]));
   pd_tensor_release(xc);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   if (r)

@@ -43,8 +43,8 @@ static pd_status topk_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_axis_split(in[0]->ndim, in[0]->shape, ax, &outer, &len, &inner);
   pd_tensor *xc = pd_kernel_contiguous(in[0]);
   if (!xc) return pd_last_status();
-  int r = pd_topk_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[0], a->i[2],
-                      pd_tensor_data(out[0]), pd_tensor_data(out[1]));
+  int r = pdk_topk_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[0], a->i[2],
+                       pd_tensor_data(out[0]), pd_tensor_data(out[1]));
   pd_tensor_release(xc);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   if (r)

@@ -29,15 +29,15 @@ static pd_status var_run(const pd_op_def *def, pd_tensor *x, const pd_attrs *a, 
   double *c = malloc(sizeof(double) * (size_t)(n_out > 0 ? n_out : 1));
   if (!c) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
   pd_reduce_geom g;
-  pd_reduce_geom_init(&g, x->ndim, x->shape, x->strides, mask);
+  pdk_reduce_geom_init(&g, x->ndim, x->shape, x->strides, mask);
   pd_reduce_spec s1 = {.kind = PD_RK_SUM, .post = PD_RP_DIV, .d = n > 0 ? (double)n : 1.0};
-  int r = pd_reduce_run(&g, &s1, pd_tensor_data(x), x->dtype, c, PD_FLOAT64);
+  int r = pdk_reduce_run(&g, &s1, pd_tensor_data(x), x->dtype, c, PD_FLOAT64);
   if (!r) {
     pd_reduce_spec s2 = {.kind = PD_RK_SUMSQ_DEV,
                          .post = is_std ? PD_RP_SQRT_DIV : PD_RP_DIV,
                          .d = divisor(n, a->i[1]),
                          .center = c};
-    r = pd_reduce_run(&g, &s2, pd_tensor_data(x), x->dtype, pd_tensor_data(out), out->dtype);
+    r = pdk_reduce_run(&g, &s2, pd_tensor_data(x), x->dtype, pd_tensor_data(out), out->dtype);
   }
   free(c);
   if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
