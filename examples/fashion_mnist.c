@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
   printf("train time: %.1f s; test loss: %.4f; test accuracy: %.4f (%.1f s)\n", train_s, test_loss, acc,
          now_s() - t0);
 
-  pd_model_free(model);
+  pd_model_release(model);
   pd_optimizer_release(adam);
   pd_metric_release(accuracy);
   pd_layer_release(loss_fn);

@@ -48,7 +48,8 @@ PD_API void pd_string_map_free(pd_string_map *m);
 PD_API pd_status pd_save(const pd_named_tensors *state, const char *path);
 /* pd_save with extra metadata entries (NULL: none); a "format" key in
  * `metadata` replaces the default "paddle.c". */
-PD_API pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata);
+PD_API pd_status pd_save_with_metadata(const pd_named_tensors *state, const char *path,
+                                       const pd_string_map *metadata);
 
 /* paddle.load(path): the tensors of a safetensors file, in the order of
  * their data in the file (for files written by pd_save, the order they were
@@ -62,7 +63,7 @@ PD_API pd_status pd_save_ex(const pd_named_tensors *state, const char *path, con
 PD_API pd_status pd_load(const char *path, pd_named_tensors *out);
 /* pd_load that also returns the header's "__metadata__" (metadata may be
  * NULL; free it with pd_string_map_free). */
-PD_API pd_status pd_load_ex(const char *path, pd_named_tensors *out, pd_string_map *metadata);
+PD_API pd_status pd_load_with_metadata(const char *path, pd_named_tensors *out, pd_string_map *metadata);
 /* The same from a safetensors image in memory (`what` names it in errors;
  * NULL: "buffer"). The tensors own copies of the data. */
 PD_API pd_status pd_load_buffer(const void *data, size_t size, const char *what, pd_named_tensors *out,
@@ -77,6 +78,10 @@ PD_API pd_status pd_layer_save(const pd_layer *layer, const char *path);
  * file has but the layer lacks, are an error listing them, and the layer is
  * left unchanged; without, matching entries are loaded and the rest ignored. */
 PD_API pd_status pd_layer_load(pd_layer *layer, const char *path, bool strict);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_save_ex pd_save_with_metadata
+#define pd_load_ex pd_load_with_metadata
 
 #ifdef __cplusplus
 }

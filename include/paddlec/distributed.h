@@ -24,7 +24,7 @@
  * sync_op: by default a call returns when it is complete (Paddle's
  * sync_op=True). Passing `.task = &task` in pd_dist_opts makes it
  * asynchronous (sync_op=False): the call returns at once and *task is a new
- * task to pass to pd_dist_task_wait and then pd_dist_task_free; the tensors
+ * task to pass to pd_dist_task_wait and then pd_dist_task_release; the tensors
  * must not be touched until the task completes (the task keeps them alive). */
 #ifndef PADDLEC_DISTRIBUTED_H
 #define PADDLEC_DISTRIBUTED_H
@@ -74,9 +74,9 @@ typedef struct pd_dist_env {
  * size, a current endpoint missing from the list, an endpoint or
  * MASTER_PORT that is not host:port with a port in [1, 65535]) are
  * PD_ERR_INVALID naming the variable and its value. Free with
- * pd_dist_env_clear. */
+ * pd_dist_env_free. */
 PD_API pd_status pd_dist_parallel_env(pd_dist_env *env);
-PD_API void pd_dist_env_clear(pd_dist_env *env);
+PD_API void pd_dist_env_free(pd_dist_env *env);
 
 typedef struct pd_dist_group pd_dist_group;
 
@@ -137,7 +137,7 @@ typedef struct pd_dist_task pd_dist_task;
 PD_API pd_status pd_dist_task_wait(pd_dist_task *task);
 PD_API bool pd_dist_task_is_completed(pd_dist_task *task);
 /* Frees the task, waiting for it first if it is still running. NULL: no-op. */
-PD_API void pd_dist_task_free(pd_dist_task *task);
+PD_API void pd_dist_task_release(pd_dist_task *task);
 
 /* ---- collectives ------------------------------------------------------- */
 typedef struct pd_dist_opts {
@@ -204,6 +204,10 @@ typedef struct pd_dist_spawn_opts {
  * "Process N terminated with exit code X" (or "with signal NAME"). */
 PD_API pd_status pd_dist_spawn(int (*fn)(int rank, void *arg), void *arg, int nprocs,
                                const pd_dist_spawn_opts *opts);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_dist_task_free pd_dist_task_release
+#define pd_dist_env_clear pd_dist_env_free
 
 #ifdef __cplusplus
 }

@@ -178,16 +178,16 @@ PD_API pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loade
  * sampler, as iterating a DataLoader again does). On an error (e.g. from
  * get_item, the message naming the sample index) the epoch is abandoned
  * and a negative status returned. */
-PD_API int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max);
+PD_API int pd_io_loader_next(pd_io_loader *l, pd_tensor **batch, int max);
 /* Abandons the current epoch (batches loaded ahead are dropped); the next
- * call of pd_io_data_loader_next starts a new one. */
-PD_API pd_status pd_io_data_loader_reset(pd_io_loader *l);
+ * call of pd_io_loader_next starts a new one. */
+PD_API pd_status pd_io_loader_reset(pd_io_loader *l);
 /* len(DataLoader): batches per epoch; a negative status for iterable
  * datasets. */
-PD_API int64_t pd_io_data_loader_len(pd_io_loader *l);
+PD_API int64_t pd_io_loader_len(pd_io_loader *l);
 /* Stops the workers (waiting for the batch each is loading), drops what is
  * loaded ahead and frees the loader. NULL is a no-op. */
-PD_API void pd_io_data_loader_destroy(pd_io_loader *l);
+PD_API void pd_io_loader_release(pd_io_loader *l);
 
 /* ---- NumPy files ---------------------------------------------------------- */
 
@@ -215,7 +215,7 @@ PD_API const char *pd_io_npz_name(const pd_io_npz *z, int i);
 /* The array named `name` (a new reference), NULL and an error naming the
  * available arrays when there is none. */
 PD_API pd_tensor *pd_io_npz_get(const pd_io_npz *z, const char *name);
-PD_API void pd_io_npz_free(pd_io_npz *z);
+PD_API void pd_io_npz_release(pd_io_npz *z);
 /* numpy.savez (compress false) / numpy.savez_compressed (true): n arrays
  * stored as names[i] + ".npy". */
 PD_API pd_status pd_io_save_npz(const char *path, const char *const *names, pd_tensor *const *tensors, int n,
@@ -269,6 +269,13 @@ typedef struct pd_vision_datasets_mnist_opts {
 PD_API pd_io_dataset *pd_vision_datasets_mnist(const pd_vision_datasets_mnist_opts *opts);
 /* paddle.vision.datasets.FashionMNIST: the same reader, its own root. */
 PD_API pd_io_dataset *pd_vision_datasets_fashion_mnist(const pd_vision_datasets_mnist_opts *opts);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_io_npz_free pd_io_npz_release
+#define pd_io_data_loader_destroy pd_io_loader_release
+#define pd_io_data_loader_next pd_io_loader_next
+#define pd_io_data_loader_reset pd_io_loader_reset
+#define pd_io_data_loader_len pd_io_loader_len
 
 #ifdef __cplusplus
 }

@@ -229,7 +229,7 @@ PD_API pd_callback *pd_callbacks_lr_scheduler(bool by_step, bool by_epoch);
 PD_API pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inputs,
                               const pd_input_spec *labels, int n_labels);
 /* Releases the model's references and frees it. NULL is a no-op. */
-PD_API void pd_model_free(pd_model *m);
+PD_API void pd_model_release(pd_model *m);
 /* prepare(optimizer, loss, metrics): all may be NULL (no training / no loss).
  * The loss layer is called as loss(outputs..., labels...); its outputs are
  * summed into the loss that is minimised. Metrics are retained. */
@@ -346,6 +346,9 @@ PD_API pd_status pd_model_parameters(const pd_model *m, pd_named_tensors *out);
  * stdout) or NULL. */
 PD_API char *pd_model_summary(pd_model *m, int n_inputs, const int *ndims, const int64_t *const *shapes,
                               const pd_dtype *dtypes, pd_summary_info *info);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_model_free pd_model_release
 
 #ifdef __cplusplus
 }

@@ -306,10 +306,10 @@ PD_API pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out
 /* named_parameters(prefix, include_sublayers) / named_buffers(prefix,
  * include_sublayers): the same lists with every name under `prefix` (NULL
  * or "": none) and, without include_sublayers, only l's own entries. */
-PD_API pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                              pd_named_tensors *out);
-PD_API pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                           pd_named_tensors *out);
+PD_API pd_status pd_layer_named_parameters_with_prefix(const pd_layer *l, const char *prefix,
+                                                       bool include_sublayers, pd_named_tensors *out);
+PD_API pd_status pd_layer_named_buffers_with_prefix(const pd_layer *l, const char *prefix,
+                                                    bool include_sublayers, pd_named_tensors *out);
 /* named_sublayers(): every descendant with its dotted path (not l itself). */
 PD_API pd_status pd_layer_named_sublayers(const pd_layer *l, pd_named_layers *out);
 
@@ -370,6 +370,10 @@ PD_API pd_status pd_layer_remove_hook(pd_layer *l, int id);
  *   )
  * malloc'ed; the caller frees. */
 PD_API char *pd_layer_to_string(const pd_layer *l);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_layer_named_parameters_ex pd_layer_named_parameters_with_prefix
+#define pd_layer_named_buffers_ex pd_layer_named_buffers_with_prefix
 
 #ifdef __cplusplus
 }

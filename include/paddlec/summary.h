@@ -106,8 +106,11 @@ PD_API void pd_flops_result_free(pd_flops_result *r);
 PD_API int64_t pd_flops(pd_layer *net, int ndim, const int64_t *input_shape, bool print_detail);
 /* pd_flops with options (NULL: defaults) and the per-layer result (may be
  * NULL; free it with pd_flops_result_free). */
-PD_API int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
-                           pd_flops_result *result);
+PD_API int64_t pd_flops_with_opts(pd_layer *net, int ndim, const int64_t *input_shape,
+                                  const pd_flops_opts *opts, pd_flops_result *result);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_flops_ex pd_flops_with_opts
 
 #ifdef __cplusplus
 }

@@ -251,8 +251,8 @@ static void type_line(FILE *out, const char *type, const char *module) {
     fprintf(out, "<class '%s'>", type);
 }
 
-int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
-                    pd_flops_result *result) {
+int64_t pd_flops_with_opts(pd_layer *net, int ndim, const int64_t *input_shape, const pd_flops_opts *opts,
+                           pd_flops_result *result) {
   static const pd_flops_opts defaults;
   if (!opts) opts = &defaults;
   if (result) *result = (pd_flops_result){0};
@@ -392,5 +392,5 @@ int64_t pd_flops_ex(pd_layer *net, int ndim, const int64_t *input_shape, const p
 
 int64_t pd_flops(pd_layer *net, int ndim, const int64_t *input_shape, bool print_detail) {
   pd_flops_opts o = {.print_detail = print_detail};
-  return pd_flops_ex(net, ndim, input_shape, &o, NULL);
+  return pd_flops_with_opts(net, ndim, input_shape, &o, NULL);
 }

@@ -61,7 +61,7 @@ pd_model *pd_model_new(pd_layer *network, const pd_input_spec *inputs, int n_inp
   return m;
 }
 
-void pd_model_free(pd_model *m) {
+void pd_model_release(pd_model *m) {
   if (!m) return;
   pd_layer_release(m->network);
   pd_layer_release(m->loss);
@@ -308,12 +308,12 @@ static pd_status run_epoch(pd_model *m, pd_io_loader *l, cblist *cbs, int mode, 
   static const size_t end_off[3] = {HOOK(on_train_batch_end), HOOK(on_eval_batch_end),
                                     HOOK(on_predict_batch_end)};
   pd_model_state *st = m->st;
-  pd_status s = pd_io_data_loader_reset(l);
+  pd_status s = pd_io_loader_reset(l);
   if (s != PD_OK) return s;
   for (int64_t step = 0;; step++) {
     pd_scope_begin();
     pd_tensor *batch[PD_IO_MAX_FIELDS];
-    int nf = pd_io_data_loader_next(l, batch, PD_IO_MAX_FIELDS);
+    int nf = pd_io_loader_next(l, batch, PD_IO_MAX_FIELDS);
     if (nf <= 0) {
       pd_scope_end();
       if (nf < 0) return (pd_status)nf;
@@ -368,7 +368,7 @@ static pd_status run_epoch(pd_model *m, pd_io_loader *l, cblist *cbs, int mode, 
     }
     pd_scope_end();
     if (s != PD_OK) {
-      pd_io_data_loader_reset(l);
+      pd_io_loader_reset(l);
       return s;
     }
     logs->step = step;
@@ -407,7 +407,7 @@ static pd_io_loader *data_loader(pd_model_data d, int64_t batch_size, bool shuff
 }
 
 static int64_t loader_steps(pd_io_loader *l) {
-  int64_t n = pd_io_data_loader_len(l);
+  int64_t n = pd_io_loader_len(l);
   if (n < 0) {
     pd_clear_error();
     return -1;
@@ -447,7 +447,7 @@ pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval
   if (eval_data.dataset || eval_data.loader) {
     el = data_loader(eval_data, o.batch_size, false, false, o.num_workers, &own_eval, fn, "eval_data");
     if (!el) {
-      if (own_train) pd_io_data_loader_destroy(tl);
+      if (own_train) pd_io_loader_release(tl);
       return pd_last_status();
     }
   }
@@ -483,8 +483,8 @@ pd_status pd_model_fit(pd_model *m, pd_model_data train_data, pd_model_data eval
   }
   if (s == PD_OK) s = cbs_call(&cbs, HOOK(on_train_end), -1, &logs);
   cbs_free(&cbs);
-  if (own_train) pd_io_data_loader_destroy(tl);
-  if (own_eval) pd_io_data_loader_destroy(el);
+  if (own_train) pd_io_loader_release(tl);
+  if (own_eval) pd_io_loader_release(el);
   return s;
 }
 
@@ -530,7 +530,7 @@ pd_status pd_model_evaluate(pd_model *m, pd_model_data eval_data, const pd_model
   logs.step = -1;
   if (s == PD_OK) s = cbs_call(&cbs, HOOK(on_eval_end), -1, &logs);
   cbs_free(&cbs);
-  if (own) pd_io_data_loader_destroy(el);
+  if (own) pd_io_loader_release(el);
   if (s == PD_OK && result) {
     result->names = calloc((size_t)st->n_names + 1, sizeof(char *));
     result->values = calloc((size_t)st->n_names + 1, sizeof(double));
@@ -578,7 +578,7 @@ pd_status pd_model_predict(pd_model *m, pd_model_data test_data, const pd_model_
   collected col = {0};
   if (s == PD_OK) s = cbs_call(&cbs, HOOK(on_predict_begin), -1, &logs);
   if (s == PD_OK) s = run_epoch(m, l, &cbs, MODE_PREDICT, &logs, &col, fn);
-  if (own) pd_io_data_loader_destroy(l);
+  if (own) pd_io_loader_release(l);
   if (s == PD_OK) {
     int no = col.n_outputs;
     int64_t nb = col.n_batches;
@@ -679,7 +679,7 @@ pd_status pd_model_save(pd_model *m, const char *path, bool training) {
   }
   char *op = s == PD_OK ? concat2(path, ".pdopt") : NULL;
   if (s == PD_OK && !op) s = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
-  if (s == PD_OK) s = pd_save_ex(&sd, op, &meta);
+  if (s == PD_OK) s = pd_save_with_metadata(&sd, op, &meta);
   free(op);
   pd_string_map_free(&meta);
   pd_named_tensors_free(&params);
@@ -782,7 +782,7 @@ pd_status pd_model_load(pd_model *m, const char *path, bool skip_mismatch, bool 
   if (s == PD_OK && m->optimizer && !reset_optimizer && access(op, F_OK) == 0) {
     pd_named_tensors ost = {0};
     pd_string_map meta = {0};
-    s = pd_load_ex(op, &ost, &meta);
+    s = pd_load_with_metadata(op, &ost, &meta);
     if (s == PD_OK) s = remap_optimizer_names(m, &ost, &meta);
     if (s == PD_OK) s = pd_optimizer_set_state_dict(m->optimizer, &ost);
     pd_state_free(&ost);

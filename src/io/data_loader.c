@@ -282,7 +282,7 @@ static int take_next(pd_io_loader *l, result *r) {
   return r->end ? 0 : 1;
 }
 
-int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max) {
+int pd_io_loader_next(pd_io_loader *l, pd_tensor **batch, int max) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: next on NULL");
   if (!batch || max < 1)
     return pd_set_error(PD_ERR_INVALID, "DataLoader: no room for the batch (max %d)", max);
@@ -301,7 +301,7 @@ int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max) {
   if (r.n > max) {
     int n = r.n;
     result_clear(&r);
-    pd_io_data_loader_reset(l);
+    pd_io_loader_reset(l);
     return pd_set_error(PD_ERR_INVALID, "DataLoader: the batch has %d fields but there is room for %d", n,
                         max);
   }
@@ -309,7 +309,7 @@ int pd_io_data_loader_next(pd_io_loader *l, pd_tensor **batch, int max) {
   return r.n;
 }
 
-pd_status pd_io_data_loader_reset(pd_io_loader *l) {
+pd_status pd_io_loader_reset(pd_io_loader *l) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: reset on NULL");
   if (l->num_workers == 0) {
     l->in_epoch = false;
@@ -321,14 +321,14 @@ pd_status pd_io_data_loader_reset(pd_io_loader *l) {
   return PD_OK;
 }
 
-int64_t pd_io_data_loader_len(pd_io_loader *l) {
+int64_t pd_io_loader_len(pd_io_loader *l) {
   if (!l) return pd_set_error(PD_ERR_INVALID, "DataLoader: len of NULL");
   if (l->iterable) return pd_set_error(PD_ERR_INVALID, "DataLoader: length of IterableDataset not supported");
   if (!l->auto_collate) return pd_io_dataset_len(l->ds);
   return pd_io_sampler_len(l->bsampler);
 }
 
-void pd_io_data_loader_destroy(pd_io_loader *l) {
+void pd_io_loader_release(pd_io_loader *l) {
   if (!l) return;
   if (l->nthreads) {
     pthread_mutex_lock(&l->mu);
@@ -416,7 +416,7 @@ pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts 
       l->bsampler = pd_io_batch_sampler(ds, NULL, o->shuffle, l->auto_collate ? l->batch_size : 1,
                                         l->auto_collate && o->drop_last);
     if (!l->bsampler) {
-      pd_io_data_loader_destroy(l);
+      pd_io_loader_release(l);
       return NULL;
     }
   }
@@ -430,13 +430,13 @@ pd_io_loader *pd_io_data_loader(pd_io_dataset *ds, const pd_io_data_loader_opts 
     pthread_cond_init(&l->cv_work, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
     if (!l->slots || !l->threads) {
-      pd_io_data_loader_destroy(l);
+      pd_io_loader_release(l);
       pd_set_error(PD_ERR_MEMORY, "DataLoader: out of memory");
       return NULL;
     }
     for (int i = 0; i < want; i++) {
       if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0) {
-        pd_io_data_loader_destroy(l);
+        pd_io_loader_release(l);
         pd_set_error(PD_ERR_STATE, "DataLoader: cannot start worker thread %d of %d", i, want);
         return NULL;
       }

@@ -27,7 +27,7 @@ static uint64_t rd(const unsigned char *p, int n) {
 #define SIG_EOCD64 0x06064b50u
 #define SIG_LOC64 0x07064b50u
 
-void pd_io_npz_free(pd_io_npz *z) {
+void pd_io_npz_release(pd_io_npz *z) {
   if (!z) return;
   for (int i = 0; i < z->n; i++) {
     free(z->names[i]);
@@ -236,7 +236,7 @@ pd_io_npz *pd_io_load_npz_buffer(const void *data, size_t size, const char *name
     if (!t) {
       char msg[2048];
       pd_io_error_copy(msg, sizeof msg);
-      pd_io_npz_free(z);
+      pd_io_npz_release(z);
       pd_set_error(PD_ERR_IO, "load_npz: %s", msg);
       return NULL;
     }
@@ -252,7 +252,7 @@ pd_io_npz *pd_io_load_npz_buffer(const void *data, size_t size, const char *name
   return z;
 fail:
   free(tmp);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   pd_set_error(PD_ERR_IO, "load_npz: '%s': %s", name, why);
   return NULL;
 }

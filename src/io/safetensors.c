@@ -329,7 +329,8 @@ static pd_status sync_dir(const char *path) {
   return st;
 }
 
-pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_string_map *metadata) {
+pd_status pd_save_with_metadata(const pd_named_tensors *state, const char *path,
+                                const pd_string_map *metadata) {
   if (!state || !path || !path[0])
     return pd_set_error(PD_ERR_INVALID, "save: %s", !state ? "state is NULL" : "path is NULL or empty");
   pd_status st = validate_state(state, path, metadata);
@@ -383,7 +384,9 @@ pd_status pd_save_ex(const pd_named_tensors *state, const char *path, const pd_s
   return st;
 }
 
-pd_status pd_save(const pd_named_tensors *state, const char *path) { return pd_save_ex(state, path, NULL); }
+pd_status pd_save(const pd_named_tensors *state, const char *path) {
+  return pd_save_with_metadata(state, path, NULL);
+}
 
 /* ---- loading ------------------------------------------------------------------------ */
 typedef struct source {
@@ -680,7 +683,7 @@ static pd_status load_common(const source *s, pd_named_tensors *out, pd_string_m
   return st;
 }
 
-pd_status pd_load_ex(const char *path, pd_named_tensors *out, pd_string_map *metadata) {
+pd_status pd_load_with_metadata(const char *path, pd_named_tensors *out, pd_string_map *metadata) {
   if (out) *out = (pd_named_tensors){0};
   if (metadata) *metadata = (pd_string_map){0};
   if (!path || !out) return pd_set_error(PD_ERR_INVALID, "load: %s is NULL", path ? "output list" : "path");
@@ -700,7 +703,7 @@ pd_status pd_load_ex(const char *path, pd_named_tensors *out, pd_string_map *met
   return st;
 }
 
-pd_status pd_load(const char *path, pd_named_tensors *out) { return pd_load_ex(path, out, NULL); }
+pd_status pd_load(const char *path, pd_named_tensors *out) { return pd_load_with_metadata(path, out, NULL); }
 
 pd_status pd_load_buffer(const void *data, size_t size, const char *what, pd_named_tensors *out,
                          pd_string_map *metadata) {

@@ -11,7 +11,7 @@ pd_status pd_layer_save(const pd_layer *layer, const char *path) {
   if (st != PD_OK) return st;
   pd_string_map meta = {0};
   st = pd_string_map_set(&meta, "kind", "layer");
-  if (st == PD_OK) st = pd_save_ex(&sd, path, &meta);
+  if (st == PD_OK) st = pd_save_with_metadata(&sd, path, &meta);
   pd_string_map_free(&meta);
   pd_named_tensors_free(&sd);
   return st;

@@ -465,12 +465,12 @@ pd_status pd_layer_parameters(const pd_layer *l, pd_named_tensors *out) {
 pd_status pd_layer_named_buffers(const pd_layer *l, pd_named_tensors *out) {
   return to_tensors(l, NULL, WANT_BUFFERS, out);
 }
-pd_status pd_layer_named_parameters_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                       pd_named_tensors *out) {
+pd_status pd_layer_named_parameters_with_prefix(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                                pd_named_tensors *out) {
   return to_tensors(l, prefix, WANT_PARAMS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
 }
-pd_status pd_layer_named_buffers_ex(const pd_layer *l, const char *prefix, bool include_sublayers,
-                                    pd_named_tensors *out) {
+pd_status pd_layer_named_buffers_with_prefix(const pd_layer *l, const char *prefix, bool include_sublayers,
+                                             pd_named_tensors *out) {
   return to_tensors(l, prefix, WANT_BUFFERS | (include_sublayers ? 0 : WANT_OWN_ONLY), out);
 }
 pd_status pd_layer_state_dict(const pd_layer *l, pd_named_tensors *out) {

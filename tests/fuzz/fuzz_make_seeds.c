@@ -1,5 +1,5 @@
 /* Writes the seed files of the fuzz targets: valid inputs made by the
- * library's own writers (pd_save_ex, pd_io_save_npy, pd_io_save_npz) plus
+ * library's own writers (pd_save_with_metadata, pd_io_save_npy, pd_io_save_npz) plus
  * .npy variants they do not write (Fortran order, big-endian, format 2.0
  * and 3.0 headers, '=' byte order, Python 2 longs, double quotes, keys in
  * another order), idx files of each type (one gzipped) and CSV tables.
@@ -62,7 +62,8 @@ static void safetensors_seeds(const char *dir) {
     pd_string_map meta = {0};
     pd_string_map_set(&meta, "format", "pt");
     pd_string_map_set(&meta, "note", "caf\xc3\xa9 \"quoted\" \\ tab\t");
-    ok(pd_save_ex(&s, path_of(dir, "safetensors", "dtypes_meta.safetensors"), &meta), "dtypes_meta");
+    ok(pd_save_with_metadata(&s, path_of(dir, "safetensors", "dtypes_meta.safetensors"), &meta),
+       "dtypes_meta");
     pd_string_map_free(&meta);
     for (int d = 0; d < PD_NUM_DTYPES; d++) {
       free(names[d]);
@@ -86,7 +87,7 @@ static void safetensors_seeds(const char *dir) {
     pd_named_tensors s = {0};
     pd_string_map meta = {0};
     pd_string_map_set(&meta, "a", "1");
-    ok(pd_save_ex(&s, path_of(dir, "safetensors", "meta_only.safetensors"), &meta), "meta_only");
+    ok(pd_save_with_metadata(&s, path_of(dir, "safetensors", "meta_only.safetensors"), &meta), "meta_only");
     pd_string_map_free(&meta);
   }
 }

@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     fuzz_check(pd_last_error()[0] != 0, "a failed .npz load left no message");
   }
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   pd_clear_error();
   return 0;
 }

@@ -43,10 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];
   snprintf(path, sizeof path, "%s/fuzz_safetensors.%ld", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
            (long)getpid());
-  fuzz_check(pd_save_ex(&out, path, &meta) == PD_OK, "a loaded state does not save");
+  fuzz_check(pd_save_with_metadata(&out, path, &meta) == PD_OK, "a loaded state does not save");
   pd_named_tensors back;
   pd_string_map back_meta;
-  fuzz_check(pd_load_ex(path, &back, &back_meta) == PD_OK, "a saved state does not load");
+  fuzz_check(pd_load_with_metadata(path, &back, &back_meta) == PD_OK, "a saved state does not load");
   /* the metadata comes back as it was, with "format" added when it had none */
   const char *fmt = pd_string_map_get(&meta, "format");
   fuzz_check(back_meta.n == meta.n + (fmt ? 0 : 1), "the round trip changed the metadata count");

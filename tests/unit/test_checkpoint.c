@@ -164,7 +164,7 @@ static void test_roundtrip_every_dtype(void **state) {
   assert_int_equal(pd_save(&sd, p), PD_OK);
   pd_named_tensors out;
   pd_string_map meta;
-  assert_int_equal(pd_load_ex(p, &out, &meta), PD_OK);
+  assert_int_equal(pd_load_with_metadata(p, &out, &meta), PD_OK);
   assert_int_equal(out.n, N);
   for (int i = 0; i < 12; i++) {
     assert_string_equal(out.names[i], names[i]);
@@ -196,10 +196,10 @@ static void test_metadata_and_empty_state(void **state) {
   assert_int_equal(meta.n, 3);
   pd_named_tensors empty = {0};
   const char *p = path_of("empty.safetensors");
-  assert_int_equal(pd_save_ex(&empty, p, &meta), PD_OK);
+  assert_int_equal(pd_save_with_metadata(&empty, p, &meta), PD_OK);
   pd_named_tensors out;
   pd_string_map got;
-  assert_int_equal(pd_load_ex(p, &out, &got), PD_OK);
+  assert_int_equal(pd_load_with_metadata(p, &out, &got), PD_OK);
   assert_int_equal(out.n, 0);
   assert_int_equal(got.n, 3);
   assert_string_equal(pd_string_map_get(&got, "format"), "pt");
@@ -254,7 +254,7 @@ static void test_reference_file_loads(void **state) {
   write_file(p, img, n);
   pd_named_tensors out;
   pd_string_map meta;
-  assert_int_equal(pd_load_ex(p, &out, &meta), PD_OK);
+  assert_int_equal(pd_load_with_metadata(p, &out, &meta), PD_OK);
   assert_int_equal(out.n, 5);
   static const char *order[] = {"idx", "d", "w", "h", "m"};
   for (int i = 0; i < 5; i++) assert_string_equal(out.names[i], order[i]);
@@ -358,7 +358,7 @@ static void test_save_errors(void **state) {
   expect_error(NULL, "save", "path");
   pd_string_map m = {0};
   pd_string_map_set(&m, "k", "\xc3");
-  assert_int_equal(pd_save_ex(&ok, path_of("e.safetensors"), &m), PD_ERR_INVALID);
+  assert_int_equal(pd_save_with_metadata(&ok, path_of("e.safetensors"), &m), PD_ERR_INVALID);
   expect_error(NULL, "metadata value", "UTF-8");
   pd_string_map_free(&m);
   struct stat sb;
@@ -947,7 +947,7 @@ static void test_layer_save_load(void **state) {
   assert_int_equal(pd_layer_save(&a->base, p), PD_OK);
   pd_named_tensors file;
   pd_string_map meta;
-  assert_int_equal(pd_load_ex(p, &file, &meta), PD_OK);
+  assert_int_equal(pd_load_with_metadata(p, &file, &meta), PD_OK);
   assert_int_equal(file.n, 4);
   assert_string_equal(file.names[0], "linear1.weight");
   assert_string_equal(file.names[3], "linear2.bias");

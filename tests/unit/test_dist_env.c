@@ -68,17 +68,17 @@ static void test_paddle_launcher_env(void **state) {
   assert_string_equal(e.master, "127.0.0.1:6170"); /* the first endpoint without PADDLE_MASTER */
   assert_string_equal(e.master_from, "PADDLE_TRAINER_ENDPOINTS");
   assert_string_equal(e.launcher, "paddle");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   setenv("PADDLE_MASTER", "10.0.0.1:7000", 1);
   assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
   assert_string_equal(e.master, "10.0.0.1:7000");
   assert_string_equal(e.master_from, "PADDLE_MASTER");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   setenv("MASTER_ADDR", "10.0.0.9", 1);
   setenv("MASTER_PORT", "1234", 1);
   assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
   assert_string_equal(e.master, "10.0.0.9:1234");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   /* without initialisation, rank and size come from the environment */
   assert_int_equal(pd_dist_get_rank(NULL), 1);
   assert_int_equal(pd_dist_get_world_size(NULL), 2);
@@ -99,7 +99,7 @@ static void test_mpirun_and_slurm_env(void **state) {
   assert_int_equal(e.local_rank, 0);
   assert_string_equal(e.launcher, "mpirun");
   assert_string_equal(e.master, "");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   clear_env();
   setenv("SLURM_PROCID", "5", 1);
   setenv("SLURM_NTASKS", "8", 1);
@@ -109,7 +109,7 @@ static void test_mpirun_and_slurm_env(void **state) {
   assert_int_equal(e.world_size, 8);
   assert_int_equal(e.local_rank, 1);
   assert_string_equal(e.launcher, "slurm");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   clear_env();
 }
 
@@ -202,7 +202,7 @@ static void test_bad_ports(void **state) {
   /* the ends of the range are ports */
   setenv("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:1,127.0.0.1:65535", 1);
   assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   setenv("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:99999", 1);
   assert_int_equal(pd_dist_parallel_env(&e), PD_ERR_INVALID);
   assert_non_null(strstr(pd_last_error(), "PADDLE_CURRENT_ENDPOINT='127.0.0.1:99999': the port must be"));
@@ -223,7 +223,7 @@ static void test_bad_ports(void **state) {
   assert_int_equal(pd_dist_parallel_env(&e), PD_OK);
   assert_string_equal(e.master, "127.0.0.1:6170");
   assert_string_equal(e.master_from, "MASTER_ADDR/MASTER_PORT");
-  pd_dist_env_clear(&e);
+  pd_dist_env_free(&e);
   clear_env();
 }
 
@@ -530,15 +530,15 @@ static int child(int rank, void *arg) {
   if (pd_dist_all_reduce(s, PD_REDUCE_MAX, &(pd_dist_opts){.task = &task}) < 0 ||
       pd_dist_task_wait(task) < 0 || p[0] != 3.0f || p[n - 1] != 3.0f)
     rc = 12;
-  pd_dist_task_free(task);
+  pd_dist_task_release(task);
   pd_tensor *r = pd_zeros(1, SHAPE(5), PD_INT64);
   pd_tensor *snd = pd_full(1, SHAPE(5), 40 + rank, PD_INT64);
   pd_dist_task *ts = NULL, *tr = NULL;
   if (pd_dist_isend(snd, 1 - rank, NULL, &ts) < 0 || pd_dist_irecv(r, 1 - rank, NULL, &tr) < 0 ||
       pd_dist_task_wait(ts) < 0 || pd_dist_task_wait(tr) < 0 || pd_tensor_item_at(r, 4) != 41 - rank)
     rc = 13;
-  pd_dist_task_free(ts);
-  pd_dist_task_free(tr);
+  pd_dist_task_release(ts);
+  pd_dist_task_release(tr);
   return rc;
 }
 

@@ -57,7 +57,7 @@ static void collect_epoch(pd_io_loader *l, run *r) {
   pd_tensor *b[4];
   int n;
   pd_scope_begin();
-  while ((n = pd_io_data_loader_next(l, b, 4)) > 0) {
+  while ((n = pd_io_loader_next(l, b, 4)) > 0) {
     assert_int_equal(n, 2);
     assert_int_equal(pd_tensor_dtype(b[0]), PD_FLOAT32);
     assert_int_equal(pd_tensor_dtype(b[1]), PD_INT64);
@@ -84,7 +84,7 @@ static void test_batches_in_order(void **state) {
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 10);
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4});
-  assert_int_equal(pd_io_data_loader_len(l), 3);
+  assert_int_equal(pd_io_loader_len(l), 3);
   run r;
   collect_epoch(l, &r);
   assert_int_equal(r.nb, 3);
@@ -98,13 +98,13 @@ static void test_batches_in_order(void **state) {
   run r2;
   collect_epoch(l, &r2);
   expect_same_run(&r, &r2);
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   /* defaults: batch_size 1 */
   l = pd_io_data_loader(ds, NULL);
-  assert_int_equal(pd_io_data_loader_len(l), 10);
+  assert_int_equal(pd_io_loader_len(l), 10);
   collect_epoch(l, &r);
   assert_int_equal(r.nb, 10);
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
 }
@@ -123,7 +123,7 @@ static void test_workers_same_order(void **state) {
           ds, &(pd_io_data_loader_opts){
                   .batch_size = 5, .shuffle = true, .drop_last = drop, .num_workers = workers[w]});
       assert_non_null(l);
-      assert_int_equal(pd_io_data_loader_len(l), drop ? 4 : 5);
+      assert_int_equal(pd_io_loader_len(l), drop ? 4 : 5);
       pd_seed(1234);
       run r, r2;
       collect_epoch(l, &r);
@@ -146,7 +146,7 @@ static void test_workers_same_order(void **state) {
       } else {
         expect_same_run(&ref, &r);
       }
-      pd_io_data_loader_destroy(l);
+      pd_io_loader_release(l);
     }
   }
   pd_io_dataset_release(ds);
@@ -183,19 +183,19 @@ static void test_custom_collate(void **state) {
                 .batch_size = 3, .collate_fn = sum_collate, .collate_user = &calls, .num_workers = w * 2});
     pd_scope_begin();
     pd_tensor *b[3];
-    assert_int_equal(pd_io_data_loader_next(l, b, 3), 3);
+    assert_int_equal(pd_io_loader_next(l, b, 3), 3);
     EXPECT_VALUES(b[0], 0, 3.75, 6, 9); /* rows 0..2 summed */
     EXPECT_VALUES(b[1], 0, 0, 1, 2);
     EXPECT_VALUES(b[2], 0, 0.25, 0, 0);
-    assert_int_equal(pd_io_data_loader_next(l, b, 3), 3);
+    assert_int_equal(pd_io_loader_next(l, b, 3), 3);
     EXPECT_VALUES(b[0], 0, 12.75, 24, 36);
-    assert_int_equal(pd_io_data_loader_next(l, b, 3), 0);
+    assert_int_equal(pd_io_loader_next(l, b, 3), 0);
     /* room for fewer fields than the batch has */
-    int st = pd_io_data_loader_next(l, b, 2);
+    int st = pd_io_loader_next(l, b, 2);
     assert_true(st < 0);
     assert_non_null(strstr(pd_last_error(), "3 fields"));
     pd_scope_end();
-    pd_io_data_loader_destroy(l);
+    pd_io_loader_release(l);
     assert_true(calls >= 2);
   }
   pd_io_dataset_release(ds);
@@ -214,16 +214,16 @@ static void test_errors_propagate(void **state) {
     pd_scope_begin();
     pd_tensor *b[2];
     int n, got = 0;
-    while ((n = pd_io_data_loader_next(l, b, 2)) > 0) got++;
+    while ((n = pd_io_loader_next(l, b, 2)) > 0) got++;
     assert_int_equal(got, 3); /* batches [0,1] [2,3] [4,5], then [6,7] fails */
     assert_true(n < 0);
     assert_non_null(strstr(pd_last_error(), "sample 7"));
     assert_non_null(strstr(pd_last_error(), "record 7 is corrupt"));
     /* the next call starts a new epoch */
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
     EXPECT_VALUES(b[1], 0, 0, 1);
     pd_scope_end();
-    pd_io_data_loader_destroy(l);
+    pd_io_loader_release(l);
   }
   t.fail_at = -1;
   /* a TensorDataset with one field */
@@ -234,10 +234,10 @@ static void test_errors_propagate(void **state) {
   pd_io_loader *l = pd_io_data_loader(tds, &(pd_io_data_loader_opts){.batch_size = 2});
   pd_scope_begin();
   pd_tensor *b[1];
-  assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
+  assert_int_equal(pd_io_loader_next(l, b, 1), 1);
   expect_shape(b[0], 2, SHAPE(2, 2));
   pd_scope_end();
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_io_dataset_release(tds);
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -261,11 +261,11 @@ static void test_collate_errors(void **state) {
   for (int w = 0; w < 2; w++) {
     pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = w});
     pd_tensor *b[2];
-    int st = pd_io_data_loader_next(l, b, 2);
+    int st = pd_io_loader_next(l, b, 2);
     assert_true(st < 0);
     assert_non_null(strstr(pd_last_error(), "field 1"));
     assert_non_null(strstr(pd_last_error(), "stack"));
-    pd_io_data_loader_destroy(l);
+    pd_io_loader_release(l);
   }
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -280,20 +280,20 @@ static void test_reset_and_destroy_mid_epoch(void **state) {
         ds, &(pd_io_data_loader_opts){.batch_size = 2, .num_workers = w, .prefetch_factor = 3});
     pd_scope_begin();
     pd_tensor *b[2];
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
     EXPECT_VALUES(b[1], 0, 2, 3);
-    assert_int_equal(pd_io_data_loader_reset(l), PD_OK);
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2); /* from the start again */
+    assert_int_equal(pd_io_loader_reset(l), PD_OK);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2); /* from the start again */
     EXPECT_VALUES(b[1], 0, 0, 1);
     pd_scope_end();
-    pd_io_data_loader_destroy(l); /* workers busy loading ahead */
+    pd_io_loader_release(l); /* workers busy loading ahead */
   }
   /* destroyed before any batch is taken, and right after creation */
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 3, .num_workers = 3});
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_io_dataset_release(ds);
-  pd_io_data_loader_destroy(NULL);
+  pd_io_loader_release(NULL);
   expect_no_live_tensors();
 }
 
@@ -305,13 +305,13 @@ static void test_prefetch_is_bounded(void **state) {
       ds, &(pd_io_data_loader_opts){.batch_size = 1, .num_workers = 2, .prefetch_factor = 2});
   pd_tensor *b[2];
   pd_scope_begin();
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 2);
   pd_scope_end();
   struct timespec ts = {0, 50 * 1000000L};
   nanosleep(&ts, NULL);
   /* one taken + at most 2 * 2 loaded ahead (+ none beyond) */
   assert_true(atomic_load(&t.calls) <= 1 + 4);
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
 }
@@ -323,16 +323,16 @@ static void test_batch_sampler_option(void **state) {
   pd_io_sampler *s = pd_io_distributed_batch_sampler(ds, 2, 3, 1, false, false);
   for (int w = 0; w < 2; w++) {
     pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .num_workers = w});
-    assert_int_equal(pd_io_data_loader_len(l), 2);
+    assert_int_equal(pd_io_loader_len(l), 2);
     pd_scope_begin();
     pd_tensor *b[2];
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
     EXPECT_VALUES(b[1], 0, 2, 3);
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
     EXPECT_VALUES(b[1], 0, 8, 9);
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 0);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 0);
     pd_scope_end();
-    pd_io_data_loader_destroy(l);
+    pd_io_loader_release(l);
   }
   pd_io_loader *bad = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_sampler = s, .batch_size = 4});
   assert_null(bad);
@@ -357,17 +357,17 @@ static void test_no_batching(void **state) {
   toy t;
   pd_io_dataset *ds = toy_dataset(&t, 3);
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = -1});
-  assert_int_equal(pd_io_data_loader_len(l), 3);
+  assert_int_equal(pd_io_loader_len(l), 3);
   pd_scope_begin();
   pd_tensor *b[2];
   for (int64_t i = 0; i < 3; i++) {
-    assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+    assert_int_equal(pd_io_loader_next(l, b, 2), 2);
     expect_shape(b[0], 1, SHAPE(3));
     assert_int_equal(pd_tensor_item(b[1]), i);
   }
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 0);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 0);
   pd_scope_end();
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = -1, .shuffle = true}));
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -400,23 +400,23 @@ static void test_iterable(void **state) {
     for (int drop = 0; drop < 2; drop++) {
       pd_io_loader *l = pd_io_data_loader(
           ds, &(pd_io_data_loader_opts){.batch_size = 4, .drop_last = drop, .num_workers = w});
-      assert_true(pd_io_data_loader_len(l) < 0);
+      assert_true(pd_io_loader_len(l) < 0);
       assert_non_null(strstr(pd_last_error(), "IterableDataset"));
       for (int epoch = 0; epoch < 2; epoch++) {
         pd_scope_begin();
         pd_tensor *b[1];
-        assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
+        assert_int_equal(pd_io_loader_next(l, b, 1), 1);
         EXPECT_VALUES(b[0], 0, 0, 1, 2, 3);
-        assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
+        assert_int_equal(pd_io_loader_next(l, b, 1), 1);
         EXPECT_VALUES(b[0], 0, 4, 5, 6, 7);
         if (!drop) {
-          assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
+          assert_int_equal(pd_io_loader_next(l, b, 1), 1);
           EXPECT_VALUES(b[0], 0, 8, 9);
         }
-        assert_int_equal(pd_io_data_loader_next(l, b, 1), 0);
+        assert_int_equal(pd_io_loader_next(l, b, 1), 0);
         pd_scope_end();
       }
-      pd_io_data_loader_destroy(l);
+      pd_io_loader_release(l);
     }
   }
   /* errors from next */
@@ -424,11 +424,11 @@ static void test_iterable(void **state) {
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 1});
   pd_scope_begin();
   pd_tensor *b[1];
-  assert_int_equal(pd_io_data_loader_next(l, b, 1), 1);
-  assert_true(pd_io_data_loader_next(l, b, 1) < 0);
+  assert_int_equal(pd_io_loader_next(l, b, 1), 1);
+  assert_true(pd_io_loader_next(l, b, 1) < 0);
   assert_non_null(strstr(pd_last_error(), "stream broke at 5"));
   pd_scope_end();
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   assert_null(pd_io_data_loader(ds, &(pd_io_data_loader_opts){.shuffle = true}));
   assert_non_null(strstr(pd_last_error(), "shuffle"));
   pd_io_dataset_release(ds);
@@ -446,15 +446,15 @@ static void test_tensor_dataset_loader(void **state) {
   pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x, y}, 2);
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 4, .num_workers = 2});
   pd_tensor *b[2];
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 2);
   expect_shape(b[0], 3, SHAPE(4, 2, 2));
   for (int i = 0; i < 16; i++) assert_true(pd_tensor_item_at(b[0], i) == i);
   EXPECT_VALUES(b[1], 0, 5, 4, 3, 2);
   assert_int_equal(pd_tensor_dtype(b[1]), PD_INT32);
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 2);
   expect_shape(b[0], 3, SHAPE(2, 2, 2));
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 0);
-  pd_io_data_loader_destroy(l);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 0);
+  pd_io_loader_release(l);
   pd_io_dataset_release(ds);
   pd_scope_end();
   expect_no_live_tensors();

@@ -114,14 +114,14 @@ static void test_fashion_mnist_test_set(void **state) {
   }
   /* through a DataLoader: batches of [B, 28, 28] and [B, 1] */
   pd_io_loader *l = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = 64, .num_workers = 2});
-  assert_int_equal(pd_io_data_loader_len(l), 157);
+  assert_int_equal(pd_io_loader_len(l), 157);
   pd_tensor *b[2];
-  assert_int_equal(pd_io_data_loader_next(l, b, 2), 2);
+  assert_int_equal(pd_io_loader_next(l, b, 2), 2);
   expect_shape(b[0], 3, SHAPE(64, 28, 28));
   expect_shape(b[1], 2, SHAPE(64, 1));
   EXPECT_VALUES(pd_slice(b[1], 1, (const int64_t[]){0}, (const int64_t[]){0}, (const int64_t[]){5}), 0, 9, 2,
                 1, 1, 6);
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_io_dataset_release(ds);
   /* the training set, from the default root */
   ds = pd_vision_datasets_fashion_mnist(NULL);

@@ -124,7 +124,7 @@ static unsigned char *read_all(const char *path, size_t *n) {
 static void expect_load_error(const void *data, size_t n, const char *frag1, const char *frag2) {
   pd_io_npz *z = pd_io_load_npz_buffer(data, n, "arch.npz");
   if (z) {
-    pd_io_npz_free(z);
+    pd_io_npz_release(z);
     fail_msg("the archive loaded (expected an error with '%s')", frag1 ? frag1 : "");
   }
   const char *m = pd_last_error();
@@ -160,11 +160,11 @@ static void test_archives_from_python(void **state) {
   pd_io_npz *z = pd_io_load_npz_buffer(k_npz_numpy_style, sizeof k_npz_numpy_style, "numpy_style.npz");
   if (!z) fail_msg("%s", pd_last_error());
   check_abc(z, true, 3);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   z = pd_io_load_npz_buffer(k_npz_zip64, sizeof k_npz_zip64, "zip64.npz");
   if (!z) fail_msg("%s", pd_last_error());
   check_abc(z, false, 2);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   expect_no_live_tensors();
 }
 
@@ -192,7 +192,7 @@ static void test_round_trip(void **state) {
     assert_null(pd_io_npz_get(z, "nope"));
     assert_non_null(strstr(pd_last_error(), "'nope'"));
     assert_non_null(strstr(pd_last_error(), "a, b, big, view"));
-    pd_io_npz_free(z); /* tensors taken from it live on */
+    pd_io_npz_release(z); /* tensors taken from it live on */
     for (int i = 0; i < 1000; i++) assert_true(pd_tensor_item_at(big2, i) == i % 7);
     /* the compressed archive is smaller */
     if (compress) {
@@ -208,7 +208,7 @@ static void test_round_trip(void **state) {
   pd_io_npz *z = pd_io_load_npz(path_of("e.npz"));
   assert_non_null(z);
   assert_int_equal(pd_io_npz_count(z), 0);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   pd_scope_begin();
   pd_tensor *one = T(PD_FLOAT32, 1, SHAPE(1), 1);
   assert_true(
@@ -268,7 +268,7 @@ static void test_corrupt_archives(void **state) {
   b[cd + 24] = b[22];
   pd_io_npz *z = pd_io_load_npz_buffer(b, n, "arch.npz");
   assert_non_null(z);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   /* a bad .npy inside: the member is named */
   size_t npy = find(b, n, "\x93NUM");
   b[npy + 1] = 'X';
@@ -288,7 +288,7 @@ static void test_corrupt_archives(void **state) {
   bz[cdz + 24] ^= 1;
   z = pd_io_load_npz_buffer(bz, nz, "arch.npz");
   assert_non_null(z);
-  pd_io_npz_free(z);
+  pd_io_npz_release(z);
   expect_load_error("not a zip file at all, just some text", 38, "no end of central directory", NULL);
   expect_load_error(b, 10, "too short", NULL);
   assert_null(pd_io_load_npz(path_of("missing.npz")));
@@ -316,7 +316,7 @@ static void test_truncations_and_flips(void **state) {
           loaded++;
         else
           assert_non_null(strstr(pd_last_error(), "flip.npz"));
-        pd_io_npz_free(z);
+        pd_io_npz_release(z);
         b[k] ^= (unsigned char)(1 << bit);
       }
     }

@@ -173,7 +173,7 @@ static void test_fit_regression(void **state) {
   pd_model_predict_result_free(&pr);
   pd_callback_release(&rec->base);
   pd_layer_release(mse);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
   pd_io_dataset_release(ds);
   expect_no_live_tensors();
@@ -223,10 +223,10 @@ static void test_fit_classifier_accuracy(void **state) {
   assert_int_equal(pd_model_train_batch(m, &xb, 1, &yb, 1, true, &br), PD_OK);
   assert_true(isfinite(br.loss));
   pd_scope_end();
-  pd_io_data_loader_destroy(l);
+  pd_io_loader_release(l);
   pd_metric_release(acc);
   pd_layer_release(ce);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
   pd_io_dataset_release(ds);
   pd_tensor_release(x);
@@ -276,7 +276,7 @@ static void test_callback_order(void **state) {
   pd_callback_release(by_epoch);
   pd_lr_release(s);
   pd_layer_release(mse);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
   pd_io_dataset_release(train);
   pd_io_dataset_release(eval);
@@ -320,7 +320,7 @@ static void test_early_stopping(void **state) {
   expect_error(NULL, "EarlyStopping", "median");
   pd_callback_release(&rec->base);
   pd_layer_release(&fl->base);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
   pd_io_dataset_release(train);
   pd_io_dataset_release(eval);
@@ -391,7 +391,7 @@ static void test_checkpoint_and_resume(void **state) {
   snprintf(path, sizeof path, "%s/missing", dir);
   assert_true(pd_model_load(c, path, false, false) < 0);
   expect_error(NULL, "pd_model_load", "missing.pdparams");
-  pd_model_free(c);
+  pd_model_release(c);
   pd_layer_release(wide);
   /* shared weights: a file naming each of an LSTM's tensors once (here by
    * its cell's names) loads; one without a tensor names it */
@@ -411,12 +411,12 @@ static void test_checkpoint_and_resume(void **state) {
   assert_true(pd_model_load(d, path, false, false) < 0);
   expect_error(NULL, "bias_hh_l0 is not found", NULL);
   pd_named_tensors_free(&sd);
-  pd_model_free(d);
+  pd_model_release(d);
   pd_layer_release(lstm_a);
   pd_layer_release(lstm_b);
   pd_layer_release(mse);
-  pd_model_free(a);
-  pd_model_free(b);
+  pd_model_release(a);
+  pd_model_release(b);
   pd_optimizer_release(opt_a);
   pd_optimizer_release(opt_b);
   pd_io_dataset_release(ds);
@@ -474,7 +474,7 @@ static void fit_logged(FILE *out, int verbose, int log_freq, pd_io_dataset *trai
   pd_callback_release(&rec->base);
   pd_metric_release(tiny);
   pd_layer_release(&fl->base);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
 }
 
@@ -738,12 +738,12 @@ static void test_bad_inputs(void **state) {
   expect_error(NULL, "pd_model_train_batch", "pd_model_prepare");
   assert_null(pd_model_new(NULL, NULL, 0, NULL, 0));
   expect_error(NULL, "pd_model_new", "network");
-  pd_model_free(m3);
+  pd_model_release(m3);
   pd_tensor_release(t);
   pd_io_dataset_release(ds3);
-  pd_model_free(m2);
+  pd_model_release(m2);
   pd_layer_release(mse);
-  pd_model_free(m);
+  pd_model_release(m);
   pd_optimizer_release(opt);
   pd_io_dataset_release(ds);
   expect_no_live_tensors();

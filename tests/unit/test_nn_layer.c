@@ -330,29 +330,29 @@ static void test_named_buffers(void **state) {
   assert_ptr_equal(l.tensors[3], pd_layer_buffer(t.a1, "cnt"));
   pd_named_tensors_free(&l);
   /* include_sublayers=False: only the layer's own; a prefix on every name */
-  assert_int_equal(pd_layer_named_buffers_ex(t.root, NULL, false, &l), PD_OK);
+  assert_int_equal(pd_layer_named_buffers_with_prefix(t.root, NULL, false, &l), PD_OK);
   expect_names(&l, "rb,tmp");
   pd_named_tensors_free(&l);
-  assert_int_equal(pd_layer_named_buffers_ex(t.root, "net", true, &l), PD_OK);
+  assert_int_equal(pd_layer_named_buffers_with_prefix(t.root, "net", true, &l), PD_OK);
   expect_names(&l, "net.rb,net.tmp,net.a.stat,net.a.a1.cnt");
   pd_named_tensors_free(&l);
-  assert_int_equal(pd_layer_named_buffers_ex(t.a, "", true, &l), PD_OK);
+  assert_int_equal(pd_layer_named_buffers_with_prefix(t.a, "", true, &l), PD_OK);
   expect_names(&l, "stat,a1.cnt");
   pd_named_tensors_free(&l);
-  assert_int_equal(pd_layer_named_buffers_ex(t.a2, NULL, true, &l), PD_OK);
+  assert_int_equal(pd_layer_named_buffers_with_prefix(t.a2, NULL, true, &l), PD_OK);
   assert_int_equal(l.n, 0);
   pd_named_tensors_free(&l);
   assert_int_equal(pd_layer_named_buffers(t.b, &l), PD_OK);
   expect_names(&l, "shared"); /* on its own, b names the shared tensor itself */
   pd_named_tensors_free(&l);
   /* named_parameters with the same options */
-  assert_int_equal(pd_layer_named_parameters_ex(t.root, "m", true, &l), PD_OK);
+  assert_int_equal(pd_layer_named_parameters_with_prefix(t.root, "m", true, &l), PD_OK);
   expect_names(&l, "m.a.a1.weight,m.a.a1.bias,m.a.a2.weight,m.a.a2.bias,m.b.weight,m.b.bias");
   pd_named_tensors_free(&l);
-  assert_int_equal(pd_layer_named_parameters_ex(t.root, NULL, false, &l), PD_OK);
+  assert_int_equal(pd_layer_named_parameters_with_prefix(t.root, NULL, false, &l), PD_OK);
   assert_int_equal(l.n, 0);
   pd_named_tensors_free(&l);
-  assert_int_equal(pd_layer_named_parameters_ex(t.a1, NULL, false, &l), PD_OK);
+  assert_int_equal(pd_layer_named_parameters_with_prefix(t.a1, NULL, false, &l), PD_OK);
   expect_names(&l, "weight,bias");
   pd_named_tensors_free(&l);
   /* the state dict: per layer its parameters, then its persistable buffers, then its sublayers */
@@ -371,11 +371,11 @@ static void test_named_buffers(void **state) {
   pd_named_tensors_free(&l);
   assert_int_equal(pd_layer_register_buffer(t.root, "tmp", NULL, false), PD_OK);
   assert_null(pd_layer_buffer(t.root, "tmp"));
-  assert_int_equal(pd_layer_named_buffers_ex(t.root, NULL, false, &l), PD_OK);
+  assert_int_equal(pd_layer_named_buffers_with_prefix(t.root, NULL, false, &l), PD_OK);
   expect_names(&l, "rb");
   pd_named_tensors_free(&l);
   /* bad arguments */
-  assert_true(pd_layer_named_buffers_ex(NULL, NULL, true, &l) < 0);
+  assert_true(pd_layer_named_buffers_with_prefix(NULL, NULL, true, &l) < 0);
   assert_int_equal(l.n, 0);
   assert_true(pd_layer_named_buffers(t.root, NULL) < 0);
   pd_clear_error();

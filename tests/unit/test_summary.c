@@ -462,7 +462,7 @@ static void test_flops_linear_net(void **state) {
   capture cap;
   pd_flops_opts o = {.print_detail = true, .out = capture_open(&cap)};
   pd_flops_result r;
-  assert_int_equal(pd_flops_ex(&net->base, 2, SHAPE(1, 10), &o, &r), 110);
+  assert_int_equal(pd_flops_with_opts(&net->base, 2, SHAPE(1, 10), &o, &r), 110);
   char *buf = capture_close(&cap);
   char want[2048];
   snprintf(want, sizeof want,
@@ -490,7 +490,7 @@ static void test_flops_linear_net(void **state) {
   pd_flops_result_free(&r);
   /* batch 4: every count scales with the output rows */
   o = (pd_flops_opts){.quiet = true};
-  assert_int_equal(pd_flops_ex(&net->base, 2, SHAPE(4, 10), &o, NULL), 440);
+  assert_int_equal(pd_flops_with_opts(&net->base, 2, SHAPE(4, 10), &o, NULL), 440);
   assert_true(net->base.training);
   pd_layer_release(&net->base);
   expect_no_live_tensors();
@@ -530,7 +530,7 @@ static void test_flops_per_type(void **state) {
   int64_t conv_ops = 512 * (4 / 2 * 9 + 1), bn_ops = 2 * 512, leaky_ops = 512, pool_ops = 128,
           adaptive_ops = (4 * 4 + 1) * 8;
   int64_t total = conv_ops + bn_ops + leaky_ops + pool_ops + adaptive_ops;
-  assert_int_equal(pd_flops_ex(net, 4, SHAPE(1, 4, 10, 10), &o, &r), total);
+  assert_int_equal(pd_flops_with_opts(net, 4, SHAPE(1, 4, 10, 10), &o, &r), total);
   char *buf = capture_close(&cap);
   assert_string_equal(buf,
                       "<class 'paddle.nn.layer.conv.Conv2D'>'s flops has been counted\n"
@@ -556,7 +556,7 @@ static void test_flops_per_type(void **state) {
   int calls = 0;
   pd_flops_custom custom = {"Tanhish", count_tanhish, &calls};
   o = (pd_flops_opts){.out = capture_open(&cap), .custom_ops = &custom, .n_custom_ops = 1};
-  assert_int_equal(pd_flops_ex(net, 4, SHAPE(1, 4, 10, 10), &o, &r), total + 8);
+  assert_int_equal(pd_flops_with_opts(net, 4, SHAPE(1, 4, 10, 10), &o, &r), total + 8);
   buf = capture_close(&cap);
   assert_non_null(strstr(buf, "Customize Function has been applied to <class 'Tanhish'>\n"));
   assert_int_equal(calls, 1);
@@ -567,7 +567,8 @@ static void test_flops_per_type(void **state) {
   /* without "groups=" in extra_repr the conv counts groups = 1 */
   ((fake *)conv)->repr = "4, 8, kernel_size=[3, 3]";
   o = (pd_flops_opts){.quiet = true};
-  assert_int_equal(pd_flops_ex(net, 4, SHAPE(1, 4, 10, 10), &o, &r), total - conv_ops + 512 * (4 * 9 + 1));
+  assert_int_equal(pd_flops_with_opts(net, 4, SHAPE(1, 4, 10, 10), &o, &r),
+                   total - conv_ops + 512 * (4 * 9 + 1));
   assert_int_equal(r.rows[0].flops, 512 * 37);
   pd_flops_result_free(&r);
   pd_layer_release(net);
@@ -596,28 +597,28 @@ static void test_flops_shared_and_bare(void **state) {
   t->lin = pd_layer_add_sublayer(&t->base, "lin", pd_nn_linear(5, 5, NULL));
   pd_flops_opts o = {.quiet = true};
   pd_flops_result r;
-  assert_int_equal(pd_flops_ex(&t->base, 2, SHAPE(3, 5), &o, &r), 2 * 5 * 15);
+  assert_int_equal(pd_flops_with_opts(&t->base, 2, SHAPE(3, 5), &o, &r), 2 * 5 * 15);
   assert_int_equal(r.n_rows, 1);
   assert_int_equal(r.total_params, 30);
   pd_flops_result_free(&r);
-  assert_int_equal(pd_flops_ex(t->lin, 2, SHAPE(3, 5), &o, &r), 5 * 15);
+  assert_int_equal(pd_flops_with_opts(t->lin, 2, SHAPE(3, 5), &o, &r), 5 * 15);
   assert_int_equal(r.n_rows, 1);
   pd_flops_result_free(&r);
   /* errors */
   assert_int_equal(pd_flops(NULL, 2, SHAPE(1, 5), false), PD_ERR_INVALID);
   expect_error(NULL, "flops", "net is NULL");
-  assert_int_equal(pd_flops_ex(&t->base, 2, SHAPE(1, -5), &o, NULL), PD_ERR_INVALID);
+  assert_int_equal(pd_flops_with_opts(&t->base, 2, SHAPE(1, -5), &o, NULL), PD_ERR_INVALID);
   expect_error(NULL, "flops", "[1, -5]");
-  assert_int_equal(pd_flops_ex(&t->base, 12, SHAPE(1, 5), &o, NULL), PD_ERR_INVALID);
+  assert_int_equal(pd_flops_with_opts(&t->base, 12, SHAPE(1, 5), &o, NULL), PD_ERR_INVALID);
   expect_error(NULL, "flops", "12 dims");
   pd_flops_custom bad = {NULL, NULL, NULL};
   pd_flops_opts ob = {.quiet = true, .custom_ops = &bad, .n_custom_ops = 1};
-  assert_int_equal(pd_flops_ex(&t->base, 2, SHAPE(1, 5), &ob, NULL), PD_ERR_INVALID);
+  assert_int_equal(pd_flops_with_opts(&t->base, 2, SHAPE(1, 5), &ob, NULL), PD_ERR_INVALID);
   expect_error(NULL, "flops", "custom_ops[0]");
-  assert_int_equal(pd_flops_ex(&t->base, 2, SHAPE(1, 4), &o, &r), PD_ERR_SHAPE);
+  assert_int_equal(pd_flops_with_opts(&t->base, 2, SHAPE(1, 4), &o, &r), PD_ERR_SHAPE);
   expect_error(NULL, "matmul", NULL);
   assert_int_equal(r.n_rows, 0);
-  assert_int_equal(pd_flops_ex(&t->base, 2, SHAPE(1, 5), &o, NULL), 50); /* no hooks left behind */
+  assert_int_equal(pd_flops_with_opts(&t->base, 2, SHAPE(1, 5), &o, NULL), 50); /* no hooks left behind */
   pd_layer_release(&t->base);
   expect_no_live_tensors();
 }

@@ -185,7 +185,7 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
 #endif
     }
   }
-  pd_dist_env_clear(&env);
+  pd_dist_env_free(&env);
   const char *backend = want;
   if (st == PD_OK) {
     int one_host = 1;
@@ -273,7 +273,7 @@ int pd_dist_get_rank(const pd_dist_group *group) {
   if (g_dist.initialized) return g_dist.world_rank;
   pd_dist_env env;
   if (pd_dist_parallel_env(&env) < 0) return 0;
-  pd_dist_env_clear(&env);
+  pd_dist_env_free(&env);
   return env.rank;
 }
 
@@ -282,7 +282,7 @@ int pd_dist_get_world_size(const pd_dist_group *group) {
   if (g_dist.initialized) return g_dist.world_size;
   pd_dist_env env;
   if (pd_dist_parallel_env(&env) < 0) return 1;
-  pd_dist_env_clear(&env);
+  pd_dist_env_free(&env);
   return env.world_size;
 }
 

@@ -145,7 +145,7 @@ bool pd_dist_task_is_completed(pd_dist_task *task) {
   return t && atomic_load(&t->done);
 }
 
-void pd_dist_task_free(pd_dist_task *task) {
+void pd_dist_task_release(pd_dist_task *task) {
   struct pd_dist_task *t = (struct pd_dist_task *)task;
   if (!t) return;
   if (!atomic_load(&t->done)) {

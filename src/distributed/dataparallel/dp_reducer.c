@@ -248,7 +248,7 @@ static void wait_all(pd_dp_reducer *r) {
       r->comm_broken = true;
       fail_last(r);
     }
-    pd_dist_task_free(b->task);
+    pd_dist_task_release(b->task);
     b->task = NULL;
   }
 }

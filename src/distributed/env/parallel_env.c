@@ -56,7 +56,7 @@ static int split_list(const char *s, char ***out) {
   return k;
 }
 
-void pd_dist_env_clear(pd_dist_env *env) {
+void pd_dist_env_free(pd_dist_env *env) {
   if (!env) return;
   for (int i = 0; i < env->n_endpoints; i++) free(env->trainer_endpoints[i]);
   free(env->trainer_endpoints);
@@ -112,7 +112,7 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
       if (!why) continue;
       char bad[256];
       snprintf(bad, sizeof bad, "%s", env->trainer_endpoints[i]);
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(
           PD_ERR_INVALID,
           "parallel env: PADDLE_TRAINER_ENDPOINTS entry %d '%s': %s (PADDLE_TRAINER_ENDPOINTS='%s')", i, bad,
@@ -120,7 +120,7 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
     }
     if (env->n_endpoints != env->world_size) {
       int n = env->n_endpoints;
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(
           PD_ERR_INVALID,
           "parallel env: PADDLE_TRAINER_ENDPOINTS lists %d endpoints but the world size is %d "
@@ -132,14 +132,14 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
   if (cur && *cur) {
     const char *why = pd_launch_endpoint_problem(cur);
     if (why) {
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(PD_ERR_INVALID, "parallel env: PADDLE_CURRENT_ENDPOINT='%s': %s", cur, why);
     }
     snprintf(env->current_endpoint, sizeof env->current_endpoint, "%s", cur);
     if (env->n_endpoints && strcmp(env->trainer_endpoints[env->rank], cur) != 0) {
       char msg[512];
       snprintf(msg, sizeof msg, "%s", env->trainer_endpoints[env->rank]);
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(
           PD_ERR_INVALID,
           "parallel env: PADDLE_CURRENT_ENDPOINT='%s' but entry %d of PADDLE_TRAINER_ENDPOINTS "
@@ -153,14 +153,14 @@ pd_status pd_dist_parallel_env(pd_dist_env *env) {
   const char *why = NULL;
   if (ma && *ma && mp && *mp) {
     if ((why = pd_launch_port_problem(mp)) != NULL) {
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(PD_ERR_INVALID, "parallel env: MASTER_PORT='%s': %s", mp, why);
     }
     snprintf(env->master, sizeof env->master, "%s:%s", ma, mp);
     env->master_from = "MASTER_ADDR/MASTER_PORT";
   } else if (pm && *pm) {
     if ((why = pd_launch_endpoint_problem(pm)) != NULL) {
-      pd_dist_env_clear(env);
+      pd_dist_env_free(env);
       return pd_set_error(PD_ERR_INVALID, "parallel env: PADDLE_MASTER='%s': %s", pm, why);
     }
     snprintf(env->master, sizeof env->master, "%s", pm);

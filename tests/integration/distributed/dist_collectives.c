@@ -281,8 +281,8 @@ static void test_movement(pd_dtype dt, int64_t n, int *world) {
     CHECK_OK(pd_dist_task_wait(ts));
     CHECK_OK(pd_dist_task_wait(tr));
     if (!pd_dist_task_is_completed(tr)) FAIL("irecv task not completed after wait");
-    pd_dist_task_free(ts);
-    pd_dist_task_free(tr);
+    pd_dist_task_release(ts);
+    pd_dist_task_release(tr);
     check_values(r2, n, "isend/irecv", dt, ref_value, &v);
     pd_tensor_release(s);
     pd_tensor_release(r);
@@ -310,7 +310,7 @@ static void scenario_all(void) {
     }
     for (int k = 3; k >= 0; k--) {
       CHECK_OK(pd_dist_task_wait(task[k]));
-      pd_dist_task_free(task[k]);
+      pd_dist_task_release(task[k]);
       red_ctx c = {PD_FLOAT32, PD_REDUCE_SUM, g_n, world, k};
       check_values(t[k], 50000, "async all_reduce", PD_FLOAT32, ref_reduce, &c);
       pd_tensor_release(t[k]);
