@@ -16,11 +16,16 @@
  *   }
  *   pd_optimizer_release(opt);
  *
- * Options structs: NULL or all-zero means Paddle's defaults; a numeric field
- * left 0 takes its default. Where 0 is a meaningful value that is not the
- * default (momentum=0, weight_decay=0, beta1=0, patience=0, ...), start from
- * the pd_*_defaults() of that struct: it fills every default and sets
- * `explicit_zero`, after which every field is taken as written. */
+ * Options structs (docs/architecture.md, "Options structs"): NULL means
+ * Paddle's defaults, and every field of a struct given is taken as written.
+ * A struct whose Paddle defaults are not all zero has a pd_*_defaults()
+ * function and must start from it:
+ *   pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+ *   o.beta1 = 0; // means 0
+ * A struct that did not (a literal such as {.beta1 = 0}, which would leave
+ * beta2 and epsilon at 0) is refused with an error naming the function:
+ * `explicit_zero`, which pd_*_defaults() sets, marks a struct whose fields
+ * are all deliberate. SGD's defaults are all zero: any struct is fine. */
 #ifndef PADDLEC_OPTIM_H
 #define PADDLEC_OPTIM_H
 
@@ -199,42 +204,46 @@ typedef struct pd_optimizer_group {
 /* Every optimizer constructor is
  *   pd_optimizer_<name>(learning_rate, params, n_params, opts)
  * with params from e.g. pd_layer_parameters (retained), or NULL/0 and
- * opts->groups. The options every optimizer has:
+ * opts->groups. Per parameter, pd_tensor_param_info gives the learning-rate
+ * multiplier, trainable (stop_gradient params are skipped), need_clip and a
+ * regularizer (l2_decay, else l1_decay) that overrides the optimizer's
+ * weight_decay. Parameters without a grad are skipped. */
+
+/* The options every optimizer has. Each pd_optimizer_<name>_opts begins with
+ * these fields (so they are set as `.lr_scheduler = s`):
  *   lr_scheduler     learning_rate=LRScheduler: replaces the float (retained)
  *   grad_clip        clipping applied before the update (copied; NULL: none)
  *   multi_precision  float16/bfloat16 params keep float32 master weights
  *   groups/n_groups  parameter groups instead of params
  *   name             prefix of the accumulator names in the state dict
- * Per parameter, pd_tensor_param_info gives the learning-rate multiplier,
- * trainable (stop_gradient params are skipped), need_clip and a regularizer
- * (l2_decay, else l1_decay) that overrides the optimizer's weight_decay.
- * Parameters without a grad are skipped. */
+ *   explicit_zero    set by pd_*_defaults(): required where the struct has one */
+#define PD_OPTIMIZER_COMMON_FIELDS  \
+  pd_lr_scheduler *lr_scheduler;    \
+  const pd_grad_clip *grad_clip;    \
+  bool multi_precision;             \
+  const pd_optimizer_group *groups; \
+  int n_groups;                     \
+  const char *name;                 \
+  bool explicit_zero
+/* The common fields alone: the start of every optimizer's options struct. */
+typedef struct pd_optimizer_common_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
+} pd_optimizer_common_opts;
 
 typedef struct pd_optimizer_sgd_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
 } pd_optimizer_sgd_opts;
 /* SGD: p -= lr g. */
 PD_API pd_optimizer *pd_optimizer_sgd(double learning_rate, pd_tensor *const *params, int n_params,
                                       const pd_optimizer_sgd_opts *opts);
 
 typedef struct pd_optimizer_momentum_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double momentum; /* 0.9 */
   bool use_nesterov;
   double rescale_grad; /* 1.0: grads are multiplied by it first */
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_momentum_opts;
 PD_API pd_optimizer_momentum_opts pd_optimizer_momentum_defaults(void);
 /* Momentum: v = momentum v + g; p -= lr v (Nesterov: p -= lr (g + momentum v)). */
@@ -242,17 +251,11 @@ PD_API pd_optimizer *pd_optimizer_momentum(double learning_rate, pd_tensor *cons
                                            const pd_optimizer_momentum_opts *opts);
 
 typedef struct pd_optimizer_adam_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double beta1, beta2; /* 0.9, 0.999; in [0, 1) */
   double epsilon;      /* 1e-8 */
   bool lazy_mode;      /* accepted; dense grads make it a no-op */
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_adam_opts;
 PD_API pd_optimizer_adam_opts pd_optimizer_adam_defaults(void);
 /* Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -261,6 +264,7 @@ PD_API pd_optimizer *pd_optimizer_adam(double learning_rate, pd_tensor *const *p
                                        const pd_optimizer_adam_opts *opts);
 
 typedef struct pd_optimizer_adam_w_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double beta1, beta2; /* 0.9, 0.999 */
   double epsilon;      /* 1e-8 */
   double weight_decay; /* 0.01: the decoupled decay coefficient */
@@ -270,13 +274,6 @@ typedef struct pd_optimizer_adam_w_opts {
   bool (*apply_decay_param_fun)(const char *name, void *user);
   void *user;
   bool lazy_mode;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_adam_w_opts;
 PD_API pd_optimizer_adam_w_opts pd_optimizer_adam_w_defaults(void);
 /* AdamW: p *= 1 - lr coeff (decoupled), then Adam; lr includes lr_ratio(p). */
@@ -284,16 +281,10 @@ PD_API pd_optimizer *pd_optimizer_adam_w(double learning_rate, pd_tensor *const 
                                          const pd_optimizer_adam_w_opts *opts);
 
 typedef struct pd_optimizer_adamax_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double beta1, beta2; /* 0.9, 0.999 */
   double epsilon;      /* 1e-8 */
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_adamax_opts;
 PD_API pd_optimizer_adamax_opts pd_optimizer_adamax_defaults(void);
 /* Adamax: m = b1 m + (1-b1) g; u = max(b2 u + eps, |g|); p -= lr/(1-b1^t) m/u. */
@@ -301,16 +292,10 @@ PD_API pd_optimizer *pd_optimizer_adamax(double learning_rate, pd_tensor *const 
                                          const pd_optimizer_adamax_opts *opts);
 
 typedef struct pd_optimizer_adagrad_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double epsilon;                   /* 1e-6 */
   double initial_accumulator_value; /* 0 */
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_adagrad_opts;
 PD_API pd_optimizer_adagrad_opts pd_optimizer_adagrad_defaults(void);
 /* Adagrad: s += g^2; p -= lr g / (sqrt(s) + eps). */
@@ -318,16 +303,10 @@ PD_API pd_optimizer *pd_optimizer_adagrad(double learning_rate, pd_tensor *const
                                           const pd_optimizer_adagrad_opts *opts);
 
 typedef struct pd_optimizer_adadelta_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double epsilon; /* 1e-6 */
   double rho;     /* 0.95 */
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_adadelta_opts;
 PD_API pd_optimizer_adadelta_opts pd_optimizer_adadelta_defaults(void);
 /* Adadelta: E[g^2] = rho E[g^2] + (1-rho) g^2; u = -sqrt(E[u^2]+eps)/sqrt(E[g^2]+eps) g;
@@ -336,18 +315,12 @@ PD_API pd_optimizer *pd_optimizer_adadelta(double learning_rate, pd_tensor *cons
                                            const pd_optimizer_adadelta_opts *opts);
 
 typedef struct pd_optimizer_rms_prop_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double rho;      /* 0.95 */
   double epsilon;  /* 1e-6 */
   double momentum; /* 0 */
   bool centered;
   pd_regularizer weight_decay;
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_rms_prop_opts;
 PD_API pd_optimizer_rms_prop_opts pd_optimizer_rms_prop_defaults(void);
 /* RMSProp: ms = rho ms + (1-rho) g^2; (centered: mg = rho mg + (1-rho) g)
@@ -356,6 +329,7 @@ PD_API pd_optimizer *pd_optimizer_rms_prop(double learning_rate, pd_tensor *cons
                                            const pd_optimizer_rms_prop_opts *opts);
 
 typedef struct pd_optimizer_lamb_opts {
+  PD_OPTIMIZER_COMMON_FIELDS;
   double lamb_weight_decay; /* 0.01 */
   double beta1, beta2;      /* 0.9, 0.999 */
   double epsilon;           /* 1e-6 */
@@ -363,13 +337,6 @@ typedef struct pd_optimizer_lamb_opts {
   bool (*exclude_from_weight_decay_fn)(const pd_tensor *param, void *user);
   void *user;
   bool always_adapt; /* trust ratio also for parameters without weight decay */
-  pd_lr_scheduler *lr_scheduler;
-  const pd_grad_clip *grad_clip;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-  bool explicit_zero;
 } pd_optimizer_lamb_opts;
 PD_API pd_optimizer_lamb_opts pd_optimizer_lamb_defaults(void);
 /* Lamb: r = m^/(sqrt(v^) + eps) + wd p (bias-corrected moments);

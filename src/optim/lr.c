@@ -483,12 +483,9 @@ pd_optimizer_lr_one_cycle_lr_opts pd_optimizer_lr_one_cycle_lr_defaults(void) {
 
 pd_lr_scheduler *pd_optimizer_lr_one_cycle_lr(double max_learning_rate, int64_t total_steps,
                                               const pd_optimizer_lr_one_cycle_lr_opts *opts) {
-  pd_optimizer_lr_one_cycle_lr_opts o = opts ? *opts : (pd_optimizer_lr_one_cycle_lr_opts){0};
-  if (!o.explicit_zero) {
-    if (o.divide_factor == 0) o.divide_factor = 25.0;
-    if (o.end_learning_rate == 0) o.end_learning_rate = 1e-4;
-    if (o.phase_pct == 0) o.phase_pct = 0.3;
-  }
+  pd_optimizer_lr_one_cycle_lr_opts o = opts ? *opts : pd_optimizer_lr_one_cycle_lr_defaults();
+  CHECK(o.explicit_zero, "OneCycleLR: options must start from pd_optimizer_lr_one_cycle_lr_defaults() (%s)",
+        PD_OPTS_RULE);
   CHECK(isfinite(max_learning_rate) && max_learning_rate >= 0,
         "OneCycleLR: max_learning_rate must be >= 0, got %g", max_learning_rate);
   CHECK(total_steps > 0, "OneCycleLR: total_steps must be a positive integer, got %lld",
@@ -535,13 +532,10 @@ pd_optimizer_lr_reduce_on_plateau_opts pd_optimizer_lr_reduce_on_plateau_default
 
 pd_lr_scheduler *pd_optimizer_lr_reduce_on_plateau(double learning_rate,
                                                    const pd_optimizer_lr_reduce_on_plateau_opts *opts) {
-  pd_optimizer_lr_reduce_on_plateau_opts o = opts ? *opts : (pd_optimizer_lr_reduce_on_plateau_opts){0};
-  if (!o.explicit_zero) {
-    if (o.factor == 0) o.factor = 0.1;
-    if (o.patience == 0) o.patience = 10;
-    if (o.threshold == 0) o.threshold = 1e-4;
-    if (o.epsilon == 0) o.epsilon = 1e-8;
-  }
+  pd_optimizer_lr_reduce_on_plateau_opts o = opts ? *opts : pd_optimizer_lr_reduce_on_plateau_defaults();
+  CHECK(o.explicit_zero,
+        "ReduceOnPlateau: options must start from pd_optimizer_lr_reduce_on_plateau_defaults() (%s)",
+        PD_OPTS_RULE);
   CHECK(o.factor < 1.0, "ReduceOnPlateau: new_lr = origin_lr * factor and factor should be < 1.0, got %g",
         o.factor);
   CHECK(o.patience >= 0 && o.cooldown >= 0,

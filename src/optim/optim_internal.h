@@ -30,22 +30,27 @@ typedef struct pd_optim_hyper {
   void *user;
 } pd_optim_hyper;
 
-/* Reads one options struct of the constructor's type into h (NULL opts:
- * defaults), validating it. */
-typedef pd_status (*pd_optim_convert_fn)(const void *opts, pd_optim_hyper *h);
+/* What a constructor tells the shared base about its options struct: the
+ * struct pd_optimizer_<name>_defaults() returns (what NULL options mean),
+ * that function's name when it exists (a struct must then start from it:
+ * its explicit_zero set; NULL for SGD, whose defaults are all zero), and how the struct's own fields are read
+ * into the hyperparameters, validated. Every options struct starts with PD_OPTIMIZER_COMMON_FIELDS, read
+ * through pd_optimizer_common_opts. */
+typedef struct pd_optim_spec {
+  pd_optim_kind kind;
+  const void *defaults;
+  const char *defaults_fn;
+  pd_status (*read)(const void *opts, pd_optim_hyper *h);
+} pd_optim_spec;
 
-/* What every constructor passes on besides its hyperparameters. */
-typedef struct pd_optim_common {
-  pd_lr_scheduler *lr_scheduler;
-  bool multi_precision;
-  const pd_optimizer_group *groups;
-  int n_groups;
-  const char *name;
-} pd_optim_common;
+/* Why an options struct that did not start from its pd_*_defaults() is
+ * refused (optim.h), for the error messages. */
+#define PD_OPTS_RULE                                                                                \
+  "a struct literal would take every field it leaves out as 0, not Paddle's default; NULL options " \
+  "mean every default"
 
-pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params,
-                              int n_params, const pd_optim_common *common, const void *opts,
-                              pd_optim_convert_fn convert);
+pd_optimizer *pd_optim_create(const pd_optim_spec *spec, double learning_rate, pd_tensor *const *params,
+                              int n_params, const void *opts);
 
 /* An optimizer that wraps another (fleet.distributed_optimizer): step and
  * clear_grad go to ops with ctx, learning rate, name and state dicts to

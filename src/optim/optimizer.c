@@ -143,9 +143,22 @@ static pd_status add_slot(pd_optimizer *o, pd_tensor *p, int gi, int cap) {
   return PD_OK;
 }
 
-pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tensor *const *params,
-                              int n_params, const pd_optim_common *c, const void *opts,
-                              pd_optim_convert_fn convert) {
+/* An options struct (NULL: the spec's defaults) into h; a struct that has a
+ * pd_*_defaults() function must have started from it. */
+static pd_status read_opts(const pd_optim_spec *spec, const char *cls, const void *opts, pd_optim_hyper *h) {
+  if (!opts) opts = spec->defaults;
+  const pd_optimizer_common_opts *c = opts;
+  if (spec->defaults_fn && !c->explicit_zero)
+    return pd_set_error(PD_ERR_INVALID, "%s: options must start from %s (%s)", cls, spec->defaults_fn,
+                        PD_OPTS_RULE);
+  if (c->grad_clip) h->clip = *c->grad_clip;
+  return spec->read(opts, h);
+}
+
+pd_optimizer *pd_optim_create(const pd_optim_spec *spec, double learning_rate, pd_tensor *const *params,
+                              int n_params, const void *opts) {
+  pd_optim_kind kind = spec->kind;
+  const pd_optimizer_common_opts *c = opts ? opts : spec->defaults;
   const kind_desc *d = &k_kinds[kind];
   if (!c->lr_scheduler && (!isfinite(learning_rate) || learning_rate < 0)) {
     pd_set_error(PD_ERR_INVALID, "%s: learning_rate must be a finite value >= 0, got %g", d->cls,
@@ -202,13 +215,13 @@ pd_optimizer *pd_optim_create(pd_optim_kind kind, double learning_rate, pd_tenso
   if (c->name && !(o->name = dup_str(c->name))) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", d->cls);
   pd_optim_hyper top;
   memset(&top, 0, sizeof top);
-  if (st == PD_OK) st = convert(opts, &top);
+  if (st == PD_OK) st = read_opts(spec, d->cls, opts, &top);
   for (int g = 0; g < ng && st == PD_OK; g++) {
     group *gr = &o->groups[g];
     gr->h = top;
     gr->lr_mult = 1.0;
     if (groups) {
-      if (c->groups[g].opts) st = convert(c->groups[g].opts, &gr->h);
+      if (c->groups[g].opts) st = read_opts(spec, d->cls, c->groups[g].opts, &gr->h);
       if (c->groups[g].learning_rate < 0 || !isfinite(c->groups[g].learning_rate))
         st = pd_set_error(PD_ERR_INVALID, "%s: group %d learning_rate %g must be >= 0", d->cls, g,
                           c->groups[g].learning_rate);

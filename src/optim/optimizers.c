@@ -1,13 +1,23 @@
-/* The optimizer constructors: Paddle's defaults and argument checks, then
- * the shared base (optimizer.c). */
+/* The optimizer constructors: for each optimizer its Paddle defaults, how its
+ * own options are read and checked, and one call to the shared base
+ * (optimizer.c), which reads the common options, enforces the options rule
+ * (optim.h: a struct with a pd_*_defaults() starts from it) and builds it. */
 #include <math.h>
 #include <string.h>
 
 #include "optim_internal.h"
 
-/* A zero field takes its default unless the struct asks for explicit zeros. */
-#define DEFAULT(field, value) \
-  if (!o->explicit_zero && h->field == 0) h->field = (value)
+/* The public functions of an optimizer, all one path: pd_optimizer_<name>()
+ * hands its options to the shared base with <name>_spec (defaults, rule,
+ * reading), and pd_optimizer_<name>_defaults() returns <name>_defaults. */
+#define PD_OPTIMIZER_CONSTRUCTOR(name)                                                            \
+  pd_optimizer *pd_optimizer_##name(double learning_rate, pd_tensor *const *params, int n_params, \
+                                    const pd_optimizer_##name##_opts *opts) {                     \
+    return pd_optim_create(&name##_spec, learning_rate, params, n_params, opts);                  \
+  }
+#define PD_OPTIMIZER_WITH_DEFAULTS(name)                                                      \
+  pd_optimizer_##name##_opts pd_optimizer_##name##_defaults(void) { return name##_defaults; } \
+  PD_OPTIMIZER_CONSTRUCTOR(name)
 
 static pd_status check_common(const char *cls, const pd_optim_hyper *h) {
   const pd_regularizer *r = &h->weight_decay;
@@ -29,59 +39,6 @@ static pd_status check_nonneg(const char *cls, const char *what, double v) {
   return PD_OK;
 }
 
-static void take_clip(pd_optim_hyper *h, const pd_grad_clip *c) {
-  if (c) h->clip = *c;
-}
-
-#define COMMON(opts)                                                                                \
-  pd_optim_common c = {0};                                                                          \
-  if (opts) c = (pd_optim_common) {                                                                 \
-      (opts)->lr_scheduler, (opts)->multi_precision, (opts)->groups, (opts)->n_groups, (opts)->name \
-    }
-
-/* ---- SGD --------------------------------------------------------------------------- */
-static pd_status sgd_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_sgd_opts dflt;
-  const pd_optimizer_sgd_opts *o = opts ? opts : &dflt;
-  h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  return check_common("SGD", h);
-}
-
-pd_optimizer *pd_optimizer_sgd(double learning_rate, pd_tensor *const *params, int n_params,
-                               const pd_optimizer_sgd_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_SGD, learning_rate, params, n_params, &c, opts, sgd_convert);
-}
-
-/* ---- Momentum ---------------------------------------------------------------------- */
-pd_optimizer_momentum_opts pd_optimizer_momentum_defaults(void) {
-  return (pd_optimizer_momentum_opts){.momentum = 0.9, .rescale_grad = 1.0, .explicit_zero = true};
-}
-
-static pd_status momentum_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_momentum_opts dflt;
-  const pd_optimizer_momentum_opts *o = opts ? opts : &dflt;
-  h->momentum = o->momentum;
-  h->rescale_grad = o->rescale_grad;
-  h->nesterov = o->use_nesterov;
-  h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(momentum, 0.9);
-  DEFAULT(rescale_grad, 1.0);
-  pd_status st = check_nonneg("Momentum", "momentum", h->momentum);
-  if (st == PD_OK && !isfinite(h->rescale_grad))
-    st = pd_set_error(PD_ERR_INVALID, "Momentum: rescale_grad must be finite, got %g", h->rescale_grad);
-  return st != PD_OK ? st : check_common("Momentum", h);
-}
-
-pd_optimizer *pd_optimizer_momentum(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_momentum_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_MOMENTUM, learning_rate, params, n_params, &c, opts, momentum_convert);
-}
-
-/* ---- Adam / AdamW / Adamax ------------------------------------------------------------- */
 static pd_status check_adam(const char *cls, const pd_optim_hyper *h) {
   pd_status st = check_beta(cls, "beta1", h->beta1);
   if (st == PD_OK) st = check_beta(cls, "beta2", h->beta2);
@@ -89,52 +46,63 @@ static pd_status check_adam(const char *cls, const pd_optim_hyper *h) {
   return st != PD_OK ? st : check_common(cls, h);
 }
 
-pd_optimizer_adam_opts pd_optimizer_adam_defaults(void) {
-  return (pd_optimizer_adam_opts){.beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .explicit_zero = true};
+/* ---- SGD ------------------------------------------------------------------------------ */
+static const pd_optimizer_sgd_opts sgd_defaults = {0};
+
+static pd_status sgd_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_sgd_opts *o = opts;
+  h->weight_decay = o->weight_decay;
+  return check_common("SGD", h);
 }
 
-/* Adam and Adamax read the same options: moments, epsilon, regularizer, clip. */
-typedef struct adam_like_opts {
-  double beta1, beta2, epsilon;
-  pd_regularizer weight_decay;
-  const pd_grad_clip *grad_clip;
-  bool explicit_zero;
-} adam_like_opts;
+static const pd_optim_spec sgd_spec = {PD_OPTIM_SGD, &sgd_defaults, NULL, sgd_read};
 
-static pd_status adam_family(const char *name, const adam_like_opts *o, pd_optim_hyper *h) {
+PD_OPTIMIZER_CONSTRUCTOR(sgd)
+
+/* ---- Momentum ------------------------------------------------------------------------- */
+static const pd_optimizer_momentum_opts momentum_defaults = {
+    .explicit_zero = true, .momentum = 0.9, .rescale_grad = 1.0};
+
+static pd_status momentum_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_momentum_opts *o = opts;
+  h->momentum = o->momentum;
+  h->rescale_grad = o->rescale_grad;
+  h->nesterov = o->use_nesterov;
+  h->weight_decay = o->weight_decay;
+  pd_status st = check_nonneg("Momentum", "momentum", h->momentum);
+  if (st == PD_OK && !isfinite(h->rescale_grad))
+    st = pd_set_error(PD_ERR_INVALID, "Momentum: rescale_grad must be finite, got %g", h->rescale_grad);
+  return st != PD_OK ? st : check_common("Momentum", h);
+}
+
+static const pd_optim_spec momentum_spec = {PD_OPTIM_MOMENTUM, &momentum_defaults,
+                                            "pd_optimizer_momentum_defaults()", momentum_read};
+
+PD_OPTIMIZER_WITH_DEFAULTS(momentum)
+
+/* ---- Adam / AdamW / Adamax ------------------------------------------------------------- */
+static const pd_optimizer_adam_opts adam_defaults = {
+    .explicit_zero = true, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8};
+
+static pd_status adam_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_adam_opts *o = opts;
   h->beta1 = o->beta1;
   h->beta2 = o->beta2;
   h->epsilon = o->epsilon;
   h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(beta1, 0.9);
-  DEFAULT(beta2, 0.999);
-  DEFAULT(epsilon, 1e-8);
-  return check_adam(name, h);
+  return check_adam("Adam", h);
 }
 
-static pd_status adam_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adam_opts dflt;
-  const pd_optimizer_adam_opts *o = opts ? opts : &dflt;
-  return adam_family(
-      "Adam",
-      &(adam_like_opts){o->beta1, o->beta2, o->epsilon, o->weight_decay, o->grad_clip, o->explicit_zero}, h);
-}
+static const pd_optim_spec adam_spec = {PD_OPTIM_ADAM, &adam_defaults, "pd_optimizer_adam_defaults()",
+                                        adam_read};
 
-pd_optimizer *pd_optimizer_adam(double learning_rate, pd_tensor *const *params, int n_params,
-                                const pd_optimizer_adam_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_ADAM, learning_rate, params, n_params, &c, opts, adam_convert);
-}
+PD_OPTIMIZER_WITH_DEFAULTS(adam)
 
-pd_optimizer_adam_w_opts pd_optimizer_adam_w_defaults(void) {
-  return (pd_optimizer_adam_w_opts){
-      .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .weight_decay = 0.01, .explicit_zero = true};
-}
+static const pd_optimizer_adam_w_opts adam_w_defaults = {
+    .explicit_zero = true, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .weight_decay = 0.01};
 
-static pd_status adamw_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adam_w_opts dflt;
-  const pd_optimizer_adam_w_opts *o = opts ? opts : &dflt;
+static pd_status adam_w_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_adam_w_opts *o = opts;
   h->beta1 = o->beta1;
   h->beta2 = o->beta2;
   h->epsilon = o->epsilon;
@@ -142,123 +110,95 @@ static pd_status adamw_convert(const void *opts, pd_optim_hyper *h) {
   h->lr_ratio = o->lr_ratio;
   h->apply_decay = o->apply_decay_param_fun;
   h->user = o->user;
-  take_clip(h, o->grad_clip);
-  DEFAULT(beta1, 0.9);
-  DEFAULT(beta2, 0.999);
-  DEFAULT(epsilon, 1e-8);
-  DEFAULT(coeff, 0.01);
   pd_status st = check_nonneg("AdamW", "weight_decay", h->coeff);
   return st != PD_OK ? st : check_adam("AdamW", h);
 }
 
-pd_optimizer *pd_optimizer_adam_w(double learning_rate, pd_tensor *const *params, int n_params,
-                                  const pd_optimizer_adam_w_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_ADAMW, learning_rate, params, n_params, &c, opts, adamw_convert);
+static const pd_optim_spec adam_w_spec = {PD_OPTIM_ADAMW, &adam_w_defaults, "pd_optimizer_adam_w_defaults()",
+                                          adam_w_read};
+
+PD_OPTIMIZER_WITH_DEFAULTS(adam_w)
+
+static const pd_optimizer_adamax_opts adamax_defaults = {
+    .explicit_zero = true, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8};
+
+static pd_status adamax_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_adamax_opts *o = opts;
+  h->beta1 = o->beta1;
+  h->beta2 = o->beta2;
+  h->epsilon = o->epsilon;
+  h->weight_decay = o->weight_decay;
+  return check_adam("Adamax", h);
 }
 
-pd_optimizer_adamax_opts pd_optimizer_adamax_defaults(void) {
-  return (pd_optimizer_adamax_opts){.beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8, .explicit_zero = true};
-}
+static const pd_optim_spec adamax_spec = {PD_OPTIM_ADAMAX, &adamax_defaults, "pd_optimizer_adamax_defaults()",
+                                          adamax_read};
 
-static pd_status adamax_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adamax_opts dflt;
-  const pd_optimizer_adamax_opts *o = opts ? opts : &dflt;
-  return adam_family(
-      "Adamax",
-      &(adam_like_opts){o->beta1, o->beta2, o->epsilon, o->weight_decay, o->grad_clip, o->explicit_zero}, h);
-}
+PD_OPTIMIZER_WITH_DEFAULTS(adamax)
 
-pd_optimizer *pd_optimizer_adamax(double learning_rate, pd_tensor *const *params, int n_params,
-                                  const pd_optimizer_adamax_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_ADAMAX, learning_rate, params, n_params, &c, opts, adamax_convert);
-}
+/* ---- Adagrad / Adadelta / RMSProp ------------------------------------------------------ */
+static const pd_optimizer_adagrad_opts adagrad_defaults = {.explicit_zero = true, .epsilon = 1e-6};
 
-/* ---- Adagrad / Adadelta / RMSProp ---------------------------------------------------------- */
-pd_optimizer_adagrad_opts pd_optimizer_adagrad_defaults(void) {
-  return (pd_optimizer_adagrad_opts){.epsilon = 1e-6, .explicit_zero = true};
-}
-
-static pd_status adagrad_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adagrad_opts dflt;
-  const pd_optimizer_adagrad_opts *o = opts ? opts : &dflt;
+static pd_status adagrad_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_adagrad_opts *o = opts;
   h->epsilon = o->epsilon;
   h->initial_accumulator = o->initial_accumulator_value;
   h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(epsilon, 1e-6);
   pd_status st = check_nonneg("Adagrad", "epsilon", h->epsilon);
   if (st == PD_OK) st = check_nonneg("Adagrad", "initial_accumulator_value", h->initial_accumulator);
   return st != PD_OK ? st : check_common("Adagrad", h);
 }
 
-pd_optimizer *pd_optimizer_adagrad(double learning_rate, pd_tensor *const *params, int n_params,
-                                   const pd_optimizer_adagrad_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_ADAGRAD, learning_rate, params, n_params, &c, opts, adagrad_convert);
-}
+static const pd_optim_spec adagrad_spec = {PD_OPTIM_ADAGRAD, &adagrad_defaults,
+                                           "pd_optimizer_adagrad_defaults()", adagrad_read};
 
-pd_optimizer_adadelta_opts pd_optimizer_adadelta_defaults(void) {
-  return (pd_optimizer_adadelta_opts){.epsilon = 1e-6, .rho = 0.95, .explicit_zero = true};
-}
+PD_OPTIMIZER_WITH_DEFAULTS(adagrad)
 
-static pd_status adadelta_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_adadelta_opts dflt;
-  const pd_optimizer_adadelta_opts *o = opts ? opts : &dflt;
+static const pd_optimizer_adadelta_opts adadelta_defaults = {
+    .explicit_zero = true, .epsilon = 1e-6, .rho = 0.95};
+
+static pd_status adadelta_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_adadelta_opts *o = opts;
   h->epsilon = o->epsilon;
   h->rho = o->rho;
   h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(epsilon, 1e-6);
-  DEFAULT(rho, 0.95);
   pd_status st = check_nonneg("Adadelta", "epsilon", h->epsilon);
   if (st == PD_OK) st = check_nonneg("Adadelta", "rho", h->rho);
   return st != PD_OK ? st : check_common("Adadelta", h);
 }
 
-pd_optimizer *pd_optimizer_adadelta(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_adadelta_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_ADADELTA, learning_rate, params, n_params, &c, opts, adadelta_convert);
-}
+static const pd_optim_spec adadelta_spec = {PD_OPTIM_ADADELTA, &adadelta_defaults,
+                                            "pd_optimizer_adadelta_defaults()", adadelta_read};
 
-pd_optimizer_rms_prop_opts pd_optimizer_rms_prop_defaults(void) {
-  return (pd_optimizer_rms_prop_opts){.rho = 0.95, .epsilon = 1e-6, .explicit_zero = true};
-}
+PD_OPTIMIZER_WITH_DEFAULTS(adadelta)
 
-static pd_status rmsprop_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_rms_prop_opts dflt;
-  const pd_optimizer_rms_prop_opts *o = opts ? opts : &dflt;
+static const pd_optimizer_rms_prop_opts rms_prop_defaults = {
+    .explicit_zero = true, .rho = 0.95, .epsilon = 1e-6};
+
+static pd_status rms_prop_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_rms_prop_opts *o = opts;
   h->rho = o->rho;
   h->epsilon = o->epsilon;
   h->momentum = o->momentum;
   h->centered = o->centered;
   h->weight_decay = o->weight_decay;
-  take_clip(h, o->grad_clip);
-  DEFAULT(rho, 0.95);
-  DEFAULT(epsilon, 1e-6);
   pd_status st = check_nonneg("RMSProp", "rho", h->rho);
   if (st == PD_OK) st = check_nonneg("RMSProp", "epsilon", h->epsilon);
   if (st == PD_OK) st = check_nonneg("RMSProp", "momentum", h->momentum);
   return st != PD_OK ? st : check_common("RMSProp", h);
 }
 
-pd_optimizer *pd_optimizer_rms_prop(double learning_rate, pd_tensor *const *params, int n_params,
-                                    const pd_optimizer_rms_prop_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_RMSPROP, learning_rate, params, n_params, &c, opts, rmsprop_convert);
-}
+static const pd_optim_spec rms_prop_spec = {PD_OPTIM_RMSPROP, &rms_prop_defaults,
+                                            "pd_optimizer_rms_prop_defaults()", rms_prop_read};
 
-/* ---- Lamb ------------------------------------------------------------------------------- */
-pd_optimizer_lamb_opts pd_optimizer_lamb_defaults(void) {
-  return (pd_optimizer_lamb_opts){
-      .lamb_weight_decay = 0.01, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-6, .explicit_zero = true};
-}
+PD_OPTIMIZER_WITH_DEFAULTS(rms_prop)
 
-static pd_status lamb_convert(const void *opts, pd_optim_hyper *h) {
-  static const pd_optimizer_lamb_opts dflt;
-  const pd_optimizer_lamb_opts *o = opts ? opts : &dflt;
+/* ---- Lamb ----------------------------------------------------------------------------- */
+static const pd_optimizer_lamb_opts lamb_defaults = {
+    .explicit_zero = true, .lamb_weight_decay = 0.01, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-6};
+
+static pd_status lamb_read(const void *opts, pd_optim_hyper *h) {
+  const pd_optimizer_lamb_opts *o = opts;
   h->coeff = o->lamb_weight_decay;
   h->beta1 = o->beta1;
   h->beta2 = o->beta2;
@@ -266,17 +206,11 @@ static pd_status lamb_convert(const void *opts, pd_optim_hyper *h) {
   h->exclude_decay = o->exclude_from_weight_decay_fn;
   h->user = o->user;
   h->always_adapt = o->always_adapt;
-  take_clip(h, o->grad_clip);
-  DEFAULT(coeff, 0.01);
-  DEFAULT(beta1, 0.9);
-  DEFAULT(beta2, 0.999);
-  DEFAULT(epsilon, 1e-6);
   pd_status st = check_nonneg("Lamb", "lamb_weight_decay", h->coeff);
   return st != PD_OK ? st : check_adam("Lamb", h);
 }
 
-pd_optimizer *pd_optimizer_lamb(double learning_rate, pd_tensor *const *params, int n_params,
-                                const pd_optimizer_lamb_opts *opts) {
-  COMMON(opts);
-  return pd_optim_create(PD_OPTIM_LAMB, learning_rate, params, n_params, &c, opts, lamb_convert);
-}
+static const pd_optim_spec lamb_spec = {PD_OPTIM_LAMB, &lamb_defaults, "pd_optimizer_lamb_defaults()",
+                                        lamb_read};
+
+PD_OPTIMIZER_WITH_DEFAULTS(lamb)

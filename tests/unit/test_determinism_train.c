@@ -41,7 +41,8 @@ static void train(int threads, run_result *r) {
   assert_non_null(net);
   assert_int_equal(pd_layer_parameters(net, &r->params), PD_OK);
   pd_grad_clip clip = pd_nn_clip_grad_by_global_norm(0.5);
-  pd_optimizer_adam_opts o = {.grad_clip = &clip};
+  pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+  o.grad_clip = &clip;
   pd_optimizer *opt = pd_optimizer_adam(1e-3, r->params.tensors, r->params.n, &o);
   assert_non_null(opt);
   pd_layer_train(net);

@@ -143,14 +143,19 @@ static void test_one_cycle(void **state) {
   pd_lr_release(s);
 
   /* linear, three phases: 0.04 -> 1.0 over [0, 2], -> 0.04 over [2, 4], -> 1e-4 over [4, 9] */
-  pd_optimizer_lr_one_cycle_lr_opts o = {.linear = true, .three_phase = true, .phase_pct = 0.3};
+  pd_optimizer_lr_one_cycle_lr_opts o = pd_optimizer_lr_one_cycle_lr_defaults();
+  o.linear = true;
+  o.three_phase = true;
+  o.phase_pct = 0.3;
   SEQ(pd_optimizer_lr_one_cycle_lr(1.0, 10, &o), 1e-14, 0.04, 0.52, 1.0, 0.52, 0.04, 0.04 - 0.0399 * 0.2,
       0.04 - 0.0399 * 0.4, 0.04 - 0.0399 * 0.6, 0.04 - 0.0399 * 0.8, 1e-4);
 }
 
 static void test_reduce_on_plateau(void **state) {
   (void)state;
-  pd_optimizer_lr_reduce_on_plateau_opts o = {.factor = 0.5, .patience = 2};
+  pd_optimizer_lr_reduce_on_plateau_opts o = pd_optimizer_lr_reduce_on_plateau_defaults();
+  o.factor = 0.5;
+  o.patience = 2;
   pd_lr_scheduler *s = pd_optimizer_lr_reduce_on_plateau(1.0, &o);
   assert_int_equal(pd_lr_last_epoch(s), 0);
   const double metric[10] = {10, 9, 9, 9, 9, 8, 8, 8, 8, 8};
@@ -194,7 +199,9 @@ static void test_scheduler_state_in_optimizer(void **state) {
   pd_scope_begin();
   pd_tensor *p = T(PD_FLOAT64, 1, SHAPE(2), 1, 2);
   pd_tensor_set_stop_gradient(p, false);
-  pd_optimizer_lr_reduce_on_plateau_opts o = {.factor = 0.5, .patience = 1};
+  pd_optimizer_lr_reduce_on_plateau_opts o = pd_optimizer_lr_reduce_on_plateau_defaults();
+  o.factor = 0.5;
+  o.patience = 1;
   pd_lr_scheduler *s = pd_optimizer_lr_reduce_on_plateau(1.0, &o);
   pd_optimizer_sgd_opts so = {.lr_scheduler = s};
   pd_optimizer *opt = pd_optimizer_sgd(0, &p, 1, &so);
@@ -266,10 +273,13 @@ static void test_bad_arguments(void **state) {
   expect_error(NULL, "CosineAnnealingDecay", "T_max");
   assert_null(pd_optimizer_lr_polynomial_decay(0.1, 10, 0, -1, false));
   expect_error(NULL, "PolynomialDecay", "power");
-  pd_optimizer_lr_one_cycle_lr_opts o = {.three_phase = true, .phase_pct = 0.5};
+  pd_optimizer_lr_one_cycle_lr_opts o = pd_optimizer_lr_one_cycle_lr_defaults();
+  o.three_phase = true;
+  o.phase_pct = 0.5;
   assert_null(pd_optimizer_lr_one_cycle_lr(0.1, 10, &o));
   expect_error(NULL, "OneCycleLR", "0.5");
-  pd_optimizer_lr_reduce_on_plateau_opts r = {.factor = 1.0};
+  pd_optimizer_lr_reduce_on_plateau_opts r = pd_optimizer_lr_reduce_on_plateau_defaults();
+  r.factor = 1.0;
   assert_null(pd_optimizer_lr_reduce_on_plateau(0.1, &r));
   expect_error(NULL, "ReduceOnPlateau", "factor");
   assert_null(pd_optimizer_lr_noam_decay(0, 10, 1));

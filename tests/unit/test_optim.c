@@ -94,7 +94,8 @@ static void test_momentum_and_nesterov(void **state) {
     pd_scope_begin();
     pd_tensor *p = make_param("w", P0, N, PD_FLOAT64);
     cfg c = {.lr = 0.05, .mu = 0.9, .flag = nesterov};
-    pd_optimizer_momentum_opts o = {.use_nesterov = nesterov}; /* momentum 0 -> Paddle's 0.9 */
+    pd_optimizer_momentum_opts o = pd_optimizer_momentum_defaults(); /* Paddle's momentum 0.9 */
+    o.use_nesterov = nesterov;
     pd_optimizer *opt = pd_optimizer_momentum(0.05, &p, 1, &o);
     run_three(opt, p, ref_momentum, &c, 1e-13);
     /* the velocity is in the state dict under Paddle's name */
@@ -114,6 +115,50 @@ static void test_momentum_and_nesterov(void **state) {
   pd_optimizer *opt = pd_optimizer_momentum(0.1, &p, 1, &o);
   cfg c = {.lr = 0.1};
   run_three(opt, p, ref_sgd, &c, 1e-13);
+  pd_optimizer_release(opt);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
+/* ---- the options rule: a field means what it says ----------------------------------- */
+static void test_options_mean_what_they_say(void **state) {
+  (void)state;
+  pd_scope_begin();
+  /* a literal that sets explicit_zero is taken as written: momentum 0 is plain SGD (0.9 would
+   * give a second step of 1.9 lr g) */
+  pd_tensor *p = make_param("w", (const double[]){1, 2}, 2, PD_FLOAT64);
+  pd_optimizer_momentum_opts zero = {.explicit_zero = true, .momentum = 0, .rescale_grad = 1.0};
+  pd_optimizer *opt = pd_optimizer_momentum(0.5, &p, 1, &zero);
+  assert_non_null(opt);
+  for (int t = 0; t < 2; t++) {
+    set_grad(p, (const double[]){1, -2}, PD_FLOAT64);
+    assert_int_equal(pd_optimizer_step(opt), PD_OK);
+  }
+  expect_param(p, (const double[]){1 - 2 * 0.5 * 1, 2 + 2 * 0.5 * 2}, 1e-15);
+  pd_optimizer_release(opt);
+  /* the surprising form is refused, not read as the default: {.momentum = 0} without
+   * explicit_zero names the function to start from */
+  pd_optimizer_momentum_opts literal = {.momentum = 0};
+  assert_null(pd_optimizer_momentum(0.5, &p, 1, &literal));
+  expect_error(NULL, "Momentum", "pd_optimizer_momentum_defaults()");
+  pd_optimizer_adam_opts adam = {.beta1 = 0};
+  assert_null(pd_optimizer_adam(0.5, &p, 1, &adam));
+  expect_error(NULL, "Adam", "pd_optimizer_adam_defaults()");
+  /* a group's options follow the same rule */
+  pd_optimizer_group g = {.params = &p, .n_params = 1, .opts = &literal};
+  pd_optimizer_momentum_opts grouped = pd_optimizer_momentum_defaults();
+  grouped.groups = &g;
+  grouped.n_groups = 1;
+  assert_null(pd_optimizer_momentum(0.5, NULL, 0, &grouped));
+  expect_error(NULL, "Momentum", "pd_optimizer_momentum_defaults()");
+  /* so do the schedulers with non-zero defaults */
+  pd_optimizer_lr_reduce_on_plateau_opts plateau = {.patience = 0};
+  assert_null(pd_optimizer_lr_reduce_on_plateau(0.1, &plateau));
+  expect_error(NULL, "ReduceOnPlateau", "pd_optimizer_lr_reduce_on_plateau_defaults()");
+  /* SGD's defaults are all zero: any literal is what it says */
+  pd_optimizer_sgd_opts sgd = {.weight_decay = {0}};
+  opt = pd_optimizer_sgd(0.5, &p, 1, &sgd);
+  assert_non_null(opt);
   pd_optimizer_release(opt);
   pd_scope_end();
   expect_no_live_tensors();
@@ -153,7 +198,8 @@ static void test_adam_trajectory_and_bias_correction(void **state) {
       pd_scope_begin();
       pd_tensor *q = make_param("w", P0, N, f32 ? PD_FLOAT32 : PD_FLOAT64);
       cfg c = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .l2 = l2 ? 0.0625 : 0};
-      pd_optimizer_adam_opts o = {.weight_decay = l2 ? pd_regularizer_l2_decay(0.0625) : (pd_regularizer){0}};
+      pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+      o.weight_decay = l2 ? pd_regularizer_l2_decay(0.0625) : (pd_regularizer){0};
       pd_optimizer *a = pd_optimizer_adam(0.01, &q, 1, &o);
       run_three(a, q, ref_adam, &c, f32 ? 2e-6 : 1e-12);
       /* the powers hold beta^t of the next step: beta^4 after three */
@@ -201,8 +247,10 @@ static void test_adamw_decay_callback(void **state) {
   pd_tensor *w = make_param("my.weight", P0, N, PD_FLOAT64);
   pd_tensor *b = make_param("my.bias", P0, N, PD_FLOAT64);
   pd_tensor *ps[2] = {w, b};
-  pd_optimizer_adam_w_opts o = {
-      .weight_decay = 0.25, .apply_decay_param_fun = decay_all_but_bias, .lr_ratio = half_ratio_for_bias};
+  pd_optimizer_adam_w_opts o = pd_optimizer_adam_w_defaults();
+  o.weight_decay = 0.25;
+  o.apply_decay_param_fun = decay_all_but_bias;
+  o.lr_ratio = half_ratio_for_bias;
   pd_optimizer *opt = pd_optimizer_adam_w(0.01, ps, 2, &o);
   assert_non_null(opt);
   cfg cw = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.25};
@@ -273,7 +321,8 @@ static void test_adagrad(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *p = make_param("w", P0, N, PD_FLOAT64);
-  pd_optimizer_adagrad_opts o = {.initial_accumulator_value = 0.1};
+  pd_optimizer_adagrad_opts o = pd_optimizer_adagrad_defaults();
+  o.initial_accumulator_value = 0.1;
   pd_optimizer *opt = pd_optimizer_adagrad(0.1, &p, 1, &o);
   cfg c = {.lr = 0.1, .eps = 1e-6, .mu = 0.1};
   run_three(opt, p, ref_adagrad, &c, 1e-12);
@@ -332,7 +381,10 @@ static void test_rmsprop(void **state) {
   for (int centered = 0; centered < 2; centered++) {
     pd_scope_begin();
     pd_tensor *p = make_param("w", P0, N, PD_FLOAT64);
-    pd_optimizer_rms_prop_opts o = {.momentum = 0.5, .centered = centered, .rho = 0.9};
+    pd_optimizer_rms_prop_opts o = pd_optimizer_rms_prop_defaults();
+    o.momentum = 0.5;
+    o.centered = centered;
+    o.rho = 0.9;
     pd_optimizer *opt = pd_optimizer_rms_prop(0.01, &p, 1, &o);
     cfg c = {.lr = 0.01, .eps = 1e-6, .rho = 0.9, .mu = 0.5, .flag = centered};
     run_three(opt, p, ref_rmsprop, &c, 1e-12);
@@ -375,7 +427,9 @@ static void test_lamb(void **state) {
   pd_tensor *w = make_param("weight", P0, N, PD_FLOAT64);
   pd_tensor *b = make_param("bias", P0, N, PD_FLOAT64);
   pd_tensor *ps[2] = {w, b};
-  pd_optimizer_lamb_opts o = {.lamb_weight_decay = 0.1, .exclude_from_weight_decay_fn = exclude_bias};
+  pd_optimizer_lamb_opts o = pd_optimizer_lamb_defaults();
+  o.lamb_weight_decay = 0.1;
+  o.exclude_from_weight_decay_fn = exclude_bias;
   pd_optimizer *opt = pd_optimizer_lamb(0.01, ps, 2, &o);
   cfg cw = {.lr = 0.01, .b1 = 0.9, .b2 = 0.999, .eps = 1e-6, .wd = 0.1};
   cfg cb = {
@@ -413,7 +467,8 @@ static void test_multi_precision_float16(void **state) {
     pd_dtype dt = bf ? PD_BFLOAT16 : PD_FLOAT16;
     pd_scope_begin();
     pd_tensor *p = make_param("h", P0, N, dt);
-    pd_optimizer_adam_opts o = {.multi_precision = true};
+    pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+    o.multi_precision = true;
     pd_optimizer *opt = pd_optimizer_adam(0.001, &p, 1, &o);
     cfg c = {.lr = 0.001, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8};
     double rp[N], st[2 * N] = {0}, g16[N];
@@ -469,7 +524,8 @@ static void test_large_tensor_blocks(void **state) {
     pd_tensor *p = pd_tensor_from_f64(v, dt, 1, (const int64_t[]){n});
     pd_tensor_set_stop_gradient(p, false);
     pd_tensor *pv = pd_clone(p, PD_FLOAT64); /* the rounded start */
-    pd_optimizer_adam_opts o = {.multi_precision = half};
+    pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+    o.multi_precision = half;
     pd_optimizer *opt = pd_optimizer_adam(0.01, &p, 1, &o);
     pd_tensor_set_grad(p, pd_tensor_from_f64(g, dt, 1, (const int64_t[]){n}));
     assert_int_equal(pd_optimizer_step(opt), PD_OK);
@@ -500,7 +556,8 @@ static void test_large_tensor_blocks(void **state) {
       pn += p0[i] * p0[i];
       rn += r[i] * r[i];
     }
-    pd_optimizer_lamb_opts o = {.multi_precision = half};
+    pd_optimizer_lamb_opts o = pd_optimizer_lamb_defaults();
+    o.multi_precision = half;
     pd_optimizer *opt = pd_optimizer_lamb(0.01, &p, 1, &o);
     assert_int_equal(pd_optimizer_step(opt), PD_OK);
     pd_named_tensors sd;
@@ -533,7 +590,8 @@ static void test_steady_state_allocates_nothing(void **state) {
     pd_tensor_set_stop_gradient(ps[i], false);
     pd_tensor_set_grad(ps[i], pd_full(1, &n, 0.25, pd_tensor_dtype(ps[i])));
   }
-  pd_optimizer_adam_w_opts o = {.multi_precision = true};
+  pd_optimizer_adam_w_opts o = pd_optimizer_adam_w_defaults();
+  o.multi_precision = true;
   pd_optimizer *opt = pd_optimizer_adam_w(1e-3, ps, 2, &o);
   assert_int_equal(pd_optimizer_step(opt), PD_OK); /* creates the accumulators */
   size_t live = pd_memory_allocated();
@@ -698,7 +756,9 @@ static void test_param_groups(void **state) {
   gb.weight_decay = pd_regularizer_l2_decay(0.125);
   pd_optimizer_group groups[2] = {{.params = &a, .n_params = 1},
                                   {.params = &b, .n_params = 1, .learning_rate = 0.5, .opts = &gb}};
-  pd_optimizer_momentum_opts o = {.groups = groups, .n_groups = 2};
+  pd_optimizer_momentum_opts o = pd_optimizer_momentum_defaults();
+  o.groups = groups;
+  o.n_groups = 2;
   pd_optimizer *opt = pd_optimizer_momentum(0.1, NULL, 0, &o);
   assert_non_null(opt);
   double ra[N], rb[N], va[N] = {0}, vb[N] = {0};
@@ -789,7 +849,8 @@ static void test_state_dict_round_trip(void **state) {
   for (int i = 0; i < 2; i++) pd_tensor_set_name(pc.tensors[i], pd_tensor_name(ps.tensors[i]));
 
   pd_lr_scheduler *sa = pd_optimizer_lr_step_decay(0.01, 2, 0.5);
-  pd_optimizer_adam_opts oa = {.lr_scheduler = sa};
+  pd_optimizer_adam_opts oa = pd_optimizer_adam_defaults();
+  oa.lr_scheduler = sa;
   pd_optimizer *A = pd_optimizer_adam(0.0, ps.tensors, ps.n, &oa);
   double gw[6] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6}, gb[2] = {1, -1};
   for (int t = 0; t < 3; t++) {
@@ -813,7 +874,8 @@ static void test_state_dict_round_trip(void **state) {
 
   /* B restores from the state and continues identically */
   pd_lr_scheduler *sb = pd_optimizer_lr_step_decay(0.01, 2, 0.5);
-  pd_optimizer_adam_opts ob = {.lr_scheduler = sb};
+  pd_optimizer_adam_opts ob = pd_optimizer_adam_defaults();
+  ob.lr_scheduler = sb;
   pd_optimizer *B = pd_optimizer_adam(0.0, pc.tensors, pc.n, &ob);
   /* copy the parameters too */
   for (int i = 0; i < 2; i++)
@@ -875,16 +937,20 @@ static void test_bad_inputs(void **state) {
   pd_tensor *nul = NULL;
   assert_null(pd_optimizer_adam(0.1, &nul, 1, NULL));
   expect_error(NULL, "Adam", "parameter 0 is NULL");
-  pd_optimizer_adam_opts o = {.beta1 = 1.0};
+  pd_optimizer_adam_opts o = pd_optimizer_adam_defaults();
+  o.beta1 = 1.0;
   assert_null(pd_optimizer_adam(0.1, &p, 1, &o));
   expect_error(NULL, "beta1", "[0, 1), got 1");
-  o = (pd_optimizer_adam_opts){.beta2 = -0.5};
+  o = pd_optimizer_adam_defaults();
+  o.beta2 = -0.5;
   assert_null(pd_optimizer_adam(0.1, &p, 1, &o));
   expect_error(NULL, "beta2", "-0.5");
-  o = (pd_optimizer_adam_opts){.epsilon = -1e-3};
+  o = pd_optimizer_adam_defaults();
+  o.epsilon = -1e-3;
   assert_null(pd_optimizer_adam(0.1, &p, 1, &o));
   expect_error(NULL, "epsilon", "-0.001");
-  pd_optimizer_lamb_opts lo = {.beta1 = 1.5};
+  pd_optimizer_lamb_opts lo = pd_optimizer_lamb_defaults();
+  lo.beta1 = 1.5;
   assert_null(pd_optimizer_lamb(0.1, &p, 1, &lo));
   expect_error(NULL, "Lamb", "beta1");
   pd_grad_clip c = pd_nn_clip_grad_by_global_norm(0);
@@ -989,6 +1055,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgd_with_l2),
       cmocka_unit_test(test_momentum_and_nesterov),
+      cmocka_unit_test(test_options_mean_what_they_say),
       cmocka_unit_test(test_adam_trajectory_and_bias_correction),
       cmocka_unit_test(test_adamw_decay_callback),
       cmocka_unit_test(test_adamax),
