@@ -1,0 +1,212 @@
+/* Liveness-based buffer planning (see memory_plan.h): values are placed in
+ * op order, each output best-fit into the free blocks of the arena (the
+ * arena grows at its end when none fits), and a value's block is freed
+ * after the last op that reads it. */
+#include "memory_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t align_up(size_t n) { return (n + PD_PLAN_ALIGN - 1) / PD_PLAN_ALIGN * PD_PLAN_ALIGN; }
+
+/* Free blocks of the arena, sorted by offset, neighbours merged. */
+typedef struct {
+  size_t off, size;
+} block;
+
+typedef struct {
+  block *b;
+  int n, cap;
+  size_t end; /* the arena's size so far */
+} free_list;
+
+static pd_status insert_block(free_list *f, int at, size_t off, size_t size) {
+  if (f->n == f->cap) {
+    int cap = f->cap ? 2 * f->cap : 16;
+    block *nb = realloc(f->b, sizeof *nb * (size_t)cap);
+    if (!nb) return pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d free blocks", cap);
+    f->b = nb, f->cap = cap;
+  }
+  memmove(f->b + at + 1, f->b + at, sizeof *f->b * (size_t)(f->n - at));
+  f->b[at] = (block){off, size};
+  f->n++;
+  return PD_OK;
+}
+
+static void remove_block(free_list *f, int at) {
+  memmove(f->b + at, f->b + at + 1, sizeof *f->b * (size_t)(f->n - at - 1));
+  f->n--;
+}
+
+/* Best fit: the smallest free block that holds size; else the free block at
+ * the end of the arena grows; else new bytes at the end. */
+static pd_status take(free_list *f, size_t size, size_t *off) {
+  int best = -1;
+  for (int i = 0; i < f->n; i++)
+    if (f->b[i].size >= size && (best < 0 || f->b[i].size < f->b[best].size)) best = i;
+  if (best >= 0) {
+    *off = f->b[best].off;
+    f->b[best].off += size;
+    f->b[best].size -= size;
+    if (f->b[best].size == 0) remove_block(f, best);
+    return PD_OK;
+  }
+  if (f->n > 0 && f->b[f->n - 1].off + f->b[f->n - 1].size == f->end) {
+    *off = f->b[f->n - 1].off;
+    f->end = *off + size;
+    remove_block(f, f->n - 1);
+    return PD_OK;
+  }
+  *off = f->end;
+  f->end += size;
+  return PD_OK;
+}
+
+static pd_status give_back(free_list *f, size_t off, size_t size) {
+  int at = 0;
+  while (at < f->n && f->b[at].off < off) at++;
+  bool join_prev = at > 0 && f->b[at - 1].off + f->b[at - 1].size == off;
+  bool join_next = at < f->n && off + size == f->b[at].off;
+  if (join_prev && join_next) {
+    f->b[at - 1].size += size + f->b[at].size;
+    remove_block(f, at);
+    return PD_OK;
+  }
+  if (join_prev) {
+    f->b[at - 1].size += size;
+    return PD_OK;
+  }
+  if (join_next) {
+    f->b[at].off = off;
+    f->b[at].size += size;
+    return PD_OK;
+  }
+  return insert_block(f, at, off, size);
+}
+
+/* first[v]: the op writing v; last[v]: the last op reading it (n_ops when
+ * kept, first[v] when never read). */
+static pd_status lifetimes(const pd_plan_value *values, int n_values, const pd_plan_op *ops, int n_ops,
+                           int *first, int *last) {
+  for (int v = 0; v < n_values; v++) first[v] = last[v] = -1;
+  for (int i = 0; i < n_ops; i++) {
+    const pd_plan_op *op = &ops[i];
+    if (op->n_in < 0 || op->n_out < 0 || (op->n_in && !op->in) || (op->n_out && !op->out))
+      return pd_set_error(PD_ERR_INVALID, "memory plan: op %d has %d inputs and %d outputs", i, op->n_in,
+                          op->n_out);
+    if (op->inplace_in >= op->n_in)
+      return pd_set_error(PD_ERR_INVALID, "memory plan: op %d: inplace input %d of %d inputs", i,
+                          op->inplace_in, op->n_in);
+    for (int k = 0; k < op->n_in; k++) {
+      int v = op->in[k];
+      if (v < 0 || v >= n_values)
+        return pd_set_error(PD_ERR_INDEX, "memory plan: op %d reads value %d (there are %d)", i, v, n_values);
+      if (!values[v].external && first[v] < 0)
+        return pd_set_error(PD_ERR_INVALID, "memory plan: op %d reads value %d before any op writes it", i,
+                            v);
+      last[v] = i;
+    }
+    for (int k = 0; k < op->n_out; k++) {
+      int v = op->out[k];
+      if (v < 0 || v >= n_values)
+        return pd_set_error(PD_ERR_INDEX, "memory plan: op %d writes value %d (there are %d)", i, v,
+                            n_values);
+      if (values[v].external)
+        return pd_set_error(PD_ERR_INVALID,
+                            "memory plan: op %d writes value %d, which lives outside the plan", i, v);
+      if (first[v] >= 0)
+        return pd_set_error(PD_ERR_INVALID, "memory plan: value %d is written by op %d and again by op %d", v,
+                            first[v], i);
+      first[v] = last[v] = i;
+    }
+  }
+  for (int v = 0; v < n_values; v++)
+    if (values[v].keep && first[v] >= 0) last[v] = n_ops;
+  return PD_OK;
+}
+
+/* Whether op i may write its output 0 over input inplace_in. */
+static bool can_reuse(const pd_plan_value *values, const pd_plan_op *op, int i, const int *last,
+                      const int64_t *offset) {
+  if (op->inplace_in < 0 || op->n_out < 1) return false;
+  int src = op->in[op->inplace_in], dst = op->out[0];
+  if (values[src].external || offset[src] < 0 || last[src] != i || src == dst) return false;
+  if (align_up(values[src].bytes) != align_up(values[dst].bytes)) return false;
+  for (int k = 1; k < op->n_out; k++)
+    if (op->out[k] == src) return false;
+  return true;
+}
+
+pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const pd_plan_op *ops, int n_ops,
+                               pd_memory_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  if (n_values < 0 || n_ops < 0 || (n_values && !values) || (n_ops && !ops))
+    return pd_set_error(PD_ERR_INVALID, "memory plan: %d values, %d ops", n_values, n_ops);
+  size_t nv = n_values > 0 ? (size_t)n_values : 1;
+  int *first = malloc(sizeof(int) * nv), *last = malloc(sizeof(int) * nv);
+  int *taken_at = malloc(sizeof(int) * nv); /* op at which v's bytes passed to an in-place output */
+  plan->offset = malloc(sizeof(int64_t) * nv);
+  free_list f = {0};
+  pd_status st = PD_OK;
+  if (!first || !last || !taken_at || !plan->offset) {
+    st = pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d values", n_values);
+    goto done;
+  }
+  if ((st = lifetimes(values, n_values, ops, n_ops, first, last)) != PD_OK) goto done;
+  for (int v = 0; v < n_values; v++) {
+    plan->offset[v] = -1;
+    taken_at[v] = -1;
+    if (!values[v].external && first[v] >= 0) plan->naive_bytes += align_up(values[v].bytes);
+  }
+
+  for (int i = 0; i < n_ops && st == PD_OK; i++) {
+    const pd_plan_op *op = &ops[i];
+    for (int k = 0; k < op->n_out && st == PD_OK; k++) {
+      int v = op->out[k];
+      if (k == 0 && can_reuse(values, op, i, last, plan->offset)) {
+        int src = op->in[op->inplace_in];
+        plan->offset[v] = plan->offset[src];
+        taken_at[src] = i;
+        plan->n_inplace++;
+        continue;
+      }
+      size_t off;
+      st = take(&f, align_up(values[v].bytes), &off);
+      plan->offset[v] = (int64_t)off;
+    }
+    /* what dies here: inputs read for the last time (once each), and
+     * outputs nobody reads */
+    for (int k = 0; k < op->n_in && st == PD_OK; k++) {
+      int v = op->in[k];
+      bool seen = false;
+      for (int j = 0; j < k; j++) seen |= op->in[j] == v;
+      if (seen || values[v].external || last[v] != i || taken_at[v] == i) continue;
+      st = give_back(&f, (size_t)plan->offset[v], align_up(values[v].bytes));
+    }
+    for (int k = 0; k < op->n_out && st == PD_OK; k++) {
+      int v = op->out[k];
+      if (last[v] == i) st = give_back(&f, (size_t)plan->offset[v], align_up(values[v].bytes));
+    }
+  }
+  if (st != PD_OK) goto done;
+  plan->arena_bytes = f.end;
+
+  /* the lower bound: bytes live during each op, an in-place pair once */
+  for (int i = 0; i < n_ops; i++) {
+    size_t live = 0;
+    for (int v = 0; v < n_values; v++)
+      if (!values[v].external && first[v] >= 0 && first[v] <= i && i <= last[v] && taken_at[v] != i)
+        live += align_up(values[v].bytes);
+    if (live > plan->live_peak) plan->live_peak = live;
+  }
+done:
+  free(first), free(last), free(taken_at), free(f.b);
+  if (st != PD_OK) pd_memory_plan_free(plan);
+  return st;
+}
+
+void pd_memory_plan_free(pd_memory_plan *plan) {
+  if (!plan) return;
+  free(plan->offset);
+  memset(plan, 0, sizeof *plan);
+}
