@@ -351,6 +351,53 @@ pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attr
   return dispatch_impl(id, in, n_in, a, out, n_out, true);
 }
 
+pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_tensor *const *out, int n_out) {
+  const pd_op_def *def = pd_op_table[id];
+  if (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))
+    return pd_set_error(PD_ERR_INVALID, "%s: a view or inplace op has no fresh outputs to write into",
+                        def->name);
+  if (def->n_in >= 0 && n_in != def->n_in)
+    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);
+  for (int i = 0; i < n_in; i++) {
+    if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input %d is NULL", def->name, i);
+    if (in[i]->is_meta)
+      return pd_set_error(PD_ERR_STATE, "%s: input %d is a static Variable with no data", def->name, i);
+  }
+  static const pd_attrs zero_attrs;
+  if (!a) a = &zero_attrs;
+  pd_meta meta[PD_MAX_OUTPUTS];
+  int nm = def->n_out;
+  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
+  if (st != PD_OK) return st;
+  if (nm != n_out)
+    return pd_set_error(PD_ERR_INVALID, "%s: writes %d outputs, %d given", def->name, nm, n_out);
+  pd_tensor *o[PD_MAX_OUTPUTS];
+  for (int k = 0; k < nm; k++) {
+    o[k] = out[k];
+    if (!o[k]) return pd_set_error(PD_ERR_INVALID, "%s: output %d is NULL", def->name, k);
+    if (o[k]->is_meta || !o[k]->is_contiguous || o[k]->dtype != meta[k].dtype || o[k]->ndim != meta[k].ndim ||
+        !pd_shape_eq(meta[k].ndim, o[k]->shape, meta[k].shape)) {
+      char want[160];
+      return pd_set_error(
+          PD_ERR_SHAPE,
+          "%s: output %d must be a contiguous %s tensor of shape %s; the one given is %s%s of "
+          "shape %s",
+          def->name, k, pd_dtype_name(meta[k].dtype),
+          pd_shape_str(meta[k].ndim, meta[k].shape, want, sizeof want),
+          o[k]->is_contiguous ? "" : "a strided ", pd_dtype_name(o[k]->dtype), PD_SHAPE_STR(o[k]));
+    }
+  }
+  pd_place_kind place = n_in > 0 ? in[0]->place.kind : PD_PLACE_CPU;
+  pd_kernel_fn kernel = def->kernel[place];
+  if (!kernel) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
+  pd_internal_enter();
+  pd_thread_governor_poke();
+  st = kernel(def, in, n_in, a, o, nm);
+  pd_internal_leave();
+  return st;
+}
+
 pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   const pd_op_def *def = pd_op_table[id];
   bool plain = t_ctx.no_grad && !t_ctx.tracer && !t_ctx.dist && (def->flags & PD_OPF_INPLACE) &&

@@ -134,6 +134,14 @@ void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx);
 pd_tracer_fn pd_dispatch_get_tracer(void **ctx);
 void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx);
 pd_dist_fn pd_dispatch_get_dist(void **ctx);
+/* Runs op `id` writing into outputs its caller allocated (the buffers a
+ * compiled Program planned in its arena): infer_meta, a check that each
+ * out[k] is contiguous with the computed dtype and shape (an error names
+ * both), then the kernel. No dtype conversion (a recorded Program holds its
+ * casts as ops), no grad node, no tracer or DTensor step. Only for ops that
+ * compute fresh outputs; views and inplace ops go through pd_dispatch. */
+pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                           pd_tensor *const *out, int n_out);
 /* Runs inplace op `id` on inputs its caller built and checked itself (the
  * optimizer's update ops: accumulators it created, a gradient it compared
  * with the parameter): the kernel and the version bump without infer_meta or
