@@ -348,7 +348,9 @@ PD_API pd_optimizer *pd_optimizer_lamb(double learning_rate, pd_tensor *const *p
 PD_API pd_status pd_optimizer_step(pd_optimizer *opt);
 /* clear_grad(set_to_zero): zero (true, Paddle's default) or drop the grads. */
 PD_API void pd_optimizer_clear_grad(pd_optimizer *opt, bool set_to_zero);
-/* minimize(loss): backward from loss, then step. */
+/* minimize(loss): backward from loss, then step. When loss is a static
+ * Variable it appends the backward and the updates to loss's Program
+ * instead (paddlec/static.h). */
 PD_API pd_status pd_optimizer_minimize(pd_optimizer *opt, pd_tensor *loss);
 /* get_lr(): the scheduler's current value or the float rate. NAN for NULL. */
 PD_API double pd_optimizer_get_lr(const pd_optimizer *opt);

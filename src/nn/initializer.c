@@ -152,6 +152,12 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
   fans(t, &fi, &fo);
   pd_internal_enter();
   bool prev = pd_grad_mode_set(false);
+  /* A parameter gets its value now even while a Program is being built
+   * (a layer created under program_guard): the recorder keeps that value
+   * as the parameter's initial value, so the draws are not recorded. */
+  void *tracer_ctx;
+  pd_tracer_fn tracer = pd_dispatch_get_tracer(&tracer_ctx);
+  pd_dispatch_set_tracer(NULL, NULL);
   pd_status st;
   switch (init->kind) {
     case PD_INIT_DEFAULT:
@@ -231,6 +237,7 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
     default:
       st = pd_set_error(PD_ERR_INVALID, "initializer: unknown kind %d", (int)init->kind);
   }
+  pd_dispatch_set_tracer(tracer, tracer_ctx);
   pd_grad_mode_set(prev);
   pd_internal_leave();
   return st;

@@ -176,6 +176,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   }
   if (tracer) {
     if (tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 0)) {
+      if (nm > 0 && !out[0]) return pd_last_status(); /* the tracer failed: its error */
       *n_out = nm;
       return PD_OK;
     }

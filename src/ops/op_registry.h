@@ -114,8 +114,9 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
  * names them):
  *  - autograd records a grad node for a differentiable op (process-wide);
  *  - the static-graph tracer records an op into the Program being built
- *    (returning 1 when it produced the outputs itself, i.e. recording only;
- *    phase 0 is before the kernel, phase 1 after it, when it ran);
+ *    (returning 1 when it produced the outputs itself, i.e. recording only,
+ *    or when it failed, with out[0] NULL and the error set; phase 0 is
+ *    before the kernel, phase 1 after it, when it ran);
  *  - auto_parallel handles ops whose inputs are DTensors (returning 1 when
  *    it produced the outputs, with *st its status).
  * The tracer and the DTensor handler are per thread, each with a context

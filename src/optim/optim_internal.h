@@ -71,6 +71,29 @@ pd_optimizer *pd_optim_wrapper_inner(const pd_optimizer *o);
 int pd_optim_n_params(const pd_optimizer *o);
 pd_tensor *pd_optim_param(const pd_optimizer *o, int i);
 
+/* ---- static mode -----------------------------------------------------------
+ * minimize(loss) on a static Variable appends to its Program: the static
+ * graph installs the function that does it (it lives in a layer above). */
+typedef pd_status (*pd_optim_static_minimize_fn)(pd_optimizer *o, pd_tensor *loss);
+void pd_optim_set_static_minimize(pd_optim_static_minimize_fn fn);
+/* How o updates parameter p (named pname) in a static Program, the same
+ * update its eager step makes: the update op and its attributes (gradient
+ * transform included), p's learning rate at this moment, and the
+ * accumulators (names as Paddle's, initial values). Norm clipping,
+ * rescale_grad and multi_precision are not available there yet (errors). */
+#define PD_OPTIM_MAX_STATE 6 /* accumulators and beta powers of one update op */
+typedef struct pd_optim_update_desc {
+  pd_op_id op;
+  pd_attrs attrs;
+  double lr;
+  int n_acc, n_pow; /* accumulators shaped like p, then one-element beta powers */
+  const char *acc_names[PD_OPTIM_MAX_STATE];
+  double acc_fill[PD_OPTIM_MAX_STATE];
+  const char *opt_name; /* the optimizer's name option, or NULL */
+} pd_optim_update_desc;
+pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, const char *pname,
+                                   pd_optim_update_desc *u);
+
 /* Checks a clipping strategy (op names the caller). */
 pd_status pd_grad_clip_check(const char *op, const pd_grad_clip *clip);
 /* The multiplier norm clipping gives a gradient of squared norm sq (by norm)

@@ -15,6 +15,7 @@
 #include "paddlec/math.h"
 
 #define MAX_STATE (PD_OPTIM_MAX_ACC + 2)
+_Static_assert(MAX_STATE == PD_OPTIM_MAX_STATE, "optim_internal.h sizes the same state");
 
 typedef struct kind_desc {
   const char *cls;
@@ -23,6 +24,8 @@ typedef struct kind_desc {
   const char *acc[MAX_STATE]; /* accumulators, then beta powers */
   bool group_reg_replaces;    /* in group mode the group's weight_decay replaces ParamAttr's */
 } kind_desc;
+
+static pd_optim_static_minimize_fn g_static_minimize;
 
 static const kind_desc k_kinds[] = {
     [PD_OPTIM_SGD] = {"SGD", PD_OP_sgd_, 0, 0, {NULL}, true},
@@ -171,7 +174,10 @@ pd_optimizer *pd_optim_create(const pd_optim_spec *spec, double learning_rate, p
                  n_params, c->n_groups);
     return NULL;
   }
-  if (!groups && (!params || n_params < 0)) {
+  /* as in Paddle, only static mode (a Program being built on this thread)
+   * may leave the parameters out: minimize then takes the Program's */
+  bool recording = pd_dispatch_get_tracer(NULL) != NULL;
+  if (!groups && (!params || n_params < 0) && !(recording && !params && n_params == 0)) {
     pd_set_error(PD_ERR_INVALID, "%s: parameters is NULL (%d given); pass the list of parameters to optimize",
                  d->cls, n_params);
     return NULL;
@@ -303,6 +309,55 @@ static pd_regularizer slot_regularizer(const pd_optimizer *o, const slot *s, con
   return h->weight_decay;
 }
 
+/* The update op's attributes for parameter p of a group with
+ * hyperparameters h; returns p's rate (lr times AdamW's lr_ratio). */
+static double fill_update_attrs(const pd_optimizer *o, const pd_optim_hyper *h, const pd_tensor *p,
+                                const char *pname, pd_attrs *a, double lr) {
+  switch (o->kind) {
+    case PD_OPTIM_MOMENTUM:
+      a->f[0] = h->momentum;
+      a->i[2] = h->nesterov;
+      break;
+    case PD_OPTIM_ADAM:
+    case PD_OPTIM_ADAMAX:
+      a->f[0] = h->beta1;
+      a->f[1] = h->beta2;
+      a->f[2] = h->epsilon;
+      break;
+    case PD_OPTIM_ADAMW:
+      a->f[0] = h->beta1;
+      a->f[1] = h->beta2;
+      a->f[2] = h->epsilon;
+      a->f[3] = h->coeff;
+      if (h->lr_ratio) lr *= h->lr_ratio(p, h->user);
+      a->i[2] = h->apply_decay ? h->apply_decay(pname, h->user) : true;
+      break;
+    case PD_OPTIM_ADAGRAD:
+      a->f[0] = h->epsilon;
+      break;
+    case PD_OPTIM_ADADELTA:
+      a->f[0] = h->rho;
+      a->f[1] = h->epsilon;
+      break;
+    case PD_OPTIM_RMSPROP:
+      a->f[0] = h->rho;
+      a->f[1] = h->epsilon;
+      a->f[2] = h->momentum;
+      a->i[2] = h->centered;
+      break;
+    case PD_OPTIM_LAMB:
+      a->f[0] = h->beta1;
+      a->f[1] = h->beta2;
+      a->f[2] = h->epsilon;
+      a->f[3] = h->exclude_decay && h->exclude_decay(p, h->user) ? 0.0 : h->coeff;
+      a->i[2] = h->always_adapt;
+      break;
+    case PD_OPTIM_SGD:
+      break;
+  }
+  return lr;
+}
+
 static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double global_scale) {
   const kind_desc *d = o->desc;
   const pd_optim_hyper *h = &o->groups[s->group].h;
@@ -316,48 +371,7 @@ static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double gl
   double lr = base_lr * (o->group_mode ? o->groups[s->group].lr_mult : pi ? pi->learning_rate : 1.0);
 
   pd_attrs a = {0};
-  switch (o->kind) {
-    case PD_OPTIM_MOMENTUM:
-      a.f[0] = h->momentum;
-      a.i[2] = h->nesterov;
-      break;
-    case PD_OPTIM_ADAM:
-    case PD_OPTIM_ADAMAX:
-      a.f[0] = h->beta1;
-      a.f[1] = h->beta2;
-      a.f[2] = h->epsilon;
-      break;
-    case PD_OPTIM_ADAMW:
-      a.f[0] = h->beta1;
-      a.f[1] = h->beta2;
-      a.f[2] = h->epsilon;
-      a.f[3] = h->coeff;
-      if (h->lr_ratio) lr *= h->lr_ratio(p, h->user);
-      a.i[2] = h->apply_decay ? h->apply_decay(s->pname, h->user) : true;
-      break;
-    case PD_OPTIM_ADAGRAD:
-      a.f[0] = h->epsilon;
-      break;
-    case PD_OPTIM_ADADELTA:
-      a.f[0] = h->rho;
-      a.f[1] = h->epsilon;
-      break;
-    case PD_OPTIM_RMSPROP:
-      a.f[0] = h->rho;
-      a.f[1] = h->epsilon;
-      a.f[2] = h->momentum;
-      a.i[2] = h->centered;
-      break;
-    case PD_OPTIM_LAMB:
-      a.f[0] = h->beta1;
-      a.f[1] = h->beta2;
-      a.f[2] = h->epsilon;
-      a.f[3] = h->exclude_decay && h->exclude_decay(p, h->user) ? 0.0 : h->coeff;
-      a.i[2] = h->always_adapt;
-      break;
-    case PD_OPTIM_SGD:
-      break;
-  }
+  lr = fill_update_attrs(o, h, p, s->pname, &a, lr);
 
   /* the gradient transform: scale (norm clipping, rescale_grad), bounds, regularizer */
   double scale = o->kind == PD_OPTIM_MOMENTUM ? h->rescale_grad : 1.0;
@@ -465,8 +479,61 @@ pd_status pd_optimizer_minimize(pd_optimizer *o, pd_tensor *loss) {
     return pd_last_status() != PD_OK
                ? pd_last_status()
                : pd_set_error(PD_ERR_INVALID, "minimize: %s is NULL", o ? "loss" : "optimizer");
+  if (pd_tensor_is_meta(loss)) { /* a static Variable: append to its Program */
+    if (!g_static_minimize)
+      return pd_set_error(PD_ERR_STATE,
+                          "%s.minimize: loss is a static Variable but no Program is being built",
+                          o->desc ? o->desc->cls : "optimizer");
+    return g_static_minimize(o, loss);
+  }
   pd_status st = pd_backward(loss, NULL, false);
   return st != PD_OK ? st : pd_optimizer_step(o);
+}
+
+void pd_optim_set_static_minimize(pd_optim_static_minimize_fn fn) { g_static_minimize = fn; }
+
+pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, const char *pname,
+                                   pd_optim_update_desc *u) {
+  if (o->inner)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                        "minimize: a wrapped (distributed) optimizer cannot update a static "
+                        "Program yet");
+  const kind_desc *d = o->desc;
+  int gi = 0;
+  for (int i = 0; i < o->n_slots; i++)
+    if (o->slots[i].param == p) gi = o->slots[i].group;
+  const pd_optim_hyper *h = &o->groups[gi].h;
+  if (h->clip.kind == PD_GRAD_CLIP_BY_NORM || h->clip.kind == PD_GRAD_CLIP_BY_GLOBAL_NORM ||
+      (o->kind == PD_OPTIM_MOMENTUM && h->rescale_grad != 1.0) || o->multi_precision)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                        "%s.minimize: norm clipping, rescale_grad and multi_precision are not available in "
+                        "static mode yet",
+                        d->cls);
+  memset(u, 0, sizeof *u);
+  const pd_param_info *pi = pd_tensor_param_info(p);
+  double lr = pd_optimizer_get_lr(o) * (o->group_mode ? o->groups[gi].lr_mult : pi ? pi->learning_rate : 1.0);
+  u->lr = fill_update_attrs(o, h, p, pname, &u->attrs, lr);
+  pd_regularizer reg = h->weight_decay;
+  if (!(o->group_mode && d->group_reg_replaces) && pi && pi->l2_decay != 0)
+    reg = pd_regularizer_l2_decay(pi->l2_decay);
+  if (!(o->group_mode && d->group_reg_replaces) && pi && pi->l1_decay != 0 && !(pi->l2_decay != 0))
+    reg = pd_regularizer_l1_decay(pi->l1_decay);
+  bool clip = h->clip.kind == PD_GRAD_CLIP_BY_VALUE && (!pi || pi->need_clip);
+  pd_status st = pd_optim_format_transform(
+      u->attrs.s, sizeof u->attrs.s, clip ? h->clip.min : -INFINITY, clip ? h->clip.max : INFINITY,
+      reg.kind == PD_REGULARIZER_L1 ? reg.coeff : 0, reg.kind == PD_REGULARIZER_L2 ? reg.coeff : 0);
+  if (st != PD_OK) return st;
+  u->op = d->op;
+  u->n_acc = d->n_acc;
+  u->n_pow = d->n_pow;
+  for (int k = 0; k < d->n_acc + d->n_pow; k++) {
+    u->acc_names[k] = d->acc[k];
+    u->acc_fill[k] = k >= d->n_acc                 ? (k == d->n_acc ? h->beta1 : h->beta2)
+                     : o->kind == PD_OPTIM_ADAGRAD ? h->initial_accumulator
+                                                   : 0.0;
+  }
+  u->opt_name = o->name;
+  return PD_OK;
 }
 
 /* ---- learning rate ---------------------------------------------------------------- */

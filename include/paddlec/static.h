@@ -1,0 +1,195 @@
+/* paddle.static: the static graph. A Program holds blocks of ops over named
+ * Variables; ops called under pd_static_program_guard_begin (or after
+ * pd_enable_static) are recorded into it instead of run: the same ops, the
+ * same registry and the same dispatcher as eager. An Executor runs a
+ * Program with feeds and fetches against a Scope that holds the persistable
+ * values (parameters). docs/static.md describes the whole.
+ *
+ * A Variable is a pd_tensor: pd_static_data and every op recorded under the
+ * guard return one. It carries name (pd_tensor_name), dtype and shape, with
+ * -1 for dims unknown until the Program runs (the batch), and no data:
+ * reading its values is an error. */
+#ifndef PADDLEC_STATIC_H
+#define PADDLEC_STATIC_H
+
+#include "paddlec/core.h"
+#include "paddlec/export.h"
+#include "paddlec/model.h"
+#include "paddlec/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pd_program pd_program;
+typedef struct pd_static_block pd_static_block;
+typedef struct pd_var_scope pd_var_scope;
+typedef struct pd_executor pd_executor;
+
+/* ---- mode ---------------------------------------------------------------
+ * paddle.enable_static: from now on ops on this thread record into
+ * pd_static_default_main_program (Paddle's mode is per process; here it is
+ * per thread, so a DataLoader worker keeps running eagerly).
+ * pd_in_dynamic_mode is false while this thread records (static mode or
+ * inside a program_guard). */
+PD_API void pd_enable_static(void);
+PD_API void pd_disable_static(void);
+PD_API bool pd_in_dynamic_mode(void);
+
+/* ---- programs ------------------------------------------------------------ */
+/* paddle.static.Program(): an empty pd_program with one (global) block. */
+PD_API pd_program *pd_static_program(void);
+/* Frees p and its Variables (handles the user still holds stay valid
+ * tensors). NULL is a no-op; the default programs are never released by
+ * the user. */
+PD_API void pd_program_release(pd_program *p);
+/* The programs static mode and layers record into by default, per process
+ * (created on first use). */
+PD_API pd_program *pd_static_default_main_program(void);
+PD_API pd_program *pd_static_default_startup_program(void);
+/* paddle.static.program_guard(main, startup): until the matching _end, ops
+ * on this thread record into main and parameter initialisation into
+ * startup (NULL: the default startup program). Guards nest; _end restores
+ * what was installed before. */
+PD_API pd_status pd_static_program_guard_begin(pd_program *main, pd_program *startup);
+PD_API pd_status pd_static_program_guard_end(void);
+/* paddle.static.name_scope(prefix): ops recorded until _end get the prefix
+ * ("prefix/") in their printed form, nested scopes joined ("a/b/"). */
+PD_API void pd_static_name_scope_begin(const char *prefix);
+PD_API void pd_static_name_scope_end(void);
+
+PD_API pd_static_block *pd_program_global_block(pd_program *p);
+PD_API int pd_program_num_blocks(const pd_program *p);
+/* Program.clone(for_test): a deep copy; for_test drops the backward and
+ * optimizer ops (Paddle's inference pruning). Variables keep their names,
+ * so the same Variable handles fetch from the clone. */
+PD_API pd_program *pd_program_clone(const pd_program *p, bool for_test);
+/* Program.list_vars: writes up to cap Variables (borrowed) and returns how
+ * many the program holds (in all blocks, in creation order). */
+PD_API int pd_program_list_vars(const pd_program *p, pd_tensor **out, int cap);
+/* print(program): Paddle's text form, one line per variable and op. The
+ * string is malloc'd (free it), NULL on error. */
+PD_API char *pd_program_to_string(const pd_program *p);
+/* A counter bumped by every change (ops appended, variables renamed). */
+PD_API uint64_t pd_program_version(const pd_program *p);
+
+PD_API int pd_static_block_num_ops(const pd_static_block *b);
+/* The registry name of op i ("matmul", "sgd_", ...), NULL out of range. */
+PD_API const char *pd_static_block_op_type(const pd_static_block *b, int i);
+PD_API int pd_static_block_num_vars(const pd_static_block *b);
+/* Block.var(name): the Variable (borrowed), NULL with an error naming the
+ * block's variables when unknown. */
+PD_API pd_tensor *pd_static_block_var(pd_static_block *b, const char *name);
+
+/* What the Program knows about a Variable. */
+typedef struct pd_static_var_info {
+  const char *name; /* borrowed from the Program */
+  pd_dtype dtype;
+  int ndim;
+  int64_t shape[PD_MAX_DIMS];
+  bool persistable, stop_gradient, is_parameter, is_data;
+} pd_static_var_info;
+/* Fills *info for the Variable named `name` in p. */
+PD_API pd_status pd_program_var_info(const pd_program *p, const char *name, pd_static_var_info *info);
+
+/* ---- creating Variables ---------------------------------------------------
+ * paddle.static.data(name, shape, dtype): a feed Variable of the current
+ * program (shape dims may be -1; stop_gradient True). NULL with an error
+ * outside program_guard / static mode or for a duplicate name. */
+PD_API pd_tensor *pd_static_data(const char *name, int ndim, const int64_t *shape, pd_dtype dtype);
+
+/* paddle.static.create_parameter(shape, dtype, name, default_initializer):
+ * a trainable parameter (persistable), its initial value computed now by
+ * `init` (NULL: Xavier uniform, Paddle's default for weights; is_bias:
+ * zeros) and written into the startup program. name NULL: "param_N". */
+PD_API pd_tensor *pd_static_create_parameter(int ndim, const int64_t *shape, pd_dtype dtype, const char *name,
+                                             const pd_initializer *init, bool is_bias);
+/* paddle.static.create_global_var(shape, value, dtype, persistable, name):
+ * a variable of the global block filled with value by the startup program. */
+PD_API pd_tensor *pd_static_create_global_var(int ndim, const int64_t *shape, double value, pd_dtype dtype,
+                                              bool persistable, const char *name);
+
+/* The pd_static_data Variable an InputSpec (paddle.static.InputSpec,
+ * declared in paddlec/model.h) describes. */
+PD_API pd_tensor *pd_static_data_from_spec(const pd_input_spec *spec);
+
+/* ---- layers of paddle.static.nn ---------------------------------------------
+ * paddle.static.nn.fc(x, size, num_flatten_dims, activation): creates
+ * parameters fc_N.w_0 [in, size] (Xavier uniform) and fc_N.b_0 [size]
+ * (zeros), records x (flattened from num_flatten_dims on; <= 0 means 1)
+ * @ w + b and the activation ("relu", "sigmoid", "tanh", "softmax" or
+ * NULL), naming the results fc_N.tmp_0, fc_N.tmp_1, ... as Paddle does. */
+PD_API pd_tensor *pd_static_nn_fc(pd_tensor *x, int64_t size, int num_flatten_dims, const char *activation);
+
+/* ---- autodiff --------------------------------------------------------------
+ * paddle.static.append_backward(loss, parameter_list, no_grad_set): appends
+ * to loss's Program one grad op per forward op between the parameters and
+ * loss (Paddle's <op>_grad; each runs the op's registry backward rule when
+ * the Executor reaches it) and returns the (parameter, gradient) pairs:
+ * up to cap pairs are written (new references), the count is returned
+ * (negative: an error). parameter_list NULL: every trainable parameter of
+ * the Program. Gradients are named as Paddle's (x@GRAD). Variables in
+ * no_grad_set, and those with stop_gradient, get no gradient. */
+PD_API int pd_static_append_backward(pd_tensor *loss, pd_tensor *const *parameter_list, int n_params,
+                                     pd_tensor *const *no_grad_set, int n_no_grad, pd_tensor **params_out,
+                                     pd_tensor **grads_out, int cap);
+/* paddle.static.gradients(targets, inputs, target_gradients, no_grad_set):
+ * the gradient Variables of sum(targets * target_gradients) (NULL: ones)
+ * with respect to inputs, written to grads_out (new references; NULL where
+ * no gradient flows, e.g. an input with stop_gradient). */
+PD_API pd_status pd_static_gradients(pd_tensor *const *targets, int n_targets, pd_tensor *const *inputs,
+                                     int n_inputs, pd_tensor *const *target_gradients,
+                                     pd_tensor *const *no_grad_set, int n_no_grad, pd_tensor **grads_out);
+/* optimizer.minimize(loss) with a static Variable as loss (see
+ * pd_optimizer_minimize in paddlec/optim.h) appends the backward and one
+ * update op per parameter, the same op the eager step runs: its
+ * accumulators and the learning rate (learning_rate_N, the optimizer's rate
+ * when minimize is called) become persistable Variables the startup
+ * program initialises. An optimizer created while a Program is being built
+ * may be given no parameters (NULL, 0): minimize then updates every
+ * trainable parameter of the Program. */
+
+/* ---- scopes ---------------------------------------------------------------
+ * paddle.static.Scope(): a pd_var_scope, name -> tensor, where persistable
+ * Variables (parameters, optimizer state) live between Executor runs.
+ * Releasing it releases its tensors (NULL and the global scope: no-op). */
+PD_API pd_var_scope *pd_static_scope(void);
+PD_API void pd_var_scope_release(pd_var_scope *s);
+/* The process-wide scope runs use when given none. */
+PD_API pd_var_scope *pd_static_global_scope(void);
+/* paddle.static.scope_guard: runs given no scope use s until _end (nests). */
+PD_API pd_status pd_static_scope_guard_begin(pd_var_scope *s);
+PD_API pd_status pd_static_scope_guard_end(void);
+/* scope.find_var(name).get_tensor(): the tensor (borrowed), NULL when the
+ * scope holds no such name (no error set: a query). */
+PD_API pd_tensor *pd_var_scope_find_var(pd_var_scope *s, const char *name);
+/* Sets name to t (retained), replacing what was there. */
+PD_API pd_status pd_var_scope_set_var(pd_var_scope *s, const char *name, pd_tensor *t);
+
+/* ---- the executor ---------------------------------------------------------
+ * paddle.static.Executor(place): a pd_executor, CPU only for now. */
+PD_API pd_executor *pd_static_executor(pd_place place);
+PD_API void pd_executor_release(pd_executor *e);
+
+/* One entry of the feed dict: the data Variable's name and its value. */
+typedef struct pd_static_feed {
+  const char *name;
+  pd_tensor *value;
+} pd_static_feed;
+
+/* Executor.run(program, feed, fetch_list, scope): runs the global block of
+ * program (NULL: the default main program) with the feeds, then writes one
+ * new tensor per fetch_list entry (a Variable of the program) to fetched.
+ * scope NULL: the scope_guard's or the global scope. A feed whose name is
+ * no data Variable, or whose dtype or shape (where not -1) differs from it,
+ * an unknown fetch and a missing persistable value are errors naming the
+ * Variable. Persistable results (updated parameters) stay in the scope. */
+PD_API pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_feed *feed, int n_feed,
+                                 pd_tensor *const *fetch_list, int n_fetch, pd_tensor **fetched,
+                                 pd_var_scope *scope);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

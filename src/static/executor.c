@@ -1,0 +1,360 @@
+/* paddle.static.Executor: runs a Program's global block on real tensors.
+ *
+ * A run first compiles the block into a plan, cached per program and
+ * version: every op's inputs and outputs resolved to variable slots, its
+ * registry row looked up, and the ops no fetch needs removed (an op stays
+ * when a fetched value depends on it or when it writes a persistable
+ * variable, such as an optimizer update). Running the plan dispatches each
+ * op through the one dispatcher (grad off, no tracer), keeping values of
+ * non-persistable variables for the run only and persistable ones in the
+ * scope. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "paddlec/creation.h"
+#include "paddlec/manipulation.h"
+#include "static_internal.h"
+
+typedef struct plan_op {
+  const pd_operator *op;
+  int *in, *out; /* variable slots */
+} plan_op;
+
+typedef struct plan {
+  const pd_program *program;
+  uint64_t version;
+  const pd_static_block *block;
+  plan_op *ops; /* every op of the block, in order */
+  int n_ops;
+  int *ins_outs; /* backing store of the slot arrays */
+} plan;
+
+struct pd_executor {
+  pd_place place;
+  plan cache;
+};
+
+pd_executor *pd_static_executor(pd_place place) {
+  if (place.kind != PD_PLACE_CPU) {
+    pd_set_error(PD_ERR_UNIMPLEMENTED, "Executor: place %d is not available (CPU only)", (int)place.kind);
+    return NULL;
+  }
+  pd_executor *e = calloc(1, sizeof *e);
+  if (!e) {
+    pd_set_error(PD_ERR_MEMORY, "Executor: out of memory");
+    return NULL;
+  }
+  e->place = place;
+  return e;
+}
+
+static void plan_clear(plan *pl) {
+  free(pl->ops);
+  free(pl->ins_outs);
+  memset(pl, 0, sizeof *pl);
+}
+
+void pd_executor_release(pd_executor *e) {
+  if (!e) return;
+  plan_clear(&e->cache);
+  free(e);
+}
+
+static int slot_of(const pd_static_block *b, const char *name) {
+  for (int i = 0; i < b->n_vars; i++)
+    if (strcmp(b->vars[i]->name, name) == 0) return i;
+  return -1;
+}
+
+static pd_status compile(plan *pl, const pd_program *p) {
+  plan_clear(pl);
+  const pd_static_block *b = p->blocks[0];
+  size_t total = 0;
+  for (int k = 0; k < b->n_ops; k++) total += (size_t)b->ops[k]->n_in + (size_t)b->ops[k]->n_out;
+  pl->ops = calloc((size_t)b->n_ops + 1, sizeof *pl->ops);
+  pl->ins_outs = malloc((total ? total : 1) * sizeof(int));
+  if (!pl->ops || !pl->ins_outs) {
+    plan_clear(pl);
+    return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory compiling the program");
+  }
+  int *cur = pl->ins_outs;
+  for (int k = 0; k < b->n_ops; k++) {
+    const pd_operator *op = b->ops[k];
+    plan_op *po = &pl->ops[k];
+    po->op = op;
+    po->in = cur;
+    cur += op->n_in;
+    po->out = cur;
+    cur += op->n_out;
+    for (int s = 0; s < op->n_in + op->n_out; s++) {
+      const char *nm = s < op->n_in ? op->inputs[s] : op->outputs[s - op->n_in];
+      int slot = strcmp(nm, PD_STATIC_EMPTY_VAR) == 0 ? -1 : slot_of(b, nm);
+      if (slot < 0 && strcmp(nm, PD_STATIC_EMPTY_VAR) != 0) {
+        plan_clear(pl);
+        return pd_set_error(PD_ERR_INVALID, "Executor: op %d (%s) names variable '%s', which block 0 lacks",
+                            k, op->type, nm);
+      }
+      (s < op->n_in ? po->in : po->out)[s < op->n_in ? s : s - op->n_in] = slot;
+    }
+  }
+  pl->n_ops = b->n_ops;
+  pl->program = p;
+  pl->version = p->version;
+  pl->block = b;
+  return PD_OK;
+}
+
+/* Checks a feed against its variable. */
+static pd_status check_feed(const pd_static_block *b, const pd_static_feed *f, int *slot) {
+  if (!f->name || !f->value)
+    return pd_set_error(PD_ERR_INVALID, "Executor.run: feed entry has a NULL %s", f->name ? "value" : "name");
+  *slot = slot_of(b, f->name);
+  if (*slot < 0) {
+    char have[512] = "";
+    size_t k = 0;
+    for (int i = 0; i < b->n_vars && k + 1 < sizeof have; i++) {
+      if (!b->vars[i]->is_data) continue;
+      int w = snprintf(have + k, sizeof have - k, "%s'%s'", k ? ", " : "", b->vars[i]->name);
+      k += w > 0 ? (size_t)w : 0;
+    }
+    return pd_set_error(PD_ERR_INVALID,
+                        "Executor.run: feed '%s' is no variable of the program (its data: %s)", f->name,
+                        k ? have : "none");
+  }
+  const pd_variable *v = b->vars[*slot];
+  const pd_tensor *t = f->value;
+  if (pd_tensor_is_meta(t))
+    return pd_set_error(PD_ERR_INVALID, "Executor.run: feed '%s' is a Variable without data", f->name);
+  if (t->dtype != v->dtype)
+    return pd_set_error(PD_ERR_DTYPE, "Executor.run: feed '%s' is %s, but the variable is %s", f->name,
+                        pd_dtype_name(t->dtype), pd_dtype_name(v->dtype));
+  bool ok = t->ndim == v->ndim;
+  for (int d = 0; ok && d < v->ndim; d++) ok = v->shape[d] == -1 || v->shape[d] == t->shape[d];
+  if (!ok) {
+    char c[160];
+    return pd_set_error(PD_ERR_SHAPE, "Executor.run: feed '%s' has shape %s, but the variable's shape is %s",
+                        f->name, PD_SHAPE_STR(t), pd_shape_str(v->ndim, v->shape, c, sizeof c));
+  }
+  return PD_OK;
+}
+
+/* The variable a fetch_list entry names. */
+static pd_status fetch_slot(const pd_program *p, const pd_static_block *b, const pd_tensor *t, int *slot) {
+  if (!t) return pd_set_error(PD_ERR_INVALID, "Executor.run: fetch_list entry is NULL");
+  const pd_variable *v = pd_ir_var_of(p, t);
+  const char *name = v ? v->name : pd_tensor_name(t);
+  *slot = name ? slot_of(b, name) : -1;
+  if (*slot < 0)
+    return pd_set_error(PD_ERR_INVALID, "Executor.run: fetch '%s' is no variable of the program",
+                        name ? name : "(unnamed tensor)");
+  return PD_OK;
+}
+
+/* Where the value of slot s comes from when no op of this run wrote it. */
+static pd_status load(const pd_static_block *b, pd_var_scope *scope, pd_tensor **env, int s) {
+  if (env[s]) return PD_OK;
+  const pd_variable *v = b->vars[s];
+  pd_tensor *t = pd_var_scope_find_var(scope, v->name);
+  if (t) {
+    env[s] = pd_tensor_retain(t);
+    return PD_OK;
+  }
+  if (v->is_data)
+    return pd_set_error(PD_ERR_INVALID, "Executor.run: data variable '%s' was not fed", v->name);
+  if (v->persistable)
+    return pd_set_error(PD_ERR_STATE,
+                        "Executor.run: persistable variable '%s' is not in the scope (run the startup "
+                        "program first)",
+                        v->name);
+  return pd_set_error(PD_ERR_STATE, "Executor.run: variable '%s' is read before any op writes it", v->name);
+}
+
+/* A grad op: the registry row's backward rule on this run's values. */
+static pd_status run_grad_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope,
+                             pd_tensor **env) {
+  const pd_operator *op = po->op;
+  const pd_op_def *def = pd_op_table[op->grad_of];
+  int fi = op->fwd_n_in, fo = op->fwd_n_out;
+  if (fi > PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "Executor: %s has %d inputs and %d outputs", op->type, fi, fo);
+  pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS], *gout[PD_MAX_OUTPUTS], *gin[PD_MAX_OUTPUTS];
+  pd_meta in_meta[PD_MAX_OUTPUTS];
+  bool needs[PD_MAX_OUTPUTS];
+  pd_status st = PD_OK;
+  for (int i = 0; i < op->n_in && st == PD_OK; i++)
+    if (po->in[i] >= 0) st = load(b, scope, env, po->in[i]);
+  if (st != PD_OK) {
+    pd_error_prefix("%s", op->type);
+    return st;
+  }
+  for (int i = 0; i < fi; i++) {
+    ins[i] = env[po->in[i]];
+    pd_meta_of(ins[i], &in_meta[i]);
+    needs[i] = po->out[i] >= 0;
+    gin[i] = NULL;
+  }
+  for (int k = 0; k < fo; k++) {
+    outs[k] = env[po->in[fi + k]];
+    int gs = po->in[fi + fo + k];
+    /* no gradient flowed into output k: zeros, as the eager engine passes */
+    gout[k] = gs >= 0 ? pd_tensor_retain(env[gs]) : pd_zeros(outs[k]->ndim, outs[k]->shape, outs[k]->dtype);
+    if (!gout[k]) st = pd_last_status();
+  }
+  if (st == PD_OK) {
+    pd_backward_ctx ctx = {.attrs = &op->attrs,
+                           .n_in = fi,
+                           .n_out = fo,
+                           .inputs = ins,
+                           .outputs = outs,
+                           .in_meta = in_meta,
+                           .grad_out = gout,
+                           .needs_grad = needs,
+                           .grad_in = gin};
+    st = def->backward(&ctx);
+    if (st != PD_OK) pd_error_prefix("%s", op->type);
+  }
+  for (int i = 0; i < fi && st == PD_OK; i++) {
+    if (!needs[i]) continue;
+    const pd_meta *m = &in_meta[i];
+    if (!gin[i]) { /* the rule found no gradient for it: zeros */
+      if (!(gin[i] = pd_zeros(m->ndim, m->shape, m->dtype))) st = pd_last_status();
+    } else if (gin[i]->ndim != m->ndim || !pd_shape_eq(m->ndim, gin[i]->shape, m->shape)) {
+      char c[160];
+      st = pd_set_error(PD_ERR_SHAPE, "%s: the gradient of input %d has shape %s, the input %s", op->type, i,
+                        PD_SHAPE_STR(gin[i]), pd_shape_str(m->ndim, m->shape, c, sizeof c));
+    }
+  }
+  for (int i = 0; i < fi; i++) {
+    if (st == PD_OK && needs[i]) {
+      int s = po->out[i];
+      pd_tensor_release(env[s]);
+      env[s] = gin[i];
+      if (b->vars[s]->persistable) st = pd_var_scope_set_var(scope, b->vars[s]->name, gin[i]);
+    } else {
+      pd_tensor_release(gin[i]);
+    }
+  }
+  for (int k = 0; k < fo; k++) pd_tensor_release(gout[k]);
+  return st;
+}
+
+static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
+  const pd_operator *op = po->op;
+  pd_tensor *out[PD_MAX_OUTPUTS];
+  int n = 0;
+  pd_status st;
+  if (op->grad_of >= 0) return run_grad_op(po, b, scope, env);
+  if (op->op_id < 0) { /* assign_value */
+    out[0] = pd_assign(op->value);
+    if (!out[0]) return pd_last_status();
+    n = 1;
+  } else {
+    pd_tensor *in[PD_MAX_OUTPUTS];
+    if (op->n_in > PD_MAX_OUTPUTS)
+      return pd_set_error(PD_ERR_INVALID, "Executor: op %s has %d inputs", op->type, op->n_in);
+    for (int i = 0; i < op->n_in; i++) {
+      if ((st = load(b, scope, env, po->in[i])) != PD_OK) {
+        pd_error_prefix("%s", op->type);
+        return st;
+      }
+      in[i] = env[po->in[i]];
+    }
+    st = pd_dispatch((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, &n);
+    if (st != PD_OK) return st;
+    if (n != op->n_out) {
+      for (int k = 0; k < n; k++) pd_tensor_release(out[k]);
+      return pd_set_error(PD_ERR_STATE, "Executor: op %s produced %d outputs, the program records %d",
+                          op->type, n, op->n_out);
+    }
+  }
+  st = PD_OK;
+  for (int k = 0; k < n; k++) {
+    int s = po->out[k];
+    pd_tensor_release(env[s]);
+    env[s] = out[k];
+    if (st == PD_OK && b->vars[s]->persistable) st = pd_var_scope_set_var(scope, b->vars[s]->name, out[k]);
+  }
+  return st;
+}
+
+/* live[k]: op k contributes to a fetch or writes a persistable variable. */
+static pd_status mark_live(const plan *pl, const int *fetch, int n_fetch, bool *live) {
+  const pd_static_block *b = pl->block;
+  bool *needed = calloc((size_t)(b->n_vars ? b->n_vars : 1), sizeof *needed);
+  if (!needed) return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory");
+  for (int i = 0; i < n_fetch; i++) needed[fetch[i]] = true;
+  for (int k = pl->n_ops - 1; k >= 0; k--) {
+    const plan_op *po = &pl->ops[k];
+    bool l = false;
+    for (int j = 0; j < po->op->n_out; j++)
+      if (po->out[j] >= 0) l |= needed[po->out[j]] || b->vars[po->out[j]]->persistable;
+    live[k] = l;
+    if (l)
+      for (int j = 0; j < po->op->n_in; j++)
+        if (po->in[j] >= 0) needed[po->in[j]] = true;
+  }
+  free(needed);
+  return PD_OK;
+}
+
+pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_feed *feed, int n_feed,
+                          pd_tensor *const *fetch_list, int n_fetch, pd_tensor **fetched,
+                          pd_var_scope *scope) {
+  if (!e) return pd_set_error(PD_ERR_INVALID, "Executor.run: executor is NULL");
+  if (n_feed < 0 || n_fetch < 0 || (n_feed && !feed) || (n_fetch && (!fetch_list || !fetched)))
+    return pd_set_error(PD_ERR_INVALID, "Executor.run: %d feeds at %p, %d fetches at %p (into %p)", n_feed,
+                        (const void *)feed, n_fetch, (const void *)fetch_list, (void *)fetched);
+  for (int i = 0; i < n_fetch; i++) fetched[i] = NULL;
+  if (!program && !(program = pd_static_default_main_program())) return pd_last_status();
+  if (!scope) scope = pd_static_current_scope();
+  pd_status st = PD_OK;
+  if (e->cache.program != program || e->cache.version != program->version || !e->cache.ops)
+    if ((st = compile(&e->cache, program)) != PD_OK) return st;
+  const plan *pl = &e->cache;
+  const pd_static_block *b = pl->block;
+
+  int nv = b->n_vars ? b->n_vars : 1;
+  pd_tensor **env = calloc((size_t)nv, sizeof *env);
+  int *fetch = calloc((size_t)(n_fetch ? n_fetch : 1), sizeof *fetch);
+  bool *live = calloc((size_t)(pl->n_ops ? pl->n_ops : 1), sizeof *live);
+  if (!env || !fetch || !live) {
+    free(env);
+    free(fetch);
+    free(live);
+    return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  }
+  for (int i = 0; i < n_fetch && st == PD_OK; i++) st = fetch_slot(program, b, fetch_list[i], &fetch[i]);
+  for (int i = 0; i < n_feed && st == PD_OK; i++) {
+    int s;
+    if ((st = check_feed(b, &feed[i], &s)) == PD_OK) {
+      pd_tensor_release(env[s]);
+      env[s] = pd_tensor_retain(feed[i].value);
+    }
+  }
+  if (st == PD_OK) st = mark_live(pl, fetch, n_fetch, live);
+
+  pd_static_pause tok = pd_static_pause_begin();
+  bool grad = pd_grad_mode_set(false);
+  pd_internal_enter();
+  for (int k = 0; k < pl->n_ops && st == PD_OK; k++)
+    if (live[k]) st = run_op(&pl->ops[k], b, scope, env);
+  for (int i = 0; i < n_fetch && st == PD_OK; i++)
+    if ((st = load(b, scope, env, fetch[i])) == PD_OK) fetched[i] = pd_tensor_retain(env[fetch[i]]);
+  pd_internal_leave();
+  pd_grad_mode_set(grad);
+  pd_static_pause_end(tok);
+
+  for (int i = 0; i < nv; i++) pd_tensor_release(env[i]);
+  free(env);
+  free(fetch);
+  free(live);
+  if (st != PD_OK) {
+    for (int i = 0; i < n_fetch; i++) {
+      pd_tensor_release(fetched[i]);
+      fetched[i] = NULL;
+    }
+    return st;
+  }
+  for (int i = 0; i < n_fetch; i++) pd_scope_track(fetched[i]);
+  return PD_OK;
+}

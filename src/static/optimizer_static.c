@@ -1,0 +1,147 @@
+/* optimizer.minimize in static mode: append_backward, then one update op
+ * per (parameter, gradient) pair, the op the eager step runs, with its
+ * accumulators and learning rate as persistable Variables that the startup
+ * program initialises (Paddle's _create_accumulators and
+ * _append_optimize_op). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../optim/optim_internal.h"
+#include "paddlec/creation.h"
+#include "static_internal.h"
+
+/* A persistable variable of main's global block named `name`, filled with
+ * value by an assign_value op of startup. Reuses an existing one. */
+static pd_variable *persistable(pd_program *main, pd_program *startup, const char *name, int ndim,
+                                const int64_t *shape, pd_dtype dt, double value) {
+  pd_static_block *gb = main->blocks[0];
+  pd_variable *v = pd_ir_find_var(gb, name);
+  if (v) return v;
+  pd_static_pause tok = pd_static_pause_begin();
+  pd_internal_enter();
+  pd_tensor *init = pd_full(ndim, shape, value, dt);
+  pd_internal_leave();
+  pd_static_pause_end(tok);
+  if (!init) return NULL;
+  v = pd_ir_add_var(gb, name, dt, ndim, shape, NULL);
+  pd_variable *sv =
+      v && startup != main ? pd_ir_add_var(startup->blocks[0], name, dt, ndim, shape, NULL) : NULL;
+  pd_operator *op = NULL;
+  if (sv) {
+    const char *outs[1] = {name};
+    op = pd_ir_append_op(startup->blocks[0], PD_STATIC_ASSIGN_VALUE, NULL, 0, outs, 1,
+                         &(pd_attrs){.dtype = dt});
+  }
+  if (!op) {
+    pd_tensor_release(init);
+    if (v && startup == main)
+      pd_set_error(PD_ERR_INVALID, "minimize: the startup program is the main program");
+    return NULL;
+  }
+  op->value = init;
+  v->persistable = sv->persistable = true;
+  return v;
+}
+
+/* The learning-rate variable holding lr: one per distinct rate. */
+static pd_variable *lr_var(pd_program *main, pd_program *startup, double lr) {
+  pd_static_block *gb = main->blocks[0];
+  for (int k = 0; k < gb->n_ops; k++) { /* an update op already reading this rate */
+    const pd_operator *op = gb->ops[k];
+    if (!(op->role & PD_OP_ROLE_OPTIMIZE) || op->n_in < 3) continue;
+    pd_variable *v = pd_ir_find_var(gb, op->inputs[2]);
+    for (int j = 0; v && j < startup->blocks[0]->n_ops; j++) {
+      const pd_operator *so = startup->blocks[0]->ops[j];
+      if (so->value && so->n_out == 1 && strcmp(so->outputs[0], v->name) == 0 &&
+          pd_tensor_item(so->value) == lr)
+        return v;
+    }
+  }
+  char name[96];
+  pd_static_unique_name("learning_rate", name, sizeof name);
+  return persistable(main, startup, name, 1, (int64_t[]){1}, PD_FLOAT64, lr);
+}
+
+static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
+  pd_program *p = pd_static_program_of(loss, "minimize");
+  if (!p) return pd_last_status();
+  pd_program *startup = pd_static_current_main() == p ? pd_static_current_startup() : NULL;
+  if (!startup) startup = pd_static_default_startup_program();
+  if (!startup) return pd_last_status();
+  int np = pd_optim_n_params(o);
+  pd_tensor **given = NULL;
+  if (np > 0) {
+    given = calloc((size_t)np, sizeof *given);
+    if (!given) return pd_set_error(PD_ERR_MEMORY, "minimize: out of memory");
+    /* the optimizer's parameters, those the Program uses */
+    int k = 0;
+    for (int i = 0; i < np; i++) {
+      pd_tensor *t = pd_optim_param(o, i);
+      if (pd_ir_var_of(p, t)) given[k++] = t;
+    }
+    np = k;
+  }
+  pd_static_block *gb = p->blocks[0];
+  int cap = np > 0 ? np : gb->n_vars;
+  pd_tensor **params = calloc((size_t)cap + 1, sizeof *params),
+            **grads = calloc((size_t)cap + 1, sizeof *grads);
+  if (!params || !grads) {
+    free(given);
+    free(params);
+    free(grads);
+    return pd_set_error(PD_ERR_MEMORY, "minimize: out of memory");
+  }
+  int n = pd_static_append_backward(loss, given, given ? np : 0, NULL, 0, params, grads, cap);
+  pd_status st = n < 0 ? (pd_status)n : PD_OK;
+  if (n > cap) n = cap;
+  for (int i = 0; i < n && st == PD_OK; i++) {
+    pd_variable *pv = pd_ir_var_of(p, params[i]), *gv = pd_ir_var_of(p, grads[i]);
+    pd_optim_update_desc u;
+    st = pd_optim_describe_update(o, params[i], pv->name, &u);
+    if (st != PD_OK) break;
+    pd_variable *lv = lr_var(p, startup, u.lr);
+    if (!lv) {
+      st = pd_last_status();
+      break;
+    }
+    const char *ins[3 + PD_OPTIM_MAX_STATE] = {pv->name, gv->name, lv->name};
+    int nin = 3;
+    pd_dtype adt = pv->dtype == PD_FLOAT64 ? PD_FLOAT64 : PD_FLOAT32;
+    for (int k = 0; k < u.n_acc + u.n_pow && st == PD_OK; k++) {
+      char name[256];
+      snprintf(name, sizeof name, "%s_%s%s%s_0", pv->name, u.opt_name ? u.opt_name : "",
+               u.opt_name ? "_" : "", u.acc_names[k]);
+      bool pow = k >= u.n_acc;
+      pd_variable *av = persistable(p, startup, name, pow ? 1 : pv->ndim, pow ? (int64_t[]){1} : pv->shape,
+                                    adt, u.acc_fill[k]);
+      if (!av)
+        st = pd_last_status();
+      else
+        ins[nin++] = av->name;
+    }
+    if (st != PD_OK) break;
+    const char *outs[1] = {pv->name};
+    pd_operator *op = pd_ir_append_op(gb, pd_op_table[u.op]->name, ins, nin, outs, 1, &u.attrs);
+    if (!op)
+      st = pd_last_status();
+    else
+      op->role = PD_OP_ROLE_OPTIMIZE;
+  }
+  for (int i = 0; i < n; i++) {
+    pd_tensor_release(params[i]);
+    pd_tensor_release(grads[i]);
+  }
+  free(given);
+  free(params);
+  free(grads);
+  return st;
+}
+
+static pd_status minimize_entry(pd_optimizer *o, pd_tensor *loss) {
+  pd_internal_enter(); /* the pairs append_backward returns are released here */
+  pd_status st = static_minimize(o, loss);
+  pd_internal_leave();
+  return st;
+}
+
+void pd_static_install_minimize(void) { pd_optim_set_static_minimize(minimize_entry); }

@@ -1,0 +1,386 @@
+/* Recording: program_guard and static mode install a tracer on the calling
+ * thread; the dispatcher hands it every op, which it appends to the current
+ * block of the main program instead of running it. Its outputs are new
+ * Variables (meta tensors). An eager tensor reaching a recorded op becomes
+ * a Variable the first time: a parameter (persistable, its value copied
+ * into an assign_value op of the startup program) or a constant (an
+ * assign_value op in the main program). */
+#include <pthread.h>
+#include <string.h>
+
+#include "paddlec/autograd.h"
+#include "paddlec/creation.h"
+#include "paddlec/manipulation.h"
+#include "static_internal.h"
+
+#define MAX_GUARDS 64
+
+typedef struct frame {
+  pd_program *main, *startup;
+  pd_tracer_fn prev_fn;
+  void *prev_ctx;
+} frame;
+
+static _Thread_local frame t_frames[MAX_GUARDS];
+static _Thread_local int t_depth;
+static _Thread_local int t_role;
+static _Thread_local int t_static_depth = -1; /* the frame enable_static pushed */
+
+static pd_program *g_default_main, *g_default_startup;
+static pthread_mutex_t g_default_lock = PTHREAD_MUTEX_INITIALIZER;
+
+pd_program *pd_static_default_main_program(void) {
+  pthread_mutex_lock(&g_default_lock);
+  if (!g_default_main) g_default_main = pd_static_program();
+  pd_program *p = g_default_main;
+  pthread_mutex_unlock(&g_default_lock);
+  return p;
+}
+
+pd_program *pd_static_default_startup_program(void) {
+  pthread_mutex_lock(&g_default_lock);
+  if (!g_default_startup) g_default_startup = pd_static_program();
+  pd_program *p = g_default_startup;
+  pthread_mutex_unlock(&g_default_lock);
+  return p;
+}
+
+static frame *top(void) {
+  void *ctx = NULL;
+  pd_tracer_fn fn = pd_dispatch_get_tracer(&ctx);
+  (void)fn;
+  return t_depth > 0 && ctx == &t_frames[t_depth - 1] ? &t_frames[t_depth - 1] : NULL;
+}
+
+pd_program *pd_static_current_main(void) {
+  frame *f = top();
+  return f ? f->main : NULL;
+}
+pd_program *pd_static_current_startup(void) {
+  frame *f = top();
+  return f ? f->startup : NULL;
+}
+
+int pd_static_set_role(int role) {
+  int prev = t_role;
+  t_role = role;
+  return prev;
+}
+
+pd_static_pause pd_static_pause_begin(void) {
+  pd_static_pause tok;
+  tok.fn = pd_dispatch_get_tracer(&tok.ctx);
+  pd_dispatch_set_tracer(NULL, NULL);
+  return tok;
+}
+void pd_static_pause_end(pd_static_pause tok) { pd_dispatch_set_tracer(tok.fn, tok.ctx); }
+
+/* ---- Variables for eager tensors ------------------------------------------ */
+/* A copy of t's data computed eagerly (the tracer paused). */
+static pd_tensor *snapshot(pd_tensor *t) {
+  pd_static_pause tok = pd_static_pause_begin();
+  bool g = pd_grad_mode_set(false);
+  pd_internal_enter();
+  pd_tensor *c = pd_assign(t);
+  pd_internal_leave();
+  pd_grad_mode_set(g);
+  pd_static_pause_end(tok);
+  return c;
+}
+
+/* An assign_value op writing `name` from a copy of t's data. */
+static pd_status add_assign_value(pd_static_block *b, const char *name, pd_tensor *t, int role) {
+  pd_tensor *c = snapshot(t);
+  if (!c) return pd_last_status();
+  const char *outs[1] = {name};
+  pd_attrs a = {.dtype = t->dtype};
+  pd_operator *op = pd_ir_append_op(b, PD_STATIC_ASSIGN_VALUE, NULL, 0, outs, 1, &a);
+  if (!op) {
+    pd_tensor_release(c);
+    return pd_last_status();
+  }
+  op->value = c;
+  op->role = role;
+  return PD_OK;
+}
+
+/* Registers parameter t (named) in main's global block and its initial
+ * value in startup. */
+static pd_variable *register_param(pd_program *main, pd_program *startup, pd_tensor *t) {
+  char name[128];
+  const char *tn = pd_tensor_name(t);
+  if (tn && *tn)
+    snprintf(name, sizeof name, "%s", tn);
+  else
+    pd_static_unique_name("param", name, sizeof name);
+  pd_static_block *gb = main->blocks[0];
+  if (pd_ir_find_var(gb, name)) {
+    pd_set_error(PD_ERR_INVALID,
+                 "program_guard: two different parameters are both named '%s'; give one another name "
+                 "(ParamAttr.name)",
+                 name);
+    return NULL;
+  }
+  pd_variable *v = pd_ir_add_var(gb, name, t->dtype, t->ndim, t->shape, t);
+  if (!v) return NULL;
+  if (!tn || !*tn) pd_tensor_set_name(t, name);
+  v->persistable = true;
+  v->is_parameter = true;
+  v->stop_gradient = t->stop_gradient;
+  if (startup && startup != main) {
+    pd_static_block *sb = startup->blocks[0];
+    pd_variable *sv = pd_ir_find_var(sb, name);
+    if (!sv) {
+      sv = pd_ir_add_var(sb, name, t->dtype, t->ndim, t->shape, t);
+      if (!sv) return NULL;
+      sv->persistable = true;
+      sv->is_parameter = true;
+      sv->stop_gradient = t->stop_gradient;
+      if (add_assign_value(sb, name, t, PD_OP_ROLE_FORWARD) != PD_OK) return NULL;
+    }
+  }
+  return v;
+}
+
+/* A constant: an assign_value op in the current block. */
+static pd_variable *register_constant(pd_program *p, pd_tensor *t) {
+  char key[96], name[128];
+  pd_static_unique_name(PD_STATIC_ASSIGN_VALUE, key, sizeof key);
+  snprintf(name, sizeof name, "%s.tmp_0", key);
+  pd_static_block *b = p->blocks[p->current_block];
+  pd_variable *v = pd_ir_add_var(b, name, t->dtype, t->ndim, t->shape, t);
+  if (!v) return NULL;
+  if (add_assign_value(b, name, t, t_role) != PD_OK) return NULL;
+  return v;
+}
+
+pd_variable *pd_static_var_for(pd_program *p, pd_tensor *t) {
+  pd_variable *v = pd_ir_var_of(p, t);
+  if (v) return v;
+  if (pd_tensor_is_meta(t)) {
+    const char *n = pd_tensor_name(t);
+    pd_set_error(PD_ERR_INVALID,
+                 "program_guard: Variable '%s' belongs to another Program than the one being built",
+                 n ? n : "(unnamed)");
+    return NULL;
+  }
+  frame *f = top();
+  pd_program *startup = f && f->main == p ? f->startup : NULL;
+  if (pd_tensor_param_info(t)) return register_param(p, startup, t);
+  return register_constant(p, t);
+}
+
+/* ---- the tracer -------------------------------------------------------------- */
+static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                  const pd_meta *meta, pd_tensor **out, int n_out, int phase) {
+  if (phase != 0) return 0;
+  frame *f = ctx;
+  pd_program *p = f->main;
+  pd_static_block *b = p->blocks[p->current_block];
+  const pd_op_def *def = pd_op_table[id];
+  const char *in_names[PD_MAX_OUTPUTS];
+  char out_names[PD_MAX_OUTPUTS][128];
+  const char *outs[PD_MAX_OUTPUTS];
+  pd_variable *ov[PD_MAX_OUTPUTS];
+  for (int k = 0; k < n_out; k++) out[k] = NULL;
+  if (n_in > PD_MAX_OUTPUTS) {
+    pd_set_error(PD_ERR_INVALID, "%s: cannot record an op with %d inputs (at most %d)", def->name, n_in,
+                 PD_MAX_OUTPUTS);
+    return 1;
+  }
+  bool stop = true;
+  for (int i = 0; i < n_in; i++) {
+    pd_variable *v = pd_static_var_for(p, in[i]);
+    if (!v) {
+      pd_error_prefix("%s: input %d", def->name, i);
+      return 1;
+    }
+    /* the user may have changed the handle's flag (x.stop_gradient = False) */
+    if (v->tensor == in[i]) v->stop_gradient = in[i]->stop_gradient;
+    in_names[i] = v->name;
+    stop &= v->stop_gradient;
+  }
+  bool inplace = def->flags & PD_OPF_INPLACE;
+  char key[96];
+  pd_static_unique_name(def->name, key, sizeof key);
+  for (int k = 0; k < n_out; k++) {
+    if (inplace && k == 0) {
+      ov[k] = pd_static_var_for(p, in[0]);
+      outs[k] = in_names[0];
+      continue;
+    }
+    snprintf(out_names[k], sizeof out_names[k], "%s.tmp_%d", key, k);
+    outs[k] = out_names[k];
+    ov[k] = pd_ir_add_var(b, out_names[k], meta[k].dtype, meta[k].ndim, meta[k].shape, NULL);
+    if (!ov[k]) {
+      pd_error_prefix("%s", def->name);
+      return 1;
+    }
+    ov[k]->stop_gradient = stop || !(def->flags & PD_OPF_DIFF) || (def->nondiff_out >> k & 1u);
+  }
+  pd_operator *op = pd_ir_append_op(b, def->name, in_names, n_in, outs, n_out, a);
+  if (!op) return 1;
+  op->role = t_role;
+  const char *scope = pd_static_name_scope_prefix();
+  if (*scope) snprintf(op->name_scope, sizeof op->name_scope, "/%s", scope);
+  for (int k = 0; k < n_out; k++) {
+    out[k] = pd_tensor_retain(ov[k]->tensor);
+    out[k]->stop_gradient = ov[k]->stop_gradient;
+  }
+  return 1;
+}
+
+/* ---- guards and mode ------------------------------------------------------------ */
+static pd_status push(pd_program *main, pd_program *startup) {
+  if (t_depth >= MAX_GUARDS)
+    return pd_set_error(PD_ERR_STATE, "program_guard: nested more than %d deep", MAX_GUARDS);
+  pd_static_install_minimize();
+  frame *f = &t_frames[t_depth];
+  f->main = main;
+  f->startup = startup;
+  f->prev_fn = pd_dispatch_get_tracer(&f->prev_ctx);
+  t_depth++;
+  pd_dispatch_set_tracer(record, f);
+  return PD_OK;
+}
+
+static void pop(void) {
+  frame *f = &t_frames[--t_depth];
+  pd_dispatch_set_tracer(f->prev_fn, f->prev_ctx);
+}
+
+pd_status pd_static_program_guard_begin(pd_program *main, pd_program *startup) {
+  if (!main) return pd_set_error(PD_ERR_INVALID, "program_guard: main_program is NULL");
+  if (!startup) startup = pd_static_default_startup_program();
+  if (!startup) return pd_last_status();
+  return push(main, startup);
+}
+
+pd_status pd_static_program_guard_end(void) {
+  if (t_depth <= 0 || t_depth - 1 == t_static_depth)
+    return pd_set_error(PD_ERR_STATE, "program_guard: _end without a matching _begin on this thread");
+  pop();
+  return PD_OK;
+}
+
+void pd_enable_static(void) {
+  if (t_static_depth >= 0) return;
+  pd_program *m = pd_static_default_main_program(), *s = pd_static_default_startup_program();
+  if (m && s && push(m, s) == PD_OK) t_static_depth = t_depth - 1;
+}
+
+void pd_disable_static(void) {
+  if (t_static_depth < 0) return;
+  while (t_depth > t_static_depth) pop(); /* guards left open inside static mode end with it */
+  t_static_depth = -1;
+}
+
+bool pd_in_dynamic_mode(void) { return top() == NULL; }
+
+/* ---- Variables the user creates -------------------------------------------------- */
+static pd_program *need_program(const char *fn) {
+  pd_program *p = pd_static_current_main();
+  if (!p)
+    pd_set_error(PD_ERR_STATE,
+                 "%s: no Program is being built on this thread (call it under program_guard or after "
+                 "enable_static)",
+                 fn);
+  return p;
+}
+
+pd_tensor *pd_static_data(const char *name, int ndim, const int64_t *shape, pd_dtype dtype) {
+  pd_program *p = need_program("static.data");
+  if (!p) return NULL;
+  if (!name || !*name) {
+    pd_set_error(PD_ERR_INVALID, "static.data: name is empty");
+    return NULL;
+  }
+  if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
+    pd_set_error(PD_ERR_INVALID, "static.data: '%s' has rank %d (expected 0..%d dims)", name, ndim,
+                 PD_MAX_DIMS);
+    return NULL;
+  }
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < -1) {
+      pd_set_error(PD_ERR_SHAPE, "static.data: '%s' dim %d is %lld (a size, or -1 for unknown)", name, d,
+                   (long long)shape[d]);
+      return NULL;
+    }
+  if ((unsigned)dtype >= PD_NUM_DTYPES) dtype = pd_get_default_dtype();
+  pd_variable *v = pd_ir_add_var(p->blocks[0], name, dtype, ndim, shape, NULL);
+  if (!v) return NULL;
+  v->is_data = true;
+  v->stop_gradient = true;
+  return pd_scope_track(pd_tensor_retain(v->tensor));
+}
+
+pd_tensor *pd_static_data_from_spec(const pd_input_spec *spec) {
+  if (!spec) {
+    pd_set_error(PD_ERR_INVALID, "static.data: InputSpec is NULL");
+    return NULL;
+  }
+  /* as everywhere an InputSpec is read, dtype 0 means float32 */
+  return pd_static_data(spec->name, spec->ndim, spec->shape, spec->dtype ? spec->dtype : PD_FLOAT32);
+}
+
+pd_tensor *pd_static_create_parameter(int ndim, const int64_t *shape, pd_dtype dtype, const char *name,
+                                      const pd_initializer *init, bool is_bias) {
+  pd_program *p = need_program("create_parameter");
+  if (!p) return NULL;
+  if ((unsigned)dtype >= PD_NUM_DTYPES) dtype = pd_get_default_dtype();
+  if (!pd_dtype_is_floating(dtype)) {
+    pd_set_error(PD_ERR_DTYPE, "create_parameter: a parameter must be a floating dtype, got %s",
+                 pd_dtype_name(dtype));
+    return NULL;
+  }
+  pd_static_pause tok = pd_static_pause_begin();
+  pd_internal_enter();
+  pd_tensor *t = pd_tensor_new(dtype, ndim, shape);
+  pd_internal_leave();
+  pd_initializer fallback =
+      is_bias ? pd_nn_initializer_constant(0.0) : pd_nn_initializer_xavier_uniform(0, 0, 1);
+  pd_status st = t ? pd_initializer_apply(init ? init : &fallback, t) : pd_last_status();
+  pd_static_pause_end(tok);
+  if (st != PD_OK) {
+    pd_tensor_release(t);
+    return NULL;
+  }
+  char gen[128];
+  if (!name) pd_static_unique_name("param", gen, sizeof gen);
+  pd_tensor_set_name(t, name ? name : gen);
+  t->stop_gradient = false;
+  frame *f = top();
+  pd_variable *v = register_param(p, f->startup, t);
+  pd_tensor_release(t); /* the Program holds it */
+  return v ? pd_scope_track(pd_tensor_retain(v->tensor)) : NULL;
+}
+
+pd_tensor *pd_static_create_global_var(int ndim, const int64_t *shape, double value, pd_dtype dtype,
+                                       bool persistable, const char *name) {
+  pd_program *p = need_program("create_global_var");
+  if (!p) return NULL;
+  if ((unsigned)dtype >= PD_NUM_DTYPES) dtype = pd_get_default_dtype();
+  char gen[128];
+  if (!name) pd_static_unique_name("global_var", gen, sizeof gen);
+  name = name ? name : gen;
+  pd_static_pause tok = pd_static_pause_begin();
+  pd_internal_enter();
+  pd_tensor *t = pd_full(ndim, shape, value, dtype);
+  pd_internal_leave();
+  pd_static_pause_end(tok);
+  if (!t) return NULL;
+  pd_tensor_set_name(t, name);
+  pd_variable *v = pd_ir_add_var(p->blocks[0], name, dtype, ndim, shape, NULL);
+  pd_program *startup = top()->startup;
+  pd_status st = v ? PD_OK : pd_last_status();
+  if (v) v->persistable = persistable;
+  if (st == PD_OK && persistable && startup != p) {
+    pd_variable *sv = pd_ir_add_var(startup->blocks[0], name, dtype, ndim, shape, NULL);
+    if (sv) sv->persistable = true;
+    st = sv ? add_assign_value(startup->blocks[0], name, t, PD_OP_ROLE_FORWARD) : pd_last_status();
+  } else if (st == PD_OK) { /* not persistable: the value is computed by the program itself */
+    st = add_assign_value(p->blocks[0], name, t, PD_OP_ROLE_FORWARD);
+  }
+  pd_tensor_release(t);
+  return st == PD_OK ? pd_scope_track(pd_tensor_retain(v->tensor)) : NULL;
+}

@@ -1,0 +1,145 @@
+/* The static graph's internals: the Program IR (programs, blocks, variables,
+ * operators), shared by the recorder, the executor and the backward. */
+#ifndef PADDLEC_STATIC_INTERNAL_H
+#define PADDLEC_STATIC_INTERNAL_H
+
+#include "../ops/op_registry.h"
+#include "paddlec/static.h"
+
+/* A Variable: a named, typed value of a block. Its handle is a tensor: a
+ * meta tensor (no storage, dims may be -1) for values computed when the
+ * Program runs, or the eager tensor it stands for (a layer's parameter, a
+ * constant), whose data is the Variable's initial value. */
+typedef struct pd_variable {
+  char *name;
+  pd_dtype dtype;
+  int ndim;
+  int64_t shape[PD_MAX_DIMS];
+  bool persistable, stop_gradient, is_parameter, is_data;
+  void *dist_attr; /* semi-automatic parallelism fills it; freed with dist_attr_free */
+  void (*dist_attr_free)(void *);
+  pd_tensor *tensor; /* owned reference */
+  int scratch;       /* backward generation's index of the variable */
+} pd_variable;
+
+/* Paddle's op_role: what part of a training step an op belongs to. */
+enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2, PD_OP_ROLE_LOSS = 0x100 };
+
+/* Ops that are not registry rows: run by the executor itself. */
+#define PD_STATIC_ASSIGN_VALUE "assign_value" /* out = a copy of op->value */
+
+/* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
+#define PD_STATIC_EMPTY_VAR "@EMPTY@"
+
+/* An operator: a registry op (op_id >= 0), assign_value (op_id -1) or the
+ * grad op of registry op grad_of (op_id -1), its inputs and outputs by slot
+ * (positional, as the registry row takes them) as variable names, and its
+ * attributes. A grad op "<op>_grad" takes the forward op's inputs, then
+ * its outputs, then one gradient per output (PD_STATIC_EMPTY_VAR where none
+ * flows), and writes one gradient per forward input (PD_STATIC_EMPTY_VAR
+ * where none is needed); it runs the registry row's backward rule. */
+typedef struct pd_operator {
+  char *type;
+  int op_id;
+  int grad_of, fwd_n_in, fwd_n_out;
+  pd_attrs attrs;
+  int n_in, n_out;
+  char **inputs, **outputs;
+  pd_tensor *value; /* assign_value: the constant (owned) */
+  int role;
+  char name_scope[64]; /* "/prefix/" of the name_scope it was recorded in, or "" */
+} pd_operator;
+
+struct pd_static_block {
+  pd_program *program;
+  int idx, parent_idx;
+  pd_variable **vars;
+  int n_vars, cap_vars;
+  pd_operator **ops;
+  int n_ops, cap_ops;
+};
+
+/* Tensor handle -> variable, for the recorder (open addressing). */
+typedef struct pd_var_map {
+  const pd_tensor **keys;
+  pd_variable **vals;
+  int cap, n;
+} pd_var_map;
+
+struct pd_program {
+  pd_static_block **blocks;
+  int n_blocks, cap_blocks;
+  int current_block;
+  uint64_t version; /* bumped by every change: the executor's plan cache key */
+  pd_var_map map;
+  bool is_test;
+};
+
+/* ---- IR construction (program.c) ---------------------------------------- */
+/* Adds a variable (name copied; must be new in the block). handle: the
+ * tensor that stands for it (retained), or NULL to create a meta tensor. */
+pd_variable *pd_ir_add_var(pd_static_block *b, const char *name, pd_dtype dt, int ndim, const int64_t *shape,
+                           pd_tensor *handle);
+pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name);
+/* Looks the name up in b, then in its ancestors. */
+pd_variable *pd_ir_find_var_recursive(const pd_static_block *b, const char *name);
+/* The variable whose handle is t, anywhere in the program (NULL: none). */
+pd_variable *pd_ir_var_of(const pd_program *p, const pd_tensor *t);
+/* Appends an op; names are copied. type: a registry name or assign_value. */
+pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
+                             const char *const *outputs, int n_out, const pd_attrs *attrs);
+/* Appends the grad op of registry op fwd (see pd_operator). */
+pd_operator *pd_ir_append_grad_op(pd_static_block *b, pd_op_id fwd, int fwd_n_in, int fwd_n_out,
+                                  const char *const *inputs, const char *const *outputs,
+                                  const pd_attrs *attrs);
+/* Renames variable `from` to `to` in b: the variable, its handle's name and
+ * every op of the program that names it. */
+pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to);
+/* Deep copy. for_test: without the backward and optimizer ops. */
+pd_program *pd_ir_clone(const pd_program *p, bool for_test);
+void pd_ir_touch(pd_program *p);
+
+/* ---- names (names.c) ----------------------------------------------------- */
+/* Paddle's unique_name.generate: "key_0", "key_1", ... per key, process-wide. */
+void pd_static_unique_name(const char *key, char *out, size_t cap);
+/* The innermost name_scope prefix ("" when none), e.g. "block1/". */
+const char *pd_static_name_scope_prefix(void);
+
+/* ---- recording (recorder.c) ---------------------------------------------- */
+/* The program ops record into on this thread (NULL outside program_guard
+ * and static mode) and its startup program. */
+pd_program *pd_static_current_main(void);
+pd_program *pd_static_current_startup(void);
+/* The variable standing for t in the current main program, registering t
+ * (a parameter: persistable, initialised by the startup program; another
+ * eager tensor: a constant) the first time it is seen. */
+pd_variable *pd_static_var_for(pd_program *p, pd_tensor *t);
+/* The role recorded ops get (backward generation sets it). */
+int pd_static_set_role(int role);
+/* Suspends recording on this thread (an eager computation inside a guard,
+ * e.g. a parameter's initial value): returns a token for resume. */
+typedef struct pd_static_pause {
+  pd_tracer_fn fn;
+  void *ctx;
+} pd_static_pause;
+pd_static_pause pd_static_pause_begin(void);
+void pd_static_pause_end(pd_static_pause token);
+
+/* ---- backward (backward.c) ------------------------------------------------- */
+/* The program a Variable belongs to: the one being built on this thread,
+ * else the default main program; NULL with an error naming fn otherwise. */
+pd_program *pd_static_program_of(const pd_tensor *t, const char *fn);
+/* Appends grad ops for targets to p's global block and writes the gradient
+ * Variable of each wanted variable (NULL where none flows). */
+pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
+                                   pd_variable *const *target_grads, int n_targets,
+                                   pd_variable *const *no_grad, int n_no_grad, pd_variable *const *wanted,
+                                   int n_wanted, pd_variable **grads);
+/* Installs optimizer.minimize for static Variables (optimizer_static.c). */
+void pd_static_install_minimize(void);
+
+/* ---- scopes (scope.c) ------------------------------------------------------ */
+/* The scope runs use when given none: the scope_guard's or the global one. */
+pd_var_scope *pd_static_current_scope(void);
+
+#endif

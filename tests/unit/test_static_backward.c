@@ -1,0 +1,317 @@
+/* Static autodiff and training: append_backward and gradients against eager
+ * autograd and hand-derived values, minimize (SGD, Adam) against the eager
+ * optimizers, and seed 004's fluid program reaching the regression answer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paddlec/static.h"
+#include "test_util.h"
+
+static pd_tensor *fetch1(pd_executor *exe, pd_program *p, pd_static_feed *feed, int nf, pd_tensor *v,
+                         pd_var_scope *scope) {
+  pd_tensor *out = NULL;
+  if (pd_executor_run(exe, p, feed, nf, &v, 1, &out, scope) != PD_OK) fail_msg("run: %s", pd_last_error());
+  return out;
+}
+
+/* Deterministic values in [-0.5, 0.5), irregular enough that the columns
+ * are linearly independent (the fractional part of a scaled sine). */
+static pd_tensor *wave(int64_t rows, int64_t cols, double phase) {
+  double *v = malloc(sizeof(double) * (size_t)(rows * cols));
+  for (int64_t i = 0; i < rows * cols; i++) {
+    double r = sin(phase + 12.9898 * (double)(i + 1)) * 43758.5453;
+    v[i] = r - floor(r) - 0.5;
+  }
+  pd_tensor *t = pd_tensor_from_f64(v, PD_FLOAT64, 2, (int64_t[]){rows, cols});
+  free(v);
+  return t;
+}
+
+/* A LinearNet-like network (13 -> 10 -> relu -> 1) recorded from nn layers
+ * gives the outputs and gradients eager gives. */
+static void test_layers_recorded_equal_eager(void **state) {
+  (void)state;
+  pd_set_default_dtype(PD_FLOAT64);
+  pd_layer *l1 = pd_nn_linear(13, 10, NULL), *l2 = pd_nn_linear(10, 1, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  pd_tensor *xv = wave(6, 13, 0), *yv = wave(6, 1, 3);
+
+  /* eager */
+  pd_tensor *h = pd_layer_call1(l1, xv), *hr = pd_relu(h), *out = pd_layer_call1(l2, hr);
+  pd_tensor *cost = pd_square_error_cost(out, yv), *loss = pd_mean(cost, NULL, 0, false);
+  assert_int_equal(pd_backward(loss, NULL, false), PD_OK);
+  pd_named_tensors ps1, ps2;
+  assert_int_equal(pd_layer_parameters(l1, &ps1), PD_OK);
+  assert_int_equal(pd_layer_parameters(l2, &ps2), PD_OK);
+
+  /* static: the same layers called under the guard */
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 13), PD_FLOAT64);
+  pd_tensor *y = pd_static_data("y", 2, SHAPE(-1, 1), PD_FLOAT64);
+  pd_tensor *sh = pd_layer_call1(l1, x), *shr = pd_relu(sh), *sout = pd_layer_call1(l2, shr);
+  pd_tensor *scost = pd_square_error_cost(sout, y), *sloss = pd_mean(scost, NULL, 0, false);
+  assert_non_null(sloss);
+  pd_tensor *params[8], *grads[8];
+  int n = pd_static_append_backward(sloss, NULL, 0, NULL, 0, params, grads, 8);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_int_equal(n, 4); /* both weights and biases */
+  /* gradients are named as Paddle names them */
+  char want[160];
+  snprintf(want, sizeof want, "%s@GRAD", pd_tensor_name(ps1.tensors[0]));
+  bool found = false;
+  for (int i = 0; i < n; i++) found |= strcmp(pd_tensor_name(grads[i]), want) == 0;
+  assert_true(found);
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  pd_static_feed feed[2] = {{"x", xv}, {"y", yv}};
+  pd_tensor *fetch[6] = {sout, sloss, grads[0], grads[1], grads[2], grads[3]}, *got[6];
+  assert_int_equal(pd_executor_run(exe, main, feed, 2, fetch, 6, got, scope), PD_OK);
+  expect_close(got[0], out, 0, 1e-12);
+  expect_close(got[1], loss, 0, 1e-12);
+  for (int i = 0; i < n; i++) {
+    pd_tensor *eager = NULL;
+    for (int k = 0; k < ps1.n; k++)
+      if (ps1.tensors[k] == params[i]) eager = pd_tensor_grad(ps1.tensors[k]);
+    for (int k = 0; k < ps2.n; k++)
+      if (ps2.tensors[k] == params[i]) eager = pd_tensor_grad(ps2.tensors[k]);
+    assert_non_null(eager);
+    expect_close(got[2 + i], eager, 0, 1e-12);
+  }
+  for (int i = 0; i < 6; i++) pd_tensor_release(got[i]);
+  for (int i = 0; i < n; i++) {
+    pd_tensor_release(params[i]);
+    pd_tensor_release(grads[i]);
+  }
+  pd_tensor *ts[] = {h, hr, out, cost, loss, x, y, sh, shr, sout, scost, sloss, xv, yv};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_named_tensors_free(&ps1);
+  pd_named_tensors_free(&ps2);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+  pd_layer_release(l1);
+  pd_layer_release(l2);
+}
+
+/* y = x * x + 3 x: dy/dx = 2 x + 3; x feeds three ops, whose gradients add. */
+static void test_gradients_hand_derived(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(-1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *xx = pd_multiply(x, x), *x3 = pd_scale(x, 3.0, 0.0, true), *y = pd_add(xx, x3);
+  pd_tensor *dx = NULL;
+  assert_int_equal(pd_static_gradients(&y, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_non_null(dx);
+  assert_string_equal(pd_tensor_name(dx), "x@GRAD");
+  pd_static_block *gb = pd_program_global_block(main);
+  /* three contributions, summed by add ops into x@GRAD */
+  assert_non_null(pd_static_block_var(gb, "x@GRAD@RENAME@block0@0"));
+  assert_non_null(pd_static_block_var(gb, "x@GRAD@RENAME@block0@2"));
+  char *s = pd_program_to_string(main);
+  assert_non_null(strstr(s, "multiply_grad("));
+  assert_non_null(strstr(s, "scale_grad("));
+  free(s);
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  pd_tensor *xv = T(PD_FLOAT64, 1, SHAPE(3), -1.5, 0.0, 2.0);
+  pd_static_feed feed = {"x", xv};
+  pd_tensor *g = fetch1(exe, main, &feed, 1, dx, scope);
+  EXPECT_VALUES(g, 1e-15, 0.0, 3.0, 7.0);
+  pd_tensor_release(g);
+  /* a given target gradient scales it */
+  pd_tensor_release(xv);
+  pd_tensor *ts[] = {x, xx, x3, y, dx};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
+/* No gradient flows to a stop_gradient input or one in no_grad_set. */
+static void test_no_grad(void **state) {
+  (void)state;
+  pd_tensor *stranger = pd_zeros(1, SHAPE(1), PD_FLOAT64); /* eager: made before the guard */
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(4), PD_FLOAT64);
+  pd_tensor *w = pd_static_create_parameter(1, SHAPE(4), PD_FLOAT64, "w", NULL, false);
+  pd_tensor *v = pd_static_create_parameter(1, SHAPE(4), PD_FLOAT64, "v", NULL, false);
+  pd_tensor *xw = pd_multiply(x, w), *y = pd_multiply(xw, v);
+  pd_tensor *loss = pd_sum(y, NULL, 0, false);
+  pd_tensor *ps[4], *gs[4];
+  int n = pd_static_append_backward(loss, NULL, 0, &v, 1, ps, gs, 4);
+  assert_int_equal(n, 1);
+  assert_string_equal(pd_tensor_name(ps[0]), "w");
+  pd_tensor *gx = (pd_tensor *)1;
+  assert_int_equal(pd_static_gradients(&loss, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  assert_null(gx); /* x stops gradients (static.data's default) */
+  /* a tensor of no program being built */
+  int r = pd_static_append_backward(stranger, NULL, 0, NULL, 0, NULL, NULL, 0);
+  if (r >= 0) fail_msg("%d %s", r, pd_last_error());
+  assert_non_null(strstr(pd_last_error(), "no Variable"));
+  pd_clear_error();
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *ts[] = {x, w, v, xw, y, loss, ps[0], gs[0], stranger};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
+/* Steps of a static Adam (and SGD) on a recorded layer equal the eager
+ * optimizer's on the same starting values. */
+static void check_optimizer_matches_eager(bool adam) {
+  pd_set_default_dtype(PD_FLOAT64);
+  pd_layer *ls = pd_nn_linear(5, 3, NULL), *le = pd_nn_linear(5, 3, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  pd_named_tensors pe, pst;
+  assert_int_equal(pd_layer_parameters(le, &pe), PD_OK);
+  assert_int_equal(pd_layer_parameters(ls, &pst), PD_OK);
+  for (int i = 0; i < pe.n; i++) { /* the same starting values */
+    pd_tensor *c = pd_assign(pst.tensors[i]);
+    int64_t n = pd_tensor_numel(c);
+    int64_t got = pd_tensor_copy_to(c, pd_tensor_data(pe.tensors[i]), n, PD_FLOAT64);
+    if (got != n) fail_msg("%s", pd_last_error());
+    pd_tensor_release(c);
+  }
+  pd_optimizer_adam_opts ao = pd_optimizer_adam_defaults();
+  pd_optimizer *eo =
+      adam ? pd_optimizer_adam(0.01, pe.tensors, pe.n, &ao) : pd_optimizer_sgd(0.1, pe.tensors, pe.n, NULL);
+
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 5), PD_FLOAT64);
+  pd_tensor *out = pd_layer_call1(ls, x), *sq = pd_square(out), *loss = pd_mean(sq, NULL, 0, false);
+  pd_optimizer *so = adam ? pd_optimizer_adam(0.01, NULL, 0, &ao) : pd_optimizer_sgd(0.1, NULL, 0, NULL);
+  assert_non_null(so);
+  assert_int_equal(pd_optimizer_minimize(so, loss), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  for (int step = 0; step < 3; step++) {
+    pd_tensor *xv = wave(4, 5, step);
+    pd_static_feed feed = {"x", xv};
+    pd_tensor *sl = fetch1(exe, main, &feed, 1, loss, scope);
+    pd_tensor *eout = pd_layer_call1(le, xv), *esq = pd_square(eout), *el = pd_mean(esq, NULL, 0, false);
+    expect_close(sl, el, 0, 1e-12);
+    assert_int_equal(pd_optimizer_minimize(eo, el), PD_OK);
+    pd_optimizer_clear_grad(eo, true);
+    pd_tensor *ts[] = {xv, sl, eout, esq, el};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  }
+  for (int i = 0; i < pst.n; i++) {
+    pd_tensor *now = pd_var_scope_find_var(scope, pd_tensor_name(pst.tensors[i]));
+    assert_non_null(now);
+    expect_close(now, pe.tensors[i], 0, 1e-12);
+  }
+  pd_tensor *ts[] = {x, out, sq, loss};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_optimizer_release(eo);
+  pd_optimizer_release(so);
+  pd_named_tensors_free(&pe);
+  pd_named_tensors_free(&pst);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+  pd_layer_release(ls);
+  pd_layer_release(le);
+}
+
+static void test_sgd_matches_eager(void **state) {
+  (void)state;
+  check_optimizer_matches_eager(false);
+}
+static void test_adam_matches_eager(void **state) {
+  (void)state;
+  check_optimizer_matches_eager(true);
+}
+
+/* Seed 004: x = data([13]), fc(size=1), square_error_cost, mean, SGD
+ * minimize, on y = x . w* + b* without noise: training reaches w*, b*. */
+static void test_seed004_fluid_program_converges(void **state) {
+  (void)state;
+  enum { N = 64, D = 13 };
+  double w_true[D], b_true = -0.75;
+  for (int j = 0; j < D; j++) w_true[j] = 0.1 * (j - 6);
+  pd_tensor *xv = wave(N, D, 0.5);
+  const double *xd = pd_tensor_data(xv);
+  double ys[N];
+  for (int i = 0; i < N; i++) {
+    ys[i] = b_true;
+    for (int j = 0; j < D; j++) ys[i] += xd[i * D + j] * w_true[j];
+  }
+  pd_tensor *yv = pd_tensor_from_f64(ys, PD_FLOAT64, 2, SHAPE(N, 1));
+
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, D), PD_FLOAT64);
+  pd_tensor *y = pd_static_data("y", 2, SHAPE(-1, 1), PD_FLOAT64);
+  pd_tensor *y_predict = pd_static_nn_fc(x, 1, 1, NULL);
+  pd_tensor *cost = pd_square_error_cost(y_predict, y);
+  pd_tensor *avg_loss = pd_mean(cost, NULL, 0, false);
+  pd_optimizer *sgd = pd_optimizer_sgd(0.5, NULL, 0, NULL);
+  assert_int_equal(pd_optimizer_minimize(sgd, avg_loss), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  const char *wname = NULL, *bname = NULL;
+  pd_tensor *vars[64];
+  int nv = pd_program_list_vars(main, vars, 64);
+  for (int i = 0; i < nv; i++) {
+    pd_static_var_info info;
+    assert_int_equal(pd_program_var_info(main, pd_tensor_name(vars[i]), &info), PD_OK);
+    if (info.is_parameter && info.ndim == 2) wname = info.name;
+    if (info.is_parameter && info.ndim == 1) bname = info.name;
+  }
+  assert_non_null(strstr(wname, "fc_"));
+  assert_non_null(strstr(wname, ".w_0"));
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  assert_int_equal(pd_static_scope_guard_begin(scope), PD_OK); /* runs below use it */
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, NULL), PD_OK);
+  pd_static_feed feed[2] = {{"x", xv}, {"y", yv}};
+  double first = 0, last = 0;
+  for (int step = 0; step < 3000; step++) {
+    pd_tensor *l = fetch1(exe, main, feed, 2, avg_loss, NULL);
+    if (step == 0) first = pd_tensor_item(l);
+    last = pd_tensor_item(l);
+    pd_tensor_release(l);
+  }
+  assert_int_equal(pd_static_scope_guard_end(), PD_OK);
+  assert_true(first > 0.1);
+  assert_true(last < 1e-16);
+  pd_tensor *w = pd_var_scope_find_var(scope, wname), *b = pd_var_scope_find_var(scope, bname);
+  assert_non_null(w);
+  expect_values(w, w_true, D, 1e-7);
+  EXPECT_VALUES(b, 1e-7, -0.75);
+  pd_tensor *ts[] = {xv, yv, x, y, y_predict, cost, avg_loss};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_optimizer_release(sgd);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_layers_recorded_equal_eager),
+      cmocka_unit_test(test_gradients_hand_derived),
+      cmocka_unit_test(test_no_grad),
+      cmocka_unit_test(test_sgd_matches_eager),
+      cmocka_unit_test(test_adam_matches_eager),
+      cmocka_unit_test(test_seed004_fluid_program_converges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
