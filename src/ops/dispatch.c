@@ -1,6 +1,6 @@
 /* The one dispatcher. Every op runs through pd_dispatch:
  *   NULL/error propagation -> dtype conversion (promotion, half via float32)
- *   -> infer_meta -> DTensor handler -> tracer (record) -> allocate outputs
+ *   -> DTensor handler -> infer_meta -> tracer (record) -> allocate outputs
  *   -> kernel -> inplace version bump -> autograd node -> scope tracking. */
 #include <string.h>
 
@@ -147,6 +147,14 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
   pd_meta meta[PD_MAX_OUTPUTS];
   int nm = def->n_out;
   pd_status st;
+  /* DTensor inputs: the handler checks the op on the global metas first
+   * (the local shards' shapes need not satisfy it), then runs it on them. */
+  if (t_ctx.dist)
+    for (int i = 0; i < n_in; i++)
+      if (in[i]->dist_attr) {
+        if (t_ctx.dist(t_ctx.dist_ctx, id, in, n_in, a, out, n_out, &st)) return st;
+        break;
+      }
   if ((def->flags & (PD_OPF_INPLACE | PD_OPF_GEOMETRY)) == PD_OPF_INPLACE &&
       (st = pd_check_inplace_target(def->name, in[0])) != PD_OK)
     return st;
@@ -166,14 +174,6 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
       if (st != PD_OK) return st;
     }
 
-  if (t_ctx.dist) {
-    for (int i = 0; i < n_in; i++) {
-      if (in[i]->dist_attr) {
-        if (t_ctx.dist(t_ctx.dist_ctx, id, in, n_in, a, out, n_out, &st)) return st;
-        break;
-      }
-    }
-  }
   if (tracer) {
     if (tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 0)) {
       if (nm > 0 && !out[0]) return pd_last_status(); /* the tracer failed: its error */

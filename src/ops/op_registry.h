@@ -55,8 +55,32 @@ typedef pd_status (*pd_kernel_fn)(const pd_op_def *def, pd_tensor *const *in, in
 typedef pd_status (*pd_backward_fn)(const pd_backward_ctx *ctx);
 typedef double (*pd_flops_fn)(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out,
                               int n_out);
-/* SPMD rule (auto_parallel): fills input/output placements. Opaque here. */
-typedef pd_status (*pd_spmd_fn)(void *rule_ctx);
+/* SPMD rules (auto_parallel, DESIGN 7.3). A tensor's distribution over an
+ * n-d process mesh in Paddle's internal form: dims_mapping[d] is the mesh
+ * axis that shards tensor dim d (-1: not sharded), partial[m] the reduce
+ * op (a pd_reduce_op value) pending on mesh axis m, -1 where none. */
+#define PD_SPMD_MAX_MESH_DIMS 4
+typedef struct pd_spmd_dist {
+  int8_t dims_mapping[PD_MAX_DIMS];
+  int8_t partial[PD_SPMD_MAX_MESH_DIMS];
+} pd_spmd_dist;
+/* What a rule reads (global metas and the inputs' current distributions;
+ * a dense input arrives replicated) and writes: the distribution each input
+ * must be resharded to (in_want, preset to `in`) and each output's (out,
+ * preset to replicated), Partial included. */
+typedef struct pd_spmd_args {
+  const pd_op_def *def;
+  const pd_attrs *attrs;
+  int n_in, n_out;
+  int mesh_ndim;
+  const int64_t *mesh_shape;
+  const pd_meta *in_meta;  /* global */
+  const pd_meta *out_meta; /* global, from infer_meta on the global metas */
+  const pd_spmd_dist *in;
+  pd_spmd_dist *in_want;
+  pd_spmd_dist *out;
+} pd_spmd_args;
+typedef pd_status (*pd_spmd_fn)(pd_spmd_args *s);
 
 enum {
   PD_OPF_DIFF = 1u << 0,         /* has a backward */
@@ -118,7 +142,9 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
  *    or when it failed, with out[0] NULL and the error set; phase 0 is
  *    before the kernel, phase 1 after it, when it ran);
  *  - auto_parallel handles ops whose inputs are DTensors (returning 1 when
- *    it produced the outputs, with *st its status).
+ *    it produced the outputs, with *st its status). It runs first, before
+ *    infer_meta: a DTensor's shape is its local shard's, so the handler
+ *    checks the op on the global metas, reshards and runs it on the shards.
  * The tracer and the DTensor handler are per thread, each with a context
  * pointer passed back on every call: installing one affects only the
  * calling thread, and a thread starts with neither. Pass fn NULL to remove. */

@@ -101,10 +101,43 @@ static void test_dist_hook_is_per_thread(void **state) {
   assert_null(pd_dispatch_get_dist(NULL));
 }
 
+/* A hook that answers every op with a [2, 2] tensor of sevens. */
+static int answer_dist(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                       pd_tensor **out, int *n_out, pd_status *st) {
+  (void)id, (void)in, (void)n_in, (void)a;
+  ((counts *)ctx)->dist_calls++;
+  out[0] = pd_full(2, SHAPE(2, 2), 7.0, PD_FLOAT32);
+  *n_out = 1;
+  *st = out[0] ? PD_OK : pd_last_status();
+  return 1;
+}
+
+/* The DTensor hook runs before infer_meta: a DTensor's shape is its local
+ * shard's, which need not satisfy the op (x's k sharded, y's not). */
+static void test_dist_hook_runs_before_infer_meta(void **state) {
+  (void)state;
+  counts c = {0};
+  static int tag;
+  pd_tensor *x = pd_ones(2, SHAPE(2, 3), PD_FLOAT32);
+  pd_tensor *y = pd_ones(2, SHAPE(4, 2), PD_FLOAT32);
+  x->dist_attr = &tag; /* only its presence matters to the dispatcher */
+  pd_dispatch_set_dist(answer_dist, &c);
+  pd_tensor *z = pd_matmul(x, y, false, false);
+  pd_dispatch_set_dist(NULL, NULL);
+  x->dist_attr = NULL;
+  assert_non_null(z);
+  assert_int_equal(c.dist_calls, 1);
+  assert_true(((const float *)pd_tensor_data(z))[3] == 7.0f);
+  pd_tensor_release(z);
+  pd_tensor_release(x);
+  pd_tensor_release(y);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tracer_is_per_thread),
       cmocka_unit_test(test_dist_hook_is_per_thread),
+      cmocka_unit_test(test_dist_hook_runs_before_infer_meta),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
