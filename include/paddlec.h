@@ -6,6 +6,7 @@
 #define PADDLEC_VERSION_MINOR 1
 #define PADDLEC_VERSION_PATCH 0
 
+#include "paddlec/auto_parallel.h"
 #include "paddlec/autograd.h"
 #include "paddlec/checkpoint.h"
 #include "paddlec/conv.h"

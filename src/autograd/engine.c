@@ -347,7 +347,9 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
   }
   if (st != PD_OK) goto out;
   for (int i = 0; i < n->n_in; i++) {
-    if (!grad_in[i] || !needs[i]) continue;
+    /* a DTensor gradient holds a shard; the DTensor handler checked it
+     * against the global metas the node keeps */
+    if (!grad_in[i] || !needs[i] || grad_in[i]->dist_attr) continue;
     const pd_meta *m = &n->in_meta[i];
     if (grad_in[i]->ndim != m->ndim || !pd_shape_eq(m->ndim, grad_in[i]->shape, m->shape)) {
       char a[160], b[160];

@@ -1,0 +1,97 @@
+/* Internals of auto_parallel: the mesh and dist attr layouts, shard
+ * geometry, the axis groups, the reshard steps and the SPMD rule lookup. */
+#ifndef PADDLEC_AP_INTERNAL_H
+#define PADDLEC_AP_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "../../ops/op_registry.h"
+#include "paddlec/auto_parallel.h"
+
+#define PD_DIST_NAME_LEN 32
+
+struct pd_dist_process_mesh {
+  atomic_int refcount;
+  int ndim;
+  int64_t shape[PD_DIST_MAX_MESH_DIMS];
+  int64_t size;
+  int *ids; /* row-major */
+  char names[PD_DIST_MAX_MESH_DIMS][PD_DIST_NAME_LEN];
+  /* the communication groups along each axis, made on first use */
+  bool groups_made;
+  pd_dist_group **axis_groups[PD_DIST_MAX_MESH_DIMS]; /* per axis, per sub-mesh */
+};
+
+/* What tensor->dist_attr points to (owned; freed by pd_dist_attr_free). */
+typedef struct pd_dist_attr {
+  pd_dist_process_mesh *mesh; /* a reference */
+  int n;                      /* == mesh->ndim */
+  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
+  int ndim; /* global rank */
+  int64_t shape[PD_MAX_DIMS];
+} pd_dist_attr;
+
+/* ---- mesh (process_mesh.c) ---- */
+/* This process's global rank (0 in a one-process world). */
+int pd_ap_my_rank(void);
+/* Index of pid in the mesh's ids, -1 when absent. */
+int64_t pd_ap_mesh_index_of(const pd_dist_process_mesh *m, int pid);
+/* This rank's coordinates in the mesh; false when not a member. */
+bool pd_ap_mesh_coords(const pd_dist_process_mesh *m, int pid, int64_t *coords);
+/* The group of this rank's sub-mesh along `axis` (made on first use on every
+ * rank of the world, members or not); NULL with the error set on failure,
+ * or when this rank is not in the mesh. */
+pd_dist_group *pd_ap_axis_group(pd_dist_process_mesh *m, int axis);
+/* Makes the mesh's groups now (every rank calls it on every reshard). */
+pd_status pd_ap_mesh_prepare(pd_dist_process_mesh *m);
+const char *pd_ap_mesh_str(const pd_dist_process_mesh *m, char *buf, size_t cap);
+
+/* ---- placements and attrs (dist_attr.c) ---- */
+/* Checks placements against a mesh and a tensor rank; the error names op
+ * and the offending values. */
+pd_status pd_ap_check_placements(const char *op, const pd_dist_process_mesh *m, const pd_dist_placement *p,
+                                 int n, int ndim);
+pd_dist_attr *pd_ap_attr_new(pd_dist_process_mesh *m, const pd_dist_placement *p, int ndim,
+                             const int64_t *shape);
+pd_dist_attr *pd_ap_attr_copy(const pd_dist_attr *a);
+void pd_ap_attr_free(void *attr);
+/* Sets t's dist attr (t takes `a`), replacing any. */
+void pd_ap_attr_set(pd_tensor *t, pd_dist_attr *a);
+static inline pd_dist_attr *pd_ap_attr(const pd_tensor *t) { return (pd_dist_attr *)t->dist_attr; }
+const char *pd_ap_attr_str(const pd_dist_attr *a, char *buf, size_t cap);
+bool pd_ap_placements_equal(const pd_dist_placement *a, const pd_dist_placement *b, int n);
+/* Paddle's split of a dim of `global` elements in n shards: shard c starts
+ * at c * ceil(global / n) and holds what is left of that, maybe nothing. */
+void pd_ap_shard_range(int64_t global, int64_t n, int64_t c, int64_t *start, int64_t *len);
+/* The local shape of attr a on this rank (coords in its mesh); non-members
+ * get the 1-d shape [0]. Returns the local rank. */
+int pd_ap_local_shape(const pd_dist_attr *a, int64_t *shape);
+/* placements <-> the rules' dims_mapping form. */
+void pd_ap_to_spmd(const pd_dist_placement *p, int n, int ndim, pd_spmd_dist *d);
+void pd_ap_from_spmd(const pd_spmd_dist *d, int n, int ndim, pd_dist_placement *p);
+
+/* ---- tensors (dtensor.c) ---- */
+/* A dense alias of t's local data (no dist attr, not in the graph). */
+pd_tensor *pd_ap_local_alias(const pd_tensor *t);
+/* A DTensor with local data `local` (taken) and attr `a` (taken). */
+pd_tensor *pd_ap_wrap(pd_tensor *local, pd_dist_attr *a);
+/* Installs the dispatcher hook on the calling thread (idempotent). */
+void pd_ap_install_hook(void);
+
+/* ---- reshard (reshard.c) ---- */
+/* The local data of the global value `local` under `src` placed under
+ * `dst` (same global shape). New reference; records no gradient. */
+pd_tensor *pd_ap_reshard_local(pd_tensor *local, const pd_dist_attr *src, const pd_dist_attr *dst);
+/* Differentiable reshard of a DTensor (or a dense tensor, taken as
+ * replicated on dst's mesh) to dst. New reference. */
+pd_tensor *pd_ap_reshard(pd_tensor *t, const pd_dist_attr *dst);
+
+/* ---- SPMD rules (spmd_rules.c) ---- */
+/* The op's rule: its row's, else its family's; NULL when it has none. */
+pd_spmd_fn pd_ap_rule_of(pd_op_id id);
+/* Whether op id is an optimizer update (sgd_, adam_, ...). */
+bool pd_ap_is_update_op(pd_op_id id);
+/* The fallback: every input and output replicated. */
+pd_status pd_ap_rule_replicated(pd_spmd_args *s);
+
+#endif

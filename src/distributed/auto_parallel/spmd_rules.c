@@ -1,0 +1,304 @@
+/* SPMD rules: from the global metas and the inputs' distributions, the
+ * distribution each input must have and the outputs'. A row's own rule
+ * wins; otherwise the op's family gives one, keyed off the meta kind the
+ * row shares (same-shape unary, broadcasting elementwise, axis-list
+ * reductions, the reshape family) plus matmul, transpose and the optimizer
+ * updates. Merging follows Paddle's: a replicated dim takes any mapping, a
+ * mesh axis claimed by two dims keeps the first, a dim of size 1 is never
+ * sharded, outputs start without Partial and a sharded contracted axis
+ * makes the output Partial on that mesh axis. */
+#include <string.h>
+
+#include "../../ops/ew_util.h"
+#include "ap_internal.h"
+
+static void clear(pd_spmd_dist *d) {
+  memset(d->dims_mapping, -1, sizeof d->dims_mapping);
+  memset(d->partial, -1, sizeof d->partial);
+}
+static void drop_partial(pd_spmd_dist *d) { memset(d->partial, -1, sizeof d->partial); }
+
+/* Unmaps every later dim that reuses a mesh axis (the first dim keeps it). */
+static void dedupe(int nd, int8_t *map) {
+  for (int d = 0; d < nd; d++)
+    for (int e = 0; e < d; e++)
+      if (map[d] >= 0 && map[d] == map[e]) map[d] = -1;
+}
+
+pd_status pd_ap_rule_replicated(pd_spmd_args *s) {
+  for (int i = 0; i < s->n_in; i++) clear(&s->in_want[i]);
+  for (int k = 0; k < s->n_out; k++) clear(&s->out[k]);
+  return PD_OK;
+}
+
+/* Same-shape unary ops: the output as input 0 (Partial resolved first);
+ * other inputs of that shape follow it, the rest are replicated. */
+static pd_status rule_unary(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  for (int i = 0; i < s->n_in; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    bool same = m->ndim == x->ndim && pd_shape_eq(x->ndim, m->shape, x->shape);
+    if (same)
+      s->in_want[i] = d;
+    else
+      clear(&s->in_want[i]);
+  }
+  for (int k = 0; k < s->n_out; k++) {
+    clear(&s->out[k]);
+    if (s->out_meta[k].ndim == x->ndim && pd_shape_eq(x->ndim, s->out_meta[k].shape, x->shape)) s->out[k] = d;
+  }
+  return PD_OK;
+}
+
+/* Broadcasting elementwise ops: each output dim takes the first mapping of
+ * an input dim that is not broadcast; inputs are asked for that. */
+static pd_status rule_broadcast(pd_spmd_args *s) {
+  const pd_meta *o = &s->out_meta[0];
+  int on = o->ndim;
+  int8_t map[PD_MAX_DIMS];
+  memset(map, -1, sizeof map);
+  for (int i = 0; i < s->n_in; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    for (int d = 0; d < m->ndim; d++) {
+      int od = d + on - m->ndim;
+      if (od < 0 || m->shape[d] != o->shape[od] || m->shape[d] == 1) continue;
+      if (map[od] < 0) map[od] = s->in[i].dims_mapping[d];
+    }
+  }
+  dedupe(on, map);
+  for (int i = 0; i < s->n_in; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    clear(&s->in_want[i]);
+    for (int d = 0; d < m->ndim; d++) {
+      int od = d + on - m->ndim;
+      if (od >= 0 && m->shape[d] == o->shape[od] && m->shape[d] != 1) s->in_want[i].dims_mapping[d] = map[od];
+    }
+  }
+  for (int k = 0; k < s->n_out; k++) {
+    clear(&s->out[k]);
+    if (s->out_meta[k].ndim == on) memcpy(s->out[k].dims_mapping, map, sizeof map);
+  }
+  return PD_OK;
+}
+
+/* Axis-list reductions (v0 axes, none = all; i0 keepdim): a sharded reduced
+ * dim leaves its partial result Partial on that mesh axis where the op has
+ * a matching reduce type (sum, mean as avg over even shards, max, min,
+ * prod); otherwise the dim is gathered first. */
+static pd_status rule_reduce(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  bool red[PD_MAX_DIMS] = {0};
+  const pd_attrs *a = s->attrs;
+  if (a->nv[0] == 0)
+    for (int d = 0; d < nd; d++) red[d] = true;
+  for (int k = 0; k < a->nv[0]; k++) {
+    int64_t ax = a->v[0][k] < 0 ? a->v[0][k] + nd : a->v[0][k];
+    if (ax >= 0 && ax < nd) red[ax] = true;
+  }
+  int type = -1;
+  const pd_op_def *def = s->def;
+  if (def == &pd_opdef_sum) type = PD_REDUCE_SUM;
+  if (def == &pd_opdef_mean) type = PD_REDUCE_AVG;
+  if (def == &pd_opdef_max) type = PD_REDUCE_MAX;
+  if (def == &pd_opdef_min) type = PD_REDUCE_MIN;
+  if (def == &pd_opdef_prod) type = PD_REDUCE_PROD;
+  pd_spmd_dist w = s->in[0];
+  drop_partial(&w);
+  clear(&s->out[0]);
+  for (int d = 0; d < nd; d++) {
+    int m = w.dims_mapping[d];
+    if (!red[d] || m < 0) continue;
+    bool even = x->shape[d] % s->mesh_shape[m] == 0;
+    if (type >= 0 && (type != PD_REDUCE_AVG || even))
+      s->out[0].partial[m] = (int8_t)type;
+    else
+      w.dims_mapping[d] = -1;
+  }
+  s->in_want[0] = w;
+  bool keep = a->i[0] != 0;
+  for (int d = 0, od = 0; d < nd; d++) {
+    if (red[d] && !keep) continue;
+    if (od < s->out_meta[0].ndim) s->out[0].dims_mapping[od] = red[d] ? -1 : w.dims_mapping[d];
+    od++;
+  }
+  return PD_OK;
+}
+
+/* The reshape family (reshape, flatten, squeeze, unsqueeze), from the two
+ * global shapes: the dims split into groups of equal products; a shard on
+ * the first dim of a group carries over to the first dim of its image when
+ * both divide evenly by the axis size, any other shard is gathered. Partial
+ * is kept (the op is linear). */
+static pd_status rule_reshape(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0], *o = &s->out_meta[0];
+  int ni = x->ndim, no = o->ndim, i = 0, j = 0;
+  pd_spmd_dist w = s->in[0], out;
+  clear(&out);
+  memcpy(out.partial, w.partial, sizeof out.partial);
+  while (i < ni || j < no) {
+    int gi = i, gj = j;
+    int64_t pi = i < ni ? x->shape[i++] : 1, pj = j < no ? o->shape[j++] : 1;
+    while (pi != pj && (i < ni || j < no)) {
+      if ((pi < pj && i < ni) || j >= no)
+        pi *= x->shape[i++];
+      else
+        pj *= o->shape[j++];
+    }
+    for (int d = gi; d < i; d++) {
+      int m = w.dims_mapping[d];
+      if (m < 0) continue;
+      int64_t n = s->mesh_shape[m];
+      if (d == gi && gj < no && x->shape[d] % n == 0 && o->shape[gj] % n == 0 && x->shape[d] > 1)
+        out.dims_mapping[gj] = (int8_t)m;
+      else
+        w.dims_mapping[d] = -1;
+    }
+  }
+  s->in_want[0] = w;
+  for (int k = 1; k < s->n_in; k++) clear(&s->in_want[k]);
+  s->out[0] = out;
+  return PD_OK;
+}
+
+/* transpose (v0 perm): output dim j has input dim perm[j]'s mapping. */
+static pd_status rule_transpose(pd_spmd_args *s) {
+  const pd_attrs *a = s->attrs;
+  int nd = s->in_meta[0].ndim;
+  clear(&s->out[0]);
+  memcpy(s->out[0].partial, s->in[0].partial, sizeof s->out[0].partial);
+  for (int j = 0; j < a->nv[0] && j < nd; j++) {
+    int64_t p = a->v[0][j] < 0 ? a->v[0][j] + nd : a->v[0][j];
+    if (p >= 0 && p < nd) s->out[0].dims_mapping[j] = s->in[0].dims_mapping[p];
+  }
+  return PD_OK;
+}
+
+/* matmul (i0 transpose_x, i1 transpose_y), Paddle's rule: x is
+ * batch + "mk", y batch + "kn", the output batch + "mn"; mappings merge per
+ * letter; a sharded k makes the output Partial(sum). */
+static pd_status rule_matmul(pd_spmd_args *s) {
+  const pd_meta *xm = &s->in_meta[0], *ym = &s->in_meta[1], *om = &s->out_meta[0];
+  int xn = xm->ndim, yn = ym->ndim, on = om->ndim;
+  bool tx = s->attrs->i[0] != 0 && xn >= 2, ty = s->attrs->i[1] != 0 && yn >= 2;
+  /* tensor dims of each letter (-1: absent) */
+  int xm_d = xn >= 2 ? (tx ? xn - 1 : xn - 2) : -1, xk_d = xn >= 2 ? (tx ? xn - 2 : xn - 1) : 0;
+  int yk_d = yn >= 2 ? (ty ? yn - 1 : yn - 2) : 0, yn_d = yn >= 2 ? (ty ? yn - 2 : yn - 1) : -1;
+  int xb = xn >= 2 ? xn - 2 : 0, yb = yn >= 2 ? yn - 2 : 0; /* batch dims */
+  int ob = on - (xm_d >= 0) - (yn_d >= 0);
+  const int8_t *xd = s->in[0].dims_mapping, *yd = s->in[1].dims_mapping;
+#define MAPPED(shape, d, mp) ((d) >= 0 && (shape)[d] > 1 ? (mp)[d] : -1)
+  int8_t omap[PD_MAX_DIMS + 1];
+  memset(omap, -1, sizeof omap);
+  /* batch letters, aligned from the right with the output's batch dims */
+  for (int b = 0; b < ob; b++) {
+    int dx = b - (ob - xb), dy = b - (ob - yb);
+    if (dx >= 0 && xm->shape[dx] == om->shape[b] && omap[b] < 0) omap[b] = MAPPED(xm->shape, dx, xd);
+    if (dy >= 0 && ym->shape[dy] == om->shape[b] && omap[b] < 0) omap[b] = MAPPED(ym->shape, dy, yd);
+  }
+  int8_t m = MAPPED(xm->shape, xm_d, xd), n = MAPPED(ym->shape, yn_d, yd);
+  int8_t k = MAPPED(xm->shape, xk_d, xd);
+  if (k < 0) k = MAPPED(ym->shape, yk_d, yd);
+  /* a mesh axis claimed twice: batch first, then m, n, k */
+  int8_t all[PD_MAX_DIMS + 3];
+  int na = 0;
+  for (int b = 0; b < ob; b++) all[na++] = omap[b];
+  all[na++] = m;
+  all[na++] = n;
+  all[na++] = k;
+  dedupe(na, all);
+  for (int b = 0; b < ob; b++) omap[b] = all[b];
+  m = all[ob];
+  n = all[ob + 1];
+  k = all[ob + 2];
+  /* inputs */
+  for (int i = 0; i < 2; i++) clear(&s->in_want[i]);
+  for (int b = 0; b < ob; b++) {
+    int dx = b - (ob - xb), dy = b - (ob - yb);
+    if (dx >= 0 && xm->shape[dx] == om->shape[b] && xm->shape[dx] > 1)
+      s->in_want[0].dims_mapping[dx] = omap[b];
+    if (dy >= 0 && ym->shape[dy] == om->shape[b] && ym->shape[dy] > 1)
+      s->in_want[1].dims_mapping[dy] = omap[b];
+  }
+  if (xm_d >= 0) s->in_want[0].dims_mapping[xm_d] = m;
+  if (xm->shape[xk_d] > 1) s->in_want[0].dims_mapping[xk_d] = k;
+  if (ym->shape[yk_d] > 1) s->in_want[1].dims_mapping[yk_d] = k;
+  if (yn_d >= 0) s->in_want[1].dims_mapping[yn_d] = n;
+  /* output */
+  clear(&s->out[0]);
+  for (int b = 0; b < ob; b++) s->out[0].dims_mapping[b] = omap[b];
+  int od = ob;
+  if (xm_d >= 0) s->out[0].dims_mapping[od++] = m;
+  if (yn_d >= 0) s->out[0].dims_mapping[od++] = n;
+  if (k >= 0) s->out[0].partial[k] = PD_REDUCE_SUM;
+#undef MAPPED
+  return PD_OK;
+}
+
+/* The optimizer updates (param, grad, learning rate, accumulators...): the
+ * parameter stays as it is; every input of its global shape is placed as
+ * it (a Partial gradient is reduced first), the others replicated. */
+static pd_status rule_update(pd_spmd_args *s) {
+  const pd_meta *p = &s->in_meta[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  for (int i = 0; i < s->n_in; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    if (m->ndim == p->ndim && pd_shape_eq(p->ndim, m->shape, p->shape))
+      s->in_want[i] = d;
+    else
+      clear(&s->in_want[i]);
+  }
+  for (int k = 0; k < s->n_out; k++) s->out[k] = d;
+  return PD_OK;
+}
+
+bool pd_ap_is_update_op(pd_op_id id) {
+  switch (id) {
+    case PD_OP_sgd_:
+    case PD_OP_momentum_:
+    case PD_OP_adam_:
+    case PD_OP_adamw_:
+    case PD_OP_adamax_:
+    case PD_OP_adagrad_:
+    case PD_OP_adadelta_:
+    case PD_OP_rmsprop_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
+  const pd_op_def *def = pd_op_table[id];
+  if (def->spmd) return def->spmd;
+  switch (id) {
+    case PD_OP_matmul:
+    case PD_OP_bmm:
+      return rule_matmul;
+    case PD_OP_transpose:
+      return rule_transpose;
+    case PD_OP_reshape:
+    case PD_OP_flatten:
+    case PD_OP_squeeze:
+    case PD_OP_unsqueeze:
+      return rule_reshape;
+    case PD_OP_where:
+      return rule_broadcast;
+    case PD_OP_cast:
+      return rule_unary;
+    default:
+      break;
+  }
+  if (pd_ap_is_update_op(id)) return rule_update;
+  if (def->flags & PD_OPF_RANDOM) return NULL; /* shards would draw different numbers */
+  if (def->infer_meta == pd_meta_unary) return rule_unary;
+  if (def->infer_meta == pd_meta_broadcast || def->infer_meta == pd_meta_broadcast_bool)
+    return rule_broadcast;
+  if (def->n_in == 1 && def->n_out == 1 && def->attr_names &&
+      strncmp(def->attr_names, "v0:axis,i0:keepdim", 18) == 0)
+    return rule_reduce;
+  return NULL;
+}

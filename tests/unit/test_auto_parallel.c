@@ -1,0 +1,479 @@
+/* auto_parallel in eager mode: ProcessMesh and its sub-meshes, placement
+ * checks, every reshard transition on 1-d and 2-d meshes (float32 and
+ * int64, even and uneven shards, element-exact), a move to another mesh,
+ * matmul in every transpose case sharded against dense (forward and
+ * backward), and seed 000's DemoNet trained on 2 processes against one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor_impl.h"
+#include "dist_ranks.h"
+#include "paddlec/auto_parallel.h"
+#include "test_util.h"
+
+static void expect_msg(const char *frag) {
+  if (!strstr(pd_last_error(), frag)) fail_msg("error '%s' lacks '%s'", pd_last_error(), frag);
+}
+
+/* ---- ProcessMesh --------------------------------------------------------- */
+static void test_mesh(void **state) {
+  (void)state;
+  const char *names[] = {"x", "y"};
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(2, SHAPE(2, 3), (const int[]){0, 1, 2, 3, 4, 5}, names);
+  assert_non_null(m);
+  assert_int_equal(pd_dist_process_mesh_ndim(m), 2);
+  assert_int_equal(pd_dist_process_mesh_size(m), 6);
+  assert_int_equal(pd_dist_process_mesh_shape(m)[1], 3);
+  assert_string_equal(pd_dist_process_mesh_dim_name(m, 1), "y");
+  assert_int_equal(pd_dist_process_mesh_get_dim_size(m, "y"), 3);
+  assert_int_equal(pd_dist_process_mesh_get_dim_size(m, "z"), -1);
+  expect_msg("no dim named 'z'");
+  assert_int_equal(pd_dist_process_mesh_get_rank_by_dim_and_process_id(m, "y", 4), 1);
+  assert_int_equal(pd_dist_process_mesh_get_rank_by_dim_and_process_id(m, "x", 4), 1);
+
+  pd_dist_process_mesh *col = pd_dist_process_mesh_get_mesh_with_dim(m, "y", 1);
+  assert_non_null(col);
+  assert_int_equal(pd_dist_process_mesh_ndim(col), 1);
+  assert_int_equal(pd_dist_process_mesh_process_ids(col)[0], 1);
+  assert_int_equal(pd_dist_process_mesh_process_ids(col)[1], 4);
+  assert_string_equal(pd_dist_process_mesh_dim_name(col, 0), "x");
+  pd_dist_process_mesh *row = pd_dist_process_mesh_index(m, -1);
+  assert_int_equal(pd_dist_process_mesh_size(row), 3);
+  assert_int_equal(pd_dist_process_mesh_process_ids(row)[2], 5);
+  assert_string_equal(pd_dist_process_mesh_dim_name(row, 0), "y");
+  pd_dist_process_mesh *one = pd_dist_process_mesh_index(row, 1);
+  assert_int_equal(pd_dist_process_mesh_size(one), 1);
+  assert_int_equal(pd_dist_process_mesh_process_ids(one)[0], 4);
+  assert_string_equal(pd_dist_process_mesh_dim_name(one, 0), "d0");
+  assert_null(pd_dist_process_mesh_index(row, 3));
+  expect_msg("index 3 is out of range");
+
+  /* equality: shape and ids, names ignored */
+  pd_dist_process_mesh *same =
+      pd_dist_process_mesh_new(2, SHAPE(2, 3), (const int[]){0, 1, 2, 3, 4, 5}, NULL);
+  pd_dist_process_mesh *flat = pd_dist_process_mesh_new(1, SHAPE(6), (const int[]){0, 1, 2, 3, 4, 5}, NULL);
+  pd_dist_process_mesh *other =
+      pd_dist_process_mesh_new(2, SHAPE(2, 3), (const int[]){5, 1, 2, 3, 4, 0}, NULL);
+  assert_string_equal(pd_dist_process_mesh_dim_name(same, 1), "d1");
+  assert_true(pd_dist_process_mesh_equal(m, same));
+  assert_false(pd_dist_process_mesh_equal(m, flat));
+  assert_false(pd_dist_process_mesh_equal(m, other));
+  assert_true(pd_dist_process_mesh_contains(m, 5));
+  assert_false(pd_dist_process_mesh_contains(m, 6));
+
+  /* bad meshes name the value */
+  assert_null(pd_dist_process_mesh_new(1, SHAPE(3), (const int[]){0, 1, 1}, NULL));
+  expect_msg("process id 1 appears twice");
+  assert_null(pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, -2}, NULL));
+  expect_msg("process id -2");
+  assert_null(pd_dist_process_mesh_new(2, SHAPE(1, 2), (const int[]){0, 1}, (const char *[]){"a", "a"}));
+  expect_msg("'a' is used twice");
+  assert_null(pd_dist_process_mesh_new(1, SHAPE(0), (const int[]){0}, NULL));
+  expect_msg("size 0");
+  for (pd_dist_process_mesh **p = (pd_dist_process_mesh *[]){m, col, row, one, same, flat, other, NULL}; *p;
+       p++)
+    pd_dist_process_mesh_release(*p);
+}
+
+/* ---- placements on one process ----------------------------------------- */
+static void test_placement_errors(void **state) {
+  (void)state;
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(1), (const int[]){0}, NULL);
+  pd_dist_process_mesh *m2 = pd_dist_process_mesh_new(2, SHAPE(1, 1), (const int[]){0}, NULL);
+  pd_tensor *x = pd_arange(0, 6, 1, PD_FLOAT32);
+  pd_dist_placement two[2] = {pd_dist_shard(0), pd_dist_replicate()};
+  assert_null(pd_dist_shard_tensor(x, m, two, 2));
+  expect_msg("2 placements for mesh");
+  assert_null(pd_dist_shard_tensor(x, m, (pd_dist_placement[]){pd_dist_shard(1)}, 1));
+  expect_msg("Shard(dim=1), out of range for a tensor of rank 1");
+  assert_null(pd_dist_shard_tensor(x, m2, (pd_dist_placement[]){pd_dist_shard(0), pd_dist_shard(0)}, 2));
+  expect_msg("both shard tensor dim 0");
+  assert_null(pd_dist_dtensor_from_local(x, NULL, two, 1));
+  expect_msg("mesh is NULL");
+
+  /* a one-process mesh: the DTensor is the whole value; ops run */
+  pd_tensor *d = pd_dist_shard_tensor(x, m, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+  assert_non_null(d);
+  assert_true(pd_dist_is_dist(d));
+  assert_false(pd_dist_is_dist(x));
+  pd_dist_placement p[4];
+  assert_int_equal(pd_dist_placements(d, p, 4), 1);
+  assert_int_equal(p[0].kind, PD_DIST_SHARD);
+  assert_ptr_equal(pd_dist_process_mesh_of(d), m);
+  int64_t gs[PD_MAX_DIMS];
+  assert_int_equal(pd_dist_global_shape(d, gs), 1);
+  assert_int_equal(gs[0], 6);
+  pd_tensor *e = pd_exp(d);
+  assert_true(pd_dist_is_dist(e));
+  pd_tensor *u = pd_dist_unshard_dtensor(e);
+  assert_false(pd_dist_is_dist(u));
+  pd_tensor *ref = pd_exp(x);
+  expect_close(u, ref, 0, 0);
+  /* two meshes in one op */
+  pd_dist_process_mesh *mb = pd_dist_process_mesh_new(1, SHAPE(1), (const int[]){1}, NULL);
+  pd_tensor *db = pd_dist_dtensor_from_local(x, mb, (pd_dist_placement[]){pd_dist_replicate()}, 1);
+  assert_null(pd_add(d, db));
+  expect_msg("input 0 is on mesh");
+  pd_tensor *ts[] = {x, d, e, u, ref, db};
+  for (int i = 0; i < 6; i++) pd_tensor_release(ts[i]);
+  pd_dist_process_mesh_release(m);
+  pd_dist_process_mesh_release(m2);
+  pd_dist_process_mesh_release(mb);
+  pd_clear_error();
+}
+
+/* ---- forked ranks -------------------------------------------------------- */
+#define CHECK(cond, code)                                                         \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
+      return code;                                                                \
+    }                                                                             \
+  } while (0)
+
+static int call_rank(int rank, void *fn) { return ((int (*)(int))fn)(rank); }
+
+static void run_ranks(int n, int (*fn)(int rank)) {
+  int codes[8];
+  dist_run_ranks(n, call_rank, (void *)fn, 20, 120, codes);
+  for (int r = 0; r < n; r++)
+    if (codes[r] != 0) fail_msg("rank %d exited with %d", r, codes[r]);
+}
+
+/* The helpers below run inside a scope (each rank's, or a check's): the
+ * tensors they make are released when it ends. */
+/* Element-exact equality (values read as float64). */
+static bool same_values(pd_tensor *a, pd_tensor *b) {
+  if (!a || !b || a->ndim != b->ndim || !pd_shape_eq(a->ndim, a->shape, b->shape)) return false;
+  pd_tensor *fa = pd_cast(a, PD_FLOAT64), *fb = pd_cast(b, PD_FLOAT64);
+  pd_tensor *ca = pd_contiguous(fa), *cb = pd_contiguous(fb);
+  return ca && cb && memcmp(pd_tensor_data(ca), pd_tensor_data(cb), (size_t)ca->numel * 8) == 0;
+}
+
+static bool close_values(pd_tensor *a, pd_tensor *b, double tol) {
+  if (!a || !b || a->ndim != b->ndim || !pd_shape_eq(a->ndim, a->shape, b->shape)) return false;
+  pd_tensor *fa = pd_cast(a, PD_FLOAT64), *fb = pd_cast(b, PD_FLOAT64);
+  pd_tensor *ca = pd_contiguous(fa), *cb = pd_contiguous(fb);
+  bool ok = ca && cb;
+  for (int64_t i = 0; ok && i < ca->numel; i++) {
+    double x = ((double *)pd_tensor_data(ca))[i], y = ((double *)pd_tensor_data(cb))[i];
+    ok = fabs(x - y) <= tol * (1 + fabs(y));
+  }
+  return ok;
+}
+
+/* A global tensor known on every rank: 1 + i * 7 mod 97. */
+static pd_tensor *global_value(int ndim, const int64_t *shape, pd_dtype dt) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  double *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = (double)(1 + (i * 7) % 97);
+  pd_tensor *t = pd_tensor_from_f64(v, dt, ndim, shape);
+  free(v);
+  return t;
+}
+
+/* What this rank's shard of g under placements p on mesh must hold:
+ * Shard slices (Paddle's uneven split), Replicate and Partial the whole. */
+static pd_tensor *expected_local(pd_tensor *g, pd_dist_process_mesh *m, const pd_dist_placement *p,
+                                 int rank) {
+  pd_tensor *x = g;
+  const int *ids = pd_dist_process_mesh_process_ids(m);
+  const int64_t *ms = pd_dist_process_mesh_shape(m);
+  int nd = pd_dist_process_mesh_ndim(m);
+  int64_t idx = -1, co[4];
+  for (int64_t i = 0; i < pd_dist_process_mesh_size(m); i++)
+    if (ids[i] == rank) idx = i;
+  if (idx < 0) return pd_zeros(1, SHAPE(0), g->dtype);
+  for (int d = nd - 1; d >= 0; d--) {
+    co[d] = idx % ms[d];
+    idx /= ms[d];
+  }
+  for (int a = 0; a < nd; a++) {
+    if (p[a].kind != PD_DIST_SHARD) continue;
+    int64_t G = g->shape[p[a].dim], chunk = (G + ms[a] - 1) / ms[a], s = co[a] * chunk;
+    if (s > G) s = G;
+    int64_t e = s + chunk > G ? G : s + chunk;
+    x = pd_slice(x, 1, (const int64_t[]){p[a].dim}, (const int64_t[]){s}, (const int64_t[]){e});
+  }
+  return x;
+}
+
+static const char *pname(pd_dist_placement p, char *buf) {
+  if (p.kind == PD_DIST_SHARD)
+    sprintf(buf, "S%d", p.dim);
+  else if (p.kind == PD_DIST_PARTIAL)
+    sprintf(buf, "P%d", (int)p.reduce_type);
+  else
+    sprintf(buf, "R");
+  return buf;
+}
+
+/* shard_tensor(g, src) then reshard to dst: dst's local shard (Partial: the
+ * unsharded value) and the unsharded value equal g exactly. */
+static int check_transition(int rank, pd_dist_process_mesh *m, pd_dist_process_mesh *m2, pd_tensor *g,
+                            const pd_dist_placement *src, const pd_dist_placement *dst) {
+  int n = pd_dist_process_mesh_ndim(m);
+  char b[4][16];
+  pd_scope_begin();
+  int rc = 0;
+  pd_tensor *x = pd_dist_shard_tensor(g, m, src, n);
+  pd_tensor *y = x ? pd_dist_reshard(x, m2, dst, n) : NULL;
+  pd_tensor *u = y ? pd_dist_unshard_dtensor(y) : NULL;
+  bool partial = false;
+  for (int a = 0; a < n; a++) partial |= dst[a].kind == PD_DIST_PARTIAL;
+  pd_tensor *want = expected_local(g, m2, dst, rank);
+  pd_tensor *loc = y ? pd_dist_local_value(y) : NULL;
+  bool in_m2 = pd_dist_process_mesh_contains(m2, rank);
+  if (!u || (in_m2 && !same_values(u, g)) || (!partial && !same_values(loc, want))) {
+    fprintf(stderr, "rank %d: %s %s [%s%s%s -> %s%s%s] of shape [%lld, %lld] failed: %s\n", rank,
+            pd_dtype_name(g->dtype), m == m2 ? "same mesh" : "to another mesh", pname(src[0], b[0]),
+            n > 1 ? "," : "", n > 1 ? pname(src[1], b[1]) : "", pname(dst[0], b[2]), n > 1 ? "," : "",
+            n > 1 ? pname(dst[1], b[3]) : "", (long long)g->shape[0], (long long)g->shape[1],
+            u ? "wrong values" : pd_last_error());
+    rc = 1;
+  }
+  pd_scope_end();
+  return rc;
+}
+
+static const pd_dist_placement k_kinds[] = {{PD_DIST_REPLICATE, 0, PD_REDUCE_SUM},
+                                            {PD_DIST_SHARD, 0, PD_REDUCE_SUM},
+                                            {PD_DIST_SHARD, 1, PD_REDUCE_SUM},
+                                            {PD_DIST_PARTIAL, 0, PD_REDUCE_SUM},
+                                            {PD_DIST_PARTIAL, 0, PD_REDUCE_MAX}};
+enum { NKINDS = 5 };
+
+/* Every pair of placements on a 1-d mesh of 2 (S->R, R->S, P->R, P->S,
+ * R->P, S->P, S(i)->S(j), P(sum)->P(max)...), even and uneven, float32 and
+ * int64. */
+static int rank_transitions_1d(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  int rc = 0;
+  const int64_t shapes[][2] = {{4, 6}, {5, 3}, {1, 3}};
+  const pd_dtype dts[] = {PD_FLOAT32, PD_INT64};
+  for (int s = 0; s < 3; s++)
+    for (int t = 0; t < 2; t++) {
+      pd_tensor *g = global_value(2, shapes[s], dts[t]);
+      for (int i = 0; i < NKINDS; i++)
+        for (int j = 0; j < NKINDS; j++) rc |= check_transition(rank, m, m, g, &k_kinds[i], &k_kinds[j]);
+    }
+  /* onto another mesh of the same shape: ranks swapped */
+  pd_dist_process_mesh *sw = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){1, 0}, NULL);
+  pd_tensor *g = global_value(2, SHAPE(5, 3), PD_FLOAT32);
+  for (int i = 0; i < NKINDS; i++)
+    for (int j = 0; j < 3; j++) rc |= check_transition(rank, m, sw, g, &k_kinds[i], &k_kinds[j]);
+  pd_dist_process_mesh_release(sw);
+  pd_dist_process_mesh_release(m);
+  return rc;
+}
+
+static void test_transitions_1d(void **state) {
+  (void)state;
+  run_ranks(2, rank_transitions_1d);
+}
+
+/* Every pair of placements on a 2x2 mesh (one axis at a time), float32
+ * and int64, even and uneven. */
+static int rank_transitions_2d(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, NULL);
+  int rc = 0;
+  const int64_t shapes[][2] = {{4, 6}, {3, 5}};
+  const pd_dtype dts[] = {PD_FLOAT32, PD_INT64};
+  for (int s = 0; s < 2; s++)
+    for (int t = 0; t < 2; t++) {
+      pd_tensor *g = global_value(2, shapes[s], dts[t]);
+      for (int a0 = 0; a0 < NKINDS - 1; a0++)
+        for (int a1 = 0; a1 < NKINDS - 1; a1++)
+          for (int b0 = 0; b0 < NKINDS - 1; b0++)
+            for (int b1 = 0; b1 < NKINDS - 1; b1++) {
+              pd_dist_placement src[2] = {k_kinds[a0], k_kinds[a1]}, dst[2] = {k_kinds[b0], k_kinds[b1]};
+              if ((src[0].kind == PD_DIST_SHARD && src[1].kind == PD_DIST_SHARD &&
+                   src[0].dim == src[1].dim) ||
+                  (dst[0].kind == PD_DIST_SHARD && dst[1].kind == PD_DIST_SHARD && dst[0].dim == dst[1].dim))
+                continue;
+              rc |= check_transition(rank, m, m, g, src, dst);
+            }
+    }
+  pd_dist_process_mesh_release(m);
+  return rc;
+}
+
+static void test_transitions_2d(void **state) {
+  (void)state;
+  run_ranks(4, rank_transitions_2d);
+}
+
+/* A rank outside a tensor's mesh holds no data and skips its ops. */
+static int rank_outside_mesh(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  pd_tensor *g = global_value(2, SHAPE(4, 2), PD_FLOAT32);
+  pd_tensor *x = pd_dist_shard_tensor(g, m, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+  CHECK(x, 1);
+  pd_tensor *y = pd_exp(x);
+  CHECK(y && pd_dist_is_dist(y), 2);
+  pd_tensor *r = pd_dist_reshard(y, m, (pd_dist_placement[]){pd_dist_replicate()}, 1);
+  CHECK(r, 3);
+  pd_tensor *loc = pd_dist_local_value(r);
+  if (rank == 2) {
+    CHECK(pd_tensor_numel(loc) == 0, 4);
+  } else {
+    pd_tensor *want = pd_exp(g);
+    CHECK(same_values(loc, want), 5);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_outside_mesh(void **state) {
+  (void)state;
+  run_ranks(3, rank_outside_mesh);
+}
+
+/* matmul with x and y each Replicate, Shard(0) or Shard(1), in the four
+ * transpose cases: the unsharded result and gradients equal the dense
+ * ones (float64). */
+static int rank_matmul(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  int rc = 0;
+  for (int tx = 0; tx < 2; tx++)
+    for (int ty = 0; ty < 2; ty++)
+      for (int px = 0; px < 3; px++)
+        for (int py = 0; py < 3; py++) {
+          pd_scope_begin();
+          pd_tensor *x = global_value(2, tx ? SHAPE(6, 4) : SHAPE(4, 6), PD_FLOAT64);
+          pd_tensor *y = global_value(2, ty ? SHAPE(5, 6) : SHAPE(6, 5), PD_FLOAT64);
+          pd_tensor_set_stop_gradient(x, false);
+          pd_tensor_set_stop_gradient(y, false);
+          pd_tensor *z = pd_matmul(x, y, tx, ty);
+          pd_tensor *l = pd_sum(pd_multiply(z, z), NULL, 0, false);
+          CHECK(pd_backward(l, NULL, false) == PD_OK, 1);
+          pd_tensor *dx = pd_dist_shard_tensor(x, m, &k_kinds[px], 1);
+          pd_tensor *dy = pd_dist_shard_tensor(y, m, &k_kinds[py], 1);
+          pd_tensor_set_stop_gradient(dx, false);
+          pd_tensor_set_stop_gradient(dy, false);
+          pd_tensor *dz = pd_matmul(dx, dy, tx, ty);
+          pd_tensor *dl = pd_sum(pd_multiply(dz, dz), NULL, 0, false);
+          CHECK(dl && pd_backward(dl, NULL, false) == PD_OK, 2);
+          pd_tensor *gx = pd_dist_unshard_dtensor(pd_tensor_grad(dx));
+          pd_tensor *gy = pd_dist_unshard_dtensor(pd_tensor_grad(dy));
+          if (!close_values(pd_dist_unshard_dtensor(dz), z, 1e-12) ||
+              !close_values(pd_dist_unshard_dtensor(dl), l, 1e-12) ||
+              !close_values(gx, pd_tensor_grad(x), 1e-12) || !close_values(gy, pd_tensor_grad(y), 1e-12)) {
+            fprintf(stderr, "rank %d: matmul tx %d ty %d x %d y %d differs (%s)\n", rank, tx, ty, px, py,
+                    pd_last_error());
+            rc = 1;
+          }
+          pd_scope_end();
+        }
+  pd_dist_process_mesh_release(m);
+  return rc;
+}
+
+static void test_matmul_sharded(void **state) {
+  (void)state;
+  run_ranks(2, rank_matmul);
+}
+
+/* ---- seed 000's DemoNet --------------------------------------------------- */
+enum { BATCH = 4, IMAGE = 16, CLASSES = 8, STEPS = 4 };
+
+static pd_layer *demo_net(void) {
+  pd_seed(2024);
+  pd_layer *ls[3] = {pd_nn_linear(IMAGE, IMAGE, NULL), pd_nn_relu(), pd_nn_linear(IMAGE, CLASSES, NULL)};
+  return pd_nn_sequential(ls, 3);
+}
+
+static pd_tensor *demo_data(int step, int cols, double f) {
+  double v[BATCH * IMAGE];
+  for (int i = 0; i < BATCH * cols; i++) v[i] = sin(f * (i + 1) + 0.3 * step);
+  return pd_tensor_from_f64(v, PD_FLOAT32, 2, SHAPE(BATCH, cols));
+}
+
+/* The losses of STEPS steps of SGD(0.1) on MSELoss; with a mesh, linear_0's
+ * weight is Shard(1) and linear_1's Shard(0). */
+static int demo_losses(pd_dist_process_mesh *mesh, double *losses) {
+  pd_layer *net = demo_net();
+  if (mesh) {
+    pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
+    pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
+    pd_tensor *s0 = pd_dist_shard_tensor(w0, mesh, (pd_dist_placement[]){pd_dist_shard(1)}, 1);
+    pd_tensor *s1 = pd_dist_shard_tensor(w1, mesh, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+    if (s0 != w0 || s1 != w1) return 1; /* the scope of the rank releases s0 and s1 */
+  }
+  pd_named_tensors ps;
+  if (pd_layer_parameters(net, &ps) != PD_OK) return 2;
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_layer *mse = pd_nn_mse_loss(NULL);
+  for (int s = 0; s < STEPS; s++) {
+    pd_scope_begin();
+    pd_tensor *out = pd_layer_call1(net, demo_data(s, IMAGE, 0.37));
+    pd_tensor *loss = NULL;
+    pd_layer_call(mse, (pd_tensor *[]){out, demo_data(s, CLASSES, 0.53)}, 2, &loss, 1);
+    pd_tensor *l = pd_dist_unshard_dtensor(loss);
+    if (!l || pd_backward(loss, NULL, false) != PD_OK) {
+      pd_scope_end();
+      return 3;
+    }
+    if (mesh) { /* the weights hold their shards and so do their gradients */
+      pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
+      pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
+      pd_dist_placement p0, p1;
+      if (pd_tensor_numel(w0) != IMAGE * IMAGE / 2 || pd_tensor_numel(w1) != IMAGE * CLASSES / 2 ||
+          pd_dist_placements(pd_tensor_grad(w0), &p0, 1) != 1 ||
+          pd_dist_placements(pd_tensor_grad(w1), &p1, 1) != 1 ||
+          !pd_dist_placement_equal(p0, pd_dist_shard(1)) || !pd_dist_placement_equal(p1, pd_dist_shard(0))) {
+        pd_scope_end();
+        return 4;
+      }
+    }
+    if (pd_optimizer_step(opt) != PD_OK) {
+      pd_scope_end();
+      return 5;
+    }
+    pd_optimizer_clear_grad(opt, false);
+    losses[s] = pd_tensor_item(l);
+    pd_scope_end();
+  }
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  pd_layer_release(net);
+  return 0;
+}
+
+static int rank_demo_net(int rank) {
+  double ref[STEPS], got[STEPS];
+  CHECK(demo_losses(NULL, ref) == 0, 1);
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, (const char *[]){"x"});
+  int rc = demo_losses(m, got);
+  CHECK(rc == 0, 10 + rc);
+  for (int s = 0; s < STEPS; s++)
+    if (fabs(got[s] - ref[s]) > 1e-6) {
+      fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
+      return 4;
+    }
+  CHECK(ref[STEPS - 1] < ref[0], 5); /* it trains */
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_demo_net_two_ranks(void **state) {
+  (void)state;
+  run_ranks(2, rank_demo_net);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mesh),
+      cmocka_unit_test(test_placement_errors),
+      cmocka_unit_test(test_transitions_1d),
+      cmocka_unit_test(test_transitions_2d),
+      cmocka_unit_test(test_outside_mesh),
+      cmocka_unit_test(test_matmul_sharded),
+      cmocka_unit_test(test_demo_net_two_ranks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
