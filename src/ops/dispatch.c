@@ -77,15 +77,12 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
   for (int i = 0; i < n; i++) {
     int64_t da = i < n - na ? 1 : a[i - (n - na)];
     int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
-    /* an unknown dim (-1, a static Variable's batch) takes the other's size
-     * unless that is 1, where it stays unknown */
-    if (da != db && da != 1 && db != 1 && da != -1 && db != -1) {
+    if (!pd_broadcast_dim(da, db, &out[i])) {
       char sa[160], sb[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)", op,
                           pd_shape_str(na, a, sa, sizeof sa), pd_shape_str(nb, b, sb, sizeof sb), i,
                           (long long)da, (long long)db);
     }
-    out[i] = da == 1 || da == -1 ? (db == 1 ? da : db) : da;
   }
   *nout = n;
   return PD_OK;

@@ -5,6 +5,7 @@
 
 #include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
+#include "meta_util.h"
 #include "paddlec/core.h"
 
 /* Attributes of one op call: a plain, copyable value (so a grad node or a

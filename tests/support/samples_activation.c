@@ -145,6 +145,25 @@ static int s_glu_first(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+/* The grad ops: the forward's inputs, its outputs where the grad reads
+ * them, and an output gradient. */
+static int s_swiglu2_grad(pd_tensor **in, pd_attrs *a) {
+  int n = s_swiglu2(in, a);
+  in[n] = sample_uniform(2, S(2, 3), -1, 1);
+  return n + 1;
+}
+static int s_swiglu1_grad(pd_tensor **in, pd_attrs *a) {
+  int n = s_swiglu1(in, a);
+  in[n] = sample_uniform(2, S(2, 3), -1, 1);
+  return n + 1;
+}
+static int s_maxout_grad(pd_tensor **in, pd_attrs *a) {
+  s_maxout_nchw(in, a);
+  in[1] = pd_dispatch1(PD_OP_maxout, in, 1, a);
+  in[2] = sample_uniform(4, S(2, 2, 2, 3), -1, 1);
+  return in[1] ? 3 : pd_last_status();
+}
+
 const pd_op_sample pd_samples_activation[] = {
     {"relu", s_sym, 0},
     {"relu6", s_relu6, 0},
@@ -178,6 +197,9 @@ const pd_op_sample pd_samples_activation[] = {
     {"thresholded_relu", s_thresholded_relu, 0},
     {"maxout", s_maxout_nchw, 0},
     {"maxout", s_maxout_nhwc, 0},
+    {"swiglu_grad", s_swiglu2_grad, 0},
+    {"swiglu_grad", s_swiglu1_grad, 0},
+    {"maxout_grad", s_maxout_grad, 0},
     {"rrelu", s_rrelu_train, 0},
     {"rrelu", s_rrelu_eval, 0},
     {"glu", s_glu_last, 0},

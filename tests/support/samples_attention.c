@@ -31,10 +31,26 @@ static int s_sdpa_long(pd_tensor **in, pd_attrs *a) { /* more keys than one bloc
   return qkv(in, a, 1, 2, 70, 1, 2, true);
 }
 
+/* The grad op: query, key, value, [mask], then the forward's out,
+ * softmax_lse and seed_offset, and dout. */
+static int sdpa_grad_of(pd_tensor **in, pd_attrs *a, int n) {
+  pd_tensor *out[PD_MAX_OUTPUTS];
+  int n_out = 0;
+  if (pd_dispatch(PD_OP_scaled_dot_product_attention, in, n, a, out, &n_out) != PD_OK)
+    return pd_last_status();
+  for (int k = 0; k < n_out; k++) in[n + k] = out[k];
+  in[n + n_out] = sample_uniform(4, pd_tensor_shape(out[0]), -1, 1);
+  return n + n_out + 1;
+}
+static int s_sdpa_grad(pd_tensor **in, pd_attrs *a) { return sdpa_grad_of(in, a, s_sdpa(in, a)); }
+static int s_sdpa_grad_mask(pd_tensor **in, pd_attrs *a) { return sdpa_grad_of(in, a, s_sdpa_mask(in, a)); }
+
 const pd_op_sample pd_samples_attention[] = {
     {"scaled_dot_product_attention", s_sdpa, 0},
     {"scaled_dot_product_attention", s_sdpa_causal, 0},
     {"scaled_dot_product_attention", s_sdpa_mask, 0},
     {"scaled_dot_product_attention", s_sdpa_long, 0},
+    {"scaled_dot_product_attention_grad", s_sdpa_grad, 0},
+    {"scaled_dot_product_attention_grad", s_sdpa_grad_mask, 0},
     {NULL, NULL, 0},
 };

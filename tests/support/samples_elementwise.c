@@ -1,5 +1,7 @@
 /* Gradcheck samples for the elementwise ops (inputs away from kinks and
  * jumps: floor/round steps, clip bounds, max/min ties). */
+#include <math.h>
+
 #include "op_samples.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
@@ -93,6 +95,43 @@ static int s_where_bcast_cond(pd_tensor **in, pd_attrs *a) {
   return 3;
 }
 
+/* The ops without gradients: comparisons, logic, classification. */
+static int s_int_divide(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = pd_tensor_from_f64((const double[]){7, -7, 9, 0, 5, -3}, PD_INT64, 2, S(2, 3));
+  in[1] = pd_tensor_from_f64((const double[]){2, 3, -4}, PD_INT64, 1, S(3));
+  return 2;
+}
+static int s_compare(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  in[1] = sample_uniform(2, S(1, 3), -1, 1);
+  return 2;
+}
+static int s_logic2(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = pd_tensor_from_f64((const double[]){1, 0, 1, 0, 1, 1}, PD_BOOL, 2, S(2, 3));
+  in[1] = pd_tensor_from_f64((const double[]){1, 1, 0}, PD_BOOL, 1, S(3));
+  return 2;
+}
+static int s_logic1(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = pd_tensor_from_f64((const double[]){1, 0, 1, 0, 1, 1}, PD_BOOL, 2, S(2, 3));
+  return 1;
+}
+static int s_classify(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = pd_tensor_from_f64((const double[]){1, NAN, INFINITY, -INFINITY, 0, -2}, PD_FLOAT64, 2, S(3, 2));
+  return 1;
+}
+static int s_allclose(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  in[1] = sample_uniform(2, S(2, 3), -1, 1);
+  a->f[0] = 1e-5;
+  a->f[1] = 1e-8;
+  return 2;
+}
+
 const pd_op_sample pd_samples_elementwise[] = {
     {"exp", s_sym, 0},
     {"log", s_pos, 0},
@@ -134,5 +173,21 @@ const pd_op_sample pd_samples_elementwise[] = {
     {"minimum", s_minmax_bcast, 0},
     {"where", s_where, 0},
     {"where", s_where_bcast_cond, 0},
+    {"floor_divide", s_int_divide, 0},
+    {"equal", s_compare, 0},
+    {"not_equal", s_compare, 0},
+    {"less_than", s_compare, 0},
+    {"less_equal", s_compare, 0},
+    {"greater_than", s_compare, 0},
+    {"greater_equal", s_compare, 0},
+    {"logical_and", s_logic2, 0},
+    {"logical_or", s_logic2, 0},
+    {"logical_xor", s_logic2, 0},
+    {"logical_not", s_logic1, 0},
+    {"isnan", s_classify, 0},
+    {"isinf", s_classify, 0},
+    {"isfinite", s_classify, 0},
+    {"allclose", s_allclose, 0},
+    {"equal_all", s_allclose, 0},
     {NULL, NULL, 0},
 };

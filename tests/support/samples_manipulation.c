@@ -211,6 +211,18 @@ static int s_embedding_grad(pd_tensor **in, pd_attrs *a) {
   return 2;
 }
 
+/* The index ops without gradients. */
+static int s_nonzero(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = pd_tensor_from_f64((const double[]){1, 0, 2, 0, 0, 3}, PD_FLOAT64, 2, S(2, 3));
+  return 1;
+}
+static int s_one_hot(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_indices(2, S(3, 2), 4);
+  a->i[0] = 4;
+  return 1;
+}
+
 const pd_op_sample pd_samples_manipulation[] = {
     {"flatten", s_flatten, 0},
     {"squeeze", s_squeeze, 0},
@@ -246,5 +258,7 @@ const pd_op_sample pd_samples_manipulation[] = {
     {"embedding", s_embedding, 0},
     {"embedding", s_embedding_nopad, 0},
     {"embedding_grad", s_embedding_grad, 0},
+    {"nonzero", s_nonzero, 0},
+    {"one_hot", s_one_hot, 0},
     {NULL, NULL, 0},
 };

@@ -187,6 +187,18 @@ static int s_scatter_along(pd_tensor **in, pd_attrs *a) {
   return 2;
 }
 
+/* The reductions without gradients. */
+static int s_arg_axis1(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  a->i[1] = 1;
+  return 1;
+}
+static int s_bool_axis1(pd_tensor **in, pd_attrs *a) {
+  in[0] = pd_tensor_from_f64((const double[]){1, 0, 1, 1, 1, 1}, PD_BOOL, 2, S(2, 3));
+  sample_set_list(a, 0, 1, S(1));
+  return 1;
+}
+
 const pd_op_sample pd_samples_reduction[] = {
     {"mean", s_axes_keep, 0},
     {"mean", s_all, 0},
@@ -228,5 +240,9 @@ const pd_op_sample pd_samples_reduction[] = {
     {"prod_exclusive", s_prod_zeros_t, 0},
     {"take_along", s_take_along, 0},
     {"scatter_along", s_scatter_along, 0},
+    {"argmax", s_arg_axis1, 0},
+    {"argmin", s_arg_axis1, 0},
+    {"all", s_bool_axis1, 0},
+    {"any", s_bool_axis1, 0},
     {NULL, NULL, 0},
 };

@@ -15,7 +15,7 @@ static pd_status glu_axis(const pd_op_def *def, const pd_tensor *x, int64_t axis
     return pd_set_error(PD_ERR_INDEX, "%s: axis %lld is out of range [%d, %d) for x of shape %s", def->name,
                         (long long)axis, -x->ndim, x->ndim, PD_SHAPE_STR(x));
   *ax = (int)(axis < 0 ? axis + x->ndim : axis);
-  if (x->shape[*ax] % 2 != 0)
+  if (x->shape[*ax] % 2 != 0 && pd_dim_known(x->shape[*ax]))
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: the size %lld of x (shape %s) along axis %lld is odd; it must split into "
                         "two equal halves",
@@ -30,7 +30,7 @@ static pd_status glu_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   pd_status st = glu_axis(def, in[0], a->i[0], &ax);
   if (st != PD_OK) return st;
   pd_meta_of(in[0], out);
-  out->shape[ax] /= 2;
+  out->shape[ax] = pd_dim_div(out->shape[ax], 2);
   *n_out = 1;
   return PD_OK;
 }

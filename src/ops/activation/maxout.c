@@ -84,8 +84,7 @@ static pd_status maxout_grad_meta(const pd_op_def *def, pd_tensor *const *in, in
   if (st != PD_OK) return st;
   for (int k = 1; k < 3; k++) {
     const pd_tensor *t = in[k];
-    if (t->ndim != m.ndim || memcmp(t->shape, m.shape, sizeof(int64_t) * (size_t)m.ndim) != 0 ||
-        t->dtype != in[0]->dtype)
+    if (t->ndim != m.ndim || !pd_shapes_agree(m.ndim, t->shape, m.shape) || t->dtype != in[0]->dtype)
       return pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s (%s) does not match the output of x %s (%s)",
                           def->name, k == 1 ? "out" : "grad", PD_SHAPE_STR(t), pd_dtype_name(t->dtype),
                           PD_SHAPE_STR(in[0]), pd_dtype_name(in[0]->dtype));

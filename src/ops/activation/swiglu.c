@@ -53,8 +53,7 @@ static pd_status halves(pd_tensor *t, pd_tensor **a, pd_tensor **b) {
 /* The shape of silu(a) * b for one input x, or two inputs x, y. */
 static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_x, pd_meta *m) {
   if (n_x == 2) {
-    if (in[0]->ndim != in[1]->ndim ||
-        memcmp(in[0]->shape, in[1]->shape, sizeof(int64_t) * (size_t)in[0]->ndim) != 0)
+    if (in[0]->ndim != in[1]->ndim || !pd_shapes_agree(in[0]->ndim, in[0]->shape, in[1]->shape))
       return pd_set_error(PD_ERR_SHAPE, "%s: x of shape %s and y of shape %s must have the same shape",
                           def->name, PD_SHAPE_STR(in[0]), PD_SHAPE_STR(in[1]));
     pd_meta_of(in[0], m);
@@ -102,8 +101,7 @@ static pd_status swiglu_grad_meta(const pd_op_def *def, pd_tensor *const *in, in
   pd_status st = check_inputs(def, in, n_in - 1, &m);
   if (st != PD_OK) return st;
   pd_tensor *g = in[n_in - 1];
-  if (g->ndim != m.ndim || memcmp(g->shape, m.shape, sizeof(int64_t) * (size_t)m.ndim) != 0 ||
-      g->dtype != in[0]->dtype)
+  if (g->ndim != m.ndim || !pd_shapes_agree(m.ndim, g->shape, m.shape) || g->dtype != in[0]->dtype)
     return pd_set_error(PD_ERR_SHAPE, "%s: grad of shape %s (%s) does not match the output", def->name,
                         PD_SHAPE_STR(g), pd_dtype_name(g->dtype));
   *n_out = n_in - 1;

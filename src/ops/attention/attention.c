@@ -164,9 +164,9 @@ static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   const pd_tensor *q = in[0], *v = in[2], *o = in[nb], *lse = in[nb + 1], *so = in[nb + 2], *g = in[nb + 3];
   int64_t os[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
   int64_t ls[3] = {q->shape[0], q->shape[2], q->shape[1]};
-  if (o->ndim != 4 || memcmp(o->shape, os, sizeof os) != 0 || g->ndim != 4 ||
-      memcmp(g->shape, os, sizeof os) != 0 || lse->ndim != 3 || memcmp(lse->shape, ls, sizeof ls) != 0 ||
-      so->numel != 2 || so->dtype != PD_INT64 || o->dtype != q->dtype || g->dtype != q->dtype ||
+  if (o->ndim != 4 || !pd_shapes_agree(4, o->shape, os) || g->ndim != 4 ||
+      !pd_shapes_agree(4, g->shape, os) || lse->ndim != 3 || !pd_shapes_agree(3, lse->shape, ls) ||
+      !pd_dims_agree(so->numel, 2) || so->dtype != PD_INT64 || o->dtype != q->dtype || g->dtype != q->dtype ||
       lse->dtype != q->dtype)
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: out %s, softmax_lse %s, seed_offset %s and dout %s do not match query %s and "

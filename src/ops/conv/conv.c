@@ -146,16 +146,16 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
   if (kind == PD_CONV_FWD) {
     g->Ci = act_channels(x, cl);
     g->Co = w->shape[0];
-    if (g->Ci % G != 0)
+    if (pd_dim_known(g->Ci) && g->Ci % G != 0)
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: the input channels (%lld, x shape %s, %s) are not divisible by groups (%lld)",
                           op, (long long)g->Ci, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)G);
-    if (g->Co % G != 0)
+    if (pd_dim_known(g->Co) && g->Co % G != 0)
       return pd_set_error(
           PD_ERR_SHAPE, "%s: the output channels (weight.shape[0] = %lld) are not divisible by groups (%lld)",
           op, (long long)g->Co, (long long)G);
     int64_t wci;
-    if (pd_mul_overflow(w->shape[1], G, &wci) || wci != g->Ci)
+    if (pd_dim_known(w->shape[1]) && (pd_mul_overflow(w->shape[1], G, &wci) || !pd_dims_agree(wci, g->Ci)))
       return pd_set_error(
           PD_ERR_SHAPE,
           "%s: the input has %lld channels (x shape %s, %s) but weight.shape[1] (%lld) * groups "
@@ -165,6 +165,10 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     for (int d = 0; d < nsp; d++) {
       g->in[d] = act_spatial(x, cl, d);
       g->k[d] = w->shape[2 + d];
+      if (!pd_dim_known(g->in[d]) || !pd_dim_known(g->k[d])) { /* a Variable's unknown size */
+        g->out[d] = PD_DIM_UNKNOWN;
+        continue;
+      }
       int64_t ext, padded;
       if (pd_mul_overflow(g->dil[d], g->k[d] - 1, &ext) || pd_add_overflow(ext, 1, &ext) ||
           pd_add_overflow(g->in[d], g->pad[d], &padded) ||
@@ -184,17 +188,20 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     act_meta(out, x->dtype, nsp, cl, g->N, g->Co, g->out);
   } else if (kind == PD_CONV_BWD_DATA) {
     g->Co = act_channels(x, cl);
-    if (g->Co != w->shape[0])
+    if (!pd_dims_agree(g->Co, w->shape[0]))
       return pd_set_error(
           PD_ERR_SHAPE,
           "%s: the input has %lld channels (x shape %s, %s) but weight.shape[0] is %lld (weight "
           "shape %s)",
           op, (long long)g->Co, PD_SHAPE_STR(x), layout_name(nsp, cl), (long long)w->shape[0],
           PD_SHAPE_STR(w));
-    if (g->Co % G != 0)
+    g->Co = pd_dim_merge(g->Co, w->shape[0]);
+    if (pd_dim_known(g->Co) && g->Co % G != 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: the input channels (%lld) are not divisible by groups (%lld)",
                           op, (long long)g->Co, (long long)G);
-    if (pd_mul_overflow(w->shape[1], G, &g->Ci))
+    if (!pd_dim_known(w->shape[1]))
+      g->Ci = PD_DIM_UNKNOWN;
+    else if (pd_mul_overflow(w->shape[1], G, &g->Ci))
       return pd_set_error(PD_ERR_SHAPE, "%s: weight.shape[1] (%lld) * groups (%lld) overflows int64", op,
                           (long long)w->shape[1], (long long)G);
     for (int d = 0; d < nsp; d++) {
@@ -208,17 +215,17 @@ static pd_status conv_geom(const pd_op_def *def, pd_conv_kind kind, pd_tensor *c
     pd_tensor *dy = w;
     g->Ci = act_channels(x, cl);
     g->Co = act_channels(dy, cl);
-    if (dy->shape[0] != g->N)
+    if (!pd_dims_agree(dy->shape[0], g->N))
       return pd_set_error(PD_ERR_SHAPE, "%s: x (shape %s) and grad_out (shape %s) have different batch sizes",
                           op, PD_SHAPE_STR(x), PD_SHAPE_STR(dy));
-    if (g->Ci % G != 0 || g->Co % G != 0)
+    if ((pd_dim_known(g->Ci) && g->Ci % G != 0) || (pd_dim_known(g->Co) && g->Co % G != 0))
       return pd_set_error(
           PD_ERR_SHAPE, "%s: the channels of x (%lld) and grad_out (%lld) must be divisible by groups (%lld)",
           op, (long long)g->Ci, (long long)g->Co, (long long)G);
     out->dtype = x->dtype;
     out->ndim = nsp + 2;
     out->shape[0] = g->Co;
-    out->shape[1] = g->Ci / G;
+    out->shape[1] = pd_dim_div(g->Ci, G);
     for (int d = 0; d < nsp; d++) {
       g->in[d] = act_spatial(x, cl, d);
       g->out[d] = act_spatial(dy, cl, d);

@@ -5,12 +5,28 @@
 #include "../op_registry.h"
 #include "paddlec/ops.h"
 
-/* Resolves -1 and 0 entries of a target shape against x. */
+/* Resolves -1 and 0 entries of a target shape against x. When x has
+ * unknown dims (a static Variable), a 0 entry copies one (unknown); if every
+ * unknown dim of x is copied so, the rest is known and checked as usual
+ * ([-1, 13] to [0, -1] gives [-1, 13]), else the -1 entry is unknown too
+ * and the element count cannot be checked. */
 pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int64_t *want, int64_t *shape) {
   int infer = -1;
   int64_t known = 1;
   if (n < 0 || n > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", op, n, PD_MAX_DIMS);
+  int64_t x_numel = x->numel; /* of x's dims not copied by a 0 entry when some are unknown */
+  if (x_numel < 0) {
+    x_numel = 1;
+    for (int d = 0; d < x->ndim; d++) {
+      bool copied = d < n && want[d] == 0;
+      if (!pd_dim_known(x->shape[d]) && !copied) {
+        x_numel = PD_DIM_UNKNOWN;
+        break;
+      }
+      if (!copied) x_numel *= x->shape[d];
+    }
+  }
   for (int d = 0; d < n; d++) {
     int64_t s = want[d];
     if (s == -1) {
@@ -24,25 +40,33 @@ pd_status pd_resolve_shape(const char *op, const pd_tensor *x, int n, const int6
         return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is 0 (copy x's dim) but x has rank %d", op, d,
                             x->ndim);
       s = x->shape[d];
+      if (x->numel < 0) { /* copied dims cancel out of both counts */
+        shape[d] = s;
+        continue;
+      }
     }
     if (s < 0) return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld", op, d, (long long)s);
     shape[d] = s;
     if (pd_mul_overflow(known, s, &known)) return pd_shape_overflow_error(op, n, want);
   }
+  if (x_numel < 0) { /* unknown elements: nothing to infer or check against */
+    if (infer >= 0) shape[infer] = PD_DIM_UNKNOWN;
+    return PD_OK;
+  }
   if (infer >= 0) {
-    if (known == 0 || x->numel % known != 0) {
+    if (known == 0 || x_numel % known != 0) {
       char b[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s", op,
-                          PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b));
+                          PD_SHAPE_STR(x), (long long)x_numel, pd_shape_str(n, want, b, sizeof b));
     }
-    shape[infer] = x->numel / known;
+    shape[infer] = x_numel / known;
     known *= shape[infer];
   }
-  if (known != x->numel) {
+  if (known != x_numel) {
     char b[160];
     return pd_set_error(
         PD_ERR_SHAPE, "%s: cannot reshape x of shape %s (%lld elements) into %s (%lld elements)", op,
-        PD_SHAPE_STR(x), (long long)x->numel, pd_shape_str(n, want, b, sizeof b), (long long)known);
+        PD_SHAPE_STR(x), (long long)x_numel, pd_shape_str(n, want, b, sizeof b), (long long)known);
   }
   return PD_OK;
 }
@@ -114,15 +138,15 @@ static pd_status expand_shape(const char *op, const pd_tensor *x, const pd_attrs
     if (w == -1) {
       if (d < lead)
         return pd_set_error(PD_ERR_SHAPE, "%s: -1 is not allowed in a new leading dim (%d)", op, d);
-      w = have;
+      w = have; /* unknown when x's dim is */
     }
-    if (have != 1 && have != w) {
+    if (have != 1 && !pd_dims_agree(have, w)) {
       char b[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: cannot expand x of shape %s to %s (dim %d: %lld vs %lld)", op,
                           PD_SHAPE_STR(x), pd_shape_str(n, a->v[0], b, sizeof b), d, (long long)have,
                           (long long)w);
     }
-    if (w < 0) return pd_set_error(PD_ERR_SHAPE, "%s: target dim %d is %lld", op, d, (long long)w);
+    if (w < -1) return pd_set_error(PD_ERR_SHAPE, "%s: target dim %d is %lld", op, d, (long long)w);
     shape[d] = w;
   }
   return PD_OK;

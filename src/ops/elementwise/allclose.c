@@ -50,7 +50,7 @@ static const pd_ew_fn k_allclose[PD_NUM_DTYPES] = TABLE(allclose);
 static const pd_ew_fn k_equal_all[PD_NUM_DTYPES] = TABLE(equal_all);
 
 static bool same_shape(const pd_tensor *x, const pd_tensor *y) {
-  return x->ndim == y->ndim && memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim) == 0;
+  return x->ndim == y->ndim && pd_shapes_agree(x->ndim, x->shape, y->shape);
 }
 
 static pd_status scalar_bool_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,

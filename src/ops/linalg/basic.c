@@ -27,7 +27,7 @@ static pd_status dot_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
     return pd_set_error(PD_ERR_SHAPE, "%s: x and y must both be 1-D or both 2-D, got x shape %s, y shape %s",
                         def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(y));
   for (int d = 0; d < x->ndim; d++)
-    if (x->shape[d] != y->shape[d])
+    if (!pd_dims_agree(x->shape[d], y->shape[d]))
       return pd_set_error(
           PD_ERR_SHAPE, "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s)", def->name, d,
           (long long)x->shape[d], d, (long long)y->shape[d], PD_SHAPE_STR(x), PD_SHAPE_STR(y));

@@ -38,7 +38,7 @@ pd_status pd_matmul_meta_of(const char *op, const pd_tensor *x, const pd_tensor 
   if (yn == 1) ty = false;
   int xk = xn == 1 ? 0 : (tx ? xn - 2 : xn - 1);
   int yk = yn == 1 ? 0 : (ty ? yn - 1 : yn - 2);
-  if (x->shape[xk] != y->shape[yk])
+  if (!pd_dims_agree(x->shape[xk], y->shape[yk]))
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: x.shape[%d] (%lld) != y.shape[%d] (%lld) (x shape %s, y shape %s, "
                         "transpose_x=%s, transpose_y=%s)",
@@ -50,12 +50,12 @@ pd_status pd_matmul_meta_of(const char *op, const pd_tensor *x, const pd_tensor 
   for (int d = 0; d < nbo; d++) {
     int dx = d - (nbo - nbx), dy = d - (nbo - nby);
     int64_t sx = dx < 0 ? 1 : x->shape[dx], sy = dy < 0 ? 1 : y->shape[dy];
-    if (sx != sy && sx != 1 && sy != 1)
+    if (!pd_broadcast_dim(sx, sy, &out->shape[out->ndim]))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: batch dims cannot be broadcast: x.shape[%d] (%lld) vs y.shape[%d] "
                           "(%lld) (x shape %s, y shape %s)",
                           op, dx, (long long)sx, dy, (long long)sy, PD_SHAPE_STR(x), PD_SHAPE_STR(y));
-    out->shape[out->ndim++] = sx == 1 ? sy : sx;
+    out->ndim++;
   }
   if (xn > 1) out->shape[out->ndim++] = x->shape[tx ? xn - 1 : xn - 2];
   if (yn > 1) out->shape[out->ndim++] = y->shape[ty ? yn - 2 : yn - 1];
@@ -395,7 +395,7 @@ static pd_status bmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   if (x->ndim != 3 || y->ndim != 3)
     return pd_set_error(PD_ERR_SHAPE, "%s: x and y must be 3-D, got x shape %s, y shape %s", def->name,
                         PD_SHAPE_STR(x), PD_SHAPE_STR(y));
-  if (x->shape[0] != y->shape[0])
+  if (!pd_dims_agree(x->shape[0], y->shape[0]))
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: x.shape[0] (%lld) != y.shape[0] (%lld) (batch sizes differ; x shape "
                         "%s, y shape %s)",
@@ -424,7 +424,7 @@ static pd_status mv_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
   if (x->ndim != 2 || v->ndim != 1)
     return pd_set_error(PD_ERR_SHAPE, "%s: x must be 2-D and vec 1-D, got x shape %s, vec shape %s",
                         def->name, PD_SHAPE_STR(x), PD_SHAPE_STR(v));
-  if (x->shape[1] != v->shape[0])
+  if (!pd_dims_agree(x->shape[1], v->shape[0]))
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: x.shape[1] (%lld) != vec.shape[0] (%lld) (x shape %s, vec shape %s)", def->name,
                         (long long)x->shape[1], (long long)v->shape[0], PD_SHAPE_STR(x), PD_SHAPE_STR(v));
@@ -462,8 +462,8 @@ static pd_status addmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   if (st != PD_OK) return st;
   int lead = 2 - inp->ndim;
   for (int d = 0; d < inp->ndim; d++) {
-    int64_t s = inp->shape[d];
-    if (s != 1 && s != out->shape[d + lead]) {
+    /* the product's dim, or the input's where the product's is unknown */
+    if (!pd_broadcast_dim(out->shape[d + lead], inp->shape[d], &out->shape[d + lead])) {
       char b[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: input of shape %s cannot be broadcast to the product's shape %s",
                           def->name, PD_SHAPE_STR(inp), pd_shape_str(out->ndim, out->shape, b, sizeof b));

@@ -36,7 +36,7 @@ static pd_status ce_check(const pd_op_def *def, pd_tensor *x, pd_tensor *label, 
     if (label->dtype != x->dtype)
       return pd_set_error(PD_ERR_DTYPE, "%s: soft label dtype %s differs from input dtype %s", def->name,
                           pd_dtype_name(label->dtype), pd_dtype_name(x->dtype));
-    if (label->ndim != x->ndim || memcmp(label->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+    if (label->ndim != x->ndim || !pd_shapes_agree(x->ndim, label->shape, x->shape))
       return pd_set_error(PD_ERR_SHAPE, "%s: soft label of shape %s does not match input of shape %s",
                           def->name, PD_SHAPE_STR(label), PD_SHAPE_STR(x));
     return PD_OK;
@@ -184,7 +184,7 @@ static pd_status ceg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   loss_meta(in[0], axis, &lm);
   for (int k = 2; k < 4; k++) {
     if (in[k]->dtype != in[0]->dtype || in[k]->ndim != lm.ndim ||
-        memcmp(in[k]->shape, lm.shape, sizeof(int64_t) * (size_t)lm.ndim) != 0) {
+        !pd_shapes_agree(lm.ndim, in[k]->shape, lm.shape)) {
       char b[160];
       return pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s and dtype %s does not match the loss (%s, %s)",
                           def->name, k == 2 ? "lse" : "loss gradient", PD_SHAPE_STR(in[k]),

@@ -29,8 +29,7 @@ static pd_status ew_loss_meta_impl(const pd_op_def *def, pd_tensor *const *in, i
       return pd_set_error(PD_ERR_DTYPE, "%s: input %d has dtype %s; expected a floating dtype", def->name, i,
                           pd_dtype_name(in[i]->dtype));
   if (same_shape) {
-    if (in[0]->ndim != in[1]->ndim ||
-        memcmp(in[0]->shape, in[1]->shape, sizeof(int64_t) * (size_t)in[0]->ndim) != 0)
+    if (in[0]->ndim != in[1]->ndim || !pd_shapes_agree(in[0]->ndim, in[0]->shape, in[1]->shape))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: input of shape %s and label of shape %s must have the same shape", def->name,
                           PD_SHAPE_STR(in[0]), PD_SHAPE_STR(in[1]));

@@ -14,7 +14,7 @@ static pd_status check_weight(const pd_op_def *def, pd_tensor *w, int64_t C) {
   if (!pd_dtype_is_floating(w->dtype))
     return pd_set_error(PD_ERR_DTYPE, "%s: weight dtype %s is not supported (expected a floating dtype)",
                         def->name, pd_dtype_name(w->dtype));
-  if (w->ndim != 1 || w->shape[0] != C)
+  if (w->ndim != 1 || !pd_dims_agree(w->shape[0], C))
     return pd_set_error(PD_ERR_SHAPE, "%s: weight of shape %s does not match the %lld classes of input",
                         def->name, PD_SHAPE_STR(w), (long long)C);
   return PD_OK;
@@ -26,8 +26,8 @@ static pd_status check_label(const pd_op_def *def, int xnd, const int64_t *xs, p
   if (!(dt == PD_INT64 || dt == PD_INT32 || dt == PD_INT16 || dt == PD_INT8 || dt == PD_UINT8))
     return pd_set_error(PD_ERR_DTYPE, "%s: label dtype %s is not supported (expected int64)", def->name,
                         pd_dtype_name(dt));
-  bool ok = label->ndim == xnd - 1 && label->shape[0] == xs[0];
-  for (int d = 1; ok && d < label->ndim; d++) ok = label->shape[d] == xs[d + 1];
+  bool ok = label->ndim == xnd - 1 && pd_dims_agree(label->shape[0], xs[0]);
+  for (int d = 1; ok && d < label->ndim; d++) ok = pd_dims_agree(label->shape[d], xs[d + 1]);
   if (!ok) {
     int64_t want[PD_MAX_DIMS];
     int k = 0;
@@ -162,8 +162,7 @@ static pd_status nllg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   pd_tensor *g = in[1];
   bool none = a->i[1] == PD_REDUCTION_NONE;
   if (!pd_dtype_is_floating(g->dtype) ||
-      (none ? g->ndim != in[0]->ndim || memcmp(g->shape, in[0]->shape, sizeof(int64_t) * (size_t)g->ndim) != 0
-            : g->numel != 1))
+      (none ? g->ndim != in[0]->ndim || !pd_shapes_agree(g->ndim, g->shape, in[0]->shape) : g->numel != 1))
     return pd_set_error(PD_ERR_SHAPE, "%s: loss gradient of shape %s and dtype %s does not match the loss",
                         def->name, PD_SHAPE_STR(g), pd_dtype_name(g->dtype));
   out->dtype = g->dtype;

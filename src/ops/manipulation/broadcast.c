@@ -5,8 +5,10 @@
 #include "paddlec/ops.h"
 
 /* Target shape: at least x's rank; -1 keeps x's dim (not in new leading
- * dims); x's dims must be 1 or equal to the target. */
-static pd_status bcast_shape(const char *op, const pd_tensor *x, int n, const int64_t *want, int64_t *shape) {
+ * dims) in an attribute, and is an unknown dim in y's shape (`of_y`); x's
+ * dims must be 1 or equal to the target. */
+static pd_status bcast_shape(const char *op, const pd_tensor *x, int n, const int64_t *want, bool of_y,
+                             int64_t *shape) {
   char b[160];
   if (n < x->ndim || n > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_SHAPE, "%s: target shape %s has fewer dims than x's shape %s", op,
@@ -14,20 +16,20 @@ static pd_status bcast_shape(const char *op, const pd_tensor *x, int n, const in
   int lead = n - x->ndim;
   for (int d = 0; d < n; d++) {
     int64_t w = want[d], have = d < lead ? 1 : x->shape[d - lead];
-    if (w == -1) {
+    if (w == -1 && !of_y) {
       if (d < lead)
         return pd_set_error(PD_ERR_SHAPE, "%s: target shape %s has -1 in new leading dim %d", op,
                             pd_shape_str(n, want, b, sizeof b), d);
       w = have;
     }
-    if (w < 0)
+    if (w < -1)
       return pd_set_error(PD_ERR_SHAPE, "%s: target shape %s has a negative dim %d", op,
                           pd_shape_str(n, want, b, sizeof b), d);
-    if (have != 1 && have != w)
+    if (have != 1 && !pd_dims_agree(have, w))
       return pd_set_error(PD_ERR_SHAPE, "%s: cannot broadcast x of shape %s to %s (dim %d: %lld vs %lld)", op,
                           PD_SHAPE_STR(x), pd_shape_str(n, want, b, sizeof b), d, (long long)have,
                           (long long)w);
-    shape[d] = w;
+    shape[d] = w >= 0 || have == 1 ? w : have; /* an unknown y dim: x's size unless that is 1 */
   }
   return PD_OK;
 }
@@ -51,7 +53,7 @@ static pd_status bcast_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   out->dtype = in[0]->dtype;
   out->ndim = n;
   *n_out = 1;
-  return bcast_shape(def->name, in[0], n, want, out->shape);
+  return bcast_shape(def->name, in[0], n, want, n_in == 2, out->shape);
 }
 
 static pd_status bcast_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -62,7 +64,7 @@ static pd_status bcast_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
   const int64_t *want;
   target(in, n_in, a, &n, &want);
   int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
-  pd_status st = bcast_shape(def->name, x, n, want, shape);
+  pd_status st = bcast_shape(def->name, x, n, want, n_in == 2, shape);
   if (st != PD_OK) return st;
   int lead = n - x->ndim;
   for (int d = 0; d < n; d++)

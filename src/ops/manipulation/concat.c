@@ -31,13 +31,17 @@ static pd_status concat_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   for (int i = 1; i < n_in; i++) {
     const pd_tensor *t = in[i];
     bool ok = t->ndim == x0->ndim;
-    for (int d = 0; ok && d < t->ndim; d++) ok = d == ax || t->shape[d] == x0->shape[d];
+    for (int d = 0; ok && d < t->ndim; d++) ok = d == ax || pd_dims_agree(t->shape[d], out->shape[d]);
     if (!ok)
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: input %d has shape %s but input 0 has shape %s; they must match "
                           "except along axis %d",
                           def->name, i, PD_SHAPE_STR(t), PD_SHAPE_STR(x0), ax);
-    if (pd_add_overflow(out->shape[ax], t->shape[ax], &out->shape[ax]))
+    for (int d = 0; d < t->ndim; d++)
+      if (d != ax) out->shape[d] = pd_dim_merge(out->shape[d], t->shape[d]);
+    if (!pd_dim_known(out->shape[ax]) || !pd_dim_known(t->shape[ax]))
+      out->shape[ax] = PD_DIM_UNKNOWN;
+    else if (pd_add_overflow(out->shape[ax], t->shape[ax], &out->shape[ax]))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: the sizes along axis %d add up to more than INT64_MAX (input %d: %s)",
                           def->name, ax, i, PD_SHAPE_STR(t));
@@ -105,7 +109,7 @@ static pd_status stack_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   const pd_tensor *x0 = in[0];
   for (int i = 1; i < n_in; i++) {
     const pd_tensor *t = in[i];
-    if (t->ndim != x0->ndim || memcmp(t->shape, x0->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+    if (t->ndim != x0->ndim || !pd_shapes_agree(t->ndim, t->shape, x0->shape))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: input %d has shape %s but input 0 has shape %s; all inputs must "
                           "have the same shape",
@@ -118,7 +122,16 @@ static pd_status stack_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   if ((st = pd_norm_axis(def->name, a->i[0], x0->ndim + 1, &ax)) != PD_OK) return st;
   out->dtype = x0->dtype;
   out->ndim = x0->ndim + 1;
-  for (int d = 0, k = 0; d < out->ndim; d++) out->shape[d] = d == ax ? n_in : x0->shape[k++];
+  for (int d = 0, k = 0; d < out->ndim; d++) {
+    if (d == ax) {
+      out->shape[d] = n_in;
+      continue;
+    }
+    out->shape[d] = x0->shape[k];
+    for (int i = 1; i < n_in; i++) /* an unknown dim of input 0 may be known in another */
+      out->shape[d] = pd_dim_merge(out->shape[d], in[i]->shape[k]);
+    k++;
+  }
   *n_out = 1;
   return PD_OK;
 }

@@ -33,7 +33,7 @@ static pd_status flatten_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   out->ndim = 0;
   for (int d = 0; d < s; d++) out->shape[out->ndim++] = x->shape[d];
   int64_t m = 1;
-  for (int d = s; d <= e; d++) m *= x->shape[d];
+  for (int d = s; d <= e; d++) m = pd_dim_mul(m, x->shape[d]);
   out->shape[out->ndim++] = m;
   for (int d = e + 1; d < x->ndim; d++) out->shape[out->ndim++] = x->shape[d];
   return PD_OK;

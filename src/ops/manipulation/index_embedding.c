@@ -98,8 +98,7 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
   const pd_tensor *ids = in[0], *g = in[1];
   pd_status st = pd_mu_check_index_dtype(def->name, "x", ids);
   if (st != PD_OK) return st;
-  bool ok =
-      g->ndim == ids->ndim + 1 && memcmp(g->shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim) == 0;
+  bool ok = g->ndim == ids->ndim + 1 && pd_shapes_agree(ids->ndim, g->shape, ids->shape);
   if (!ok)
     return pd_set_error(PD_ERR_SHAPE, "%s: grad of shape %s does not match ids of shape %s plus one dim",
                         def->name, PD_SHAPE_STR(g), PD_SHAPE_STR(ids));

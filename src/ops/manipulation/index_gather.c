@@ -139,7 +139,7 @@ static pd_status index_add_meta(const pd_op_def *def, pd_tensor *const *in, int 
   int64_t want[PD_MAX_DIMS];
   memcpy(want, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   want[ax] = idx->numel;
-  if (v->ndim != x->ndim || memcmp(v->shape, want, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+  if (v->ndim != x->ndim || !pd_shapes_agree(x->ndim, v->shape, want)) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: value has shape %s but x of shape %s with %lld indices along axis %d "

@@ -154,7 +154,7 @@ static pd_status scatter_nd_add_meta(const pd_op_def *def, pd_tensor *const *in,
                         pd_dtype_name(u->dtype), pd_dtype_name(x->dtype));
   int64_t want[PD_MAX_DIMS];
   nd_out_shape(x, idx, k, &nd, want);
-  if (u->ndim != nd || memcmp(u->shape, want, sizeof(int64_t) * (size_t)nd) != 0) {
+  if (u->ndim != nd || !pd_shapes_agree(nd, u->shape, want)) {
     char b[160];
     return pd_set_error(
         PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s", def->name,

@@ -37,13 +37,17 @@ static pd_status masked_select_meta(const pd_op_def *def, pd_tensor *const *in, 
   int64_t shape[PD_MAX_DIMS];
   pd_status st = masked_geom(def->name, in[0], in[1], &nd, shape);
   if (st != PD_OK) return st;
-  pd_tensor *m = bcast_contig(in[1], nd, shape);
-  if (!m) return pd_last_status();
   out->dtype = in[0]->dtype;
   out->ndim = 1;
+  *n_out = 1;
+  if (in[0]->is_meta || in[1]->is_meta) { /* the count depends on the mask's values */
+    out->shape[0] = PD_DIM_UNKNOWN;
+    return PD_OK;
+  }
+  pd_tensor *m = bcast_contig(in[1], nd, shape);
+  if (!m) return pd_last_status();
   out->shape[0] = pdk_count_nonzero(pd_tensor_data(m), PD_BOOL, m->numel);
   pd_tensor_release(m);
-  *n_out = 1;
   return PD_OK;
 }
 
@@ -120,14 +124,19 @@ static pd_status nonzero_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   (void)def;
   (void)n_in;
   (void)a;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
-  if (!x) return pd_last_status();
   out->dtype = PD_INT64;
   out->ndim = 2;
+  *n_out = 1;
+  if (in[0]->is_meta) { /* the count depends on x's values */
+    out->shape[0] = PD_DIM_UNKNOWN;
+    out->shape[1] = in[0]->ndim;
+    return PD_OK;
+  }
+  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  if (!x) return pd_last_status();
   out->shape[0] = pdk_count_nonzero(pd_tensor_data(x), x->dtype, x->numel);
   out->shape[1] = x->ndim;
   pd_tensor_release(x);
-  *n_out = 1;
   return PD_OK;
 }
 

@@ -29,7 +29,7 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   int nd = 0;
   if (idx->ndim > 0) want[nd++] = idx->numel;
   for (int d = 1; d < x->ndim; d++) want[nd++] = x->shape[d];
-  if (u->ndim != nd || memcmp(u->shape, want, sizeof(int64_t) * (size_t)nd) != 0) {
+  if (u->ndim != nd || !pd_shapes_agree(nd, u->shape, want)) {
     char b[160];
     return pd_set_error(
         PD_ERR_SHAPE, "%s: updates has shape %s but index of shape %s into x of shape %s needs %s", def->name,

@@ -41,9 +41,9 @@ static pd_status slice_norm(const char *op, int ndim, const int64_t *shape, cons
     int64_t size = shape[ax], step = strided ? a->v[3][k] : 1, s = a->v[1][k], t = a->v[2][k];
     if (step == 0) return pd_set_error(PD_ERR_INVALID, "%s: strides[%d] is 0", op, k);
     sp[ax] = step;
-    if (size == 0) {
+    if (size == 0 || !pd_dim_known(size)) { /* of an unknown axis, the count is unknown */
       st[ax] = 0;
-      cnt[ax] = 0;
+      cnt[ax] = size;
       continue;
     }
     if (s < 0) s += size;
@@ -161,9 +161,10 @@ static pd_status slice_grad_check(const pd_op_def *def, const pd_tensor *g, cons
   for (int d = 0; d < nd; d++) {
     int64_t size = a->v[0][d], s = a->v[1][d], step = a->v[2][d], n = g->shape[d];
     if (n == 0) continue;
-    int64_t last;
-    bool over = pd_mul_overflow(n - 1, step, &last) || pd_add_overflow(s, last, &last);
-    if (over || step == 0 || s < 0 || s >= size || last < 0 || last >= size)
+    int64_t last = s;
+    /* with n or the size unknown, only what is known can be checked */
+    bool over = n > 0 && (pd_mul_overflow(n - 1, step, &last) || pd_add_overflow(s, last, &last));
+    if (over || step == 0 || s < 0 || last < 0 || (size >= 0 && (s >= size || last >= size)))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: dim %d: %lld elements from %lld with step %lld do not fit in size %lld",
                           def->name, d, (long long)n, (long long)s, (long long)step, (long long)size);

@@ -26,12 +26,12 @@ static pd_status split_sizes(const char *op, const pd_tensor *x, const pd_attrs 
     if (num > PD_MAX_OUTPUTS)
       return pd_set_error(PD_ERR_INVALID, "%s: %s = %lld exceeds the maximum of %d outputs", op,
                           is_chunk ? "chunks" : "num", (long long)num, PD_MAX_OUTPUTS);
-    if (dim % num != 0)
+    if (dim % num != 0 && pd_dim_known(dim))
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: the size %lld of axis %d (x shape %s) is not divisible by %s = %lld", op,
                           (long long)dim, *ax, PD_SHAPE_STR(x), is_chunk ? "chunks" : "num", (long long)num);
     *n = (int)num;
-    for (int k = 0; k < *n; k++) len[k] = dim / num;
+    for (int k = 0; k < *n; k++) len[k] = pd_dim_div(dim, num);
     return PD_OK;
   }
   int ns = (int)a->i[2], unknown = -1;
@@ -56,7 +56,9 @@ static pd_status split_sizes(const char *op, const pd_tensor *x, const pd_attrs 
                           op, k, (long long)s);
     len[k] = s;
   }
-  if (unknown >= 0) {
+  if (!pd_dim_known(dim)) { /* the sections stand; an inferred one is unknown too */
+    if (unknown >= 0) len[unknown] = PD_DIM_UNKNOWN;
+  } else if (unknown >= 0) {
     if (sum > dim)
       return pd_set_error(PD_ERR_SHAPE,
                           "%s: the known sections sum to %lld, more than the size %lld of axis %d", op,

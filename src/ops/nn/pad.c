@@ -25,7 +25,7 @@ static pd_status check_pads(const char *op, int ndim, const int64_t *in, const p
     if (b < 0 || e < 0)
       return pd_set_error(PD_ERR_INVALID, "%s: pads of dim %d are %lld and %lld; they must be >= 0", op, d,
                           (long long)b, (long long)e);
-    if (b == 0 && e == 0) continue;
+    if ((b == 0 && e == 0) || !pd_dim_known(n)) continue;
     if (a->i[0] == PD_PAD_REFLECT && (b >= n || e >= n))
       return pd_set_error(
           PD_ERR_SHAPE,
@@ -46,8 +46,10 @@ static pd_status pad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   if (st != PD_OK) return st;
   pd_meta_of(x, out);
   for (int d = 0; d < x->ndim; d++)
-    if (pd_add_overflow(x->shape[d], a->v[0][d], &out->shape[d]) ||
-        pd_add_overflow(out->shape[d], a->v[1][d], &out->shape[d]))
+    if (!pd_dim_known(x->shape[d])) /* out->shape[d] stays unknown */
+      continue;
+    else if (pd_add_overflow(x->shape[d], a->v[0][d], &out->shape[d]) ||
+             pd_add_overflow(out->shape[d], a->v[1][d], &out->shape[d]))
       return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld with pads %lld and %lld overflows int64",
                           def->name, d, (long long)x->shape[d], (long long)a->v[0][d], (long long)a->v[1][d]);
   *n_out = 1;
@@ -100,6 +102,7 @@ static pd_status pad_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
                         a->nv[0], a->nv[1], g->ndim);
   pd_meta_of(g, out);
   for (int d = 0; d < g->ndim; d++) {
+    if (!pd_dim_known(g->shape[d])) continue; /* out->shape[d] stays unknown */
     if (pd_sub_overflow(g->shape[d], a->v[0][d], &out->shape[d]) ||
         pd_sub_overflow(out->shape[d], a->v[1][d], &out->shape[d]) || out->shape[d] < 0)
       return pd_set_error(PD_ERR_SHAPE, "%s: dim %d of size %lld is smaller than its pads %lld + %lld",

@@ -149,7 +149,7 @@ static pd_status bn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   if (has_w &&
       (st = pd_norm_check_channel_param(def->name, in[1], "weight", ch, x, layout_name(x, cl))) != PD_OK)
     return st;
-  if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
     return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
                         PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
   int no = 0;

@@ -30,8 +30,7 @@ static pd_status check_param(const pd_op_def *def, const pd_tensor *x, int k, co
   int64_t rows, n;
   row_geom(x, k, &rows, &n);
   bool ok = p->numel == n;
-  if (ok && p->ndim != 1)
-    ok = p->ndim == x->ndim - k && memcmp(p->shape, x->shape + k, sizeof(int64_t) * (size_t)p->ndim) == 0;
+  if (ok && p->ndim != 1) ok = p->ndim == x->ndim - k && pd_shapes_agree(p->ndim, p->shape, x->shape + k);
   if (!ok) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE,
@@ -118,7 +117,7 @@ static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   if ((st = check_axis(def, x, a->i[PD_NORM_I_AXIS])) != PD_OK) return st;
   int k = (int)a->i[PD_NORM_I_AXIS];
   if (has_w && (st = check_param(def, x, k, in[1], "weight")) != PD_OK) return st;
-  if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
     return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
                         PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
   int64_t rows, n;
@@ -237,7 +236,7 @@ static pd_tensor *row_norm(pd_op_id id, const char *op, pd_tensor *x, int nshape
     return NULL;
   }
   int k = x->ndim - nshape;
-  if (memcmp(x->shape + k, normalized_shape, sizeof(int64_t) * (size_t)nshape) != 0) {
+  if (!pd_shapes_agree(nshape, x->shape + k, normalized_shape)) {
     char b[160];
     pd_set_error(PD_ERR_SHAPE, "%s: normalized_shape %s does not match the trailing dims of x (shape %s)", op,
                  pd_shape_str(nshape, normalized_shape, b, sizeof b), PD_SHAPE_STR(x));

@@ -139,8 +139,7 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   int ax;
   pd_status st = check_idx(def->name, in[1], a->nv[0], a->v[0], a->i[0], &ax);
   if (st != PD_OK) return st;
-  if (in[0]->ndim != in[1]->ndim ||
-      memcmp(in[0]->shape, in[1]->shape, sizeof(int64_t) * (size_t)in[0]->ndim)) {
+  if (in[0]->ndim != in[1]->ndim || !pd_shapes_agree(in[0]->ndim, in[0]->shape, in[1]->shape)) {
     char b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: src of shape %s must have the shape of indices %s", def->name,
                         PD_SHAPE_STR(in[0]), pd_shape_str(in[1]->ndim, in[1]->shape, b, sizeof b));

@@ -12,7 +12,7 @@ static pd_status topk_check(const pd_op_def *def, const pd_tensor *x, const pd_a
   int64_t n = x->ndim > 0 ? x->shape[*ax] : 1;
   if (a->i[0] < 1)
     return pd_set_error(PD_ERR_INVALID, "%s: k must be >= 1, got k = %lld", def->name, (long long)a->i[0]);
-  if (a->i[0] > n)
+  if (a->i[0] > n && pd_dim_known(n))
     return pd_set_error(PD_ERR_INVALID, "%s: k = %lld is larger than the size %lld of axis %lld (x shape %s)",
                         def->name, (long long)a->i[0], (long long)n, (long long)a->i[1], PD_SHAPE_STR(x));
   return PD_OK;
