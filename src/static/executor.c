@@ -29,9 +29,27 @@ typedef struct plan {
   int *ins_outs; /* backing store of the slot arrays */
 } plan;
 
+/* A program lowered for one call's feed shapes, fetch list and scope (the
+ * key), with its plan. */
+typedef struct lowered {
+  const pd_program *program;
+  uint64_t version;
+  pd_var_scope *scope;
+  int n_feed, n_fetch;
+  char **feed_names;
+  pd_meta *feed_meta;
+  int *fetch_src; /* the fetches' slots in the source program */
+  pd_program *prog;
+  plan plan;
+  int *feed_slots, *fetch_slots; /* in prog */
+  bool failed;                   /* lowering refused this program: interpret it */
+} lowered;
+
 struct pd_executor {
   pd_place place;
-  plan cache;
+  bool interpret; /* never lower (tests compare both ways) */
+  plan cache;     /* the source program's */
+  lowered low;    /* the last lowered form */
 };
 
 pd_executor *pd_static_executor(pd_place place) {
@@ -54,9 +72,12 @@ static void plan_clear(plan *pl) {
   memset(pl, 0, sizeof *pl);
 }
 
+static void lowered_clear(lowered *l);
+
 void pd_executor_release(pd_executor *e) {
   if (!e) return;
   plan_clear(&e->cache);
+  lowered_clear(&e->low);
   free(e);
 }
 
@@ -297,6 +318,122 @@ static pd_status mark_live(const plan *pl, const int *fetch, int n_fetch, bool *
   return PD_OK;
 }
 
+/* Runs the live ops of pl (all when live is NULL) with the feeds placed in
+ * feed_slots, writing the fetches (new references) on success. */
+static pd_status run_plan(const plan *pl, const bool *live, const pd_static_feed *feed, const int *feed_slots,
+                          int n_feed, const int *fetch, int n_fetch, pd_var_scope *scope,
+                          pd_tensor **fetched) {
+  const pd_static_block *b = pl->block;
+  pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
+  for (int i = 0; i < n_feed; i++)
+    if (feed_slots[i] < 0 || feed_slots[i] >= b->n_vars) {
+      free(env);
+      return pd_set_error(PD_ERR_STATE, "Executor.run: feed '%s' has no slot in the plan", feed[i].name);
+    }
+  if (!env) return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  for (int i = 0; i < n_feed; i++) {
+    pd_tensor_release(env[feed_slots[i]]);
+    env[feed_slots[i]] = pd_tensor_retain(feed[i].value);
+  }
+  pd_status st = PD_OK;
+  for (int k = 0; k < pl->n_ops && st == PD_OK; k++)
+    if (!live || live[k]) st = run_op(&pl->ops[k], b, scope, env);
+  for (int i = 0; i < n_fetch && st == PD_OK; i++)
+    if ((st = load(b, scope, env, fetch[i])) == PD_OK) fetched[i] = pd_tensor_retain(env[fetch[i]]);
+  for (int i = 0; i < b->n_vars; i++) pd_tensor_release(env[i]);
+  free(env);
+  return st;
+}
+
+/* ---- the lowered plan cache ------------------------------------------------ */
+static void lowered_clear(lowered *l) {
+  for (int i = 0; i < l->n_feed; i++) free(l->feed_names[i]);
+  free(l->feed_names);
+  free(l->feed_meta);
+  free(l->fetch_src);
+  free(l->feed_slots);
+  free(l->fetch_slots);
+  plan_clear(&l->plan);
+  pd_program_release(l->prog);
+  memset(l, 0, sizeof *l);
+}
+
+static bool lowered_matches(const lowered *l, const pd_program *p, pd_var_scope *scope,
+                            const pd_static_feed *feed, int n_feed, const int *fetch, int n_fetch) {
+  if (l->program != p || l->version != p->version || l->scope != scope || l->n_feed != n_feed ||
+      l->n_fetch != n_fetch)
+    return false;
+  for (int i = 0; i < n_fetch; i++)
+    if (l->fetch_src[i] != fetch[i]) return false;
+  for (int i = 0; i < n_feed; i++) {
+    pd_meta m;
+    pd_meta_of(feed[i].value, &m);
+    const pd_meta *k = &l->feed_meta[i];
+    if (strcmp(l->feed_names[i], feed[i].name) != 0 || m.dtype != k->dtype || m.ndim != k->ndim ||
+        !pd_shape_eq(m.ndim, m.shape, k->shape))
+      return false;
+  }
+  return true;
+}
+
+/* Lowers p for this call into e->low (see lower.c). A program lowering
+ * cannot handle (a backward rule that reads values, not only shapes) is
+ * remembered as such and run by the interpreter. */
+static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_var_scope *scope,
+                           const pd_static_feed *feed, int n_feed, const int *fetch, int n_fetch) {
+  lowered *l = &e->low;
+  lowered_clear(l);
+  l->program = p;
+  l->version = p->version;
+  l->scope = scope;
+  l->feed_names = calloc((size_t)n_feed + 1, sizeof *l->feed_names);
+  l->feed_meta = calloc((size_t)n_feed + 1, sizeof *l->feed_meta);
+  l->fetch_src = calloc((size_t)n_fetch + 1, sizeof *l->fetch_src);
+  l->feed_slots = calloc((size_t)n_feed + 1, sizeof *l->feed_slots);
+  l->fetch_slots = calloc((size_t)n_fetch + 1, sizeof *l->fetch_slots);
+  const char **names = calloc((size_t)n_fetch + 1, sizeof *names);
+  pd_status st = l->feed_names && l->feed_meta && l->fetch_src && l->feed_slots && l->fetch_slots && names
+                     ? PD_OK
+                     : pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  for (int i = 0; i < n_feed && st == PD_OK; i++) {
+    size_t len = strlen(feed[i].name) + 1;
+    if (!(l->feed_names[i] = malloc(len)))
+      st = pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+    else
+      memcpy(l->feed_names[i], feed[i].name, len);
+    l->n_feed = i + 1;
+    pd_meta_of(feed[i].value, &l->feed_meta[i]);
+  }
+  l->n_fetch = n_fetch;
+  for (int i = 0; i < n_fetch && st == PD_OK; i++) l->fetch_src[i] = fetch[i];
+  if (st != PD_OK) {
+    free(names);
+    lowered_clear(l);
+    return st;
+  }
+  if (pd_static_lower(p, live, feed, n_feed, fetch, n_fetch, scope, &l->prog, names) != PD_OK) {
+    l->failed = true; /* the interpreter runs this one; the reason is of no use to the caller */
+    pd_clear_error();
+    free(names);
+    return PD_OK;
+  }
+  st = compile(&l->plan, l->prog);
+  for (int i = 0; i < n_feed && st == PD_OK; i++)
+    l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */
+  for (int i = 0; i < n_fetch && st == PD_OK; i++) l->fetch_slots[i] = slot_of(l->plan.block, names[i]);
+  free(names);
+  if (st != PD_OK) lowered_clear(l);
+  return st;
+}
+
+void pd_executor_set_interpret(pd_executor *e, bool on) {
+  if (e) e->interpret = on;
+}
+
+const pd_program *pd_executor_lowered_program(const pd_executor *e) {
+  return e && !e->low.failed ? e->low.prog : NULL;
+}
+
 pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_feed *feed, int n_feed,
                           pd_tensor *const *fetch_list, int n_fetch, pd_tensor **fetched,
                           pd_var_scope *scope) {
@@ -313,40 +450,35 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
   const plan *pl = &e->cache;
   const pd_static_block *b = pl->block;
 
-  int nv = b->n_vars ? b->n_vars : 1;
-  pd_tensor **env = calloc((size_t)nv, sizeof *env);
-  int *fetch = calloc((size_t)(n_fetch ? n_fetch : 1), sizeof *fetch);
-  bool *live = calloc((size_t)(pl->n_ops ? pl->n_ops : 1), sizeof *live);
-  if (!env || !fetch || !live) {
-    free(env);
+  int *fetch = calloc((size_t)n_fetch + 1, sizeof *fetch),
+      *feed_slots = calloc((size_t)n_feed + 1, sizeof(int));
+  bool *live = calloc((size_t)pl->n_ops + 1, sizeof *live);
+  if (!fetch || !feed_slots || !live) {
     free(fetch);
+    free(feed_slots);
     free(live);
     return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
   }
   for (int i = 0; i < n_fetch && st == PD_OK; i++) st = fetch_slot(program, b, fetch_list[i], &fetch[i]);
-  for (int i = 0; i < n_feed && st == PD_OK; i++) {
-    int s;
-    if ((st = check_feed(b, &feed[i], &s)) == PD_OK) {
-      pd_tensor_release(env[s]);
-      env[s] = pd_tensor_retain(feed[i].value);
-    }
-  }
+  for (int i = 0; i < n_feed && st == PD_OK; i++) st = check_feed(b, &feed[i], &feed_slots[i]);
   if (st == PD_OK) st = mark_live(pl, fetch, n_fetch, live);
 
   pd_static_pause tok = pd_static_pause_begin();
   bool grad = pd_grad_mode_set(false);
   pd_internal_enter();
-  for (int k = 0; k < pl->n_ops && st == PD_OK; k++)
-    if (live[k]) st = run_op(&pl->ops[k], b, scope, env);
-  for (int i = 0; i < n_fetch && st == PD_OK; i++)
-    if ((st = load(b, scope, env, fetch[i])) == PD_OK) fetched[i] = pd_tensor_retain(env[fetch[i]]);
+  if (st == PD_OK && !e->interpret && !lowered_matches(&e->low, program, scope, feed, n_feed, fetch, n_fetch))
+    st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch);
+  const lowered *l = &e->low;
+  if (st == PD_OK && !e->interpret && !l->failed)
+    st = run_plan(&l->plan, NULL, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope, fetched);
+  else if (st == PD_OK)
+    st = run_plan(pl, live, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);
   pd_internal_leave();
   pd_grad_mode_set(grad);
   pd_static_pause_end(tok);
 
-  for (int i = 0; i < nv; i++) pd_tensor_release(env[i]);
-  free(env);
   free(fetch);
+  free(feed_slots);
   free(live);
   if (st != PD_OK) {
     for (int i = 0; i < n_fetch; i++) {

@@ -19,6 +19,10 @@ typedef struct frame {
   pd_program *main, *startup;
   pd_tracer_fn prev_fn;
   void *prev_ctx;
+  /* the executor's lowering names its temporaries itself ("<op>@<n>"),
+   * leaving the process-wide counters to the programs users build */
+  bool private_names;
+  int next_name;
 } frame;
 
 static _Thread_local frame t_frames[MAX_GUARDS];
@@ -202,7 +206,10 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
   }
   bool inplace = def->flags & PD_OPF_INPLACE;
   char key[96];
-  pd_static_unique_name(def->name, key, sizeof key);
+  if (f->private_names)
+    snprintf(key, sizeof key, "%s@%d", def->name, f->next_name++);
+  else
+    pd_static_unique_name(def->name, key, sizeof key);
   for (int k = 0; k < n_out; k++) {
     if (inplace && k == 0) {
       ov[k] = pd_static_var_for(p, in[0]);
@@ -239,6 +246,8 @@ static pd_status push(pd_program *main, pd_program *startup) {
   f->main = main;
   f->startup = startup;
   f->prev_fn = pd_dispatch_get_tracer(&f->prev_ctx);
+  f->private_names = false;
+  f->next_name = 0;
   t_depth++;
   pd_dispatch_set_tracer(record, f);
   return PD_OK;
@@ -248,6 +257,13 @@ static void pop(void) {
   frame *f = &t_frames[--t_depth];
   pd_dispatch_set_tracer(f->prev_fn, f->prev_ctx);
 }
+
+pd_status pd_static_record_begin(pd_program *p) {
+  pd_status st = push(p, p);
+  if (st == PD_OK) t_frames[t_depth - 1].private_names = true;
+  return st;
+}
+void pd_static_record_end(void) { pop(); }
 
 pd_status pd_static_program_guard_begin(pd_program *main, pd_program *startup) {
   if (!main) return pd_set_error(PD_ERR_INVALID, "program_guard: main_program is NULL");

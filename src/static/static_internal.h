@@ -116,6 +116,10 @@ pd_program *pd_static_current_startup(void);
 pd_variable *pd_static_var_for(pd_program *p, pd_tensor *t);
 /* The role recorded ops get (backward generation sets it). */
 int pd_static_set_role(int role);
+/* Records this thread's ops into p (its own startup program too) until
+ * pd_static_record_end: the executor's lowering. */
+pd_status pd_static_record_begin(pd_program *p);
+void pd_static_record_end(void);
 /* Suspends recording on this thread (an eager computation inside a guard,
  * e.g. a parameter's initial value): returns a token for resume. */
 typedef struct pd_static_pause {
@@ -137,6 +141,24 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
                                    int n_wanted, pd_variable **grads);
 /* Installs optimizer.minimize for static Variables (optimizer_static.c). */
 void pd_static_install_minimize(void);
+
+/* ---- lowering (lower.c) ------------------------------------------------------ */
+/* Block 0 of p, for these feeds (their dtypes and shapes) and the values
+ * in scope, as a program of registry ops only: the live ops (live[k]) are
+ * recorded again on Variables of known shapes, each grad op replaced by
+ * the ops of its backward rule traced with those shapes. Feeds and
+ * persistable Variables keep their names; fetch_names[i] gets the name
+ * (owned by *out) of fetch slot fetch[i]. */
+pd_status pd_static_lower(const pd_program *p, const bool *live, const pd_static_feed *feed, int n_feed,
+                          const int *fetch, int n_fetch, pd_var_scope *scope, pd_program **out,
+                          const char **fetch_names);
+
+/* With on, e runs programs as they are (grad ops run their rules on the
+ * run's values) instead of lowering them: for tests. */
+void pd_executor_set_interpret(pd_executor *e, bool on);
+/* The program e's last run executed, lowered (NULL when that run was
+ * interpreted): for tests. */
+const pd_program *pd_executor_lowered_program(const pd_executor *e);
 
 /* ---- scopes (scope.c) ------------------------------------------------------ */
 /* The scope runs use when given none: the scope_guard's or the global one. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "paddlec/static.h"
+#include "static/static_internal.h"
 #include "test_util.h"
 
 static pd_tensor *fetch1(pd_executor *exe, pd_program *p, pd_static_feed *feed, int nf, pd_tensor *v,
@@ -29,9 +30,9 @@ static pd_tensor *wave(int64_t rows, int64_t cols, double phase) {
 }
 
 /* A LinearNet-like network (13 -> 10 -> relu -> 1) recorded from nn layers
- * gives the outputs and gradients eager gives. */
-static void test_layers_recorded_equal_eager(void **state) {
-  (void)state;
+ * gives the outputs and gradients eager gives, lowered for the feed shapes
+ * or interpreted. */
+static void check_layers_recorded_equal_eager(bool interpret) {
   pd_set_default_dtype(PD_FLOAT64);
   pd_layer *l1 = pd_nn_linear(13, 10, NULL), *l2 = pd_nn_linear(10, 1, NULL);
   pd_set_default_dtype(PD_FLOAT32);
@@ -65,6 +66,7 @@ static void test_layers_recorded_equal_eager(void **state) {
   assert_true(found);
 
   pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_executor_set_interpret(exe, interpret);
   pd_var_scope *scope = pd_static_scope();
   assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
   pd_static_feed feed[2] = {{"x", xv}, {"y", yv}};
@@ -96,6 +98,15 @@ static void test_layers_recorded_equal_eager(void **state) {
   pd_program_release(startup);
   pd_layer_release(l1);
   pd_layer_release(l2);
+}
+
+static void test_layers_recorded_equal_eager(void **state) {
+  (void)state;
+  check_layers_recorded_equal_eager(false);
+}
+static void test_layers_interpreted_equal_eager(void **state) {
+  (void)state;
+  check_layers_recorded_equal_eager(true);
 }
 
 /* y = x * x + 3 x: dy/dx = 2 x + 3; x feeds three ops, whose gradients add. */
@@ -289,6 +300,18 @@ static void test_seed004_fluid_program_converges(void **state) {
     pd_tensor_release(l);
   }
   assert_int_equal(pd_static_scope_guard_end(), PD_OK);
+  /* the step ran lowered for its feed shapes: registry ops only, each grad
+   * op replaced by its backward rule's ops */
+  const pd_program *low = pd_executor_lowered_program(exe);
+  assert_non_null(low);
+  const pd_static_block *lb = low->blocks[0];
+  int n_matmul = 0;
+  for (int k = 0; k < lb->n_ops; k++) {
+    assert_true(lb->ops[k]->op_id >= 0);
+    assert_int_equal(lb->ops[k]->grad_of, -1);
+    n_matmul += strcmp(lb->ops[k]->type, "matmul") == 0;
+  }
+  assert_true(n_matmul >= 2); /* the forward's and the weight gradient's */
   assert_true(first > 0.1);
   assert_true(last < 1e-16);
   pd_tensor *w = pd_var_scope_find_var(scope, wname), *b = pd_var_scope_find_var(scope, bname);
@@ -307,6 +330,7 @@ static void test_seed004_fluid_program_converges(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layers_recorded_equal_eager),
+      cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
       cmocka_unit_test(test_no_grad),
       cmocka_unit_test(test_sgd_matches_eager),

@@ -1,0 +1,219 @@
+/* Lowering a Program for known feed shapes: the ops are dispatched again,
+ * under the recorder, on Variables whose shapes the feeds and the scope
+ * now fix, and each grad op's backward rule is run the same way, so its
+ * ops (matmul, sum, reshape, ...) are recorded with the constants the
+ * shapes imply (mean's 1/n). The result holds registry ops only; the
+ * executor caches it per program version, feed shapes and fetch list. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "paddlec/creation.h"
+#include "static_internal.h"
+
+typedef struct lower {
+  const pd_static_block *src;
+  pd_static_block *dst;
+  pd_var_scope *scope;
+  pd_tensor **meta; /* per source variable: its handle in dst (borrowed), NULL until known */
+} lower;
+
+/* A variable of dst named as source variable v, shaped like t. */
+static pd_tensor *add_like(lower *w, const pd_variable *v, const pd_tensor *t) {
+  pd_variable *d = pd_ir_add_var(w->dst, v->name, t->dtype, t->ndim, t->shape, NULL);
+  if (!d) return NULL;
+  d->persistable = v->persistable;
+  d->is_parameter = v->is_parameter;
+  d->is_data = v->is_data;
+  d->stop_gradient = v->stop_gradient;
+  return d->tensor;
+}
+
+/* The handle of source slot s, from the scope when no op wrote it yet. */
+static pd_tensor *input(lower *w, int s) {
+  if (w->meta[s]) return w->meta[s];
+  const pd_variable *v = w->src->vars[s];
+  pd_tensor *t = pd_var_scope_find_var(w->scope, v->name);
+  if (t) return w->meta[s] = add_like(w, v, t);
+  if (v->is_data)
+    pd_set_error(PD_ERR_INVALID, "Executor.run: data variable '%s' was not fed", v->name);
+  else if (v->persistable)
+    pd_set_error(
+        PD_ERR_STATE,
+        "Executor.run: persistable variable '%s' is not in the scope (run the startup program first)",
+        v->name);
+  else
+    pd_set_error(PD_ERR_STATE, "Executor.run: variable '%s' is read before any op writes it", v->name);
+  return NULL;
+}
+
+/* Makes handle t the value of source slot s; a persistable variable keeps
+ * its name in dst (the scope stores it under that name). */
+static pd_status output(lower *w, int s, pd_tensor *t) {
+  const pd_variable *v = w->src->vars[s];
+  pd_variable *d = pd_ir_var_of(w->dst->program, t);
+  if (!d) { /* an eager tensor (a constant a rule made): a Variable of dst */
+    pd_program *p = w->dst->program;
+    if (!(d = pd_static_var_for(p, t))) return pd_last_status();
+  }
+  if (v->persistable && strcmp(d->name, v->name) != 0) {
+    pd_status st = pd_ir_rename_var(w->dst, d->name, v->name);
+    if (st != PD_OK) return st;
+  }
+  if (v->persistable) d->persistable = true;
+  w->meta[s] = d->tensor;
+  return PD_OK;
+}
+
+static pd_status lower_assign_value(lower *w, const pd_operator *op, const int *out) {
+  const pd_variable *v = w->src->vars[out[0]];
+  pd_tensor *h = add_like(w, v, op->value);
+  if (!h) return pd_last_status();
+  const char *outs[1] = {v->name};
+  pd_operator *d = pd_ir_append_op(w->dst, PD_STATIC_ASSIGN_VALUE, NULL, 0, outs, 1, &op->attrs);
+  if (!d) return pd_last_status();
+  d->value = pd_tensor_retain(op->value);
+  w->meta[out[0]] = h;
+  return PD_OK;
+}
+
+static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  const pd_op_def *def = pd_op_table[op->grad_of];
+  int fi = op->fwd_n_in, fo = op->fwd_n_out;
+  pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS], *gout[PD_MAX_OUTPUTS] = {0},
+                                                         *gin[PD_MAX_OUTPUTS] = {0};
+  pd_meta in_meta[PD_MAX_OUTPUTS];
+  bool needs[PD_MAX_OUTPUTS];
+  pd_status st = PD_OK;
+  for (int i = 0; i < fi + fo && st == PD_OK; i++) {
+    pd_tensor *h = input(w, in[i]);
+    if (!h)
+      st = pd_last_status();
+    else if (i < fi)
+      ins[i] = h;
+    else
+      outs[i - fi] = h;
+  }
+  for (int k = 0; k < fo && st == PD_OK; k++) {
+    int gs = in[fi + fo + k];
+    pd_tensor *g = gs >= 0 ? input(w, gs) : pd_zeros(outs[k]->ndim, outs[k]->shape, outs[k]->dtype);
+    if (!g)
+      st = pd_last_status();
+    else
+      gout[k] = gs >= 0 ? pd_tensor_retain(g) : g;
+  }
+  for (int i = 0; i < fi; i++) {
+    if (st == PD_OK) pd_meta_of(ins[i], &in_meta[i]);
+    needs[i] = out[i] >= 0;
+  }
+  if (st == PD_OK) {
+    pd_backward_ctx ctx = {.attrs = &op->attrs,
+                           .n_in = fi,
+                           .n_out = fo,
+                           .inputs = ins,
+                           .outputs = outs,
+                           .in_meta = in_meta,
+                           .grad_out = gout,
+                           .needs_grad = needs,
+                           .grad_in = gin};
+    st = def->backward(&ctx);
+  }
+  for (int i = 0; i < fi && st == PD_OK; i++) {
+    if (!needs[i]) continue;
+    const pd_meta *m = &in_meta[i];
+    if (!gin[i] && !(gin[i] = pd_zeros(m->ndim, m->shape, m->dtype))) st = pd_last_status();
+    if (st == PD_OK && (gin[i]->ndim != m->ndim || !pd_shape_eq(m->ndim, gin[i]->shape, m->shape)))
+      st = pd_set_error(PD_ERR_SHAPE, "%s: the gradient of input %d has shape %s", op->type, i,
+                        PD_SHAPE_STR(gin[i]));
+    if (st == PD_OK) st = output(w, out[i], gin[i]);
+  }
+  for (int i = 0; i < fi; i++) pd_tensor_release(gin[i]);
+  for (int k = 0; k < fo; k++) pd_tensor_release(gout[k]);
+  return st;
+}
+
+static pd_status lower_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  if (op->grad_of >= 0) return lower_grad_op(w, op, in, out);
+  if (op->op_id < 0) return lower_assign_value(w, op, out);
+  if (op->n_in > PD_MAX_OUTPUTS) return pd_set_error(PD_ERR_INVALID, "%s: %d inputs", op->type, op->n_in);
+  pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
+  for (int i = 0; i < op->n_in; i++)
+    if (!(ins[i] = input(w, in[i]))) return pd_last_status();
+  int n = 0;
+  pd_status st = pd_dispatch((pd_op_id)op->op_id, ins, op->n_in, &op->attrs, outs, &n);
+  if (st != PD_OK) return st;
+  if (n != op->n_out)
+    st = pd_set_error(PD_ERR_STATE, "%s: %d outputs recorded, %d now", op->type, op->n_out, n);
+  for (int k = 0; k < n && st == PD_OK; k++) st = output(w, out[k], outs[k]);
+  for (int k = 0; k < n; k++) pd_tensor_release(outs[k]);
+  return st;
+}
+
+/* The slots of op's names in src (-1 for an empty slot). */
+static pd_status slots(const pd_static_block *b, char *const *names, int n, int *out) {
+  for (int i = 0; i < n; i++) {
+    out[i] = -1;
+    if (strcmp(names[i], PD_STATIC_EMPTY_VAR) == 0) continue;
+    for (int s = 0; s < b->n_vars && out[i] < 0; s++)
+      if (strcmp(b->vars[s]->name, names[i]) == 0) out[i] = s;
+    if (out[i] < 0)
+      return pd_set_error(PD_ERR_INVALID, "Executor: the program has no variable '%s'", names[i]);
+  }
+  return PD_OK;
+}
+
+pd_status pd_static_lower(const pd_program *p, const bool *live, const pd_static_feed *feed, int n_feed,
+                          const int *fetch, int n_fetch, pd_var_scope *scope, pd_program **out,
+                          const char **fetch_names) {
+  *out = NULL;
+  lower w = {.src = p->blocks[0], .scope = scope};
+  pd_program *dst = pd_static_program();
+  w.meta = calloc((size_t)w.src->n_vars + 1, sizeof *w.meta);
+  if (!dst || !w.meta) {
+    pd_program_release(dst);
+    free(w.meta);
+    return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory lowering the program");
+  }
+  w.dst = dst->blocks[0];
+  pd_status st = PD_OK;
+  for (int i = 0; i < n_feed && st == PD_OK; i++) {
+    int s;
+    char *nm = (char *)feed[i].name;
+    if ((st = slots(w.src, &nm, 1, &s)) == PD_OK &&
+        !(w.meta[s] = add_like(&w, w.src->vars[s], feed[i].value)))
+      st = pd_last_status();
+  }
+  if (st == PD_OK) st = pd_static_record_begin(dst);
+  if (st == PD_OK) {
+    for (int k = 0; k < w.src->n_ops && st == PD_OK; k++) {
+      if (!live[k]) continue;
+      const pd_operator *op = w.src->ops[k];
+      int in[3 * PD_MAX_OUTPUTS], o[PD_MAX_OUTPUTS];
+      if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
+        st = pd_set_error(PD_ERR_INVALID, "Executor: op %s has %d inputs, %d outputs", op->type, op->n_in,
+                          op->n_out);
+      if (st == PD_OK) st = slots(w.src, op->inputs, op->n_in, in);
+      if (st == PD_OK) st = slots(w.src, op->outputs, op->n_out, o);
+      if (st == PD_OK) {
+        int role = pd_static_set_role(op->role);
+        st = lower_op(&w, op, in, o);
+        pd_static_set_role(role);
+        if (st != PD_OK) pd_error_prefix("lowering %s", op->type);
+      }
+    }
+    pd_static_record_end();
+  }
+  for (int i = 0; i < n_fetch && st == PD_OK; i++) {
+    pd_tensor *h = input(&w, fetch[i]);
+    if (!h)
+      st = pd_last_status();
+    else
+      fetch_names[i] = pd_ir_var_of(dst, h)->name;
+  }
+  free(w.meta);
+  if (st != PD_OK) {
+    pd_program_release(dst);
+    return st;
+  }
+  *out = dst;
+  return PD_OK;
+}
