@@ -4,7 +4,10 @@
 
 #include <stdatomic.h>
 
+#include "alloc.h"
+#include "element.h"
 #include "paddlec/core.h"
+#include "shape.h"
 
 typedef struct pd_node pd_node;
 typedef struct pd_hook pd_hook;
@@ -135,21 +138,6 @@ static inline pd_tensor *pd_scope_track_inline(pd_tensor *t) {
 }
 #define pd_scope_track(t) pd_scope_track_inline(t)
 
-void pd_compute_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
-bool pd_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
-int64_t pd_shape_numel(int ndim, const int64_t *shape);
-/* "[2, 3]" into buf; returns buf. */
-char *pd_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 #define PD_SHAPE_STR(t) pd_shape_str((t)->ndim, (t)->shape, (char[160]){0}, 160)
-
-/* Raw element conversion used by slow generic paths. */
-double pd_load_as_f64(const void *p, pd_dtype dt);
-void pd_store_from_f64(void *p, pd_dtype dt, double v);
-
-/* Caching allocator (64-byte aligned). */
-void *pd_alloc(size_t nbytes);
-void pd_free(void *p, size_t nbytes);
-/* Counts bytes held outside pd_alloc (inline payloads) as allocated. */
-void pd_alloc_account(size_t bytes, bool add);
 
 #endif

@@ -270,7 +270,7 @@ static void sum_squares(float *out, const float *in, int64_t n) {
 
 static void comm_sum(float *out, const float *in, int64_t n) {
   const void *srcs[4] = {in, in + n, in + 2 * n, in + 3 * n};
-  pdk_comm_reduce(out, srcs, 4, (size_t)n, PD_FLOAT32, PD_REDUCE_SUM);
+  pdk_comm_reduce(out, srcs, 4, (size_t)n, PD_FLOAT32, PDK_REDUCE_SUM);
 }
 
 static void test_raw_kernels_agree_across_variants(void **state) {

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../kernels/cpu/comm_reduce.h"
 #include "paddlec/core.h"
 #include "paddlec/distributed.h"
 
@@ -180,5 +181,22 @@ pd_status pd_comm_mpi_world_allgather(const void *mine, void *all, size_t bytes)
 void pd_comm_mpi_finalize(void);
 #define PD_MPI_EXIT_GRACE_S 10.0
 #endif
+
+/* The kernel's reduction for a collective's op (the two enums are kept apart
+ * so the compute layer does not include the distributed API). */
+static inline pdk_reduce_op pd_comm_kernel_op(pd_reduce_op op) {
+  switch (op) {
+    case PD_REDUCE_MAX:
+      return PDK_REDUCE_MAX;
+    case PD_REDUCE_MIN:
+      return PDK_REDUCE_MIN;
+    case PD_REDUCE_PROD:
+      return PDK_REDUCE_PROD;
+    case PD_REDUCE_AVG:
+      return PDK_REDUCE_AVG;
+    default:
+      return PDK_REDUCE_SUM;
+  }
+}
 
 #endif

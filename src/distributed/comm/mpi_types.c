@@ -41,14 +41,14 @@ MPI_Datatype pd_mpi_datatype(pd_dtype dt) {
     const void *srcs[2] = {in, inout};                                      \
     pdk_comm_reduce(inout, srcs, 2, (size_t)(*len > 0 ? *len : 0), DT, OP); \
   }
-PD_MPI_USER_OP(f16_sum, PD_FLOAT16, PD_REDUCE_SUM)
-PD_MPI_USER_OP(f16_max, PD_FLOAT16, PD_REDUCE_MAX)
-PD_MPI_USER_OP(f16_min, PD_FLOAT16, PD_REDUCE_MIN)
-PD_MPI_USER_OP(f16_prod, PD_FLOAT16, PD_REDUCE_PROD)
-PD_MPI_USER_OP(bf16_sum, PD_BFLOAT16, PD_REDUCE_SUM)
-PD_MPI_USER_OP(bf16_max, PD_BFLOAT16, PD_REDUCE_MAX)
-PD_MPI_USER_OP(bf16_min, PD_BFLOAT16, PD_REDUCE_MIN)
-PD_MPI_USER_OP(bf16_prod, PD_BFLOAT16, PD_REDUCE_PROD)
+PD_MPI_USER_OP(f16_sum, PD_FLOAT16, PDK_REDUCE_SUM)
+PD_MPI_USER_OP(f16_max, PD_FLOAT16, PDK_REDUCE_MAX)
+PD_MPI_USER_OP(f16_min, PD_FLOAT16, PDK_REDUCE_MIN)
+PD_MPI_USER_OP(f16_prod, PD_FLOAT16, PDK_REDUCE_PROD)
+PD_MPI_USER_OP(bf16_sum, PD_BFLOAT16, PDK_REDUCE_SUM)
+PD_MPI_USER_OP(bf16_max, PD_BFLOAT16, PDK_REDUCE_MAX)
+PD_MPI_USER_OP(bf16_min, PD_BFLOAT16, PDK_REDUCE_MIN)
+PD_MPI_USER_OP(bf16_prod, PD_BFLOAT16, PDK_REDUCE_PROD)
 
 static MPI_User_function *const k_user_fns[2][4] = {{f16_sum, f16_max, f16_min, f16_prod},
                                                     {bf16_sum, bf16_max, bf16_min, bf16_prod}};

@@ -90,7 +90,7 @@ static pd_status reduce_zero_copy(shm_comm *s, const shm_post *post, const shm_a
     size_t m = hi - b < DIRECT_BLOCK ? hi - b : DIRECT_BLOCK;
     for (int r = 0; r < n; r++) srcs[r] = blocks + (size_t)r * za->block_bytes + b * es;
     unsigned char *dst = (unsigned char *)blocks + (size_t)first * za->block_bytes + b * es;
-    pdk_comm_reduce(dst, srcs, n, m, dt, op);
+    pdk_comm_reduce(dst, srcs, n, m, dt, pd_comm_kernel_op(op));
     if (root >= 0) continue;
     for (int r = 0; r < n; r++)
       if (r != first) memcpy((unsigned char *)blocks + (size_t)r * za->block_bytes + b * es, dst, m * es);
@@ -116,7 +116,7 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
     if ((st = shm_enter(s, post)) < 0) goto done;
     if (root < 0 || root == me) {
       for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, post);
-      pdk_comm_reduce(out, srcs, n, count, dt, op);
+      pdk_comm_reduce(out, srcs, n, count, dt, pd_comm_kernel_op(op));
     }
     goto done;
   }
@@ -162,11 +162,11 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
         size_t m = hi - b < DIRECT_BLOCK ? hi - b : DIRECT_BLOCK;
         for (int r = 0; r < n; r++) part[r] = (const char *)srcs[r] + (b - lo) * es;
         char *o = (char *)out + (off + b) * es;
-        pdk_comm_reduce(o, part, n, m, dt, op);
+        pdk_comm_reduce(o, part, n, m, dt, pd_comm_kernel_op(op));
         memcpy(shm_stage(s, me, step) + b * es, o, m * es);
       }
     } else if (hi > lo) {
-      pdk_comm_reduce(shm_stage(s, me, step) + lo * es, srcs, n, hi - lo, dt, op);
+      pdk_comm_reduce(shm_stage(s, me, step) + lo * es, srcs, n, hi - lo, dt, pd_comm_kernel_op(op));
     }
     if ((st = shm_barrier(s, &w)) < 0) goto done;
     if (root >= 0 && root != me) continue;
@@ -264,7 +264,7 @@ static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_
     memcpy(my_small(s, &post), in, (size_t)n * count * es);
     if ((st = shm_enter(s, &post)) >= 0) {
       for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, &post) + (size_t)me * count * es;
-      pdk_comm_reduce(out, srcs, n, count, dt, op);
+      pdk_comm_reduce(out, srcs, n, count, dt, pd_comm_kernel_op(op));
     }
     goto done;
   }
@@ -280,7 +280,7 @@ static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_
     st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
     if (st < 0) goto done;
     for (int r = 0; r < n; r++) srcs[r] = shm_stage(s, r, step) + (size_t)me * ce * es;
-    pdk_comm_reduce((char *)out + off * es, srcs, n, len, dt, op);
+    pdk_comm_reduce((char *)out + off * es, srcs, n, len, dt, pd_comm_kernel_op(op));
   }
 done:
   if (n > 64) free(srcs);

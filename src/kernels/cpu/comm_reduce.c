@@ -57,13 +57,13 @@ PD_DEFINE_REDUCE_ALL(f64, double, PD_RED_SUM, PD_RED_PROD)
 typedef void (*pd_reduce_fn)(void *, const void *const *, int, size_t);
 
 static pd_reduce_fn pick(pd_reduce_fn sum, pd_reduce_fn prod, pd_reduce_fn max, pd_reduce_fn min,
-                         pd_reduce_op op) {
+                         pdk_reduce_op op) {
   switch (op) {
-    case PD_REDUCE_PROD:
+    case PDK_REDUCE_PROD:
       return prod;
-    case PD_REDUCE_MAX:
+    case PDK_REDUCE_MAX:
       return max;
-    case PD_REDUCE_MIN:
+    case PDK_REDUCE_MIN:
       return min;
     default:
       return sum;
@@ -74,7 +74,7 @@ static pd_reduce_fn pick(pd_reduce_fn sum, pd_reduce_fn prod, pd_reduce_fn max, 
        (pd_reduce_fn)min_##SUFFIX, op)
 
 /* float16 / bfloat16: widen a block, reduce in float32, round once. */
-static void reduce_half(uint16_t *dst, const void *const *srcs, int nsrc, size_t n, pd_reduce_op op,
+static void reduce_half(uint16_t *dst, const void *const *srcs, int nsrc, size_t n, pdk_reduce_op op,
                         int bf16) {
   float acc[1024], v[1024];
   pd_reduce_fn fn = PD_PICK(f32, op);
@@ -92,8 +92,8 @@ static void reduce_half(uint16_t *dst, const void *const *srcs, int nsrc, size_t
   }
 }
 
-static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t n, pd_reduce_op op) {
-  int and_op = op == PD_REDUCE_PROD || op == PD_REDUCE_MIN;
+static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t n, pdk_reduce_op op) {
+  int and_op = op == PDK_REDUCE_PROD || op == PDK_REDUCE_MIN;
   for (size_t i = 0; i < n; i++) {
     uint8_t r = ((const uint8_t *)srcs[0])[i] != 0;
     for (int k = 1; k < nsrc; k++) {
@@ -105,13 +105,13 @@ static void reduce_bool(uint8_t *dst, const void *const *srcs, int nsrc, size_t 
 }
 
 static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
-                         pd_reduce_op op);
+                         pdk_reduce_op op);
 
-void pdk_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pd_reduce_op op) {
+void pdk_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt, pdk_reduce_op op) {
   if (n == 0 || nsrc <= 0) return;
-  if (op != PD_REDUCE_AVG || nsrc > 64) {
-    reduce_plain(dst, srcs, nsrc, n, dt, op == PD_REDUCE_AVG ? PD_REDUCE_SUM : op);
-    if (op == PD_REDUCE_AVG) pdk_comm_divide(dst, n, dt, nsrc);
+  if (op != PDK_REDUCE_AVG || nsrc > 64) {
+    reduce_plain(dst, srcs, nsrc, n, dt, op == PDK_REDUCE_AVG ? PDK_REDUCE_SUM : op);
+    if (op == PDK_REDUCE_AVG) pdk_comm_divide(dst, n, dt, nsrc);
     return;
   }
   /* in blocks, so the division reads what the sum just wrote from cache */
@@ -120,13 +120,13 @@ void pdk_comm_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, pd_
   for (size_t b = 0; b < n; b += blk) {
     size_t m = n - b < blk ? n - b : blk;
     for (int k = 0; k < nsrc; k++) part[k] = (const char *)srcs[k] + b * es;
-    reduce_plain((char *)dst + b * es, part, nsrc, m, dt, PD_REDUCE_SUM);
+    reduce_plain((char *)dst + b * es, part, nsrc, m, dt, PDK_REDUCE_SUM);
     pdk_comm_divide((char *)dst + b * es, m, dt, nsrc);
   }
 }
 
 static void reduce_plain(void *dst, const void *const *srcs, int nsrc, size_t n, pd_dtype dt,
-                         pd_reduce_op op) {
+                         pdk_reduce_op op) {
   switch (dt) {
     case PD_BOOL:
       reduce_bool(dst, srcs, nsrc, n, op);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/tensor_impl.h"
+#include "../../core/alloc.h"
 #include "conv.h"
 
 #define KEYLEN 26

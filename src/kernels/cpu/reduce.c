@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/tensor_impl.h"
+#include "../../core/element.h"
+#include "../../core/shape.h"
 
 /* Below this many input elements a reduction runs on one thread. */
 #define GRAIN 32768
