@@ -157,7 +157,7 @@ static int train_pylayer_net(int rank) {
     pd_status st = pd_backward(loss, NULL, false);
     pd_data_parallel_no_sync_end(dp);
     /* step 2: fuse + allreduce manually before optimization */
-    if (st == PD_OK) st = pd_dist_fused_allreduce_gradients(ps.tensors, ps.n, NULL);
+    if (st == PD_OK) st = pd_fleet_utils_fused_allreduce_gradients(ps.tensors, ps.n, NULL);
     if (st == PD_OK) st = pd_optimizer_step(opt);
     if (st != PD_OK) {
       rc = 1;

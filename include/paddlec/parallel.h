@@ -62,11 +62,18 @@ PD_API pd_layer *pd_data_parallel_layers(pd_layer *dp);
 PD_API pd_status pd_data_parallel_no_sync_begin(pd_layer *dp);
 PD_API pd_status pd_data_parallel_no_sync_end(pd_layer *dp);
 
-/* fleet.utils.fused_allreduce_gradients(params, hcg=None): averages the
+/* fleet.utils.fused_allreduce_gradients(params, hcg=None) (Paddle's
+ * paddle.distributed.fleet.utils.hybrid_parallel_util): averages the
  * gradients of the given parameters over `group` (NULL: the world) in
  * coalesced buckets, synchronously. Parameters without a gradient are
- * skipped. */
-PD_API pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group);
+ * skipped. Named by DESIGN's rule for paddle.distributed.fleet.utils
+ * (pd_fleet_utils_), declared here because it serves DataParallel without
+ * fleet.init. */
+PD_API pd_status pd_fleet_utils_fused_allreduce_gradients(pd_tensor *const *params, int n,
+                                                          pd_dist_group *group);
+
+/* Deprecated names, kept for one release (docs/architecture.md, "Names"). */
+#define pd_dist_fused_allreduce_gradients pd_fleet_utils_fused_allreduce_gradients
 
 #ifdef __cplusplus
 }

@@ -629,7 +629,7 @@ static int rank_fused(int rank) {
   pd_tensor_set_grad(a, pd_full(1, SHAPE(3), rank == 0 ? 1 : 3, PD_FLOAT32));
   pd_tensor_set_grad(b, pd_full(2, SHAPE(2, 2), rank == 0 ? 10 : 20, PD_FLOAT64));
   pd_tensor *ps[] = {a, b, c};
-  CHECK(pd_dist_fused_allreduce_gradients(ps, 3, NULL) == PD_OK, 1);
+  CHECK(pd_fleet_utils_fused_allreduce_gradients(ps, 3, NULL) == PD_OK, 1);
   CHECK(pd_tensor_item_at(pd_tensor_grad(a), 2) == 2 && pd_tensor_item_at(pd_tensor_grad(b), 3) == 15 &&
             !pd_tensor_grad(c),
         2);

@@ -61,6 +61,9 @@ static void old_checkpoint_and_layer_names(void **state) {
   pd_io_npz_free(NULL);
   pd_dist_env env = {0};
   pd_dist_env_clear(&env);
+  /* fleet.utils.fused_allreduce_gradients under its old pd_dist_ name */
+  assert_ptr_equal((void (*)(void))pd_dist_fused_allreduce_gradients,
+                   (void (*)(void))pd_fleet_utils_fused_allreduce_gradients);
   expect_no_live_tensors();
 }
 

@@ -8,7 +8,7 @@
 
 #define FUSE_GROUP_BYTES ((size_t)128 * 1024 * 1024)
 
-pd_status pd_dist_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group) {
+pd_status pd_fleet_utils_fused_allreduce_gradients(pd_tensor *const *params, int n, pd_dist_group *group) {
   if (n < 0 || (n > 0 && !params))
     return pd_set_error(PD_ERR_INVALID, "fused_allreduce_gradients: bad parameter list (%d)", n);
   if (!pd_dist_is_initialized())
