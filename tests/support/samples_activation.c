@@ -14,9 +14,13 @@ static int s_relu6(pd_tensor **in, pd_attrs *a) {
   in[0] = sample_uniform(2, S(3, 4), -2, 8);
   return 1;
 }
-static int s_hard(pd_tensor **in, pd_attrs *a) { /* every piece of hardswish / hardsigmoid */
+static int s_hardswish(pd_tensor **in, pd_attrs *a) { /* every piece of hardswish */
   (void)a;
   in[0] = sample_uniform(2, S(3, 4), -4.5, 4.5);
+  return 1;
+}
+static int s_hard(pd_tensor **in, pd_attrs *a) { /* every piece of hardsigmoid */
+  s_hardswish(in, a);
   a->f[0] = 0.1666667;
   a->f[1] = 0.5;
   return 1;
@@ -178,7 +182,7 @@ const pd_op_sample pd_samples_activation[] = {
     {"softplus", s_softplus, 0},
     {"softplus", s_softplus_threshold, 0},
     {"softsign", s_sym, 0},
-    {"hardswish", s_hard, 0},
+    {"hardswish", s_hardswish, 0},
     {"hardsigmoid", s_hard, 0},
     {"logsigmoid", s_sym, 0},
     {"softmax", s_softmax_last, 0},

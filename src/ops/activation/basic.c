@@ -150,20 +150,20 @@ static pd_status logsigmoid_backward(const pd_backward_ctx *c) {
                                        .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
                                        .backward = kname##_backward,                \
                                        .flops = pd_flops_per_elem};
-ACT(relu, relu, PD_OPF_SAVE_OUT, NULL)
-ACT(relu_, relu, PD_OPF_SAVE_OUT | PD_OPF_INPLACE, NULL)
-ACT(relu6, relu6, PD_OPF_SAVE_OUT, NULL)
+ACT(relu, relu, PD_OPF_SAVE_OUT, "")
+ACT(relu_, relu, PD_OPF_SAVE_OUT | PD_OPF_INPLACE, "")
+ACT(relu6, relu6, PD_OPF_SAVE_OUT, "")
 ACT(leaky_relu, leaky_relu, PD_OPF_SAVE_IN, "f0:negative_slope")
 ACT(elu, elu, PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT, "f0:alpha")
 ACT(selu, selu, PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT, "f0:scale,f1:alpha")
-ACT(sigmoid, sigmoid, PD_OPF_SAVE_OUT, NULL)
-ACT(silu, silu, PD_OPF_SAVE_IN, NULL)
-ACT(swish, silu, PD_OPF_SAVE_IN, NULL)
+ACT(sigmoid, sigmoid, PD_OPF_SAVE_OUT, "")
+ACT(silu, silu, PD_OPF_SAVE_IN, "")
+ACT(swish, silu, PD_OPF_SAVE_IN, "")
 ACT(softplus, softplus, PD_OPF_SAVE_IN, "f0:beta,f1:threshold")
-ACT(softsign, softsign, PD_OPF_SAVE_IN, NULL)
-ACT(hardswish, hardswish, PD_OPF_SAVE_IN, NULL)
+ACT(softsign, softsign, PD_OPF_SAVE_IN, "")
+ACT(hardswish, hardswish, PD_OPF_SAVE_IN, "")
 ACT(hardsigmoid, hardsigmoid, PD_OPF_SAVE_OUT, "f0:slope,f1:offset")
-ACT(logsigmoid, logsigmoid, PD_OPF_SAVE_IN, NULL)
+ACT(logsigmoid, logsigmoid, PD_OPF_SAVE_IN, "")
 
 static pd_tensor *act(pd_op_id id, pd_tensor *x, double p0, double p1) {
   pd_attrs a = {.f = {p0, p1}};

@@ -141,7 +141,7 @@ ACT(celu, celu, "f0:alpha")
 ACT(hardtanh, hardtanh, "f0:t_min,f1:t_max")
 ACT(hardshrink, shrink, "f0:threshold")
 ACT(softshrink, shrink, "f0:lambda")
-ACT(tanh_shrink, tanh_shrink, NULL)
+ACT(tanh_shrink, tanh_shrink, "")
 ACT(mish, mish, "f0:threshold")
 ACT(thresholded_relu, thresholded_relu, "f0:threshold,f1:value")
 

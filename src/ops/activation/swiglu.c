@@ -155,6 +155,7 @@ static pd_status swiglu_backward(const pd_backward_ctx *c) {
 
 const pd_op_def pd_opdef_swiglu = {
     .name = "swiglu",
+    .attr_names = "",
     .n_in = -1,
     .n_out = 1,
     .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
@@ -163,6 +164,7 @@ const pd_op_def pd_opdef_swiglu = {
     .backward = swiglu_backward,
     .flops = pd_flops_per_elem};
 const pd_op_def pd_opdef_swiglu_grad = {.name = "swiglu_grad",
+                                        .attr_names = "",
                                         .n_in = -1,
                                         .n_out = -1,
                                         .flags = PD_OPF_FLOAT_ONLY,

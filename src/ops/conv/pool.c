@@ -482,6 +482,7 @@ const pd_op_def pd_opdef_max_pool_grad = {.name = "max_pool_grad",
                                           .kernel = {[PD_PLACE_CPU] = max_grad_kernel},
                                           .backward = max_grad_backward};
 const pd_op_def pd_opdef_max_pool_gather = {.name = "max_pool_gather",
+                                            .attr_names = "",
                                             .n_in = 2,
                                             .n_out = 1,
                                             .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,

@@ -93,6 +93,7 @@ static pd_status div_backward(const pd_backward_ctx *c) {
 #define BINARY_DEF(opname, kname, extra)                                     \
   const pd_op_def pd_opdef_##opname = {                                      \
       .name = #opname,                                                       \
+      .attr_names = "",                                                      \
       .n_in = 2,                                                             \
       .n_out = 1,                                                            \
       .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | (extra), \
@@ -119,6 +120,7 @@ static pd_status add__meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 }
 
 const pd_op_def pd_opdef_add_ = {.name = "add_",
+                                 .attr_names = "",
                                  .n_in = 2,
                                  .n_out = 1,
                                  .flags = PD_OPF_DIFF | PD_OPF_INPLACE,

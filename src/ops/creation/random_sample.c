@@ -101,6 +101,7 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
 }
 
 const pd_op_def pd_opdef_bernoulli = {.name = "bernoulli",
+                                      .attr_names = "",
                                       .n_in = 1,
                                       .n_out = 1,
                                       .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,

@@ -115,6 +115,7 @@ const pd_op_def pd_opdef_allclose = {.name = "allclose",
                                      .infer_meta = scalar_bool_meta,
                                      .kernel = {[PD_PLACE_CPU] = allclose_kernel}};
 const pd_op_def pd_opdef_equal_all = {.name = "equal_all",
+                                      .attr_names = "",
                                       .n_in = 2,
                                       .n_out = 1,
                                       .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,

@@ -237,6 +237,7 @@ static pd_status minimum_backward(const pd_backward_ctx *c) { return minmax_back
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define BIN_FLAGS (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32)
 const pd_op_def pd_opdef_floor_divide = {.name = "floor_divide",
+                                         .attr_names = "",
                                          .n_in = 2,
                                          .n_out = 1,
                                          .flags = BIN_FLAGS,
@@ -245,6 +246,7 @@ const pd_op_def pd_opdef_floor_divide = {.name = "floor_divide",
                                          .flops = pd_flops_per_elem};
 #define BIN_DEF(opname, save)                                                        \
   const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .attr_names = "",                             \
                                        .n_in = 2,                                    \
                                        .n_out = 1,                                   \
                                        .flags = BIN_FLAGS | PD_OPF_DIFF | (save),    \

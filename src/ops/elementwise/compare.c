@@ -72,6 +72,7 @@ static pd_status meta_unary_bool(const pd_op_def *def, pd_tensor *const *in, int
 
 #define BIN_DEF(opname)                                                               \
   const pd_op_def pd_opdef_##opname = {.name = #opname,                               \
+                                       .attr_names = "",                              \
                                        .n_in = 2,                                     \
                                        .n_out = 1,                                    \
                                        .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32, \
@@ -84,6 +85,7 @@ static pd_status meta_unary_bool(const pd_op_def *def, pd_tensor *const *in, int
   }
 #define UN_DEF(opname)                                                               \
   const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .attr_names = "",                             \
                                        .n_in = 1,                                    \
                                        .n_out = 1,                                   \
                                        .flags = PD_OPF_HALF_VIA_F32,                 \

@@ -130,15 +130,15 @@ static pd_status square_backward(const pd_backward_ctx *c) { /* 2 x g */
                                        .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
                                        .backward = bwd,                             \
                                        .flops = pd_flops_per_elem};
-UNARY(abs, abs, PD_OPF_SAVE_IN, abs_backward, NULL)
-UNARY(sign, sign, 0, zero_backward, NULL)
-UNARY(neg, neg, 0, neg_backward, NULL)
-UNARY(square, square, PD_OPF_SAVE_IN, square_backward, NULL)
-UNARY(floor, floor, 0, zero_backward, NULL)
-UNARY(ceil, ceil, 0, zero_backward, NULL)
+UNARY(abs, abs, PD_OPF_SAVE_IN, abs_backward, "")
+UNARY(sign, sign, 0, zero_backward, "")
+UNARY(neg, neg, 0, neg_backward, "")
+UNARY(square, square, PD_OPF_SAVE_IN, square_backward, "")
+UNARY(floor, floor, 0, zero_backward, "")
+UNARY(ceil, ceil, 0, zero_backward, "")
 UNARY(round, round, 0, zero_backward, "i0:decimals")
-UNARY(floor_, floor, PD_OPF_INPLACE, zero_backward, NULL)
-UNARY(ceil_, ceil, PD_OPF_INPLACE, zero_backward, NULL)
+UNARY(floor_, floor, PD_OPF_INPLACE, zero_backward, "")
+UNARY(ceil_, ceil, PD_OPF_INPLACE, zero_backward, "")
 
 #define WRAP(opname) \
   pd_tensor *pd_##opname(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname, &x, 1, NULL); }

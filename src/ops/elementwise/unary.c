@@ -69,6 +69,7 @@ BWD(erf, pd_multiply(K(pd_scale(g, M_2_SQRTPI, 0.0, true)),
 #define FLOAT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32)
 #define UNARY(opname, save)                                                          \
   const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
+                                       .attr_names = "",                             \
                                        .n_in = 1,                                    \
                                        .n_out = 1,                                   \
                                        .flags = FLOAT_FLAGS | (save),                \
@@ -80,6 +81,7 @@ BWD(erf, pd_multiply(K(pd_scale(g, M_2_SQRTPI, 0.0, true)),
 /* Inplace twin: same kernel; backward reads the output only. */
 #define INPLACE(opname)                                                                            \
   const pd_op_def pd_opdef_##opname##_ = {.name = #opname "_",                                     \
+                                          .attr_names = "",                                        \
                                           .n_in = 1,                                               \
                                           .n_out = 1,                                              \
                                           .flags = FLOAT_FLAGS | PD_OPF_INPLACE | PD_OPF_SAVE_OUT, \

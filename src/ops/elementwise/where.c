@@ -64,6 +64,7 @@ static pd_status where_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_where = {.name = "where",
+                                  .attr_names = "",
                                   .n_in = 3,
                                   .n_out = 1,
                                   .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,

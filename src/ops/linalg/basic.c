@@ -121,6 +121,7 @@ static double dot_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const
 }
 
 const pd_op_def pd_opdef_dot = {.name = "dot",
+                                .attr_names = "",
                                 .n_in = 2,
                                 .n_out = 1,
                                 .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
@@ -175,6 +176,7 @@ static pd_status t_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_t = {.name = "t",
+                              .attr_names = "",
                               .n_in = 1,
                               .n_out = 1,
                               .flags = PD_OPF_DIFF | PD_OPF_VIEW,

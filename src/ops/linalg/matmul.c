@@ -376,6 +376,7 @@ const pd_op_def pd_opdef_matmul = {.name = "matmul",
 
 /* mm: Paddle's paddle.mm, matmul without transpose flags. */
 const pd_op_def pd_opdef_mm = {.name = "mm",
+                               .attr_names = "",
                                .n_in = 2,
                                .n_out = 1,
                                .flags = MATMUL_FLAGS,
@@ -405,6 +406,7 @@ static pd_status bmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
 }
 
 const pd_op_def pd_opdef_bmm = {.name = "bmm",
+                                .attr_names = "",
                                 .n_in = 2,
                                 .n_out = 1,
                                 .flags = MATMUL_FLAGS,
@@ -432,6 +434,7 @@ static pd_status mv_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
 }
 
 const pd_op_def pd_opdef_mv = {.name = "mv",
+                               .attr_names = "",
                                .n_in = 2,
                                .n_out = 1,
                                .flags = MATMUL_FLAGS,

@@ -28,6 +28,7 @@ static pd_status assign_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_assign = {.name = "assign",
+                                   .attr_names = "",
                                    .n_in = 1,
                                    .n_out = 1,
                                    .flags = PD_OPF_DIFF,

@@ -89,6 +89,7 @@ const pd_op_def pd_opdef_broadcast_to = {.name = "broadcast_to",
                                          .backward = bcast_backward};
 
 const pd_op_def pd_opdef_expand_as = {.name = "expand_as",
+                                      .attr_names = "",
                                       .n_in = 2,
                                       .n_out = 1,
                                       .flags = PD_OPF_DIFF | PD_OPF_VIEW,

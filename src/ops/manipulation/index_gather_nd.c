@@ -127,6 +127,7 @@ static pd_status gather_nd_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_gather_nd = {.name = "gather_nd",
+                                      .attr_names = "",
                                       .n_in = 2,
                                       .n_out = 1,
                                       .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
@@ -197,6 +198,7 @@ static pd_status scatter_nd_add_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_scatter_nd_add = {.name = "scatter_nd_add",
+                                           .attr_names = "",
                                            .n_in = 3,
                                            .n_out = 1,
                                            .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,

@@ -105,6 +105,7 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_masked_select = {.name = "masked_select",
+                                          .attr_names = "",
                                           .n_in = 2,
                                           .n_out = 1,
                                           .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
@@ -170,6 +171,7 @@ static pd_status nonzero_kernel(const pd_op_def *def, pd_tensor *const *in, int 
 }
 
 const pd_op_def pd_opdef_nonzero = {.name = "nonzero",
+                                    .attr_names = "",
                                     .n_in = 1,
                                     .n_out = 1,
                                     .infer_meta = nonzero_meta,

@@ -71,6 +71,7 @@ static pd_status index_sample_backward(const pd_backward_ctx *c) {
 }
 
 const pd_op_def pd_opdef_index_sample = {.name = "index_sample",
+                                         .attr_names = "",
                                          .n_in = 2,
                                          .n_out = 1,
                                          .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,

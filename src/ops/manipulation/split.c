@@ -118,9 +118,10 @@ const pd_op_def pd_opdef_split = {.name = "split",
                                   .n_in = 1,
                                   .n_out = -1,
                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+                                  /* sections 8 and on continue in v1..v3 */
                                   .attr_names =
-                                      "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections,"
-                                      "v2:sections,v3:sections",
+                                      "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections_8,"
+                                      "v2:sections_16,v3:sections_24",
                                   .infer_meta = split_meta,
                                   .kernel = {[PD_PLACE_CPU] = split_kernel},
                                   .backward = split_backward};

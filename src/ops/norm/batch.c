@@ -240,7 +240,7 @@ static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
       tmp[k] = (T)(w ? r * (double)w[k] : r);                                                               \
       tmp[C + k] = b ? b[k] : (T)0;                                                                         \
     }                                                                                                       \
-    pdk_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                                \
+    pdk_channel_affine_##sfx(pd_tensor_data(c[0]), mean, tmp, tmp + C, y, g);                               \
     free(tmp);                                                                                              \
     return 0;                                                                                               \
   }

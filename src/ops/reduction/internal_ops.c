@@ -37,6 +37,7 @@ static pd_status exps_backward(const pd_backward_ctx *c) {
 
 const pd_op_def pd_opdef_exp_shifted = {
     .name = "exp_shifted",
+    .attr_names = "",
     .n_in = 2,
     .n_out = 1,
     .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
@@ -170,7 +171,7 @@ const pd_op_def pd_opdef_prod_exclusive = {
     .n_in = 1,
     .n_out = 1,
     .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "v0:axis",
+    .attr_names = "v0:axis,i0:keepdim", /* prod's attributes, as its backward passes them */
     .infer_meta = pex_meta,
     .kernel = {[PD_PLACE_CPU] = pex_kernel},
     .backward = pex_backward,
