@@ -7,10 +7,19 @@
  * variable, such as an optimizer update). Running the plan dispatches each
  * op through the one dispatcher (grad off, no tracer), keeping values of
  * non-persistable variables for the run only and persistable ones in the
- * scope. */
+ * scope.
+ *
+ * A lowered plan (every shape known) also gets an arena: the values its
+ * compute ops write are placed by the buffer planner (memory_plan.h) in one
+ * block allocated when the plan is made, and those ops run into them
+ * (pd_dispatch_into), so a step allocates no activation memory; views and
+ * inplace ops alias what they read, and a fetched arena value is copied
+ * out. A program the planner refuses runs as before. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
+#include "memory_plan.h"
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
 #include "static_internal.h"
@@ -43,11 +52,13 @@ typedef struct lowered {
   plan plan;
   int *feed_slots, *fetch_slots; /* in prog */
   bool failed;                   /* lowering refused this program: interpret it */
+  struct arena *arena;           /* NULL: the plan runs without one */
 } lowered;
 
 struct pd_executor {
   pd_place place;
   bool interpret; /* never lower (tests compare both ways) */
+  bool no_arena;  /* lowered plans run without an arena (the bench compares) */
   plan cache;     /* the source program's */
   lowered low;    /* the last lowered form */
 };
@@ -345,8 +356,162 @@ static pd_status run_plan(const plan *pl, const bool *live, const pd_static_feed
   return st;
 }
 
+/* ---- the arena of a lowered plan ------------------------------------------- */
+typedef struct arena {
+  void *mem;
+  size_t bytes;
+  pd_tensor **slot; /* per variable slot: its tensor in the arena, or NULL */
+  bool *into;       /* per op: written into the arena with pd_dispatch_into */
+  int n_slots;
+  pd_memory_plan mp;
+} arena;
+
+static void arena_free(arena *a) {
+  if (!a) return;
+  for (int s = 0; s < a->n_slots; s++) pd_tensor_release(a->slot[s]);
+  free(a->slot);
+  free(a->into);
+  if (a->mem) pd_free(a->mem, a->bytes);
+  pd_memory_plan_free(&a->mp);
+  free(a);
+}
+
+/* Plans the arena of the lowered plan pl (fetches in fetch_slots). Returns
+ * NULL (no error) where a plan cannot be made; the plan then runs as the
+ * interpreter does. */
+static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_slots, int n_fetch) {
+  const pd_static_block *b = pl->block;
+  int nv = b->n_vars, no = pl->n_ops;
+  arena *a = calloc(1, sizeof *a);
+  int *root = malloc(sizeof(int) * (size_t)(nv + 1));
+  bool *planned = calloc((size_t)nv + 1, sizeof(bool));
+  pd_plan_value *vals = calloc((size_t)nv + 1, sizeof *vals);
+  pd_plan_op *ops = calloc((size_t)no + 1, sizeof *ops);
+  int *slots = malloc(sizeof(int) * (size_t)(2 * PD_MAX_OUTPUTS * (no + 1)));
+  if (a) {
+    a->n_slots = nv;
+    a->slot = calloc((size_t)nv + 1, sizeof *a->slot);
+    a->into = calloc((size_t)no + 1, sizeof *a->into);
+  }
+  bool ok = a && root && planned && vals && ops && slots && a->slot && a->into;
+  for (int s = 0; ok && s < nv; s++) root[s] = s;
+  /* which ops write fresh values into the arena; views and inplace ops
+   * alias their input 0 */
+  for (int k = 0; ok && k < no; k++) {
+    const pd_operator *op = pl->ops[k].op;
+    if (op->op_id < 0 || op->grad_of >= 0 || op->n_out > PD_MAX_OUTPUTS || op->n_in > PD_MAX_OUTPUTS)
+      continue;
+    const pd_op_def *def = pd_op_table[op->op_id];
+    if (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) {
+      for (int j = 0; j < op->n_out && op->n_in > 0; j++)
+        if (pl->ops[k].out[j] >= 0 && pl->ops[k].in[0] >= 0) root[pl->ops[k].out[j]] = root[pl->ops[k].in[0]];
+      continue;
+    }
+    bool all = op->n_out > 0;
+    for (int j = 0; j < op->n_out && all; j++) {
+      int s = pl->ops[k].out[j];
+      const pd_variable *v = s >= 0 ? b->vars[s] : NULL;
+      all = v && !v->persistable && !v->is_data && !pd_var_scope_find_var(scope, v->name) && v->ndim >= 0;
+      for (int d = 0; all && d < v->ndim; d++) all = v->shape[d] >= 0;
+    }
+    a->into[k] = all;
+    for (int j = 0; j < op->n_out && all; j++) planned[pl->ops[k].out[j]] = true;
+  }
+  for (int s = 0; ok && s < nv; s++) {
+    const pd_variable *v = b->vars[s];
+    vals[s].external = !planned[s];
+    if (planned[s]) vals[s].bytes = (size_t)pd_shape_numel(v->ndim, v->shape) * pd_dtype_size(v->dtype);
+  }
+  for (int i = 0; ok && i < n_fetch; i++)
+    if (fetch_slots[i] >= 0) vals[root[fetch_slots[i]]].keep = true;
+  int *cur = slots;
+  for (int k = 0; ok && k < no; k++) {
+    const pd_operator *op = pl->ops[k].op;
+    pd_plan_op *po = &ops[k];
+    po->inplace_in = -1;
+    po->in = cur;
+    for (int i = 0; i < op->n_in && i < PD_MAX_OUTPUTS; i++)
+      if (pl->ops[k].in[i] >= 0) *cur++ = root[pl->ops[k].in[i]];
+    po->n_in = (int)(cur - po->in);
+    po->out = cur;
+    if (a->into[k])
+      for (int j = 0; j < op->n_out; j++) *cur++ = pl->ops[k].out[j];
+    po->n_out = (int)(cur - po->out);
+  }
+  if (ok && pd_memory_plan_build(vals, nv, ops, no, &a->mp) != PD_OK) {
+    pd_clear_error(); /* e.g. a value read before any op of the plan writes it */
+    ok = false;
+  }
+  if (ok && a->mp.arena_bytes > 0) {
+    a->bytes = a->mp.arena_bytes;
+    if (!(a->mem = pd_alloc(a->bytes))) {
+      pd_clear_error();
+      ok = false;
+    }
+  }
+  for (int s = 0; ok && s < nv; s++) {
+    if (!planned[s]) continue;
+    const pd_variable *v = b->vars[s];
+    a->slot[s] =
+        pd_tensor_from_blob((char *)a->mem + a->mp.offset[s], v->dtype, v->ndim, v->shape, NULL, NULL);
+    if (!a->slot[s]) {
+      pd_clear_error();
+      ok = false;
+    }
+  }
+  free(root), free(planned), free(vals), free(ops), free(slots);
+  if (!ok) {
+    arena_free(a);
+    return NULL;
+  }
+  return a;
+}
+
+/* run_plan over an arena: the arena ops write into their planned tensors. */
+static pd_status run_arena(const plan *pl, const arena *ar, const pd_static_feed *feed, const int *feed_slots,
+                           int n_feed, const int *fetch, int n_fetch, pd_var_scope *scope,
+                           pd_tensor **fetched) {
+  const pd_static_block *b = pl->block;
+  pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
+  if (!env) return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  for (int s = 0; s < b->n_vars; s++)
+    if (ar->slot[s]) env[s] = pd_tensor_retain(ar->slot[s]);
+  for (int i = 0; i < n_feed; i++) {
+    pd_tensor_release(env[feed_slots[i]]);
+    env[feed_slots[i]] = pd_tensor_retain(feed[i].value);
+  }
+  pd_status st = PD_OK;
+  for (int k = 0; k < pl->n_ops && st == PD_OK; k++) {
+    const plan_op *po = &pl->ops[k];
+    if (!ar->into[k]) {
+      st = run_op(po, b, scope, env);
+      continue;
+    }
+    const pd_operator *op = po->op;
+    pd_tensor *in[PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS];
+    for (int i = 0; i < op->n_in && st == PD_OK; i++)
+      if ((st = load(b, scope, env, po->in[i])) == PD_OK) in[i] = env[po->in[i]];
+    for (int j = 0; j < op->n_out; j++) out[j] = env[po->out[j]];
+    if (st == PD_OK) st = pd_dispatch_into((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, op->n_out);
+    if (st != PD_OK) pd_error_prefix("%s", op->type);
+  }
+  for (int i = 0; i < n_fetch && st == PD_OK; i++) {
+    if ((st = load(b, scope, env, fetch[i])) != PD_OK) break;
+    pd_tensor *t = env[fetch[i]];
+    bool in_arena =
+        ar->mem && t->storage->data >= ar->mem && (char *)t->storage->data < (char *)ar->mem + ar->bytes;
+    /* the arena is the next step's: a fetched value in it is copied out */
+    fetched[i] = in_arena ? pd_assign(t) : pd_tensor_retain(t);
+    if (!fetched[i]) st = pd_last_status();
+  }
+  for (int i = 0; i < b->n_vars; i++) pd_tensor_release(env[i]);
+  free(env);
+  return st;
+}
+
 /* ---- the lowered plan cache ------------------------------------------------ */
 static void lowered_clear(lowered *l) {
+  arena_free(l->arena);
   for (int i = 0; i < l->n_feed; i++) free(l->feed_names[i]);
   free(l->feed_names);
   free(l->feed_meta);
@@ -422,8 +587,19 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
     l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */
   for (int i = 0; i < n_fetch && st == PD_OK; i++) l->fetch_slots[i] = slot_of(l->plan.block, names[i]);
   free(names);
+  if (st == PD_OK && !e->no_arena) l->arena = arena_build(&l->plan, scope, l->fetch_slots, n_fetch);
   if (st != PD_OK) lowered_clear(l);
   return st;
+}
+
+void pd_executor_set_arena(pd_executor *e, bool on) {
+  if (!e || e->no_arena == !on) return;
+  e->no_arena = !on;
+  lowered_clear(&e->low); /* the next run lowers again, with or without */
+}
+
+size_t pd_executor_arena_bytes(const pd_executor *e) {
+  return e && !e->low.failed && e->low.arena ? e->low.arena->bytes : 0;
 }
 
 void pd_executor_set_interpret(pd_executor *e, bool on) {
@@ -469,7 +645,9 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
   if (st == PD_OK && !e->interpret && !lowered_matches(&e->low, program, scope, feed, n_feed, fetch, n_fetch))
     st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch);
   const lowered *l = &e->low;
-  if (st == PD_OK && !e->interpret && !l->failed)
+  if (st == PD_OK && !e->interpret && !l->failed && l->arena)
+    st = run_arena(&l->plan, l->arena, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope, fetched);
+  else if (st == PD_OK && !e->interpret && !l->failed)
     st = run_plan(&l->plan, NULL, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope, fetched);
   else if (st == PD_OK)
     st = run_plan(pl, live, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);

@@ -156,6 +156,10 @@ pd_status pd_static_lower(const pd_program *p, const bool *live, const pd_static
 /* With on, e runs programs as they are (grad ops run their rules on the
  * run's values) instead of lowering them: for tests. */
 void pd_executor_set_interpret(pd_executor *e, bool on);
+/* Whether lowered plans run in an arena (default on), and the bytes of the
+ * last lowered plan's arena (0: none, e.g. interpreted). */
+void pd_executor_set_arena(pd_executor *e, bool on);
+size_t pd_executor_arena_bytes(const pd_executor *e);
 /* The program e's last run executed, lowered (NULL when that run was
  * interpreted): for tests. */
 const pd_program *pd_executor_lowered_program(const pd_executor *e);
