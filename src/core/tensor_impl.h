@@ -54,7 +54,7 @@ struct pd_tensor {
   pd_hook *hooks;      /* grad hooks (leaves; non-leaves keep them on the node) */
   pd_hook *post_hooks; /* post-accumulate hooks (leaves) */
   /* extension points */
-  void *dist_attr; /* auto_parallel: mesh + placements + global shape */
+  void *dist_attr; /* auto_parallel: starts with a pd_dist_geometry (then mesh, placements) */
   void (*dist_attr_free)(void *);
   void *param_info; /* nn: a pd_param_info (plain memory, freed with the tensor) */
   char *name;
@@ -63,6 +63,20 @@ struct pd_tensor {
   int64_t shape[PD_MAX_DIMS];
   int64_t strides[PD_MAX_DIMS];
 };
+
+/* A DTensor's shape is its local shard's; its dist_attr starts with the
+ * global shape, which code below auto_parallel reads through this (the
+ * gradient of a broadcast is reduced on global shapes, the same on every
+ * rank, even where a shard happens to have size 1). */
+typedef struct pd_dist_geometry {
+  int ndim;
+  int64_t shape[PD_MAX_DIMS];
+} pd_dist_geometry;
+static inline const int64_t *pd_global_shape(const pd_tensor *t, int *ndim) {
+  const pd_dist_geometry *g = (const pd_dist_geometry *)t->dist_attr;
+  *ndim = g ? g->ndim : t->ndim;
+  return g ? g->shape : t->shape;
+}
 
 /* Short copy loops on the hot paths stay loops: the compiler would make
  * them library calls, whose fixed cost exceeds the copy at these sizes. */

@@ -427,16 +427,18 @@ pd_tensor *pd_dispatch1(pd_op_id id, pd_tensor *const *in, int n_in, const pd_at
 }
 
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape) {
-  if (g->ndim == ndim && pd_shape_eq(ndim, g->shape, shape)) return pd_tensor_retain(g);
+  int gn;
+  const int64_t *gs = pd_global_shape(g, &gn); /* a DTensor's decisions are the same on every rank */
+  if (gn == ndim && pd_shape_eq(ndim, gs, shape)) return pd_tensor_retain(g);
   pd_attrs sa = {0};
-  int lead = g->ndim - ndim;
-  for (int d = 0; d < g->ndim; d++)
-    if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1)) sa.v[0][sa.nv[0]++] = d;
+  int lead = gn - ndim;
+  for (int d = 0; d < gn; d++)
+    if (d < lead || (shape[d - lead] == 1 && gs[d] != 1)) sa.v[0][sa.nv[0]++] = d;
   sa.dtype = g->dtype;
   /* Only leading dims reduced (a bias's gradient): the sum without keepdim
    * has the shape already. */
   bool lead_only = sa.nv[0] > 0;
-  for (int d = lead; d < g->ndim && lead_only; d++) lead_only = shape[d - lead] == g->shape[d];
+  for (int d = lead; d < gn && lead_only; d++) lead_only = shape[d - lead] == gs[d];
   if (lead_only) return pd_dispatch1(PD_OP_sum, &g, 1, &sa);
   sa.i[0] = 1; /* keepdim */
   pd_tensor *s = sa.nv[0] ? pd_dispatch1(PD_OP_sum, &g, 1, &sa) : pd_tensor_retain(g);

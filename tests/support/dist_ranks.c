@@ -78,3 +78,12 @@ int dist_run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double time
   unsetenv("PADDLE_TRAINER_ID");
   return bad;
 }
+
+static int call_rank_fn(int rank, void *fn) { return ((int (*)(int))fn)(rank); }
+
+int dist_run_rank_fn(int n, int (*fn)(int rank), double kill_after_s, int *codes) {
+  dist_run_ranks(n, call_rank_fn, (void *)fn, 20, kill_after_s, codes);
+  for (int r = 0; r < n; r++)
+    if (codes[r] != 0) return r;
+  return -1;
+}

@@ -14,4 +14,8 @@ int dist_free_port(void);
 int dist_run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double timeout_s, double kill_after_s,
                    int *codes);
 
+/* dist_run_ranks of fn(rank) (timeout 20 s to join): the first rank whose
+ * status is not 0, or -1 when all are 0; codes[r] as above. */
+int dist_run_rank_fn(int n, int (*fn)(int rank), double kill_after_s, int *codes);
+
 #endif

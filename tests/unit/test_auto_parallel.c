@@ -133,13 +133,9 @@ static void test_placement_errors(void **state) {
     }                                                                             \
   } while (0)
 
-static int call_rank(int rank, void *fn) { return ((int (*)(int))fn)(rank); }
-
 static void run_ranks(int n, int (*fn)(int rank)) {
-  int codes[8];
-  dist_run_ranks(n, call_rank, (void *)fn, 20, 120, codes);
-  for (int r = 0; r < n; r++)
-    if (codes[r] != 0) fail_msg("rank %d exited with %d", r, codes[r]);
+  int codes[8], r = dist_run_rank_fn(n, fn, 120, codes);
+  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
 }
 
 /* The helpers below run inside a scope (each rank's, or a check's): the

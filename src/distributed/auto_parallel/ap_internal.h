@@ -4,6 +4,7 @@
 #define PADDLEC_AP_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "../../ops/op_registry.h"
 #include "paddlec/auto_parallel.h"
@@ -24,12 +25,16 @@ struct pd_dist_process_mesh {
 
 /* What tensor->dist_attr points to (owned; freed by pd_dist_attr_free). */
 typedef struct pd_dist_attr {
+  /* the global rank and shape: first, as pd_dist_geometry (tensor_impl.h) */
+  int ndim;
+  int64_t shape[PD_MAX_DIMS];
   pd_dist_process_mesh *mesh; /* a reference */
   int n;                      /* == mesh->ndim */
   pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
-  int ndim; /* global rank */
-  int64_t shape[PD_MAX_DIMS];
 } pd_dist_attr;
+_Static_assert(offsetof(pd_dist_attr, ndim) == offsetof(pd_dist_geometry, ndim) &&
+                   offsetof(pd_dist_attr, shape) == offsetof(pd_dist_geometry, shape),
+               "a dist attr starts with its geometry");
 
 /* ---- mesh (process_mesh.c) ---- */
 /* This process's global rank (0 in a one-process world). */

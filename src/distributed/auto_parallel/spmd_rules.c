@@ -271,6 +271,29 @@ bool pd_ap_is_update_op(pd_op_id id) {
   }
 }
 
+/* Ops whose backward builds a tensor from the local shape or data of a
+ * gradient or input (zeros_like of the gradient; max/min's tie weights,
+ * norm's sign mask, computed outside the graph): the result is dense with
+ * the shard's shape, so they run replicated until their backward is
+ * written with ops. */
+static bool backward_reads_local_shape(pd_op_id id) {
+  switch (id) {
+    case PD_OP_sign:
+    case PD_OP_floor:
+    case PD_OP_ceil:
+    case PD_OP_round:
+    case PD_OP_floor_:
+    case PD_OP_ceil_:
+    case PD_OP_max:
+    case PD_OP_min:
+    case PD_OP_norm:
+    case PD_OP_abs_pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
   const pd_op_def *def = pd_op_table[id];
   if (def->spmd) return def->spmd;
@@ -293,6 +316,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       break;
   }
   if (pd_ap_is_update_op(id)) return rule_update;
+  if (backward_reads_local_shape(id)) return NULL;
   if (def->flags & PD_OPF_RANDOM) return NULL; /* shards would draw different numbers */
   if (def->infer_meta == pd_meta_unary) return rule_unary;
   if (def->infer_meta == pd_meta_broadcast || def->infer_meta == pd_meta_broadcast_bool)

@@ -300,8 +300,9 @@ static pd_status matmul_grads(const pd_backward_ctx *c, pd_tensor *x, pd_tensor 
   pd_tensor *x2 = xn == 1 ? pd_reshape(x, 2, (const int64_t[]){1, xm->shape[0]}) : pd_tensor_retain(x);
   pd_tensor *y2 = yn == 1 ? pd_reshape(y, 2, (const int64_t[]){ym->shape[0], 1}) : pd_tensor_retain(y);
   int64_t gs[PD_MAX_DIMS];
-  int gn = g->ndim;
-  memcpy(gs, g->shape, sizeof(int64_t) * (size_t)gn);
+  int gn;
+  const int64_t *g_shape = pd_global_shape(g, &gn); /* a DTensor gradient: its global shape */
+  memcpy(gs, g_shape, sizeof(int64_t) * (size_t)gn);
   if (xn == 1) { /* put M = 1 back before N (or at the end) */
     int at = yn == 1 ? gn : gn - 1;
     memmove(gs + at + 1, gs + at, sizeof(int64_t) * (size_t)(gn - at));
@@ -341,7 +342,9 @@ static pd_status matmul_grads(const pd_backward_ctx *c, pd_tensor *x, pd_tensor 
                       : pd_matmul(g2, x2, true, true);
     }
     if (r && yn == 1) { /* [..., K, 1] -> [..., K] */
-      pd_tensor *s = pd_reshape(r, r->ndim - 1, r->shape);
+      int rn;
+      const int64_t *r_shape = pd_global_shape(r, &rn);
+      pd_tensor *s = pd_reshape(r, rn - 1, r_shape);
       pd_tensor_release(r);
       r = s;
     }
