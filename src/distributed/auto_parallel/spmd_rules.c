@@ -98,6 +98,11 @@ static pd_status rule_reduce(pd_spmd_args *s) {
     int64_t ax = a->v[0][k] < 0 ? a->v[0][k] + nd : a->v[0][k];
     if (ax >= 0 && ax < nd) red[ax] = true;
   }
+  int nred = 0;
+  for (int d = 0; d < nd; d++) nred += red[d];
+  /* a row with these attributes whose output is not the reduced shape (an
+   * internal helper of a reduction's backward) is not a reduction */
+  if (s->n_out != 1 || s->out_meta[0].ndim != (a->i[0] ? nd : nd - nred)) return pd_ap_rule_replicated(s);
   int type = -1;
   const pd_op_def *def = s->def;
   if (def == &pd_opdef_sum) type = PD_REDUCE_SUM;
@@ -288,6 +293,7 @@ static bool backward_reads_local_shape(pd_op_id id) {
     case PD_OP_min:
     case PD_OP_norm:
     case PD_OP_abs_pow:
+    case PD_OP_prod_exclusive:
       return true;
     default:
       return false;
