@@ -389,14 +389,22 @@ static pd_tensor *demo_data(int step, int cols, double f) {
 }
 
 /* The losses of STEPS steps of SGD(0.1) on MSELoss; with a mesh, linear_0's
- * weight is Shard(1) and linear_1's Shard(0). */
+ * weight is Shard(1) and linear_1's Shard(0) on its last dim ("mp"); on a
+ * 2-d mesh [dp, mp] the batch is also sharded on dp. */
 static int demo_losses(pd_dist_process_mesh *mesh, double *losses) {
   pd_layer *net = demo_net();
+  int nd = mesh ? pd_dist_process_mesh_ndim(mesh) : 0;
+  pd_dist_placement p0[2] = {pd_dist_replicate(), pd_dist_replicate()}, p1[2], pdata[2];
+  memcpy(p1, p0, sizeof p1);
+  memcpy(pdata, p0, sizeof pdata);
   if (mesh) {
+    p0[nd - 1] = pd_dist_shard(1);
+    p1[nd - 1] = pd_dist_shard(0);
+    if (nd == 2) pdata[0] = pd_dist_shard(0);
     pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
     pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
-    pd_tensor *s0 = pd_dist_shard_tensor(w0, mesh, (pd_dist_placement[]){pd_dist_shard(1)}, 1);
-    pd_tensor *s1 = pd_dist_shard_tensor(w1, mesh, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+    pd_tensor *s0 = pd_dist_shard_tensor(w0, mesh, p0, nd);
+    pd_tensor *s1 = pd_dist_shard_tensor(w1, mesh, p1, nd);
     if (s0 != w0 || s1 != w1) return 1; /* the scope of the rank releases s0 and s1 */
   }
   pd_named_tensors ps;
@@ -406,22 +414,33 @@ static int demo_losses(pd_dist_process_mesh *mesh, double *losses) {
   pd_layer *mse = pd_nn_mse_loss(NULL);
   for (int s = 0; s < STEPS; s++) {
     pd_scope_begin();
-    pd_tensor *out = pd_layer_call1(net, demo_data(s, IMAGE, 0.37));
+    pd_tensor *x = demo_data(s, IMAGE, 0.37), *y = demo_data(s, CLASSES, 0.53);
+    if (nd == 2) { /* the global batch, each dp rank holding its rows */
+      x = pd_dist_shard_tensor(x, mesh, pdata, nd);
+      y = pd_dist_shard_tensor(y, mesh, pdata, nd);
+    }
+    pd_tensor *out = pd_layer_call1(net, x);
     pd_tensor *loss = NULL;
-    pd_layer_call(mse, (pd_tensor *[]){out, demo_data(s, CLASSES, 0.53)}, 2, &loss, 1);
+    pd_layer_call(mse, (pd_tensor *[]){out, y}, 2, &loss, 1);
     pd_tensor *l = pd_dist_unshard_dtensor(loss);
     if (!l || pd_backward(loss, NULL, false) != PD_OK) {
       pd_scope_end();
       return 3;
     }
-    if (mesh) { /* the weights hold their shards and so do their gradients */
+    if (mesh) { /* the weights hold their shards and so do their gradients (Partial on dp) */
       pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
       pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
-      pd_dist_placement p0, p1;
+      pd_dist_placement g0[2], g1[2];
       if (pd_tensor_numel(w0) != IMAGE * IMAGE / 2 || pd_tensor_numel(w1) != IMAGE * CLASSES / 2 ||
-          pd_dist_placements(pd_tensor_grad(w0), &p0, 1) != 1 ||
-          pd_dist_placements(pd_tensor_grad(w1), &p1, 1) != 1 ||
-          !pd_dist_placement_equal(p0, pd_dist_shard(1)) || !pd_dist_placement_equal(p1, pd_dist_shard(0))) {
+          pd_dist_placements(pd_tensor_grad(w0), g0, 2) != nd ||
+          pd_dist_placements(pd_tensor_grad(w1), g1, 2) != nd ||
+          !pd_dist_placement_equal(g0[nd - 1], pd_dist_shard(1)) ||
+          !pd_dist_placement_equal(g1[nd - 1], pd_dist_shard(0)) ||
+          (nd == 2 && (!pd_dist_placement_equal(g0[0], pd_dist_partial(PD_REDUCE_SUM)) ||
+                       !pd_dist_placement_equal(g1[0], pd_dist_partial(PD_REDUCE_SUM))))) {
+        char b0[600], b1[600];
+        fprintf(stderr, "gradients: %s and %s\n", pd_dist_attr_str(pd_tensor_grad(w0), b0, sizeof b0),
+                pd_dist_attr_str(pd_tensor_grad(w1), b1, sizeof b1));
         pd_scope_end();
         return 4;
       }
@@ -461,6 +480,29 @@ static void test_demo_net_two_ranks(void **state) {
   run_ranks(2, rank_demo_net);
 }
 
+/* The same on a 2x2 mesh [dp, mp]: the batch sharded on dp, the weights
+ * on mp; the weight gradients are Partial on dp, reduced by the update. */
+static int rank_demo_net_2d(int rank) {
+  double ref[STEPS], got[STEPS];
+  CHECK(demo_losses(NULL, ref) == 0, 1);
+  pd_dist_process_mesh *m =
+      pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, (const char *[]){"dp", "mp"});
+  int rc = demo_losses(m, got);
+  CHECK(rc == 0, 10 + rc);
+  for (int s = 0; s < STEPS; s++)
+    if (fabs(got[s] - ref[s]) > 1e-6) {
+      fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
+      return 4;
+    }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_demo_net_four_ranks_dp_mp(void **state) {
+  (void)state;
+  run_ranks(4, rank_demo_net_2d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mesh),
@@ -470,6 +512,7 @@ int main(void) {
       cmocka_unit_test(test_outside_mesh),
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_demo_net_two_ranks),
+      cmocka_unit_test(test_demo_net_four_ranks_dp_mp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

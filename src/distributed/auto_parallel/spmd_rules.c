@@ -31,12 +31,29 @@ pd_status pd_ap_rule_replicated(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* Whether a Partial input stays Partial through this unary op: a copy or
+ * cast to a floating dtype (any reduce type), a scale without bias (sum,
+ * avg). A gradient keeps its pending reduction through a clone. */
+static bool keeps_partial(const pd_spmd_args *s) {
+  if (s->n_in != 1) return false;
+  if (s->def == &pd_opdef_cast)
+    return s->out_meta[0].dtype == PD_FLOAT32 || s->out_meta[0].dtype == PD_FLOAT64;
+  if (s->def == &pd_opdef_scale && s->attrs->f[1] == 0) {
+    for (int m = 0; m < s->mesh_ndim; m++)
+      if (s->in[0].partial[m] >= 0 && s->in[0].partial[m] != PD_REDUCE_SUM &&
+          s->in[0].partial[m] != PD_REDUCE_AVG)
+        return false;
+    return true;
+  }
+  return false;
+}
+
 /* Same-shape unary ops: the output as input 0 (Partial resolved first);
  * other inputs of that shape follow it, the rest are replicated. */
 static pd_status rule_unary(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  if (!keeps_partial(s)) drop_partial(&d);
   for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
     bool same = m->ndim == x->ndim && pd_shape_eq(x->ndim, m->shape, x->shape);
