@@ -307,6 +307,11 @@ pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape) {
 
 pd_tensor *pd_tensor_new_view(const pd_tensor *src, int ndim, const int64_t *shape, const int64_t *strides,
                               int64_t offset) {
+  if (src->is_meta) { /* a static Variable has no storage to view */
+    pd_set_error(PD_ERR_UNIMPLEMENTED, "view: a static Variable (shape %s) has no data to view",
+                 PD_SHAPE_STR(src));
+    return NULL;
+  }
   pd_tensor *t = pd_tensor_alloc_struct();
   if (!t) return NULL;
   t->dtype = src->dtype;

@@ -214,8 +214,11 @@ static pd_status sce_backward(const pd_backward_ctx *c) {
   pd_tensor *g = loss_grad_scaled(c, &T), *x = c->inputs[0], *y = c->inputs[1];
   int64_t bad = -1;
   double v;
-  /* labels whose integer part is -100 are ignored */
-  if (pd_loss_find_inside(y, -101.0, -100.0, &bad, &v) != PD_OK) {
+  /* labels whose integer part is -100 are ignored (a static Variable's
+   * labels are unknown while a Program is traced: the mask is recorded) */
+  if (y->is_meta)
+    bad = 0;
+  else if (pd_loss_find_inside(y, -101.0, -100.0, &bad, &v) != PD_OK) {
     pd_tmps_free(&T);
     return pd_last_status();
   }

@@ -47,6 +47,9 @@ double pd_loss_sum_all(const pd_tensor *t) {
 /* The first element (row-major) inside (lo, hi] or, with !inside, outside [lo, hi]. */
 static pd_status find_first(pd_tensor *t, double lo, double hi, bool inside, int64_t *idx, double *v) {
   *idx = -1;
+  if (t->is_meta)
+    return pd_set_error(PD_ERR_STATE, "loss: a static Variable (shape %s) has no values to check",
+                        PD_SHAPE_STR(t));
   if (t->numel == 0) return PD_OK;
   pd_tensor *c = t->is_contiguous ? pd_tensor_retain(t) : pd_contiguous(t);
   if (!c) return pd_last_status();
@@ -77,6 +80,9 @@ pd_status pd_loss_find_inside(pd_tensor *t, double lo, double hi, int64_t *idx, 
 bool pd_loss_any_nonzero(pd_tensor *t) {
   int64_t idx;
   double v;
+  /* a static Variable's values are not known while a Program is traced:
+   * whatever depends on them must be kept */
+  if (t->is_meta) return true;
   /* "outside [0, 0]" is non-zero (or NaN) */
   if (find_first(t, 0.0, 0.0, false, &idx, &v) != PD_OK) return true;
   return idx >= 0;

@@ -76,6 +76,11 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   pd_tensor *mask = c->inputs[1];
+  if (mask->is_meta) /* the positions are the mask's values: a traced Program cannot know them */
+    return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                        "masked_select: the gradient depends on the mask's values, which a static Variable "
+                        "(shape %s) does not have while a Program is traced",
+                        PD_SHAPE_STR(mask));
   int nd;
   int64_t shape[PD_MAX_DIMS];
   pd_status st =

@@ -145,6 +145,12 @@ static pd_status pex_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_op_def *def = pd_op_table[PD_OP_prod_exclusive];
   pd_tensor *x = c->inputs[0];
+  if (x->is_meta || c->grad_out[0]->is_meta) /* computed by a kernel on values, not recorded as ops */
+    return pd_set_error(
+        PD_ERR_UNIMPLEMENTED,
+        "prod_exclusive: the gradient is computed from values, which a static Variable (shape "
+        "%s) does not have while a Program is traced",
+        PD_SHAPE_STR(x));
   pd_reduce_geom gx, go;
   pd_status st = pex_geoms(def, x, c->attrs, &gx, &go);
   if (st != PD_OK) return st;
