@@ -150,7 +150,8 @@ static void test_arena_step_allocates_nothing(void **state) {
   if (arena < 3 * 32 * 256 * 8 || grew[0] > 4096 || grew[1] < 3 * 32 * 256 * 8)
     fail_msg("arena %zu bytes; a step grew memory by %zu bytes in it and %zu without", arena, grew[0],
              grew[1]);
-  print_message("arena %zu bytes; a step grew memory by %zu bytes in it, %zu without\n", arena, grew[0], grew[1]);
+  print_message("arena %zu bytes; a step grew memory by %zu bytes in it, %zu without\n", arena, grew[0],
+                grew[1]);
   assert_int_equal(pd_executor_arena_bytes(without), 0);
   pd_tensor *ts[] = {x, h1, r1, h2, r2, o, sq, loss};
   for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);

@@ -218,7 +218,7 @@ static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
 }
 
 int FN(pdk_attention_bwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
-                          const T *lse, const T *dout, T *dq, T *dk, T *dv) {
+                           const T *lse, const T *dout, T *dq, T *dk, T *dv) {
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;
   PD_PARALLEL_FOR_IF(work > 1e5 && g->B * g->H > 1, t, g->B * g->H, {
