@@ -219,7 +219,8 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
     if (inplace) out[0] = pd_tensor_retain(in[0]);
   }
   pd_thread_governor_poke();
-  st = kernel(def, in, n_in, a, out, nm);
+  const pd_kernel_ctx kc = {def, in, n_in, a, meta, out, nm};
+  st = kernel(&kc);
   if (st != PD_OK) goto fail;
   if (inplace) in[0]->storage->version++;
   if (tracer) tracer(t_ctx.tracer_ctx, id, in, n_in, a, meta, out, nm, 1);
@@ -391,7 +392,8 @@ pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd
   if (!kernel) return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no kernel for place %d", def->name, (int)place);
   pd_internal_enter();
   pd_thread_governor_poke();
-  st = kernel(def, in, n_in, a, o, nm);
+  const pd_kernel_ctx kc = {def, in, n_in, a, meta, o, nm};
+  st = kernel(&kc);
   pd_internal_leave();
   return st;
 }
@@ -412,7 +414,8 @@ pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_i
     return pd_last_status();
   pd_tensor *out[PD_MAX_OUTPUTS] = {in[0]};
   pd_internal_enter();
-  pd_status st = def->kernel[PD_PLACE_CPU](def, in, n_in, a, out, def->n_out);
+  const pd_kernel_ctx kc = {def, in, n_in, a, NULL, out, def->n_out};
+  pd_status st = def->kernel[PD_PLACE_CPU](&kc);
   pd_internal_leave();
   if (st == PD_OK) in[0]->storage->version++;
   return st;

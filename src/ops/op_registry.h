@@ -48,10 +48,22 @@ typedef struct pd_op_def pd_op_def;
 /* def->name is the op's name, for error messages. */
 typedef pd_status (*pd_infer_meta_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                       pd_meta *out, int *n_out);
-/* For compute ops the outputs arrive allocated from infer_meta; for view ops
- * (PD_OPF_VIEW) out[] is NULL and the kernel creates views of its inputs. */
-typedef pd_status (*pd_kernel_fn)(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out);
+/* What a kernel is given: everything the dispatcher decided before it runs.
+ * For compute ops the outputs arrive allocated from the metas; for view ops
+ * (PD_OPF_VIEW) out[] is NULL and the kernel creates views of its inputs.
+ * meta holds the n_out output metas infer_meta computed (read them rather
+ * than inferring again); it is NULL only on pd_dispatch_inplace_trusted's
+ * path, which skips infer_meta (output 0 is input 0 there). */
+typedef struct pd_kernel_ctx {
+  const pd_op_def *def; /* def->name names the op in errors */
+  pd_tensor *const *in;
+  int n_in;
+  const pd_attrs *attrs;
+  const pd_meta *meta;
+  pd_tensor **out;
+  int n_out;
+} pd_kernel_ctx;
+typedef pd_status (*pd_kernel_fn)(const pd_kernel_ctx *ctx);
 /* Writes ctx->grad_in with other ops, so double backward comes for free. */
 typedef pd_status (*pd_backward_fn)(const pd_backward_ctx *ctx);
 typedef double (*pd_flops_fn)(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out,

@@ -16,10 +16,9 @@ PD_EWV_UNARY(gelu_tanh_f64, double, double, x / (1.0 + exp(-2.0 * GELU_K * (x + 
 static const pd_ew_fn k_gelu_erf[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_erf);
 static const pd_ew_fn k_gelu_tanh[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_tanh);
 
-static pd_status gelu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
-  return pd_ew_apply(def->name, a->i[0] ? k_gelu_tanh : k_gelu_erf, in[0]->dtype, out[0], in, n_in, NULL);
+static pd_status gelu_kernel(const pd_kernel_ctx *ctx) {
+  return pd_ew_apply(ctx->def->name, ctx->attrs->i[0] ? k_gelu_tanh : k_gelu_erf, ctx->in[0]->dtype,
+                     ctx->out[0], ctx->in, ctx->n_in, NULL);
 }
 
 #define K PD_K

@@ -35,19 +35,17 @@ static pd_status glu_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status glu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status glu_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int ax = 0;
-  pd_status st = glu_axis(def, x, a->i[0], &ax);
+  pd_status st = glu_axis(ctx->def, x, ctx->attrs->i[0], &ax);
   if (st != PD_OK) return st;
   int64_t h = x->shape[ax] / 2;
   pd_tensor *ab[2];
-  ab[0] = pd_tensor_new_view(x, x->ndim, out[0]->shape, x->strides, x->offset);
-  ab[1] = pd_tensor_new_view(x, x->ndim, out[0]->shape, x->strides, x->offset + h * x->strides[ax]);
-  st = ab[0] && ab[1] ? pd_ew_apply(def->name, k_glu, x->dtype, out[0], ab, 2, NULL) : pd_last_status();
+  ab[0] = pd_tensor_new_view(x, x->ndim, ctx->out[0]->shape, x->strides, x->offset);
+  ab[1] = pd_tensor_new_view(x, x->ndim, ctx->out[0]->shape, x->strides, x->offset + h * x->strides[ax]);
+  st = ab[0] && ab[1] ? pd_ew_apply(ctx->def->name, k_glu, x->dtype, ctx->out[0], ab, 2, NULL)
+                      : pd_last_status();
   pd_tensor_release(ab[0]);
   pd_tensor_release(ab[1]);
   return st;

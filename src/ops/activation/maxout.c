@@ -57,19 +57,16 @@ static pd_status kernel_geom(const pd_op_def *def, const pd_tensor *x, const pd_
   return st;
 }
 
-static pd_status maxout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status maxout_kernel(const pd_kernel_ctx *ctx) {
   pd_maxout_geom g = {0, 0, 0, 0};
-  pd_status st = kernel_geom(def, in[0], a, &g);
-  if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_status st = kernel_geom(ctx->def, ctx->in[0], ctx->attrs, &g);
+  if (st != PD_OK || ctx->out[0]->numel == 0) return st;
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
   if (x->dtype == PD_FLOAT32)
-    pdk_maxout_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_maxout_f32(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
   else
-    pdk_maxout_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_maxout_f64(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
   pd_tensor_release(x);
   return PD_OK;
 }
@@ -94,23 +91,20 @@ static pd_status maxout_grad_meta(const pd_op_def *def, pd_tensor *const *in, in
   return PD_OK;
 }
 
-static pd_status maxout_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                    pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status maxout_grad_kernel(const pd_kernel_ctx *ctx) {
   pd_maxout_geom g = {0, 0, 0, 0};
-  pd_status st = kernel_geom(def, in[0], a, &g);
-  if (st != PD_OK || out[0]->numel == 0) return st;
+  pd_status st = kernel_geom(ctx->def, ctx->in[0], ctx->attrs, &g);
+  if (st != PD_OK || ctx->out[0]->numel == 0) return st;
   pd_tensor *c[3] = {NULL, NULL, NULL};
   for (int k = 0; k < 3; k++)
-    if (!(c[k] = pd_kernel_contiguous(in[k]))) st = pd_last_status();
+    if (!(c[k] = pd_kernel_contiguous(ctx->in[k]))) st = pd_last_status();
   if (st == PD_OK) {
-    if (in[0]->dtype == PD_FLOAT32)
+    if (ctx->in[0]->dtype == PD_FLOAT32)
       pdk_maxout_grad_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                          pd_tensor_data(out[0]));
+                          pd_tensor_data(ctx->out[0]));
     else
       pdk_maxout_grad_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                          pd_tensor_data(out[0]));
+                          pd_tensor_data(ctx->out[0]));
   }
   for (int k = 0; k < 3; k++) pd_tensor_release(c[k]);
   return st;

@@ -55,37 +55,35 @@ static pd_status rrelu_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
     (yp)[i] = v * s;                            \
   })
 
-static pd_status rrelu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_dtype dt = in[0]->dtype;
+static pd_status rrelu_kernel(const pd_kernel_ctx *ctx) {
+  pd_dtype dt = ctx->in[0]->dtype;
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(dt));
-  int64_t n = in[0]->numel;
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name, pd_dtype_name(dt));
+  int64_t n = ctx->in[0]->numel;
   if (n == 0) return PD_OK;
-  double lo = a->f[0], span = a->f[1] - a->f[0], mid = (a->f[0] + a->f[1]) / 2.0;
-  bool is_test = a->i[0] != 0;
+  double lo = ctx->attrs->f[0], span = ctx->attrs->f[1] - ctx->attrs->f[0],
+         mid = (ctx->attrs->f[0] + ctx->attrs->f[1]) / 2.0;
+  bool is_test = ctx->attrs->i[0] != 0;
   uint64_t key = 0, first = 0;
   if (!is_test) {
     uint64_t nblocks = (uint64_t)((n + 3) / 4);
-    if (a->i[1] != 0)
-      key = (uint64_t)a->i[1];
+    if (ctx->attrs->i[1] != 0)
+      key = (uint64_t)ctx->attrs->i[1];
     else
       first = pd_rng_reserve(nblocks, &key);
   }
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
   if (dt == PD_FLOAT32) {
     const float *xp = pd_tensor_data(x);
-    float *yp = pd_tensor_data(out[0]), *np = pd_tensor_data(out[1]), m32 = (float)mid;
+    float *yp = pd_tensor_data(ctx->out[0]), *np = pd_tensor_data(ctx->out[1]), m32 = (float)mid;
     if (is_test)
       RRELU_EVAL(float, xp, yp, np, n, m32);
     else
       RRELU_TRAIN(float, xp, yp, np, n, first, key, lo, span);
   } else {
     const double *xp = pd_tensor_data(x);
-    double *yp = pd_tensor_data(out[0]), *np = pd_tensor_data(out[1]);
+    double *yp = pd_tensor_data(ctx->out[0]), *np = pd_tensor_data(ctx->out[1]);
     if (is_test)
       RRELU_EVAL(double, xp, yp, np, n, mid);
     else

@@ -13,27 +13,25 @@ static pd_status softmax_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return pd_meta_unary(def, in, n_in, a, out, n_out);
 }
 
-static pd_status softmax_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status softmax_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int ax;
-  pd_status st = pd_norm_axis(def->name, a->i[0], x->ndim, &ax);
+  pd_status st = pd_norm_axis(ctx->def->name, ctx->attrs->i[0], x->ndim, &ax);
   if (st != PD_OK) return st;
   if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(x->dtype));
   if (x->numel == 0) return PD_OK;
   pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
   int64_t outer = 1, n = x->ndim ? x->shape[ax] : 1, inner = 1;
   for (int d = 0; d < ax; d++) outer *= x->shape[d];
   for (int d = ax + 1; d < x->ndim; d++) inner *= x->shape[d];
-  bool lg = def == &pd_opdef_log_softmax;
+  bool lg = ctx->def == &pd_opdef_log_softmax;
   if (x->dtype == PD_FLOAT32)
-    pdk_softmax_f32(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
+    pdk_softmax_f32(pd_tensor_data(xc), pd_tensor_data(ctx->out[0]), outer, n, inner, lg);
   else
-    pdk_softmax_f64(pd_tensor_data(xc), pd_tensor_data(out[0]), outer, n, inner, lg);
+    pdk_softmax_f64(pd_tensor_data(xc), pd_tensor_data(ctx->out[0]), outer, n, inner, lg);
   pd_tensor_release(xc);
   return PD_OK;
 }

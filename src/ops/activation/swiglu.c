@@ -78,14 +78,12 @@ static pd_status swiglu_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return check_inputs(def, in, n_in, out);
 }
 
-static pd_status swiglu_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
-  if (n_in == 2) return pd_ew_apply(def->name, k_swiglu, in[0]->dtype, out[0], in, 2, NULL);
+static pd_status swiglu_kernel(const pd_kernel_ctx *ctx) {
+  if (ctx->n_in == 2)
+    return pd_ew_apply(ctx->def->name, k_swiglu, ctx->in[0]->dtype, ctx->out[0], ctx->in, 2, NULL);
   pd_tensor *ab[2];
-  if (halves(in[0], &ab[0], &ab[1]) != PD_OK) return pd_last_status();
-  pd_status st = pd_ew_apply(def->name, k_swiglu, in[0]->dtype, out[0], ab, 2, NULL);
+  if (halves(ctx->in[0], &ab[0], &ab[1]) != PD_OK) return pd_last_status();
+  pd_status st = pd_ew_apply(ctx->def->name, k_swiglu, ctx->in[0]->dtype, ctx->out[0], ab, 2, NULL);
   pd_tensor_release(ab[0]);
   pd_tensor_release(ab[1]);
   return st;
@@ -109,26 +107,23 @@ static pd_status swiglu_grad_meta(const pd_op_def *def, pd_tensor *const *in, in
   return PD_OK;
 }
 
-static pd_status swiglu_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                    pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
+static pd_status swiglu_grad_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *av = NULL, *bv = NULL, *dav = NULL, *dbv = NULL;
   pd_status st = PD_OK;
-  pd_tensor *g = in[n_in - 1];
-  if (n_in == 3) {
-    av = pd_tensor_retain(in[0]), bv = pd_tensor_retain(in[1]);
-    dav = pd_tensor_retain(out[0]), dbv = pd_tensor_retain(out[1]);
-  } else if ((st = halves(in[0], &av, &bv)) == PD_OK) {
-    st = halves(out[0], &dav, &dbv);
+  pd_tensor *g = ctx->in[ctx->n_in - 1];
+  if (ctx->n_in == 3) {
+    av = pd_tensor_retain(ctx->in[0]), bv = pd_tensor_retain(ctx->in[1]);
+    dav = pd_tensor_retain(ctx->out[0]), dbv = pd_tensor_retain(ctx->out[1]);
+  } else if ((st = halves(ctx->in[0], &av, &bv)) == PD_OK) {
+    st = halves(ctx->out[0], &dav, &dbv);
   }
   if (st == PD_OK) {
     pd_tensor *ops[3] = {av, bv, g};
-    st = pd_ew_apply(def->name, k_gate_grad, av->dtype, dav, ops, 3, NULL);
+    st = pd_ew_apply(ctx->def->name, k_gate_grad, av->dtype, dav, ops, 3, NULL);
   }
   if (st == PD_OK) {
     pd_tensor *ops[2] = {av, g};
-    st = pd_ew_apply(def->name, k_value_grad, av->dtype, dbv, ops, 2, NULL);
+    st = pd_ew_apply(ctx->def->name, k_value_grad, av->dtype, dbv, ops, 2, NULL);
   }
   pd_tensor_release(av);
   pd_tensor_release(bv);

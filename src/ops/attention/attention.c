@@ -104,18 +104,16 @@ static void geom_of(pd_tensor *const *in, const pd_attrs *a, pd_attn_geom *g) {
   }
 }
 
-static pd_status sdpa_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status sdpa_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *c[4] = {NULL, NULL, NULL, NULL};
   pd_status st = PD_OK;
   for (int i = 0; i < 3 && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
   if (st == PD_OK) {
-    if (n_in > 3) c[3] = pd_tensor_retain(in[3]);
+    if (ctx->n_in > 3) c[3] = pd_tensor_retain(ctx->in[3]);
     pd_attn_geom g;
-    geom_of(c, a, &g);
-    int64_t *so = pd_tensor_data(out[2]);
+    geom_of(c, ctx->attrs, &g);
+    int64_t *so = pd_tensor_data(ctx->out[2]);
     so[0] = so[1] = 0;
     if (g.dropout_p > 0 && g.B * g.H * g.Sq * g.Sk > 0) {
       uint64_t key;
@@ -125,12 +123,12 @@ static pd_status sdpa_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
       so[1] = (int64_t)key;
     }
     int bad =
-        in[0]->dtype == PD_FLOAT32
+        ctx->in[0]->dtype == PD_FLOAT32
             ? pdk_attention_fwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                    pd_tensor_data(out[0]), pd_tensor_data(out[1]))
+                                    pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]))
             : pdk_attention_fwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]), pd_tensor_data(c[2]),
-                                    pd_tensor_data(out[0]), pd_tensor_data(out[1]));
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", def->name);
+                                    pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
+    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", ctx->def->name);
   }
   for (int i = 0; i < 4; i++) pd_tensor_release(c[i]);
   return st;
@@ -178,33 +176,31 @@ static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
-  int nb = 3 + (a->i[A_HAS_MASK] != 0);
+static pd_status grad_kernel(const pd_kernel_ctx *ctx) {
+  int nb = 3 + (ctx->attrs->i[A_HAS_MASK] != 0);
   pd_tensor *c[8] = {NULL};
   pd_status st = PD_OK;
-  for (int i = 0; i < n_in && st == PD_OK; i++) {
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++) {
     if (i == 3 && nb == 4)
-      c[i] = pd_tensor_retain(in[i]); /* the mask is read through its strides */
-    else if (!(c[i] = pd_kernel_contiguous(in[i])))
+      c[i] = pd_tensor_retain(ctx->in[i]); /* the mask is read through its strides */
+    else if (!(c[i] = pd_kernel_contiguous(ctx->in[i])))
       st = pd_last_status();
   }
   if (st == PD_OK) {
     pd_attn_geom g;
-    geom_of(c, a, &g);
+    geom_of(c, ctx->attrs, &g);
     const int64_t *so = pd_tensor_data(c[nb + 2]);
     g.rng_first = (uint64_t)so[0];
     g.rng_key = (uint64_t)so[1];
     void *o = pd_tensor_data(c[nb]), *lse = pd_tensor_data(c[nb + 1]), *go = pd_tensor_data(c[nb + 3]);
-    int bad = in[0]->dtype == PD_FLOAT32
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
                   ? pdk_attention_bwd_f32(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]),
-                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(out[0]),
-                                          pd_tensor_data(out[1]), pd_tensor_data(out[2]))
+                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(ctx->out[0]),
+                                          pd_tensor_data(ctx->out[1]), pd_tensor_data(ctx->out[2]))
                   : pdk_attention_bwd_f64(&g, pd_tensor_data(c[0]), pd_tensor_data(c[1]),
-                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(out[0]),
-                                          pd_tensor_data(out[1]), pd_tensor_data(out[2]));
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", def->name);
+                                          pd_tensor_data(c[2]), o, lse, go, pd_tensor_data(ctx->out[0]),
+                                          pd_tensor_data(ctx->out[1]), pd_tensor_data(ctx->out[2]));
+    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the block buffers", ctx->def->name);
   }
   for (int i = 0; i < 8; i++) pd_tensor_release(c[i]);
   return st;

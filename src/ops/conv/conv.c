@@ -318,20 +318,14 @@ done:
   return st;
 }
 
-static pd_status kernel_fwd(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_out;
-  return run(def, PD_CONV_FWD, in, n_in, a, out[0]);
+static pd_status kernel_fwd(const pd_kernel_ctx *ctx) {
+  return run(ctx->def, PD_CONV_FWD, ctx->in, ctx->n_in, ctx->attrs, ctx->out[0]);
 }
-static pd_status kernel_bwd_data(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_out;
-  return run(def, PD_CONV_BWD_DATA, in, n_in, a, out[0]);
+static pd_status kernel_bwd_data(const pd_kernel_ctx *ctx) {
+  return run(ctx->def, PD_CONV_BWD_DATA, ctx->in, ctx->n_in, ctx->attrs, ctx->out[0]);
 }
-static pd_status kernel_bwd_weights(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                    pd_tensor **out, int n_out) {
-  (void)n_out;
-  return run(def, PD_CONV_BWD_WEIGHTS, in, n_in, a, out[0]);
+static pd_status kernel_bwd_weights(const pd_kernel_ctx *ctx) {
+  return run(ctx->def, PD_CONV_BWD_WEIGHTS, ctx->in, ctx->n_in, ctx->attrs, ctx->out[0]);
 }
 
 /* ---- the ops in terms of each other (backward) -------------------------- */

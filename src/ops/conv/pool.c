@@ -167,19 +167,18 @@ static pd_status max_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status max_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in, (void)n_out;
+static pd_status max_kernel(const pd_kernel_ctx *ctx) {
   pd_pool_geom g;
-  pd_status st = geom_of(def, in[0], a, &g);
-  if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_status st = geom_of(ctx->def, ctx->in[0], ctx->attrs, &g);
+  if (st != PD_OK || ctx->out[0]->numel == 0) return st;
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
-  int rc = x->dtype == PD_FLOAT32
-               ? pdk_max_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]))
-               : pdk_max_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]), pd_tensor_data(out[1]));
+  int rc =
+      x->dtype == PD_FLOAT32
+          ? pdk_max_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]))
+          : pdk_max_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
   pd_tensor_release(x);
-  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
+  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name) : PD_OK;
 }
 
 static pd_attrs sized(int nsp, const int64_t *shape) {
@@ -251,21 +250,19 @@ static pd_status max_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-static pd_status max_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)def, (void)n_in, (void)n_out;
-  pd_tensor *m = pd_kernel_contiguous(in[0]), *dy = m ? pd_kernel_contiguous(in[1]) : NULL;
+static pd_status max_grad_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *m = pd_kernel_contiguous(ctx->in[0]), *dy = m ? pd_kernel_contiguous(ctx->in[1]) : NULL;
   if (!dy) {
     pd_tensor_release(m);
     return pd_last_status();
   }
   pd_pool_geom g;
-  plane_geom(&g, NULL, a->v[3], m);
+  plane_geom(&g, NULL, ctx->attrs->v[3], m);
   bool m64 = m->dtype == PD_INT64;
-  if (out[0]->dtype == PD_FLOAT32)
-    pdk_max_pool_scatter_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
+  if (ctx->out[0]->dtype == PD_FLOAT32)
+    pdk_max_pool_scatter_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]));
   else
-    pdk_max_pool_scatter_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(out[0]));
+    pdk_max_pool_scatter_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]));
   pd_tensor_release(m);
   pd_tensor_release(dy);
   return PD_OK;
@@ -290,10 +287,8 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)def, (void)n_in, (void)n_out, (void)a;
-  pd_tensor *x = pd_kernel_contiguous(in[0]), *m = x ? pd_kernel_contiguous(in[1]) : NULL;
+static pd_status gather_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]), *m = x ? pd_kernel_contiguous(ctx->in[1]) : NULL;
   if (!m) {
     pd_tensor_release(x);
     return pd_last_status();
@@ -301,10 +296,10 @@ static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n
   pd_pool_geom g;
   plane_geom(&g, x, x->shape + 2, m);
   bool m64 = m->dtype == PD_INT64;
-  if (out[0]->dtype == PD_FLOAT32)
-    pdk_max_pool_gather_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
+  if (ctx->out[0]->dtype == PD_FLOAT32)
+    pdk_max_pool_gather_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
   else
-    pdk_max_pool_gather_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(out[0]));
+    pdk_max_pool_gather_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
   pd_tensor_release(x);
   pd_tensor_release(m);
   return PD_OK;
@@ -332,18 +327,16 @@ static pd_status avg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status avg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in, (void)n_out;
+static pd_status avg_kernel(const pd_kernel_ctx *ctx) {
   pd_pool_geom g;
-  pd_status st = geom_of(def, in[0], a, &g);
-  if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_status st = geom_of(ctx->def, ctx->in[0], ctx->attrs, &g);
+  if (st != PD_OK || ctx->out[0]->numel == 0) return st;
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
-  int rc = x->dtype == PD_FLOAT32 ? pdk_avg_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(out[0]))
-                                  : pdk_avg_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(out[0]));
+  int rc = x->dtype == PD_FLOAT32 ? pdk_avg_pool_f32(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]))
+                                  : pdk_avg_pool_f64(&g, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
   pd_tensor_release(x);
-  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
+  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name) : PD_OK;
 }
 
 static pd_status avg_backward(const pd_backward_ctx *c) {
@@ -396,19 +389,18 @@ static pd_status avg_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return avg_grad_geom(def, in[0], a, &g, out);
 }
 
-static pd_status avg_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_in, (void)n_out;
+static pd_status avg_grad_kernel(const pd_kernel_ctx *ctx) {
   pd_pool_geom g;
   pd_meta m;
-  pd_status st = avg_grad_geom(def, in[0], a, &g, &m);
-  if (st != PD_OK || out[0]->numel == 0) return st;
-  pd_tensor *dy = pd_kernel_contiguous(in[0]);
+  pd_status st = avg_grad_geom(ctx->def, ctx->in[0], ctx->attrs, &g, &m);
+  if (st != PD_OK || ctx->out[0]->numel == 0) return st;
+  pd_tensor *dy = pd_kernel_contiguous(ctx->in[0]);
   if (!dy) return pd_last_status();
-  int rc = dy->dtype == PD_FLOAT32 ? pdk_avg_pool_grad_f32(&g, pd_tensor_data(dy), pd_tensor_data(out[0]))
-                                   : pdk_avg_pool_grad_f64(&g, pd_tensor_data(dy), pd_tensor_data(out[0]));
+  int rc = dy->dtype == PD_FLOAT32
+               ? pdk_avg_pool_grad_f32(&g, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]))
+               : pdk_avg_pool_grad_f64(&g, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]));
   pd_tensor_release(dy);
-  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name) : PD_OK;
+  return rc ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name) : PD_OK;
 }
 
 static pd_status avg_grad_backward(const pd_backward_ctx *c) {

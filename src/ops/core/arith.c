@@ -32,13 +32,9 @@ static const pd_ew_fn k_mul[PD_NUM_DTYPES] = {
     [PD_INT16] = mul_i16,   [PD_INT32] = mul_i32,   [PD_INT64] = mul_i64, [PD_BOOL] = mul_b};
 static const pd_ew_fn k_div[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(div);
 
-#define KERNEL(kname, table)                                                                               \
-  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                  pd_tensor **out, int n_out) {                                            \
-    (void)a;                                                                                               \
-    (void)n_out;                                                                                           \
-    (void)n_in; /* two, checked by the dispatcher */                                                       \
-    return pd_ew_apply(def->name, table, out[0]->dtype, out[0], in, 2, NULL);                              \
+#define KERNEL(kname, table)                                                                      \
+  static pd_status kname##_kernel(const pd_kernel_ctx *ctx) {                                     \
+    return pd_ew_apply(ctx->def->name, table, ctx->out[0]->dtype, ctx->out[0], ctx->in, 2, NULL); \
   }
 KERNEL(add, k_add)
 KERNEL(sub, k_sub)

@@ -89,16 +89,11 @@ static pd_status cast_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status cast_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  if (out[0]->numel == 0) return PD_OK;
-  pd_dtype dts[2] = {out[0]->dtype, in[0]->dtype};
+static pd_status cast_kernel(const pd_kernel_ctx *ctx) {
+  if (ctx->out[0]->numel == 0) return PD_OK;
+  pd_dtype dts[2] = {ctx->out[0]->dtype, ctx->in[0]->dtype};
   pd_ew_geom g;
-  pd_ew_geom_from(&g, out[0], in, 1);
+  pd_ew_geom_from(&g, ctx->out[0], ctx->in, 1);
   pdk_ew_run(&g, cast_run, dts);
   return PD_OK;
 }

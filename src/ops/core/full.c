@@ -111,16 +111,11 @@ static void fill_pattern(char *p, int64_t n, size_t es, const char *one) {
 #undef FILL
 }
 
-static pd_status full_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status full_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   if (o->numel == 0) return PD_OK;
-  if (a->i[0]) return PD_OK; /* empty: uninitialised */
-  double v = a->f[0];
+  if (ctx->attrs->i[0]) return PD_OK; /* empty: uninitialised */
+  double v = ctx->attrs->f[0];
   size_t es = pd_dtype_size(o->dtype);
   char *p = pd_tensor_data(o);
   if (v == 0.0 && !signbit(v)) {

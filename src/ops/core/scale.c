@@ -40,14 +40,12 @@ static bool whole_i64(double v) {
   return v == trunc(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
 }
 
-static pd_status scale_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_out;
-  pd_dtype dt = out[0]->dtype;
-  double p[3] = {a->f[0], a->f[1], a->i[0] ? 1.0 : 0.0};
+static pd_status scale_kernel(const pd_kernel_ctx *ctx) {
+  pd_dtype dt = ctx->out[0]->dtype;
+  double p[3] = {ctx->attrs->f[0], ctx->attrs->f[1], ctx->attrs->i[0] ? 1.0 : 0.0};
   const pd_ew_fn *table = k_scale;
   if (pd_dtype_is_integer(dt)) table = whole_i64(p[0]) && whole_i64(p[1]) ? k_scale_exact : k_scale_real;
-  return pd_ew_apply(def->name, table, dt, out[0], in, n_in, p);
+  return pd_ew_apply(ctx->def->name, table, dt, ctx->out[0], ctx->in, ctx->n_in, p);
 }
 
 static pd_status scale_backward(const pd_backward_ctx *c) {

@@ -6,28 +6,17 @@
 
 static pd_status sum_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                           pd_meta *out, int *n_out) {
-  (void)n_in;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, out, mask);
+  pd_status st = pd_reduce_infer_meta(def, in, n_in, a, out, n_out);
   if (a->i[1])
     out->dtype = a->dtype;
   else if (in[0]->dtype == PD_BOOL || in[0]->dtype == PD_INT32 || in[0]->dtype == PD_UINT8 ||
            in[0]->dtype == PD_INT8 || in[0]->dtype == PD_INT16)
     out->dtype = PD_INT64; /* Paddle sums bool and small ints into int64 */
-  *n_out = 1;
   return st;
 }
 
-static pd_status sum_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  pd_reduce_spec s = {.kind = PD_RK_SUM};
-  return pd_reduce_exec(def, in[0], mask, &s, out[0]);
+static pd_status sum_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_SUM});
 }
 
 static pd_status sum_backward(const pd_backward_ctx *c) {

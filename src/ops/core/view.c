@@ -80,22 +80,19 @@ static pd_status reshape_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return pd_resolve_shape(def->name, in[0], a->nv[0], a->v[0], out->shape);
 }
 
-static pd_status reshape_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status reshape_kernel(const pd_kernel_ctx *ctx) {
   int64_t shape[PD_MAX_DIMS];
-  pd_status st = pd_resolve_shape(def->name, in[0], a->nv[0], a->v[0], shape);
+  pd_status st = pd_resolve_shape(ctx->def->name, ctx->in[0], ctx->attrs->nv[0], ctx->attrs->v[0], shape);
   if (st != PD_OK) return st;
-  if (in[0]->is_contiguous) {
-    out[0] = pd_tensor_new_view(in[0], a->nv[0], shape, NULL, in[0]->offset);
+  if (ctx->in[0]->is_contiguous) {
+    ctx->out[0] = pd_tensor_new_view(ctx->in[0], ctx->attrs->nv[0], shape, NULL, ctx->in[0]->offset);
   } else {
-    pd_tensor *c = pd_clone(in[0], in[0]->dtype);
+    pd_tensor *c = pd_clone(ctx->in[0], ctx->in[0]->dtype);
     if (!c) return pd_last_status();
-    out[0] = pd_tensor_new_view(c, a->nv[0], shape, NULL, c->offset);
+    ctx->out[0] = pd_tensor_new_view(c, ctx->attrs->nv[0], shape, NULL, c->offset);
     pd_tensor_release(c);
   }
-  return out[0] ? PD_OK : pd_last_status();
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status reshape_backward(const pd_backward_ctx *c) {
@@ -161,19 +158,16 @@ static pd_status expand_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return expand_shape(def->name, in[0], a, out->shape);
 }
 
-static pd_status expand_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status expand_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
-  pd_status st = expand_shape(def->name, x, a, shape);
+  pd_status st = expand_shape(ctx->def->name, x, ctx->attrs, shape);
   if (st != PD_OK) return st;
-  int n = a->nv[0], lead = n - x->ndim;
+  int n = ctx->attrs->nv[0], lead = n - x->ndim;
   for (int d = 0; d < n; d++)
     strides[d] = d < lead || (x->shape[d - lead] == 1 && shape[d] != 1) ? 0 : x->strides[d - lead];
-  out[0] = pd_tensor_new_view(x, n, shape, strides, x->offset);
-  return out[0] ? PD_OK : pd_last_status();
+  ctx->out[0] = pd_tensor_new_view(x, n, shape, strides, x->offset);
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status expand_backward(const pd_backward_ctx *c) {
@@ -233,20 +227,17 @@ static pd_status transpose_meta(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status transpose_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status transpose_kernel(const pd_kernel_ctx *ctx) {
   int perm[PD_MAX_DIMS];
-  pd_status st = perm_check(def->name, in[0], a, perm);
+  pd_status st = perm_check(ctx->def->name, ctx->in[0], ctx->attrs, perm);
   if (st != PD_OK) return st;
   int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
-  for (int d = 0; d < in[0]->ndim; d++) {
-    shape[d] = in[0]->shape[perm[d]];
-    strides[d] = in[0]->strides[perm[d]];
+  for (int d = 0; d < ctx->in[0]->ndim; d++) {
+    shape[d] = ctx->in[0]->shape[perm[d]];
+    strides[d] = ctx->in[0]->strides[perm[d]];
   }
-  out[0] = pd_tensor_new_view(in[0], in[0]->ndim, shape, strides, in[0]->offset);
-  return out[0] ? PD_OK : pd_last_status();
+  ctx->out[0] = pd_tensor_new_view(ctx->in[0], ctx->in[0]->ndim, shape, strides, ctx->in[0]->offset);
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status transpose_backward(const pd_backward_ctx *c) {

@@ -66,13 +66,8 @@ static inline void store_f32(void *p, pd_dtype dt, int64_t i, float v) {
 }
 
 /* ---- uniform ------------------------------------------------------------- */
-static pd_status uniform_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status uniform_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
   pd_dtype dt = o->dtype;
@@ -80,8 +75,8 @@ static pd_status uniform_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   uint64_t key;
   if (dt == PD_FLOAT64) {
     int64_t nb = (n + 1) / 2;
-    uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
-    double lo = a->f[0], range = a->f[1] - a->f[0];
+    uint64_t first = reserve((uint64_t)nb, ctx->attrs->i[0], &key);
+    double lo = ctx->attrs->f[0], range = ctx->attrs->f[1] - ctx->attrs->f[0];
     double *q = p;
     PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
       int64_t i = 2 * b;
@@ -91,8 +86,8 @@ static pd_status uniform_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     return PD_OK;
   }
   int64_t nb = (n + 3) / 4;
-  uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
-  float lo = (float)a->f[0], range = (float)(a->f[1] - a->f[0]);
+  uint64_t first = reserve((uint64_t)nb, ctx->attrs->i[0], &key);
+  float lo = (float)ctx->attrs->f[0], range = (float)(ctx->attrs->f[1] - ctx->attrs->f[0]);
   if (dt == PD_FLOAT32) {
     float *q = p;
     PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {
@@ -144,13 +139,8 @@ pd_tensor *pd_uniform(int ndim, const int64_t *shape, pd_dtype dt, double min, d
 }
 
 /* ---- gaussian ------------------------------------------------------------ */
-static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status gaussian_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
   pd_dtype dt = o->dtype;
@@ -158,8 +148,8 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
   uint64_t key;
   if (dt == PD_FLOAT64) {
     int64_t nb = (n + 1) / 2;
-    uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
-    double mean = a->f[0], std = a->f[1];
+    uint64_t first = reserve((uint64_t)nb, ctx->attrs->i[0], &key);
+    double mean = ctx->attrs->f[0], std = ctx->attrs->f[1];
     double *q = p;
     PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN / 4, {
       double u1 = 1.0 - pd_u64_to_unit_f64(w[0], w[1]); /* (0, 1]: log is finite */
@@ -172,8 +162,8 @@ static pd_status gaussian_kernel(const pd_op_def *def, pd_tensor *const *in, int
     return PD_OK;
   }
   int64_t nb = (n + 3) / 4;
-  uint64_t first = reserve((uint64_t)nb, a->i[0], &key);
-  float mean = (float)a->f[0], std = (float)a->f[1];
+  uint64_t first = reserve((uint64_t)nb, ctx->attrs->i[0], &key);
+  float mean = (float)ctx->attrs->f[0], std = (float)ctx->attrs->f[1];
   PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN / 4, {
     float z[4];
     for (int k = 0; k < 4; k += 2) {
@@ -247,19 +237,14 @@ static pd_status randint_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return shape_meta(def, a, out, n_out);
 }
 
-static pd_status randint_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status randint_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
   uint64_t key;
   int64_t nb = (n + 1) / 2;
   uint64_t first = pd_rng_reserve((uint64_t)nb, &key);
-  uint64_t low = (uint64_t)a->i[0], range = (uint64_t)a->i[1] - (uint64_t)a->i[0];
+  uint64_t low = (uint64_t)ctx->attrs->i[0], range = (uint64_t)ctx->attrs->i[1] - (uint64_t)ctx->attrs->i[0];
   bool i64 = o->dtype == PD_INT64;
   void *p = pd_tensor_data(o);
   PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN, {

@@ -50,15 +50,11 @@ static pd_status bernoulli_meta(const pd_op_def *def, pd_tensor *const *in, int 
       }                                            \
   } while (0)
 
-static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status bernoulli_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
   int64_t bad = -1;
   uint64_t key;
@@ -68,7 +64,7 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
     if (bad >= 0) {
       double v = px[bad];
       pd_tensor_release(x);
-      return pd_set_error(PD_ERR_INVALID, "%s: x[%lld] = %g is not a probability in [0, 1]", def->name,
+      return pd_set_error(PD_ERR_INVALID, "%s: x[%lld] = %g is not a probability in [0, 1]", ctx->def->name,
                           (long long)bad, v);
     }
     int64_t nb = (n + 1) / 2;
@@ -85,7 +81,7 @@ static pd_status bernoulli_kernel(const pd_op_def *def, pd_tensor *const *in, in
     if (bad >= 0) {
       double v = px[bad];
       pd_tensor_release(x);
-      return pd_set_error(PD_ERR_INVALID, "%s: x[%lld] = %g is not a probability in [0, 1]", def->name,
+      return pd_set_error(PD_ERR_INVALID, "%s: x[%lld] = %g is not a probability in [0, 1]", ctx->def->name,
                           (long long)bad, v);
     }
     int64_t nb = (n + 3) / 4;
@@ -176,13 +172,10 @@ static pd_status check_row(const char *op, const double *p, int64_t cats, int64_
   return PD_OK;
 }
 
-static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                    pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
-  int64_t cats = x->shape[x->ndim - 1], rows = x->ndim == 2 ? x->shape[0] : 1, s = a->i[0];
-  bool replacement = a->i[1] != 0;
+static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
+  int64_t cats = x->shape[x->ndim - 1], rows = x->ndim == 2 ? x->shape[0] : 1, s = ctx->attrs->i[0];
+  bool replacement = ctx->attrs->i[1] != 0;
   if (rows == 0) return PD_OK;
   /* probabilities as contiguous float64 */
   pd_attrs ca = {.dtype = PD_FLOAT64};
@@ -190,23 +183,23 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
       x->dtype == PD_FLOAT64 && x->is_contiguous ? pd_tensor_retain(x) : pd_dispatch1(PD_OP_cast, &x, 1, &ca);
   if (!p64) return pd_last_status();
   const double *p = pd_tensor_data(p64);
-  int64_t *q = pd_tensor_data(out[0]);
+  int64_t *q = pd_tensor_data(ctx->out[0]);
   size_t work = (size_t)(replacement ? cats : 0) * sizeof(double);
   double *cum = work ? malloc(work * (size_t)rows) : NULL;
   pd_status st = PD_OK;
   if (work && !cum) {
-    st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld cumulative sums", def->name,
+    st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld cumulative sums", ctx->def->name,
                       (long long)rows, (long long)cats);
     goto done;
   }
   for (int64_t r = 0; r < rows && st == PD_OK; r++) {
     int64_t nz = 0;
-    st = check_row(def->name, p + r * cats, cats, r, cum ? cum + r * cats : NULL, &nz);
+    st = check_row(ctx->def->name, p + r * cats, cats, r, cum ? cum + r * cats : NULL, &nz);
     if (st == PD_OK && !replacement && s > nz)
       st = pd_set_error(PD_ERR_INVALID,
                         "%s: num_samples %lld is larger than the %lld categories with non-zero "
                         "probability in row %lld when replacement is False",
-                        def->name, (long long)s, (long long)nz, (long long)r);
+                        ctx->def->name, (long long)s, (long long)nz, (long long)r);
   }
   if (st != PD_OK) goto done;
   uint64_t key;
@@ -251,7 +244,7 @@ static pd_status multinomial_kernel(const pd_op_def *def, pd_tensor *const *in, 
       free(ki);
     }
     if (fail)
-      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory sorting %lld categories", def->name,
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory sorting %lld categories", ctx->def->name,
                         (long long)cats);
   }
 done:
@@ -294,20 +287,14 @@ static pd_status randperm_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-static pd_status randperm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status randperm_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
   pd_dtype dt = o->dtype;
   int64_t *perm = dt == PD_INT64 ? pd_tensor_data(o) : malloc(sizeof(int64_t) * (size_t)n);
   if (!perm)
-    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld indices", def->name, (long long)n);
+    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld indices", ctx->def->name, (long long)n);
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   uint64_t key;
   uint64_t first = pd_rng_reserve((uint64_t)(n + 1) / 2, &key);

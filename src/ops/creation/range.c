@@ -131,18 +131,13 @@ static pd_status arange_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
 
 /* Element i is start + i * step (computed once per element, so the work
  * splits across threads and rounding does not accumulate). */
-static pd_status arange_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status arange_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   void *p = pd_tensor_data(o);
   pd_dtype dt = o->dtype;
   if (dt == PD_INT64 || dt == PD_INT32) {
-    int64_t s = (int64_t)a->f[0], k = (int64_t)a->f[2];
+    int64_t s = (int64_t)ctx->attrs->f[0], k = (int64_t)ctx->attrs->f[2];
     if (dt == PD_INT64) {
       int64_t *q = p;
       PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)k););
@@ -152,7 +147,7 @@ static pd_status arange_kernel(const pd_op_def *def, pd_tensor *const *in, int n
     }
     return PD_OK;
   }
-  double s = round_to(dt, a->f[0]), k = round_to(dt, a->f[2]);
+  double s = round_to(dt, ctx->attrs->f[0]), k = round_to(dt, ctx->attrs->f[2]);
   if (dt == PD_FLOAT32) {
     float *q = p;
     PD_PARALLEL_FOR_IF(n > RANGE_GRAIN, i, n, q[i] = (float)(s + (double)i * k););
@@ -210,17 +205,12 @@ static pd_status linspace_meta(const pd_op_def *def, pd_tensor *const *in, int n
 /* As Paddle: step = (stop - start) / (num - 1) in double; the first half
  * counts up from start, the second half down from stop, so both ends are
  * exact. Integer dtypes truncate start, stop and each value. */
-static pd_status linspace_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status linspace_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int64_t n = o->numel;
   if (n == 0) return PD_OK;
   pd_dtype dt = o->dtype;
-  double s = round_to(dt, a->f[0]), e = round_to(dt, a->f[1]);
+  double s = round_to(dt, ctx->attrs->f[0]), e = round_to(dt, ctx->attrs->f[1]);
   double step = n > 1 ? (e - s) / (double)(n - 1) : 0.0;
   int64_t half = n / 2;
   void *p = pd_tensor_data(o);
@@ -279,14 +269,8 @@ static pd_status eye_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status eye_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)def;
-  (void)in;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status eye_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   if (o->numel == 0) return PD_OK;
   size_t es = pd_dtype_size(o->dtype);
   char *p = pd_tensor_data(o);

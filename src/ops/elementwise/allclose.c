@@ -81,29 +81,23 @@ static pd_status scan_pair(const char *op, const pd_ew_fn *fns, pd_tensor *x, pd
   return PD_OK;
 }
 
-static pd_status allclose_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  close_params p = {.rtol = a->f[0], .atol = a->f[1], .equal_nan = (int)a->i[0]};
+static pd_status allclose_kernel(const pd_kernel_ctx *ctx) {
+  close_params p = {.rtol = ctx->attrs->f[0], .atol = ctx->attrs->f[1], .equal_nan = (int)ctx->attrs->i[0]};
   atomic_init(&p.bad, 0);
-  if (scan_pair(def->name, k_allclose, in[0], in[1], &p) != PD_OK) return pd_last_status();
-  *(uint8_t *)pd_tensor_data(out[0]) = !atomic_load(&p.bad);
+  if (scan_pair(ctx->def->name, k_allclose, ctx->in[0], ctx->in[1], &p) != PD_OK) return pd_last_status();
+  *(uint8_t *)pd_tensor_data(ctx->out[0]) = !atomic_load(&p.bad);
   return PD_OK;
 }
 
-static pd_status equal_all_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  (void)a;
+static pd_status equal_all_kernel(const pd_kernel_ctx *ctx) {
   atomic_int bad = 0;
-  if (same_shape(in[0], in[1])) {
-    if (scan_pair(def->name, k_equal_all, in[0], in[1], &bad) != PD_OK) return pd_last_status();
+  if (same_shape(ctx->in[0], ctx->in[1])) {
+    if (scan_pair(ctx->def->name, k_equal_all, ctx->in[0], ctx->in[1], &bad) != PD_OK)
+      return pd_last_status();
   } else {
     bad = 1; /* Paddle: different shapes are simply not equal */
   }
-  *(uint8_t *)pd_tensor_data(out[0]) = !atomic_load(&bad);
+  *(uint8_t *)pd_tensor_data(ctx->out[0]) = !atomic_load(&bad);
   return PD_OK;
 }
 

@@ -139,37 +139,30 @@ static pd_status check_int_divisor(const pd_op_def *def, pd_tensor *y) {
   return PD_OK;
 }
 
-static pd_status floor_divide_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                     pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
-  if (check_int_divisor(def, in[1]) != PD_OK) return pd_last_status();
-  return pd_ew_apply(def->name, k_floor_divide, in[0]->dtype, out[0], in, n_in, NULL);
+static pd_status floor_divide_kernel(const pd_kernel_ctx *ctx) {
+  if (check_int_divisor(ctx->def, ctx->in[1]) != PD_OK) return pd_last_status();
+  return pd_ew_apply(ctx->def->name, k_floor_divide, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in,
+                     NULL);
 }
-static pd_status remainder_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
-  if (check_int_divisor(def, in[1]) != PD_OK) return pd_last_status();
-  return pd_ew_apply(def->name, k_remainder, in[0]->dtype, out[0], in, n_in, NULL);
+static pd_status remainder_kernel(const pd_kernel_ctx *ctx) {
+  if (check_int_divisor(ctx->def, ctx->in[1]) != PD_OK) return pd_last_status();
+  return pd_ew_apply(ctx->def->name, k_remainder, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, NULL);
 }
 PD_EW_KERNEL(elementwise_pow, k_elementwise_pow)
 PD_EW_KERNEL(maximum, k_maximum)
 PD_EW_KERNEL(minimum, k_minimum)
 
-static pd_status pow_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status pow_kernel(const pd_kernel_ctx *ctx) {
   const pd_ew_fn *t = k_pow;
-  double p[1] = {a->f[0]};
-  if (pd_dtype_is_floating(in[0]->dtype)) {
-    double f = a->f[0];
+  double p[1] = {ctx->attrs->f[0]};
+  if (pd_dtype_is_floating(ctx->in[0]->dtype)) {
+    double f = ctx->attrs->f[0];
     t = f == 2.0 ? k_pow2 : f == 3.0 ? k_pow3 : f == 0.5 ? k_powh : f == -1.0 ? k_powm1 : k_pow;
   } else { /* integers truncate the exponent, clamped so that its conversion is defined (NaN: 0) */
-    double e = a->f[0];
+    double e = ctx->attrs->f[0];
     p[0] = e != e ? 0 : e > 9.2e18 ? 9.2e18 : e < -9.2e18 ? -9.2e18 : e;
   }
-  return pd_ew_apply(def->name, t, in[0]->dtype, out[0], in, n_in, p);
+  return pd_ew_apply(ctx->def->name, t, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, p);
 }
 
 /* ---- backward ----------------------------------------------------------- */

@@ -60,12 +60,10 @@ static pd_status clip_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return pd_meta_unary(def, in, n_in, a, out, n_out);
 }
 
-static pd_status clip_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status clip_kernel(const pd_kernel_ctx *ctx) {
   double p[2];
-  clip_bounds(in[0]->dtype, a, &p[0], &p[1]);
-  return pd_ew_apply(def->name, k_clip, in[0]->dtype, out[0], in, n_in, p);
+  clip_bounds(ctx->in[0]->dtype, ctx->attrs, &p[0], &p[1]);
+  return pd_ew_apply(ctx->def->name, k_clip, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, p);
 }
 
 /* g where min < x < max. Read from the output (so clip_ can share it):

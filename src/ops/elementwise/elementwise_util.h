@@ -75,11 +75,10 @@ static inline pd_tensor *pd_ew_masked(pd_tensor *mask, pd_tensor *g) {
 
 /* A kernel running table[in[0]->dtype] over out and all inputs, params
  * from the attrs' float slots. */
-#define PD_EW_KERNEL(kname, table)                                                                         \
-  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                  pd_tensor **out, int n_out) {                                            \
-    (void)n_out;                                                                                           \
-    return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, a->f);                            \
+#define PD_EW_KERNEL(kname, table)                                                                \
+  static pd_status kname##_kernel(const pd_kernel_ctx *ctx) {                                     \
+    return pd_ew_apply(ctx->def->name, table, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, \
+                       ctx->attrs->f);                                                            \
   }
 
 #endif

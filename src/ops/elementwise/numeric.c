@@ -82,13 +82,11 @@ PD_EW_KERNEL(square, k_square)
 PD_EW_KERNEL(floor, k_floor)
 PD_EW_KERNEL(ceil, k_ceil)
 
-static pd_status round_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_out;
-  int64_t d = a->i[0];
+static pd_status round_kernel(const pd_kernel_ctx *ctx) {
+  int64_t d = ctx->attrs->i[0];
   double ten = pow(10.0, fabs((double)d)); /* not -d: INT64_MIN has no negation */
   const pd_ew_fn *table = d == 0 ? k_round : d > 0 ? k_roundm : k_roundd;
-  return pd_ew_apply(def->name, table, in[0]->dtype, out[0], in, n_in, &ten);
+  return pd_ew_apply(ctx->def->name, table, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, &ten);
 }
 
 /* ---- backward ----------------------------------------------------------- */

@@ -39,16 +39,13 @@ static pd_status where_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return st;
 }
 
-static pd_status where_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
+static pd_status where_kernel(const pd_kernel_ctx *ctx) {
   static const pd_ew_fn by_size[9] = {
       [1] = where_uint8_t, [2] = where_uint16_t, [4] = where_uint32_t, [8] = where_uint64_t};
   pd_ew_fn fns[PD_NUM_DTYPES] = {0};
-  size_t es = pd_dtype_size(in[1]->dtype);
-  fns[in[1]->dtype] = es <= 8 ? by_size[es] : NULL;
-  return pd_ew_apply(def->name, fns, in[1]->dtype, out[0], in, n_in, NULL);
+  size_t es = pd_dtype_size(ctx->in[1]->dtype);
+  fns[ctx->in[1]->dtype] = es <= 8 ? by_size[es] : NULL;
+  return pd_ew_apply(ctx->def->name, fns, ctx->in[1]->dtype, ctx->out[0], ctx->in, ctx->n_in, NULL);
 }
 
 /* dx = where(cond, g, 0), dy = where(cond, 0, g), summed to their shapes */

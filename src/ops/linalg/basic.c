@@ -62,13 +62,8 @@ static pd_status dot_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
 DEFINE_DOT_RUN(f32, float)
 DEFINE_DOT_RUN(f64, double)
 
-static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  const pd_tensor *x = in[0], *y = in[1];
+static pd_status dot_kernel(const pd_kernel_ctx *ctx) {
+  const pd_tensor *x = ctx->in[0], *y = ctx->in[1];
   int last = x->ndim - 1;
   int64_t rows = x->ndim == 2 ? x->shape[0] : 1, n = x->shape[last];
   int64_t sxr = x->ndim == 2 ? x->strides[0] : 0, syr = y->ndim == 2 ? y->strides[0] : 0;
@@ -77,7 +72,7 @@ static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
   bool big = rows * n > DOT_GRAIN;
   if (x->dtype == PD_FLOAT32) {
     const float *xp = pd_tensor_data(x), *yp = pd_tensor_data(y);
-    float *o = pd_tensor_data(out[0]);
+    float *o = pd_tensor_data(ctx->out[0]);
     if (rows == 1) {
       o[0] = dot_run_f32(n, xp, sxk, yp, syk, big);
     } else {
@@ -86,7 +81,7 @@ static pd_status dot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in
     }
   } else {
     const double *xp = pd_tensor_data(x), *yp = pd_tensor_data(y);
-    double *o = pd_tensor_data(out[0]);
+    double *o = pd_tensor_data(ctx->out[0]);
     if (rows == 1) {
       o[0] = dot_run_f64(n, xp, sxk, yp, syk, big);
     } else {
@@ -154,19 +149,12 @@ static pd_status t_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, co
   return PD_OK;
 }
 
-static pd_status t_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                          pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  int n;
-  pd_status st = t_meta(def, in, 1, a, &m, &n);
-  if (st != PD_OK) return st;
-  const pd_tensor *x = in[0];
+static pd_status t_kernel(const pd_kernel_ctx *ctx) {
+  const pd_tensor *x = ctx->in[0];
   int64_t strides[PD_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) strides[d] = x->strides[x->ndim - 1 - d];
-  out[0] = pd_tensor_new_view(x, m.ndim, m.shape, strides, x->offset);
-  return out[0] ? PD_OK : pd_last_status();
+  ctx->out[0] = pd_tensor_new_view(x, ctx->meta[0].ndim, ctx->meta[0].shape, strides, x->offset);
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status t_backward(const pd_backward_ctx *c) {

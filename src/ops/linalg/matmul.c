@@ -261,11 +261,9 @@ static pd_status matmul_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return pd_matmul_meta_of(def->name, in[0], in[1], a->i[0] != 0, a->i[1] != 0, out);
 }
 
-static pd_status matmul_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return pd_matmul_into(def->name, in[0], in[1], a->i[0] != 0, a->i[1] != 0, 1.0, 0.0, out[0]);
+static pd_status matmul_kernel(const pd_kernel_ctx *ctx) {
+  return pd_matmul_into(ctx->def->name, ctx->in[0], ctx->in[1], ctx->attrs->i[0] != 0, ctx->attrs->i[1] != 0,
+                        1.0, 0.0, ctx->out[0]);
 }
 
 /* 2 * M * N * K per batch = 2 * numel(out) * K. */
@@ -493,12 +491,9 @@ static pd_status addmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
     }                                                          \
   } while (0)
 
-static pd_status addmm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out_, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *inp = in[0], *out = out_[0];
-  double beta = a->f[0], alpha = a->f[1];
+static pd_status addmm_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *inp = ctx->in[0], *out = ctx->out[0];
+  double beta = ctx->attrs->f[0], alpha = ctx->attrs->f[1];
   int64_t M = out->shape[0], N = out->shape[1];
   if (beta != 0.0 && out->numel > 0) {
     int lead = 2 - inp->ndim;
@@ -509,7 +504,7 @@ static pd_status addmm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_
     else
       BCAST_FILL(double);
   }
-  return pd_matmul_into(def->name, in[1], in[2], false, false, alpha, beta, out);
+  return pd_matmul_into(ctx->def->name, ctx->in[1], ctx->in[2], false, false, alpha, beta, out);
 }
 
 static double addmm_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd_meta *out, int n_out) {

@@ -107,23 +107,20 @@ static pd_status ce_operands_get(const pd_op_def *def, pd_tensor *x, pd_tensor *
   return pd_loss_labels_i64(def->name, label, o->geom.n, a->i[2], &o->lab, &o->lab_holder);
 }
 
-static pd_status ce_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status ce_kernel(const pd_kernel_ctx *ctx) {
   int axis;
-  pd_status st = ce_check(def, in[0], in[1], a, &axis);
+  pd_status st = ce_check(ctx->def, ctx->in[0], ctx->in[1], ctx->attrs, &axis);
   if (st != PD_OK) return st;
   ce_operands o;
-  st = ce_operands_get(def, in[0], in[1], a, axis, &o);
+  st = ce_operands_get(ctx->def, ctx->in[0], ctx->in[1], ctx->attrs, axis, &o);
   if (st == PD_OK) {
-    bool sm = a->i[1] != 0;
-    if (in[0]->dtype == PD_FLOAT32)
-      pdk_ce_forward_f32(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
-                         pd_data_ptr(out[0]), pd_data_ptr(out[1]));
+    bool sm = ctx->attrs->i[1] != 0;
+    if (ctx->in[0]->dtype == PD_FLOAT32)
+      pdk_ce_forward_f32(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, ctx->attrs->i[2],
+                         sm, pd_data_ptr(ctx->out[0]), pd_data_ptr(ctx->out[1]));
     else
-      pdk_ce_forward_f64(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, a->i[2], sm,
-                         pd_data_ptr(out[0]), pd_data_ptr(out[1]));
+      pdk_ce_forward_f64(&o.geom, pd_data_ptr(o.x), o.lab, o.y ? pd_data_ptr(o.y) : NULL, ctx->attrs->i[2],
+                         sm, pd_data_ptr(ctx->out[0]), pd_data_ptr(ctx->out[1]));
   }
   ce_operands_free(&o);
   return st;
@@ -197,29 +194,26 @@ static pd_status ceg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status ceg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status ceg_kernel(const pd_kernel_ctx *ctx) {
   int axis;
-  pd_status st = ce_check(def, in[0], in[1], a, &axis);
+  pd_status st = ce_check(ctx->def, ctx->in[0], ctx->in[1], ctx->attrs, &axis);
   if (st != PD_OK) return st;
   ce_operands o;
-  st = ce_operands_get(def, in[0], in[1], a, axis, &o);
+  st = ce_operands_get(ctx->def, ctx->in[0], ctx->in[1], ctx->attrs, axis, &o);
   if (st == PD_OK) {
-    o.lse = contig(in[2]);
-    o.g = contig(in[3]);
+    o.lse = contig(ctx->in[2]);
+    o.g = contig(ctx->in[3]);
     if (!o.lse || !o.g) st = pd_last_status();
   }
   if (st == PD_OK) {
-    bool sm = a->i[1] != 0;
+    bool sm = ctx->attrs->i[1] != 0;
     const void *y = o.y ? pd_data_ptr(o.y) : NULL;
-    if (in[0]->dtype == PD_FLOAT32)
-      pdk_ce_backward_f32(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
-                          sm, pd_data_ptr(out[0]));
+    if (ctx->in[0]->dtype == PD_FLOAT32)
+      pdk_ce_backward_f32(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g),
+                          ctx->attrs->i[2], sm, pd_data_ptr(ctx->out[0]));
     else
-      pdk_ce_backward_f64(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g), a->i[2],
-                          sm, pd_data_ptr(out[0]));
+      pdk_ce_backward_f64(&o.geom, pd_data_ptr(o.x), o.lab, y, pd_data_ptr(o.lse), pd_data_ptr(o.g),
+                          ctx->attrs->i[2], sm, pd_data_ptr(ctx->out[0]));
   }
   ce_operands_free(&o);
   return st;

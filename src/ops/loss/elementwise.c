@@ -84,11 +84,9 @@ static pd_status ew_loss_run(const pd_op_def *def, const pd_ew_fn *fns, pd_tenso
   return st;
 }
 
-#define EW_LOSS_KERNEL(kname, table)                                                                       \
-  static pd_status kname##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                  pd_tensor **out, int n_out) {                                            \
-    (void)n_out;                                                                                           \
-    return ew_loss_run(def, table, in, n_in, a, out[0]);                                                   \
+#define EW_LOSS_KERNEL(kname, table)                                                  \
+  static pd_status kname##_kernel(const pd_kernel_ctx *ctx) {                         \
+    return ew_loss_run(ctx->def, table, ctx->in, ctx->n_in, ctx->attrs, ctx->out[0]); \
   }
 EW_LOSS_KERNEL(mse, pdk_mse_loss)
 EW_LOSS_KERNEL(l1, pdk_l1_loss)
@@ -96,23 +94,20 @@ EW_LOSS_KERNEL(huber, pdk_huber_loss)
 EW_LOSS_KERNEL(sce, pdk_sigmoid_ce_loss)
 EW_LOSS_KERNEL(margin, pdk_margin_ranking_loss)
 
-static pd_status kl_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_tensor **out, int n_out) {
-  (void)n_out;
-  return ew_loss_run(def, a->i[1] ? pdk_kldiv_log_loss : pdk_kldiv_loss, in, n_in, a, out[0]);
+static pd_status kl_kernel(const pd_kernel_ctx *ctx) {
+  return ew_loss_run(ctx->def, ctx->attrs->i[1] ? pdk_kldiv_log_loss : pdk_kldiv_loss, ctx->in, ctx->n_in,
+                     ctx->attrs, ctx->out[0]);
 }
 
 /* binary_cross_entropy checks 0 <= input <= 1 first, naming the first bad value. */
-static pd_status bce_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status bce_kernel(const pd_kernel_ctx *ctx) {
   int64_t bad = -1;
   double v = 0;
-  if (pd_loss_find_outside(in[0], 0.0, 1.0, &bad, &v) != PD_OK) return pd_last_status();
+  if (pd_loss_find_outside(ctx->in[0], 0.0, 1.0, &bad, &v) != PD_OK) return pd_last_status();
   if (bad >= 0)
-    return pd_set_error(PD_ERR_INVALID, "%s: input value %g at index %lld is outside [0, 1]", def->name, v,
-                        (long long)bad);
-  return ew_loss_run(def, pdk_bce_loss, in, n_in, a, out[0]);
+    return pd_set_error(PD_ERR_INVALID, "%s: input value %g at index %lld is outside [0, 1]", ctx->def->name,
+                        v, (long long)bad);
+  return ew_loss_run(ctx->def, pdk_bce_loss, ctx->in, ctx->n_in, ctx->attrs, ctx->out[0]);
 }
 
 /* ---- backward ------------------------------------------------------------ */

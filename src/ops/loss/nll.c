@@ -83,31 +83,29 @@ static pd_status weights_f64(pd_tensor *w, double **out) {
   return PD_OK;
 }
 
-static pd_status nll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status nll_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   pd_ce_geom g = pd_loss_class_geom(x->ndim, x->shape, 1);
   const int64_t *lab;
   pd_tensor *holder = NULL, *xc = NULL;
   double *w = NULL;
-  pd_status st = pd_loss_labels_i64(def->name, in[1], g.n, a->i[0], &lab, &holder);
-  if (st == PD_OK) st = weights_f64(n_in == 3 ? in[2] : NULL, &w);
+  pd_status st = pd_loss_labels_i64(ctx->def->name, ctx->in[1], g.n, ctx->attrs->i[0], &lab, &holder);
+  if (st == PD_OK) st = weights_f64(ctx->n_in == 3 ? ctx->in[2] : NULL, &w);
   if (st == PD_OK) {
     xc = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
     if (!xc) st = pd_last_status();
   }
   if (st == PD_OK) {
-    bool none = a->i[1] == PD_REDUCTION_NONE;
+    bool none = ctx->attrs->i[1] == PD_REDUCTION_NONE;
     double s = 0, tw = 0;
-    void *o = none ? pd_data_ptr(out[0]) : NULL;
+    void *o = none ? pd_data_ptr(ctx->out[0]) : NULL;
     if (x->dtype == PD_FLOAT32)
-      pdk_nll_forward_f32(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+      pdk_nll_forward_f32(&g, pd_data_ptr(xc), lab, w, ctx->attrs->i[0], o, &s, &tw);
     else
-      pdk_nll_forward_f64(&g, pd_data_ptr(xc), lab, w, a->i[0], o, &s, &tw);
+      pdk_nll_forward_f64(&g, pd_data_ptr(xc), lab, w, ctx->attrs->i[0], o, &s, &tw);
     if (!none) {
-      if (a->i[1] == PD_REDUCTION_MEAN && tw != 0) s /= tw;
-      pd_store_from_f64(pd_data_ptr(out[0]), out[0]->dtype, s);
+      if (ctx->attrs->i[1] == PD_REDUCTION_MEAN && tw != 0) s /= tw;
+      pd_store_from_f64(pd_data_ptr(ctx->out[0]), ctx->out[0]->dtype, s);
     }
   }
   free(w);
@@ -172,32 +170,32 @@ static pd_status nllg_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status nllg_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
-  pd_ce_geom geom = pd_loss_class_geom(a->nv[0], a->v[0], 1);
+static pd_status nllg_kernel(const pd_kernel_ctx *ctx) {
+  pd_ce_geom geom = pd_loss_class_geom(ctx->attrs->nv[0], ctx->attrs->v[0], 1);
   const int64_t *lab;
   pd_tensor *holder = NULL, *gc = NULL;
   double *w = NULL;
-  pd_status st = pd_loss_labels_i64(def->name, in[0], geom.n, a->i[0], &lab, &holder);
-  if (st == PD_OK) st = weights_f64(n_in == 3 ? in[2] : NULL, &w);
+  pd_status st = pd_loss_labels_i64(ctx->def->name, ctx->in[0], geom.n, ctx->attrs->i[0], &lab, &holder);
+  if (st == PD_OK) st = weights_f64(ctx->n_in == 3 ? ctx->in[2] : NULL, &w);
   if (st == PD_OK) {
-    gc = in[1]->is_contiguous ? pd_tensor_retain(in[1]) : pd_contiguous(in[1]);
+    gc = ctx->in[1]->is_contiguous ? pd_tensor_retain(ctx->in[1]) : pd_contiguous(ctx->in[1]);
     if (!gc) st = pd_last_status();
   }
   if (st == PD_OK) {
-    bool none = a->i[1] == PD_REDUCTION_NONE;
+    bool none = ctx->attrs->i[1] == PD_REDUCTION_NONE;
     double scale = 1.0;
-    if (a->i[1] == PD_REDUCTION_MEAN) {
+    if (ctx->attrs->i[1] == PD_REDUCTION_MEAN) {
       double tw = 0;
       for (int64_t i = 0; i < holder->numel; i++)
-        if (lab[i] != a->i[0]) tw += w ? w[lab[i]] : 1.0;
+        if (lab[i] != ctx->attrs->i[0]) tw += w ? w[lab[i]] : 1.0;
       if (tw != 0) scale = 1.0 / tw;
     }
-    if (out[0]->dtype == PD_FLOAT32)
-      pdk_nll_backward_f32(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+    if (ctx->out[0]->dtype == PD_FLOAT32)
+      pdk_nll_backward_f32(&geom, lab, w, ctx->attrs->i[0], pd_data_ptr(gc), none, scale,
+                           pd_data_ptr(ctx->out[0]));
     else
-      pdk_nll_backward_f64(&geom, lab, w, a->i[0], pd_data_ptr(gc), none, scale, pd_data_ptr(out[0]));
+      pdk_nll_backward_f64(&geom, lab, w, ctx->attrs->i[0], pd_data_ptr(gc), none, scale,
+                           pd_data_ptr(ctx->out[0]));
   }
   free(w);
   pd_tensor_release(gc);

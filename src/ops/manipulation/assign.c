@@ -12,13 +12,8 @@ static pd_status assign_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status assign_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  pd_mu_copy_into(out[0], in[0]);
+static pd_status assign_kernel(const pd_kernel_ctx *ctx) {
+  pd_mu_copy_into(ctx->out[0], ctx->in[0]);
   return PD_OK;
 }
 

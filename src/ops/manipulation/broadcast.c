@@ -56,21 +56,19 @@ static pd_status bcast_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return bcast_shape(def->name, in[0], n, want, n_in == 2, out->shape);
 }
 
-static pd_status bcast_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status bcast_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int n;
   const int64_t *want;
-  target(in, n_in, a, &n, &want);
+  target(ctx->in, ctx->n_in, ctx->attrs, &n, &want);
   int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
-  pd_status st = bcast_shape(def->name, x, n, want, n_in == 2, shape);
+  pd_status st = bcast_shape(ctx->def->name, x, n, want, ctx->n_in == 2, shape);
   if (st != PD_OK) return st;
   int lead = n - x->ndim;
   for (int d = 0; d < n; d++)
     strides[d] = d < lead || (x->shape[d - lead] == 1 && shape[d] != 1) ? 0 : x->strides[d - lead];
-  out[0] = pd_tensor_new_view(x, n, shape, strides, x->offset);
-  return out[0] ? PD_OK : pd_last_status();
+  ctx->out[0] = pd_tensor_new_view(x, n, shape, strides, x->offset);
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status bcast_backward(const pd_backward_ctx *c) {

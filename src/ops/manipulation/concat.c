@@ -50,19 +50,17 @@ static pd_status concat_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status concat_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status concat_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = pd_norm_axis(def->name, a->i[0], in[0]->ndim, &ax);
+  pd_status st = pd_norm_axis(ctx->def->name, ctx->attrs->i[0], ctx->in[0]->ndim, &ax);
   if (st != PD_OK) return st;
-  pd_tensor *o = out[0];
+  pd_tensor *o = ctx->out[0];
   int64_t es = (int64_t)pd_dtype_size(o->dtype), off = 0;
   char *base = pd_tensor_data(o);
-  for (int i = 0; i < n_in; i++) {
-    pdk_copy(in[i]->ndim, in[i]->shape, base + off * o->strides[ax] * es, o->strides, pd_tensor_data(in[i]),
-             in[i]->strides, es);
-    off += in[i]->shape[ax];
+  for (int i = 0; i < ctx->n_in; i++) {
+    pdk_copy(ctx->in[i]->ndim, ctx->in[i]->shape, base + off * o->strides[ax] * es, o->strides,
+             pd_tensor_data(ctx->in[i]), ctx->in[i]->strides, es);
+    off += ctx->in[i]->shape[ax];
   }
   return PD_OK;
 }
@@ -136,20 +134,18 @@ static pd_status stack_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-static pd_status stack_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status stack_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = pd_norm_axis(def->name, a->i[0], in[0]->ndim + 1, &ax);
+  pd_status st = pd_norm_axis(ctx->def->name, ctx->attrs->i[0], ctx->in[0]->ndim + 1, &ax);
   if (st != PD_OK) return st;
-  pd_tensor *o = out[0];
+  pd_tensor *o = ctx->out[0];
   int64_t es = (int64_t)pd_dtype_size(o->dtype), dst[PD_MAX_DIMS];
   for (int d = 0, k = 0; d < o->ndim; d++)
     if (d != ax) dst[k++] = o->strides[d];
   char *base = pd_tensor_data(o);
-  for (int i = 0; i < n_in; i++)
-    pdk_copy(in[i]->ndim, in[i]->shape, base + i * o->strides[ax] * es, dst, pd_tensor_data(in[i]),
-             in[i]->strides, es);
+  for (int i = 0; i < ctx->n_in; i++)
+    pdk_copy(ctx->in[i]->ndim, ctx->in[i]->shape, base + i * o->strides[ax] * es, dst,
+             pd_tensor_data(ctx->in[i]), ctx->in[i]->strides, es);
   return PD_OK;
 }
 

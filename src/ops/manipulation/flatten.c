@@ -52,29 +52,25 @@ static bool mergeable(const pd_tensor *x, int s, int e, int64_t *stride) {
   return true;
 }
 
-static pd_status flatten_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  pd_meta m;
-  int nm, s = 0, e = 0;
-  pd_status st = flatten_meta(def, in, n_in, a, &m, &nm);
-  if (st != PD_OK) return st;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status flatten_kernel(const pd_kernel_ctx *ctx) {
+  const pd_meta *m = &ctx->meta[0];
+  int s = 0, e = 0;
+  pd_tensor *x = ctx->in[0];
   int64_t strides[PD_MAX_DIMS], ms;
-  if (x->ndim > 0) flatten_range(def->name, x, a, &s, &e);
+  if (x->ndim > 0) flatten_range(ctx->def->name, x, ctx->attrs, &s, &e);
   if (x->ndim == 0 || x->is_contiguous || x->numel == 0 || !mergeable(x, s, e, &ms)) {
     pd_tensor *c = pd_kernel_contiguous(x);
     if (!c) return pd_last_status();
-    out[0] = pd_tensor_new_view(c, m.ndim, m.shape, NULL, c->offset);
+    ctx->out[0] = pd_tensor_new_view(c, m->ndim, m->shape, NULL, c->offset);
     pd_tensor_release(c);
   } else {
     int k = 0;
     for (int d = 0; d < s; d++) strides[k++] = x->strides[d];
     strides[k++] = ms;
     for (int d = e + 1; d < x->ndim; d++) strides[k++] = x->strides[d];
-    out[0] = pd_tensor_new_view(x, m.ndim, m.shape, strides, x->offset);
+    ctx->out[0] = pd_tensor_new_view(x, m->ndim, m->shape, strides, x->offset);
   }
-  return out[0] ? PD_OK : pd_last_status();
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
 static pd_status flatten_backward(const pd_backward_ctx *c) {
@@ -108,18 +104,14 @@ static pd_status reshape__meta(const pd_op_def *def, pd_tensor *const *in, int n
   return pd_resolve_shape(def->name, in[0], a->nv[0], a->v[0], out->shape);
 }
 
-static pd_status reshape__kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  (void)out;
-  pd_tensor *x = in[0];
+static pd_status reshape__kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int64_t shape[PD_MAX_DIMS];
-  pd_status st = pd_resolve_shape(def->name, x, a->nv[0], a->v[0], shape);
+  pd_status st = pd_resolve_shape(ctx->def->name, x, ctx->attrs->nv[0], ctx->attrs->v[0], shape);
   if (st != PD_OK) return st;
   pd_tensor *c = pd_kernel_contiguous(x);
   if (!c) return pd_last_status();
-  pd_tensor *v = pd_tensor_new_view(c, a->nv[0], shape, NULL, c->offset);
+  pd_tensor *v = pd_tensor_new_view(c, ctx->attrs->nv[0], shape, NULL, c->offset);
   pd_tensor_release(c);
   if (!v) return pd_last_status();
   pd_mu_become(x, v, true);

@@ -13,14 +13,11 @@ static pd_status flip_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return pd_mu_axes(def->name, a->nv[0], a->v[0], in[0]->ndim, ax, mask);
 }
 
-static pd_status flip_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0], *o = out[0];
+static pd_status flip_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0], *o = ctx->out[0];
   int ax[PD_MAX_DIMS];
   bool mask[PD_MAX_DIMS];
-  pd_status st = pd_mu_axes(def->name, a->nv[0], a->v[0], x->ndim, ax, mask);
+  pd_status st = pd_mu_axes(ctx->def->name, ctx->attrs->nv[0], ctx->attrs->v[0], x->ndim, ax, mask);
   if (st != PD_OK) return st;
   if (o->numel == 0) return PD_OK;
   int64_t es = (int64_t)pd_dtype_size(x->dtype), off = 0, src[PD_MAX_DIMS];

@@ -41,21 +41,18 @@ static pd_status embedding_meta(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status embedding_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  int64_t n = in[1]->shape[0], d = in[1]->shape[1], m = in[0]->numel, pad = -1, *idx = NULL;
-  if (a->i[1]) norm_padding(def->name, a->i[0], n, &pad);
-  pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
+static pd_status embedding_kernel(const pd_kernel_ctx *ctx) {
+  int64_t n = ctx->in[1]->shape[0], d = ctx->in[1]->shape[1], m = ctx->in[0]->numel, pad = -1, *idx = NULL;
+  if (ctx->attrs->i[1]) norm_padding(ctx->def->name, ctx->attrs->i[0], n, &pad);
+  pd_status st = pd_mu_read_indices(ctx->def->name, "x", ctx->in[0], 0, n, false, &idx);
   if (st != PD_OK) return st;
-  pd_tensor *w = pd_kernel_contiguous(in[1]);
+  pd_tensor *w = pd_kernel_contiguous(ctx->in[1]);
   if (!w) {
     free(idx);
     return pd_last_status();
   }
   int64_t es = (int64_t)pd_dtype_size(w->dtype);
-  char *o = pd_tensor_data(out[0]);
+  char *o = pd_tensor_data(ctx->out[0]);
   pdk_gather_axis(pd_tensor_data(w), o, idx, 1, n, m, d, es);
   if (pad >= 0)
     for (int64_t i = 0; i < m; i++)
@@ -113,24 +110,22 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
   return PD_OK;
 }
 
-static pd_status embedding_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                       const pd_attrs *a, pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
-  int64_t n = a->i[0], d = o->shape[1], *idx = NULL;
-  pd_status st = pd_mu_read_indices(def->name, "x", in[0], 0, n, false, &idx);
+static pd_status embedding_grad_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
+  int64_t n = ctx->attrs->i[0], d = o->shape[1], *idx = NULL;
+  pd_status st = pd_mu_read_indices(ctx->def->name, "x", ctx->in[0], 0, n, false, &idx);
   if (st != PD_OK) return st;
   memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
-  pd_tensor *g = pd_kernel_contiguous(in[1]);
-  int rc = g ? pdk_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, in[0]->numel, d,
-                             a->i[2] ? a->i[1] : -1)
+  pd_tensor *g = pd_kernel_contiguous(ctx->in[1]);
+  int rc = g ? pdk_index_add(o->dtype, pd_tensor_data(o), pd_tensor_data(g), idx, 1, n, ctx->in[0]->numel, d,
+                             ctx->attrs->i[2] ? ctx->attrs->i[1] : -1)
              : 0;
   pd_tensor_release(g);
   free(idx);
   if (!g) return pd_last_status();
   if (rc != 0)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(o->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(o->dtype));
   return PD_OK;
 }
 

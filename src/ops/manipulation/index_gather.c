@@ -50,24 +50,21 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status gather_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status gather_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = axis_of(def->name, in[0], a, &ax);
+  pd_status st = axis_of(ctx->def->name, ctx->in[0], ctx->attrs, &ax);
   if (st != PD_OK) return st;
-  int64_t *idx = NULL, outer, inner, n = in[0]->shape[ax];
-  st = pd_mu_read_indices(def->name, "index", in[1], ax, n, true, &idx);
+  int64_t *idx = NULL, outer, inner, n = ctx->in[0]->shape[ax];
+  st = pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], ax, n, true, &idx);
   if (st != PD_OK) return st;
-  if (out[0]->numel > 0) {
-    pd_tensor *x = pd_kernel_contiguous(in[0]);
+  if (ctx->out[0]->numel > 0) {
+    pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
     if (!x) {
       free(idx);
       return pd_last_status();
     }
     outer_inner(x, ax, &outer, &inner);
-    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), idx, outer, n, in[1]->numel, inner,
+    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(ctx->out[0]), idx, outer, n, ctx->in[1]->numel, inner,
                     (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
@@ -152,30 +149,27 @@ static pd_status index_add_meta(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status index_add_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status index_add_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = axis_of(def->name, in[0], a, &ax);
+  pd_status st = axis_of(ctx->def->name, ctx->in[0], ctx->attrs, &ax);
   if (st != PD_OK) return st;
-  int64_t *idx = NULL, outer, inner, n = in[0]->shape[ax];
-  st = pd_mu_read_indices(def->name, "index", in[1], ax, n, true, &idx);
+  int64_t *idx = NULL, outer, inner, n = ctx->in[0]->shape[ax];
+  st = pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], ax, n, true, &idx);
   if (st != PD_OK) return st;
-  pd_mu_copy_into(out[0], in[0]);
-  pd_tensor *v = pd_kernel_contiguous(in[2]);
+  pd_mu_copy_into(ctx->out[0], ctx->in[0]);
+  pd_tensor *v = pd_kernel_contiguous(ctx->in[2]);
   if (!v) {
     free(idx);
     return pd_last_status();
   }
-  outer_inner(in[0], ax, &outer, &inner);
-  int rc = pdk_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(v), idx, outer, n,
-                         in[1]->numel, inner, -1);
+  outer_inner(ctx->in[0], ax, &outer, &inner);
+  int rc = pdk_index_add(ctx->out[0]->dtype, pd_tensor_data(ctx->out[0]), pd_tensor_data(v), idx, outer, n,
+                         ctx->in[1]->numel, inner, -1);
   pd_tensor_release(v);
   free(idx);
   if (rc != 0)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(out[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->out[0]->dtype));
   return PD_OK;
 }
 

@@ -80,22 +80,18 @@ static pd_status gather_nd_meta(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-static pd_status gather_nd_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                  pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  int k = (int)in[1]->shape[in[1]->ndim - 1];
+static pd_status gather_nd_kernel(const pd_kernel_ctx *ctx) {
+  int k = (int)ctx->in[1]->shape[ctx->in[1]->ndim - 1];
   int64_t *rows = NULL, m, p, s;
-  pd_status st = nd_rows(def->name, in[0], in[1], k, true, &rows, &m, &p, &s);
+  pd_status st = nd_rows(ctx->def->name, ctx->in[0], ctx->in[1], k, true, &rows, &m, &p, &s);
   if (st != PD_OK) return st;
-  if (out[0]->numel > 0) {
-    pd_tensor *x = pd_kernel_contiguous(in[0]);
+  if (ctx->out[0]->numel > 0) {
+    pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
     if (!x) {
       free(rows);
       return pd_last_status();
     }
-    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(out[0]), rows, 1, p, m, s,
+    pdk_gather_axis(pd_tensor_data(x), pd_tensor_data(ctx->out[0]), rows, 1, p, m, s,
                     (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
@@ -166,25 +162,22 @@ static pd_status scatter_nd_add_meta(const pd_op_def *def, pd_tensor *const *in,
   return PD_OK;
 }
 
-static pd_status scatter_nd_add_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in,
-                                       const pd_attrs *a, pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  int k = (int)in[1]->shape[in[1]->ndim - 1];
+static pd_status scatter_nd_add_kernel(const pd_kernel_ctx *ctx) {
+  int k = (int)ctx->in[1]->shape[ctx->in[1]->ndim - 1];
   int64_t *rows = NULL, m, p, s;
-  pd_status st = nd_rows(def->name, in[0], in[1], k, false, &rows, &m, &p, &s);
+  pd_status st = nd_rows(ctx->def->name, ctx->in[0], ctx->in[1], k, false, &rows, &m, &p, &s);
   if (st != PD_OK) return st;
-  pd_mu_copy_into(out[0], in[0]);
-  pd_tensor *u = pd_kernel_contiguous(in[2]);
-  int rc =
-      u ? pdk_index_add(out[0]->dtype, pd_tensor_data(out[0]), pd_tensor_data(u), rows, 1, p, m, s, -1) : 0;
+  pd_mu_copy_into(ctx->out[0], ctx->in[0]);
+  pd_tensor *u = pd_kernel_contiguous(ctx->in[2]);
+  int rc = u ? pdk_index_add(ctx->out[0]->dtype, pd_tensor_data(ctx->out[0]), pd_tensor_data(u), rows, 1, p,
+                             m, s, -1)
+             : 0;
   pd_tensor_release(u);
   free(rows);
   if (!u) return pd_last_status();
   if (rc != 0)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(out[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->out[0]->dtype));
   return PD_OK;
 }
 

@@ -51,19 +51,15 @@ static pd_status masked_select_meta(const pd_op_def *def, pd_tensor *const *in, 
   return PD_OK;
 }
 
-static pd_status masked_select_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                      pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
+static pd_status masked_select_kernel(const pd_kernel_ctx *ctx) {
   int nd;
   int64_t shape[PD_MAX_DIMS];
-  pd_status st = masked_geom(def->name, in[0], in[1], &nd, shape);
+  pd_status st = masked_geom(ctx->def->name, ctx->in[0], ctx->in[1], &nd, shape);
   if (st != PD_OK) return st;
-  pd_tensor *x = bcast_contig(in[0], nd, shape);
-  pd_tensor *m = x ? bcast_contig(in[1], nd, shape) : NULL;
+  pd_tensor *x = bcast_contig(ctx->in[0], nd, shape);
+  pd_tensor *m = x ? bcast_contig(ctx->in[1], nd, shape) : NULL;
   if (m)
-    pdk_masked_select(pd_tensor_data(x), pd_tensor_data(m), m->numel, pd_tensor_data(out[0]),
+    pdk_masked_select(pd_tensor_data(x), pd_tensor_data(m), m->numel, pd_tensor_data(ctx->out[0]),
                       (int64_t)pd_dtype_size(x->dtype));
   pd_tensor_release(x);
   pd_tensor_release(m);
@@ -146,22 +142,18 @@ static pd_status nonzero_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-static pd_status nonzero_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  int64_t cnt = out[0]->shape[0];
+static pd_status nonzero_kernel(const pd_kernel_ctx *ctx) {
+  int64_t cnt = ctx->out[0]->shape[0];
   if (cnt == 0) return PD_OK;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)cnt);
   if (!pos) {
     pd_tensor_release(x);
-    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   }
   pdk_nonzero_positions(pd_tensor_data(x), x->dtype, x->numel, pos);
-  int64_t *o = pd_tensor_data(out[0]);
+  int64_t *o = pd_tensor_data(ctx->out[0]);
   int nd = x->ndim;
   for (int64_t i = 0; i < cnt; i++) {
     int64_t p = pos[i];

@@ -25,27 +25,24 @@ static pd_status one_hot_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-static pd_status one_hot_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  const pd_tensor *x = in[0];
-  int64_t *v = NULL, depth = a->i[0];
-  pd_status st = pd_mu_read_raw(def->name, "x", x, &v);
+static pd_status one_hot_kernel(const pd_kernel_ctx *ctx) {
+  const pd_tensor *x = ctx->in[0];
+  int64_t *v = NULL, depth = ctx->attrs->i[0];
+  pd_status st = pd_mu_read_raw(ctx->def->name, "x", x, &v);
   if (st != PD_OK) return st;
   for (int64_t i = 0; i < x->numel; i++) {
     if (v[i] < 0 || v[i] >= depth) {
       char pos[160];
       st = pd_set_error(PD_ERR_INDEX,
                         "%s: x%s = %lld is out of range for num_classes %lld (valid range [0, %lld))",
-                        def->name, pd_mu_pos_str(x->ndim, x->shape, i, pos, sizeof pos), (long long)v[i],
+                        ctx->def->name, pd_mu_pos_str(x->ndim, x->shape, i, pos, sizeof pos), (long long)v[i],
                         (long long)depth, (long long)depth);
       free(v);
       return st;
     }
   }
-  memset(pd_tensor_data(out[0]), 0, sizeof(float) * (size_t)out[0]->numel);
-  pdk_one_hot(v, x->numel, depth, pd_tensor_data(out[0]));
+  memset(pd_tensor_data(ctx->out[0]), 0, sizeof(float) * (size_t)ctx->out[0]->numel);
+  pdk_one_hot(v, x->numel, depth, pd_tensor_data(ctx->out[0]));
   free(v);
   return PD_OK;
 }

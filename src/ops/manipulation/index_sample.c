@@ -24,22 +24,19 @@ static pd_status index_sample_meta(const pd_op_def *def, pd_tensor *const *in, i
   return PD_OK;
 }
 
-static pd_status index_sample_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                     pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)a;
-  (void)n_out;
+static pd_status index_sample_kernel(const pd_kernel_ctx *ctx) {
   int64_t *idx = NULL;
-  pd_status st = pd_mu_read_indices(def->name, "index", in[1], 1, in[0]->shape[1], false, &idx);
+  pd_status st =
+      pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], 1, ctx->in[0]->shape[1], false, &idx);
   if (st != PD_OK) return st;
-  if (out[0]->numel > 0) {
-    pd_tensor *x = pd_kernel_contiguous(in[0]);
+  if (ctx->out[0]->numel > 0) {
+    pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
     if (!x) {
       free(idx);
       return pd_last_status();
     }
-    pdk_index_sample(pd_tensor_data(x), pd_tensor_data(out[0]), idx, x->shape[0], x->shape[1],
-                     in[1]->shape[1], (int64_t)pd_dtype_size(x->dtype));
+    pdk_index_sample(pd_tensor_data(x), pd_tensor_data(ctx->out[0]), idx, x->shape[0], x->shape[1],
+                     ctx->in[1]->shape[1], (int64_t)pd_dtype_size(x->dtype));
     pd_tensor_release(x);
   }
   free(idx);

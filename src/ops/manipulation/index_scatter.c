@@ -67,22 +67,15 @@ static pd_status scatter_apply(const pd_op_def *def, pd_tensor *t, pd_tensor *in
   return PD_OK;
 }
 
-static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_mu_copy_into(out[0], in[0]);
-  return scatter_apply(def, out[0], in[1], in[2], a->i[0] != 0);
+static pd_status scatter_kernel(const pd_kernel_ctx *ctx) {
+  pd_mu_copy_into(ctx->out[0], ctx->in[0]);
+  return scatter_apply(ctx->def, ctx->out[0], ctx->in[1], ctx->in[2], ctx->attrs->i[0] != 0);
 }
 
-static pd_status scatter__kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  (void)out;
-  pd_tensor *x = in[0], *t = pd_kernel_contiguous(x);
+static pd_status scatter__kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0], *t = pd_kernel_contiguous(x);
   if (!t) return pd_last_status();
-  pd_status st = scatter_apply(def, t, in[1], in[2], a->i[0] != 0);
+  pd_status st = scatter_apply(ctx->def, t, ctx->in[1], ctx->in[2], ctx->attrs->i[0] != 0);
   if (st == PD_OK && t != x) pd_mu_copy_into(x, t);
   pd_tensor_release(t);
   return st;

@@ -34,35 +34,32 @@ static pd_status roll_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 
 static int64_t mod_pos(int64_t v, int64_t n) { return n ? ((v % n) + n) % n : 0; }
 
-static pd_status roll_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_status st = roll_check(def->name, in[0], a);
+static pd_status roll_kernel(const pd_kernel_ctx *ctx) {
+  pd_status st = roll_check(ctx->def->name, ctx->in[0], ctx->attrs);
   if (st != PD_OK) return st;
-  pd_tensor *o = out[0];
+  pd_tensor *o = ctx->out[0];
   if (o->numel == 0) return PD_OK;
-  pd_tensor *x = in[0], *xc = NULL;
+  pd_tensor *x = ctx->in[0], *xc = NULL;
   int nd = x->ndim;
   int64_t shape[PD_MAX_DIMS], xs[PD_MAX_DIMS], os[PD_MAX_DIMS], k[PD_MAX_DIMS] = {0};
-  if (a->nv[1] == 0) { /* flattened: one dim of numel elements */
+  if (ctx->attrs->nv[1] == 0) { /* flattened: one dim of numel elements */
     xc = pd_kernel_contiguous(x);
     if (!xc) return pd_last_status();
     x = xc;
     nd = 1;
     shape[0] = x->numel;
     xs[0] = os[0] = 1;
-    k[0] = mod_pos(a->v[0][0], shape[0]);
+    k[0] = mod_pos(ctx->attrs->v[0][0], shape[0]);
   } else {
     for (int d = 0; d < nd; d++) {
       shape[d] = x->shape[d];
       xs[d] = x->strides[d];
       os[d] = o->strides[d];
     }
-    for (int j = 0; j < a->nv[1]; j++) {
+    for (int j = 0; j < ctx->attrs->nv[1]; j++) {
       int ax;
-      pd_norm_axis(def->name, a->v[1][j], nd, &ax);
-      if (nd > 0) k[ax] += a->v[0][j];
+      pd_norm_axis(ctx->def->name, ctx->attrs->v[1][j], nd, &ax);
+      if (nd > 0) k[ax] += ctx->attrs->v[0][j];
     }
     for (int d = 0; d < nd; d++) k[d] = mod_pos(k[d], shape[d]);
   }

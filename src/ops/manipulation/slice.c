@@ -79,27 +79,21 @@ static pd_status slice_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return e;
 }
 
-static pd_status slice_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status slice_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int64_t st[PD_MAX_DIMS], sp[PD_MAX_DIMS], cnt[PD_MAX_DIMS], off = x->offset;
-  pd_status e = slice_norm(def->name, x->ndim, x->shape, a, false, st, sp, cnt);
+  pd_status e = slice_norm(ctx->def->name, x->ndim, x->shape, ctx->attrs, false, st, sp, cnt);
   if (e != PD_OK) return e;
   if (pd_shape_numel(x->ndim, cnt) > 0)
     for (int d = 0; d < x->ndim; d++) off += st[d] * x->strides[d];
-  out[0] = pd_tensor_new_view(x, x->ndim, cnt, x->strides, off);
-  return out[0] ? PD_OK : pd_last_status();
+  ctx->out[0] = pd_tensor_new_view(x, x->ndim, cnt, x->strides, off);
+  return ctx->out[0] ? PD_OK : pd_last_status();
 }
 
-static pd_status strided_slice_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                      pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0], *o = out[0];
+static pd_status strided_slice_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0], *o = ctx->out[0];
   int64_t st[PD_MAX_DIMS], sp[PD_MAX_DIMS], cnt[PD_MAX_DIMS], src[PD_MAX_DIMS], off = 0;
-  pd_status e = slice_norm(def->name, x->ndim, x->shape, a, true, st, sp, cnt);
+  pd_status e = slice_norm(ctx->def->name, x->ndim, x->shape, ctx->attrs, true, st, sp, cnt);
   if (e != PD_OK) return e;
   if (o->numel == 0) return PD_OK;
   int64_t es = (int64_t)pd_dtype_size(x->dtype);
@@ -184,18 +178,14 @@ static pd_status slice_grad_meta(const pd_op_def *def, pd_tensor *const *in, int
   return PD_OK;
 }
 
-static pd_status slice_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                   pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *g = in[0], *o = out[0];
+static pd_status slice_grad_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *g = ctx->in[0], *o = ctx->out[0];
   int64_t es = (int64_t)pd_dtype_size(o->dtype), off = 0, dst[PD_MAX_DIMS];
   memset(pd_tensor_data(o), 0, (size_t)(o->numel * es));
   if (g->numel == 0) return PD_OK;
   for (int d = 0; d < o->ndim; d++) {
-    off += a->v[1][d] * o->strides[d];
-    dst[d] = g->shape[d] > 1 ? o->strides[d] * a->v[2][d] : 0; /* one element: any step */
+    off += ctx->attrs->v[1][d] * o->strides[d];
+    dst[d] = g->shape[d] > 1 ? o->strides[d] * ctx->attrs->v[2][d] : 0; /* one element: any step */
   }
   pdk_copy(g->ndim, g->shape, (char *)pd_tensor_data(o) + off * es, dst, pd_tensor_data(g), g->strides, es);
   return PD_OK;

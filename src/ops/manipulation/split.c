@@ -88,20 +88,17 @@ static pd_status split_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
   return PD_OK;
 }
 
-static pd_status split_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status split_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int ax, n;
   int64_t len[PD_MAX_OUTPUTS], shape[PD_MAX_DIMS], off = 0;
-  pd_status st = split_sizes(def->name, x, a, &ax, &n, len);
+  pd_status st = split_sizes(ctx->def->name, x, ctx->attrs, &ax, &n, len);
   if (st != PD_OK) return st;
   memcpy(shape, x->shape, sizeof shape);
   for (int k = 0; k < n; k++) {
     shape[ax] = len[k];
-    out[k] = pd_tensor_new_view(x, x->ndim, shape, x->strides, x->offset + off * x->strides[ax]);
-    if (!out[k]) return pd_last_status();
+    ctx->out[k] = pd_tensor_new_view(x, x->ndim, shape, x->strides, x->offset + off * x->strides[ax]);
+    if (!ctx->out[k]) return pd_last_status();
     off += len[k];
   }
   return PD_OK;
@@ -166,13 +163,10 @@ static pd_status unbind_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status unbind_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status unbind_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int ax;
-  pd_status st = unbind_check(def->name, x, a, &ax);
+  pd_status st = unbind_check(ctx->def->name, x, ctx->attrs, &ax);
   if (st != PD_OK) return st;
   int64_t shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
   int nd = 0;
@@ -182,8 +176,8 @@ static pd_status unbind_kernel(const pd_op_def *def, pd_tensor *const *in, int n
     strides[nd++] = x->strides[d];
   }
   for (int k = 0; k < (int)x->shape[ax]; k++) {
-    out[k] = pd_tensor_new_view(x, nd, shape, strides, x->offset + k * x->strides[ax]);
-    if (!out[k]) return pd_last_status();
+    ctx->out[k] = pd_tensor_new_view(x, nd, shape, strides, x->offset + k * x->strides[ax]);
+    if (!ctx->out[k]) return pd_last_status();
   }
   return PD_OK;
 }

@@ -40,18 +40,15 @@ static pd_status tile_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status tile_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status tile_kernel(const pd_kernel_ctx *ctx) {
   int nd;
   int64_t xs[PD_MAX_DIMS], reps[PD_MAX_DIMS];
-  pd_status st = tile_geom(def->name, in[0], a, &nd, xs, reps);
+  pd_status st = tile_geom(ctx->def->name, ctx->in[0], ctx->attrs, &nd, xs, reps);
   if (st != PD_OK) return st;
-  if (out[0]->numel == 0) return PD_OK;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  if (ctx->out[0]->numel == 0) return PD_OK;
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
-  pdk_tile(pd_tensor_data(x), nd, xs, reps, pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype));
+  pdk_tile(pd_tensor_data(x), nd, xs, reps, pd_tensor_data(ctx->out[0]), (int64_t)pd_dtype_size(x->dtype));
   pd_tensor_release(x);
   return PD_OK;
 }

@@ -14,16 +14,13 @@ static pd_status tri_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status tri_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status tri_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   if (o->numel == 0) return PD_OK;
-  pd_mu_copy_into(o, in[0]);
+  pd_mu_copy_into(o, ctx->in[0]);
   int64_t rows = o->shape[o->ndim - 2], cols = o->shape[o->ndim - 1];
-  pdk_tri_zero(pd_tensor_data(o), o->numel / (rows * cols), rows, cols, a->i[0], def->name[3] == 'l',
-               (int64_t)pd_dtype_size(o->dtype));
+  pdk_tri_zero(pd_tensor_data(o), o->numel / (rows * cols), rows, cols, ctx->attrs->i[0],
+               ctx->def->name[3] == 'l', (int64_t)pd_dtype_size(o->dtype));
   return PD_OK;
 }
 

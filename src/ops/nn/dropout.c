@@ -114,19 +114,16 @@ static const pd_ew_fn k_mul[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(dmul);
     }                                                       \
   })
 
-static pd_status dropout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0], *y = out[0], *m = out[1];
-  double p = a->f[0];
-  bool upscale = a->i[0] == 0;
+static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0], *y = ctx->out[0], *m = ctx->out[1];
+  double p = ctx->attrs->f[0];
+  bool upscale = ctx->attrs->i[0] == 0;
   double kv = upscale ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
   float pf = (float)p;
   int64_t n = m->numel;
   if (n == 0) return PD_OK;
-  uint64_t key, first = reserve((uint64_t)((n + 3) / 4), a->i[1], &key);
-  bool fused = a->nv[0] == 0 && x->is_contiguous;
+  uint64_t key, first = reserve((uint64_t)((n + 3) / 4), ctx->attrs->i[1], &key);
+  bool fused = ctx->attrs->nv[0] == 0 && x->is_contiguous;
   if (x->dtype == PD_FLOAT32) {
     float *mp = pd_tensor_data(m), k32 = (float)kv;
     if (fused) {
@@ -146,7 +143,7 @@ static pd_status dropout_kernel(const pd_op_def *def, pd_tensor *const *in, int 
     }
     FILL_MASK(double, mp, n, first, key, pf, kv);
   }
-  return pd_ew_apply(def->name, k_mul, y->dtype, y, (pd_tensor *[]){x, m}, 2, NULL);
+  return pd_ew_apply(ctx->def->name, k_mul, y->dtype, y, (pd_tensor *[]){x, m}, 2, NULL);
 }
 
 /* d out / d x = mask (the saved second output). */
@@ -266,27 +263,23 @@ static pd_status alpha_dropout_meta(const pd_op_def *def, pd_tensor *const *in, 
     }                                                       \
   })
 
-static pd_status alpha_dropout_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                      pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)n_out;
-  double p = a->f[0], alpha_p = -SELU_ALPHA * SELU_SCALE;
+static pd_status alpha_dropout_kernel(const pd_kernel_ctx *ctx) {
+  double p = ctx->attrs->f[0], alpha_p = -SELU_ALPHA * SELU_SCALE;
   double A = pow((1.0 - p) * (1.0 + p * alpha_p * alpha_p), -0.5), B = -A * alpha_p * p, D = A * alpha_p + B;
   float pf = (float)p;
-  int64_t n = out[0]->numel;
+  int64_t n = ctx->out[0]->numel;
   if (n == 0) return PD_OK;
-  pd_tensor *x = pd_kernel_contiguous(in[0]);
+  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
   if (!x) return pd_last_status();
-  uint64_t key, first = reserve((uint64_t)((n + 3) / 4), a->i[1], &key);
+  uint64_t key, first = reserve((uint64_t)((n + 3) / 4), ctx->attrs->i[1], &key);
   if (x->dtype == PD_FLOAT32) {
     const float *xp = pd_tensor_data(x);
-    float *yp = pd_tensor_data(out[0]), *mp = pd_tensor_data(out[1]);
+    float *yp = pd_tensor_data(ctx->out[0]), *mp = pd_tensor_data(ctx->out[1]);
     float A32 = (float)A, B32 = (float)B, D32 = (float)D;
     ALPHA(float, xp, yp, mp, n, first, key, pf, A32, B32, D32);
   } else {
     const double *xp = pd_tensor_data(x);
-    double *yp = pd_tensor_data(out[0]), *mp = pd_tensor_data(out[1]);
+    double *yp = pd_tensor_data(ctx->out[0]), *mp = pd_tensor_data(ctx->out[1]);
     ALPHA(double, xp, yp, mp, n, first, key, pf, A, B, D);
   }
   pd_tensor_release(x);

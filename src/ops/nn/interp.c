@@ -150,12 +150,9 @@ done:
   return st;
 }
 
-#define KERNEL(name, bil, grad)                                                                           \
-  static pd_status name##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                 pd_tensor **out, int n_out) {                                            \
-    (void)n_in;                                                                                           \
-    (void)n_out;                                                                                          \
-    return interp_run(def, in[0], a, out[0], bil, grad);                                                  \
+#define KERNEL(name, bil, grad)                                                  \
+  static pd_status name##_kernel(const pd_kernel_ctx *ctx) {                     \
+    return interp_run(ctx->def, ctx->in[0], ctx->attrs, ctx->out[0], bil, grad); \
   }
 KERNEL(nearest, false, false)
 KERNEL(bilinear, true, false)

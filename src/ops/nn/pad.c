@@ -56,23 +56,20 @@ static pd_status pad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return PD_OK;
 }
 
-static pd_status pad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  const pd_tensor *x = in[0];
+static pd_status pad_kernel(const pd_kernel_ctx *ctx) {
+  const pd_tensor *x = ctx->in[0];
   uint64_t value = 0;
-  pd_store_from_f64(&value, x->dtype, a->f[0]);
-  if (x->numel == 0 && out[0]->numel > 0) { /* constant mode around an empty x: all value */
+  pd_store_from_f64(&value, x->dtype, ctx->attrs->f[0]);
+  if (x->numel == 0 && ctx->out[0]->numel > 0) { /* constant mode around an empty x: all value */
     int64_t zero[PD_MAX_DIMS] = {0};
-    return pdk_pad(x->ndim, x->shape, zero, &value, a->v[0], out[0]->shape, PD_PAD_CONSTANT, &value,
-                   pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype))
-               ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name)
+    return pdk_pad(x->ndim, x->shape, zero, &value, ctx->attrs->v[0], ctx->out[0]->shape, PD_PAD_CONSTANT,
+                   &value, pd_tensor_data(ctx->out[0]), (int64_t)pd_dtype_size(x->dtype))
+               ? pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name)
                : PD_OK;
   }
-  if (pdk_pad(x->ndim, x->shape, x->strides, pd_tensor_data(x), a->v[0], out[0]->shape, (int)a->i[0], &value,
-              pd_tensor_data(out[0]), (int64_t)pd_dtype_size(x->dtype)))
-    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  if (pdk_pad(x->ndim, x->shape, x->strides, pd_tensor_data(x), ctx->attrs->v[0], ctx->out[0]->shape,
+              (int)ctx->attrs->i[0], &value, pd_tensor_data(ctx->out[0]), (int64_t)pd_dtype_size(x->dtype)))
+    return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   return PD_OK;
 }
 
@@ -112,16 +109,13 @@ static pd_status pad_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return check_pads(def->name, out->ndim, out->shape, a);
 }
 
-static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                 pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status pad_grad_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   if (o->numel == 0) return PD_OK;
-  pd_tensor *g = pd_kernel_contiguous(in[0]);
+  pd_tensor *g = pd_kernel_contiguous(ctx->in[0]);
   if (!g) return pd_last_status();
   int nd = g->ndim, npadded = 0;
-  for (int d = 0; d < nd; d++) npadded += a->v[0][d] != 0 || a->v[1][d] != 0;
+  for (int d = 0; d < nd; d++) npadded += ctx->attrs->v[0][d] != 0 || ctx->attrs->v[1][d] != 0;
   size_t es = pd_dtype_size(g->dtype);
   pd_status st = PD_OK;
   if (npadded == 0) {
@@ -132,7 +126,7 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
   /* one adjoint pass per padded dim, each shrinking that dim to x's size */
   pd_tensor *cur = g;
   for (int d = 0, done = 0; d < nd && st == PD_OK; d++) {
-    if (a->v[0][d] == 0 && a->v[1][d] == 0) continue;
+    if (ctx->attrs->v[0][d] == 0 && ctx->attrs->v[1][d] == 0) continue;
     int64_t outer = 1, inner = 1, nin = o->shape[d], shape[PD_MAX_DIMS];
     memcpy(shape, cur->shape, sizeof(int64_t) * (size_t)nd);
     for (int k = 0; k < d; k++) outer *= shape[k];
@@ -144,8 +138,9 @@ static pd_status pad_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int
       break;
     }
     if (pdk_pad_grad_dim(g->dtype, pd_tensor_data(cur), pd_tensor_data(dst), outer, cur->shape[d], nin, inner,
-                         a->v[0][d], (int)a->i[0]))
-      st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(g->dtype));
+                         ctx->attrs->v[0][d], (int)ctx->attrs->i[0]))
+      st = pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(g->dtype));
     pd_tensor_release(cur);
     cur = dst;
   }

@@ -95,26 +95,24 @@ static pd_status bn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
   return PD_OK;
 }
 
-static pd_status bn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status bn_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *c[5];
-  pd_status st = contig_all(in, n_in, c);
+  pd_status st = contig_all(ctx->in, ctx->n_in, c);
   if (st == PD_OK) {
-    bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
     pd_tensor *w = has_w ? c[1] : NULL, *b = has_b ? c[has_w ? 2 : 1] : NULL;
-    pd_bn_geom g = geom_of(in[0], a->i[PD_NORM_I_AXIS]);
-    double eps = a->f[PD_NORM_F_EPS];
-    int bad = in[0]->dtype == PD_FLOAT32
+    pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
                   ? pdk_batch_norm_fwd_f32(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                           pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                           pd_tensor_data(out[2]), &g, eps)
+                                           pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]),
+                                           pd_tensor_data(ctx->out[2]), &g, eps)
                   : pdk_batch_norm_fwd_f64(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                           pd_tensor_data(out[0]), pd_tensor_data(out[1]),
-                                           pd_tensor_data(out[2]), &g, eps);
+                                           pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]),
+                                           pd_tensor_data(ctx->out[2]), &g, eps);
     if (bad)
-      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                        PD_SHAPE_STR(in[0]));
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
+                        PD_SHAPE_STR(ctx->in[0]));
   }
   release_all(c);
   return st;
@@ -160,24 +158,24 @@ static pd_status bn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-static pd_status bn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_out;
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+static pd_status bn_grad_kernel(const pd_kernel_ctx *ctx) {
+  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
   pd_tensor *c[5];
-  pd_status st = contig_all(in, n_in, c);
+  pd_status st = contig_all(ctx->in, ctx->n_in, c);
   if (st == PD_OK) {
-    pd_bn_geom g = geom_of(in[0], a->i[PD_NORM_I_AXIS]);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
-    double eps = a->f[PD_NORM_F_EPS];
-    int bad =
-        in[0]->dtype == PD_FLOAT32
-            ? pdk_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps)
-            : pdk_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, &g, eps);
+    pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
+    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
+         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
+                  ? pdk_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                           &g, eps)
+                  : pdk_batch_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                           &g, eps);
     if (bad)
-      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                        PD_SHAPE_STR(in[0]));
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
+                        PD_SHAPE_STR(ctx->in[0]));
   }
   release_all(c);
   return st;
@@ -247,18 +245,17 @@ static pd_status infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in
 AFFINE_FROM_STATS(f32, float)
 AFFINE_FROM_STATS(f64, double)
 
-static pd_status infer_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                              pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status infer_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *c[5];
-  pd_status st = contig_all(in, n_in, c);
+  pd_status st = contig_all(ctx->in, ctx->n_in, c);
   if (st == PD_OK) {
-    bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
-    pd_bn_geom g = geom_of(in[0], a->i[PD_NORM_I_AXIS]);
-    double eps = a->f[PD_NORM_F_EPS];
-    int bad = in[0]->dtype == PD_FLOAT32 ? infer_f32(c, has_w, has_b, pd_tensor_data(out[0]), &g, eps)
-                                         : infer_f64(c, has_w, has_b, pd_tensor_data(out[0]), &g, eps);
-    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
+    pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
+                  ? infer_f32(c, has_w, has_b, pd_tensor_data(ctx->out[0]), &g, eps)
+                  : infer_f64(c, has_w, has_b, pd_tensor_data(ctx->out[0]), &g, eps);
+    if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   }
   release_all(c);
   return st;

@@ -51,23 +51,21 @@ static pd_status gn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
   return PD_OK;
 }
 
-static pd_status gn_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status gn_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
-  for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
-  int64_t B, C, S, G = groups_of(def, in[0], a);
-  geom(in[0], &B, &C, &S);
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
+  int64_t B, C, S, G = groups_of(ctx->def, ctx->in[0], ctx->attrs);
+  geom(ctx->in[0], &B, &C, &S);
   if (st == PD_OK && C > 0) {
-    bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
     void *w = has_w ? pd_tensor_data(c[1]) : NULL, *b = has_b ? pd_tensor_data(c[has_w ? 2 : 1]) : NULL;
-    double eps = a->f[PD_NORM_F_EPS];
-    if (in[0]->dtype == PD_FLOAT32)
-      pdk_group_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    if (ctx->in[0]->dtype == PD_FLOAT32)
+      pdk_group_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), B, C, S, G, eps);
     else
-      pdk_group_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(out[0]), B, C, S, G, eps);
+      pdk_group_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), B, C, S, G, eps);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -113,28 +111,27 @@ static pd_status gn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-static pd_status gn_grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_out;
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+static pd_status gn_grad_kernel(const pd_kernel_ctx *ctx) {
+  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
-  for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t B, C, S;
-    geom(in[0], &B, &C, &S);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
-    double eps = a->f[PD_NORM_F_EPS];
-    int bad = in[0]->dtype == PD_FLOAT32
-                  ? pdk_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
-                                           S, a->i[PD_NORM_I_AXIS], eps)
-                  : pdk_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, B, C,
-                                           S, a->i[PD_NORM_I_AXIS], eps);
+    geom(ctx->in[0], &B, &C, &S);
+    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
+         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
+                  ? pdk_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                           B, C, S, ctx->attrs->i[PD_NORM_I_AXIS], eps)
+                  : pdk_group_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                           B, C, S, ctx->attrs->i[PD_NORM_I_AXIS], eps);
     if (bad)
-      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", def->name,
-                        PD_SHAPE_STR(in[0]));
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
+                        PD_SHAPE_STR(ctx->in[0]));
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;

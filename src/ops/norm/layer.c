@@ -67,25 +67,24 @@ static pd_status norm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status norm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
+static pd_status norm_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
-  for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t rows, n;
-    row_geom(in[0], (int)a->i[PD_NORM_I_AXIS], &rows, &n);
-    bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B], centered = !is_rms(def);
+    row_geom(ctx->in[0], (int)ctx->attrs->i[PD_NORM_I_AXIS], &rows, &n);
+    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B],
+         centered = !is_rms(ctx->def);
     pd_tensor *w = has_w ? c[1] : NULL, *b = has_b ? c[has_w ? 2 : 1] : NULL;
-    double eps = a->f[PD_NORM_F_EPS];
-    if (in[0]->dtype == PD_FLOAT32)
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    if (ctx->in[0]->dtype == PD_FLOAT32)
       pdk_row_norm_fwd_f32(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                           pd_tensor_data(out[0]), rows, n, eps, centered);
+                           pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
     else
       pdk_row_norm_fwd_f64(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                           pd_tensor_data(out[0]), rows, n, eps, centered);
+                           pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
   return st;
@@ -130,27 +129,26 @@ static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status grad_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+static pd_status grad_kernel(const pd_kernel_ctx *ctx) {
+  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
   pd_tensor *c[3] = {NULL, NULL, NULL};
   pd_status st = PD_OK;
-  for (int i = 0; i < n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) st = pd_last_status();
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
   if (st == PD_OK) {
     int64_t rows, n;
-    row_geom(in[0], (int)a->i[PD_NORM_I_AXIS], &rows, &n);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(out[1]) : NULL, *db = has_b ? pd_tensor_data(out[has_w ? 2 : 1]) : NULL;
-    double eps = a->f[PD_NORM_F_EPS];
-    int bad = in[0]->dtype == PD_FLOAT32
-                  ? pdk_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
-                                         eps, !is_rms(def))
-                  : pdk_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(out[0]), dw, db, rows, n,
-                                         eps, !is_rms(def));
+    row_geom(ctx->in[0], (int)ctx->attrs->i[PD_NORM_I_AXIS], &rows, &n);
+    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
+         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    double eps = ctx->attrs->f[PD_NORM_F_EPS];
+    int bad = ctx->in[0]->dtype == PD_FLOAT32
+                  ? pdk_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                         rows, n, eps, !is_rms(ctx->def))
+                  : pdk_row_norm_bwd_f64(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
+                                         rows, n, eps, !is_rms(ctx->def));
     if (bad)
-      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", def->name,
+      st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", ctx->def->name,
                         (long long)rows, (long long)n);
   }
   for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);

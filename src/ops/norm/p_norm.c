@@ -21,15 +21,8 @@ static pd_status norm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return st;
 }
 
-static pd_status norm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  double p = a->f[0];
+static pd_status norm_kernel(const pd_kernel_ctx *ctx) {
+  double p = ctx->attrs->f[0];
   pd_reduce_spec s = {.kind = PD_RK_ABS_POW, .post = PD_RP_ROOT, .p = p};
   if (p == 2.0)
     s = (pd_reduce_spec){.kind = PD_RK_SUMSQ, .post = PD_RP_SQRT_DIV, .d = 1.0};
@@ -41,7 +34,7 @@ static pd_status norm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     s = (pd_reduce_spec){.kind = PD_RK_ABS_MIN};
   else if (p == 0.0)
     s = (pd_reduce_spec){.kind = PD_RK_COUNT_NZ};
-  return pd_reduce_exec(def, in[0], mask, &s, out[0]);
+  return pd_reduce_kernel_run(ctx, &s);
 }
 
 static pd_status norm_backward(const pd_backward_ctx *c) {

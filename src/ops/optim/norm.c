@@ -18,18 +18,13 @@ static pd_status sqnorm_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status sqnorm_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)def;
-  (void)n_in;
-  (void)a;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status sqnorm_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   pd_tensor *c = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
   if (!c) return pd_last_status();
   double s = pdk_optim_sum_squares(pd_data_ptr(c), c->dtype, c->numel);
   pd_tensor_release(c);
-  pd_store_from_f64(pd_data_ptr(out[0]), out[0]->dtype, s);
+  pd_store_from_f64(pd_data_ptr(ctx->out[0]), ctx->out[0]->dtype, s);
   return PD_OK;
 }
 

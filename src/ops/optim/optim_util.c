@@ -82,14 +82,12 @@ pd_status pd_optim_meta(const pd_optim_op_desc *d, const pd_op_def *def, pd_tens
   return PD_OK;
 }
 
-pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_op_def *def, pd_tensor *const *in, int n_in,
-                          const pd_attrs *at, pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)out;
-  (void)n_out;
+pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx) {
+  pd_tensor *const *in = ctx->in;
+  const pd_attrs *at = ctx->attrs;
   pd_tensor *p = in[0], *g = in[1];
   pd_optim_args a = {.gscale = 1.0, .lo = -INFINITY, .hi = INFINITY};
-  pd_status st = pd_optim_parse_transform(def->name, at->s, &a);
+  pd_status st = pd_optim_parse_transform(ctx->def->name, at->s, &a);
   if (st != PD_OK) return st;
   a.lr = pd_load_as_f64(pd_data_ptr(in[2]), in[2]->dtype);
   double pows[2] = {0, 0};
@@ -110,7 +108,7 @@ pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_op_def *def, pd_te
   for (int k = 0; k < d->n_acc; k++) b.acc[k] = pd_data_ptr(in[3 + k]);
   int rc = d->rule ? pdk_optim_run(&b, &a, d->rule) : pdk_optim_lamb(&b, &a);
   if (rc)
-    return pd_set_error(PD_ERR_DTYPE, "%s: param %s with grad %s is not supported", def->name,
+    return pd_set_error(PD_ERR_DTYPE, "%s: param %s with grad %s is not supported", ctx->def->name,
                         pd_dtype_name(p->dtype), pd_dtype_name(g->dtype));
   if (d->post) {
     d->post(at, pows, pw[0]->dtype == PD_FLOAT32);

@@ -28,25 +28,22 @@ typedef struct pd_optim_op_desc {
 
 pd_status pd_optim_meta(const pd_optim_op_desc *d, const pd_op_def *def, pd_tensor *const *in, int n_in,
                         const pd_attrs *a, pd_meta *out, int *n_out);
-pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_op_def *def, pd_tensor *const *in, int n_in,
-                          const pd_attrs *a, pd_tensor **out, int n_out);
+/* The kernel of an update op over d. */
+pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx);
 
 /* Defines the registry row pd_opdef_<NAME>_ of an update op over DESC. */
-#define PD_OPTIM_OP(NAME, DESC, ATTRS)                                                                    \
-  static pd_status NAME##_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,   \
-                               pd_meta *out, int *n_out) {                                                \
-    return pd_optim_meta(&DESC, def, in, n_in, a, out, n_out);                                            \
-  }                                                                                                       \
-  static pd_status NAME##_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                                 pd_tensor **out, int n_out) {                                            \
-    return pd_optim_kernel(&DESC, def, in, n_in, a, out, n_out);                                          \
-  }                                                                                                       \
-  const pd_op_def pd_opdef_##NAME##_ = {.name = #NAME "_",                                                \
-                                        .n_in = -1,                                                       \
-                                        .n_out = 1,                                                       \
-                                        .flags = PD_OPF_INPLACE,                                          \
-                                        .attr_names = ATTRS,                                              \
-                                        .infer_meta = NAME##_meta,                                        \
+#define PD_OPTIM_OP(NAME, DESC, ATTRS)                                                                  \
+  static pd_status NAME##_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
+                               pd_meta *out, int *n_out) {                                              \
+    return pd_optim_meta(&DESC, def, in, n_in, a, out, n_out);                                          \
+  }                                                                                                     \
+  static pd_status NAME##_kernel(const pd_kernel_ctx *ctx) { return pd_optim_kernel(&DESC, ctx); }      \
+  const pd_op_def pd_opdef_##NAME##_ = {.name = #NAME "_",                                              \
+                                        .n_in = -1,                                                     \
+                                        .n_out = 1,                                                     \
+                                        .flags = PD_OPF_INPLACE,                                        \
+                                        .attr_names = ATTRS,                                            \
+                                        .infer_meta = NAME##_meta,                                      \
                                         .kernel = {[PD_PLACE_CPU] = NAME##_kernel}};
 
 /* Writes the transform string for the attrs' `s` (see above); min/max of

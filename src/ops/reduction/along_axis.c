@@ -63,14 +63,12 @@ static pd_status take_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
         });                                                                    \
   } while (0)
 
-static pd_status take_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status take_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = check_idx(def->name, in[1], in[0]->ndim, in[0]->shape, a->i[0], &ax);
+  pd_status st =
+      check_idx(ctx->def->name, ctx->in[1], ctx->in[0]->ndim, ctx->in[0]->shape, ctx->attrs->i[0], &ax);
   if (st != PD_OK) return st;
-  pd_tensor *xc = pd_kernel_contiguous(in[0]), *ic = xc ? pd_kernel_contiguous(in[1]) : NULL;
+  pd_tensor *xc = pd_kernel_contiguous(ctx->in[0]), *ic = xc ? pd_kernel_contiguous(ctx->in[1]) : NULL;
   if (!ic) {
     pd_tensor_release(xc);
     return pd_last_status();
@@ -79,11 +77,11 @@ static pd_status take_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
   pd_axis_split(xc->ndim, xc->shape, ax, &outer, &nx, &inner);
   pd_axis_split(ic->ndim, ic->shape, ax, &o2, &ni, &i2);
   const int64_t *ix = pd_tensor_data(ic);
-  st = check_range(def->name, ix, ic->numel, nx);
-  if (st == PD_OK && out[0]->numel > 0) {
+  st = check_range(ctx->def->name, ix, ic->numel, nx);
+  if (st == PD_OK && ctx->out[0]->numel > 0) {
     const char *xd = pd_tensor_data(xc);
-    char *od = pd_tensor_data(out[0]);
-    int nt = out[0]->numel < GRAIN ? 1 : omp_get_max_threads();
+    char *od = pd_tensor_data(ctx->out[0]);
+    int nt = ctx->out[0]->numel < GRAIN ? 1 : omp_get_max_threads();
     switch (pd_dtype_size(xc->dtype)) {
       case 1:
         TAKE_LOOP(uint8_t);
@@ -162,18 +160,17 @@ static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_
         });                                                                                        \
   } while (0)
 
-static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *o = out[0];
+static pd_status scatter_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
   int ax;
-  pd_status st = check_idx(def->name, in[1], a->nv[0], a->v[0], a->i[0], &ax);
+  pd_status st =
+      check_idx(ctx->def->name, ctx->in[1], ctx->attrs->nv[0], ctx->attrs->v[0], ctx->attrs->i[0], &ax);
   if (st != PD_OK) return st;
   if (!pd_dtype_is_floating(o->dtype) && o->dtype != PD_INT64 && o->dtype != PD_INT32)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(o->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(o->dtype));
   memset(pd_tensor_data(o), 0, (size_t)o->numel * pd_dtype_size(o->dtype));
-  pd_tensor *sc = pd_kernel_contiguous(in[0]), *ic = sc ? pd_kernel_contiguous(in[1]) : NULL;
+  pd_tensor *sc = pd_kernel_contiguous(ctx->in[0]), *ic = sc ? pd_kernel_contiguous(ctx->in[1]) : NULL;
   if (!ic) {
     pd_tensor_release(sc);
     return pd_last_status();
@@ -182,7 +179,7 @@ static pd_status scatter_kernel(const pd_op_def *def, pd_tensor *const *in, int 
   pd_axis_split(o->ndim, o->shape, ax, &outer, &nx, &inner);
   pd_axis_split(ic->ndim, ic->shape, ax, &o2, &ni, &i2);
   const int64_t *ix = pd_tensor_data(ic);
-  st = check_range(def->name, ix, ic->numel, nx);
+  st = check_range(ctx->def->name, ix, ic->numel, nx);
   if (st == PD_OK && ic->numel > 0) {
     const char *sd = pd_tensor_data(sc);
     char *od = pd_tensor_data(o);

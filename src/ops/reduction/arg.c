@@ -57,18 +57,12 @@ static pd_status arg_run(const pd_op_def *def, pd_tensor *x, const pd_attrs *a, 
   return PD_OK;
 }
 
-static pd_status argmax_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return arg_run(def, in[0], a, out[0], true);
+static pd_status argmax_kernel(const pd_kernel_ctx *ctx) {
+  return arg_run(ctx->def, ctx->in[0], ctx->attrs, ctx->out[0], true);
 }
 
-static pd_status argmin_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return arg_run(def, in[0], a, out[0], false);
+static pd_status argmin_kernel(const pd_kernel_ctx *ctx) {
+  return arg_run(ctx->def, ctx->in[0], ctx->attrs, ctx->out[0], false);
 }
 
 const pd_op_def pd_opdef_argmax = {.name = "argmax",

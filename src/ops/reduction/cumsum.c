@@ -25,25 +25,23 @@ static pd_status cumsum_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return pd_norm_axis(def->name, a->i[0], x->ndim, &ax);
 }
 
-static pd_status cumsum_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_tensor *x = in[0];
+static pd_status cumsum_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *x = ctx->in[0];
   int64_t outer = 1, len = x->numel, inner = 1;
-  if (!a->i[1]) {
+  if (!ctx->attrs->i[1]) {
     int ax;
-    pd_status st = pd_norm_axis(def->name, a->i[0], x->ndim, &ax);
+    pd_status st = pd_norm_axis(ctx->def->name, ctx->attrs->i[0], x->ndim, &ax);
     if (st != PD_OK) return st;
     pd_axis_split(x->ndim, x->shape, ax, &outer, &len, &inner);
   }
   pd_tensor *xc = pd_kernel_contiguous(x);
   if (!xc) return pd_last_status();
-  int r = pdk_cumsum_run(pd_tensor_data(xc), pd_tensor_data(out[0]), x->dtype, outer, len, inner, a->i[2],
-                         a->i[3]);
+  int r = pdk_cumsum_run(pd_tensor_data(xc), pd_tensor_data(ctx->out[0]), x->dtype, outer, len, inner,
+                         ctx->attrs->i[2], ctx->attrs->i[3]);
   pd_tensor_release(xc);
   if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name, pd_dtype_name(x->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(x->dtype));
   return PD_OK;
 }
 

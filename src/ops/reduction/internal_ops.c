@@ -14,11 +14,8 @@ PD_EW_BINARY(exps_f32, float, float, (float)exp((double)x - (double)y))
 PD_EW_BINARY(exps_f64, double, double, exp(x - y))
 static const pd_ew_fn k_exps[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(exps);
 
-static pd_status exps_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)a;
-  (void)n_out;
-  return pd_ew_apply(def->name, k_exps, out[0]->dtype, out[0], in, n_in, NULL);
+static pd_status exps_kernel(const pd_kernel_ctx *ctx) {
+  return pd_ew_apply(ctx->def->name, k_exps, ctx->out[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, NULL);
 }
 
 static pd_status exps_backward(const pd_backward_ctx *c) {
@@ -56,10 +53,9 @@ PD_EW_UNARY(apow_f32, float, float, (float)pow(fabs((double)x), P[0]))
 PD_EW_UNARY(apow_f64, double, double, pow(fabs(x), P[0]))
 static const pd_ew_fn k_apow[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(apow);
 
-static pd_status apow_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_out;
-  return pd_ew_apply(def->name, k_apow, out[0]->dtype, out[0], in, n_in, &a->f[0]);
+static pd_status apow_kernel(const pd_kernel_ctx *ctx) {
+  return pd_ew_apply(ctx->def->name, k_apow, ctx->out[0]->dtype, ctx->out[0], ctx->in, ctx->n_in,
+                     &ctx->attrs->f[0]);
 }
 
 /* d|x|^e = e |x|^(e-1) sign(x) */
@@ -125,18 +121,16 @@ static pd_status pex_geoms(const pd_op_def *def, const pd_tensor *x, const pd_at
   return PD_OK;
 }
 
-static pd_status pex_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status pex_kernel(const pd_kernel_ctx *ctx) {
   pd_reduce_geom gx, go;
-  pd_status st = pex_geoms(def, in[0], a, &gx, &go);
+  pd_status st = pex_geoms(ctx->def, ctx->in[0], ctx->attrs, &gx, &go);
   if (st != PD_OK) return st;
-  int r = pdk_reduce_prod_exclusive(&gx, pd_tensor_data(in[0]), &go, pd_tensor_data(out[0]), in[0]->dtype);
-  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  int r = pdk_reduce_prod_exclusive(&gx, pd_tensor_data(ctx->in[0]), &go, pd_tensor_data(ctx->out[0]),
+                                    ctx->in[0]->dtype);
+  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(in[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->in[0]->dtype));
   return PD_OK;
 }
 

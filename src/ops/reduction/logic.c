@@ -4,36 +4,17 @@
 
 static pd_status logic_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                             pd_meta *out, int *n_out) {
-  (void)n_in;
-  bool mask[PD_MAX_DIMS];
-  *n_out = 1;
-  pd_status st = pd_reduce_meta(def, in[0], a, out, mask);
+  pd_status st = pd_reduce_infer_meta(def, in, n_in, a, out, n_out);
   out->dtype = PD_BOOL;
   return st;
 }
 
-static pd_status logic_run(const pd_op_def *def, pd_tensor *const *in, const pd_attrs *a, pd_tensor *out,
-                           pd_reduce_kind kind) {
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  pd_reduce_spec s = {.kind = kind};
-  return pd_reduce_exec(def, in[0], mask, &s, out);
+static pd_status all_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_ALL});
 }
 
-static pd_status all_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return logic_run(def, in, a, out[0], PD_RK_ALL);
-}
-
-static pd_status any_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return logic_run(def, in, a, out[0], PD_RK_ANY);
+static pd_status any_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_ANY});
 }
 
 const pd_op_def pd_opdef_all = {.name = "all",

@@ -6,42 +6,30 @@
 #include "paddlec/ops.h"
 #include "reduction_util.h"
 
-static pd_status lse_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                          pd_meta *out, int *n_out) {
-  (void)n_in;
+static pd_status lse_kernel(const pd_kernel_ctx *ctx) {
   bool mask[PD_MAX_DIMS];
-  *n_out = 1;
-  return pd_reduce_meta(def, in[0], a, out, mask);
-}
-
-static pd_status lse_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  int64_t n_out_el = out[0]->numel;
+  pd_reduce_mask(ctx->in[0]->ndim, ctx->attrs, mask);
+  int64_t n_out_el = ctx->out[0]->numel;
   double *c = malloc(sizeof(double) * (size_t)(n_out_el > 0 ? n_out_el : 1));
-  if (!c) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  if (!c) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   /* pass 1: the max of each group (into c, as float64) */
   pd_reduce_geom g;
-  pdk_reduce_geom_init(&g, in[0]->ndim, in[0]->shape, in[0]->strides, mask);
+  pdk_reduce_geom_init(&g, ctx->in[0]->ndim, ctx->in[0]->shape, ctx->in[0]->strides, mask);
   pd_reduce_spec s1 = {.kind = PD_RK_MAX};
-  int r = pdk_reduce_run(&g, &s1, pd_tensor_data(in[0]), in[0]->dtype, c, PD_FLOAT64);
+  int r = pdk_reduce_run(&g, &s1, pd_tensor_data(ctx->in[0]), ctx->in[0]->dtype, c, PD_FLOAT64);
   if (!r) {
     /* an infinite max (or an empty group) shifts by 0: +inf stays +inf, -inf gives -inf */
     for (int64_t i = 0; i < n_out_el; i++)
       if (!isfinite(c[i]) && !isnan(c[i])) c[i] = 0.0;
     pd_reduce_spec s2 = {.kind = PD_RK_SUMEXP_DEV, .post = PD_RP_LOG_ADD_C, .center = c};
-    r = pdk_reduce_run(&g, &s2, pd_tensor_data(in[0]), in[0]->dtype, pd_tensor_data(out[0]), out[0]->dtype);
+    r = pdk_reduce_run(&g, &s2, pd_tensor_data(ctx->in[0]), ctx->in[0]->dtype, pd_tensor_data(ctx->out[0]),
+                       ctx->out[0]->dtype);
   }
   free(c);
-  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(in[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->in[0]->dtype));
   return PD_OK;
 }
 
@@ -67,7 +55,7 @@ const pd_op_def pd_opdef_logsumexp = {
     .n_out = 1,
     .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
     .attr_names = "v0:axis,i0:keepdim",
-    .infer_meta = lse_meta,
+    .infer_meta = pd_reduce_infer_meta,
     .kernel = {[PD_PLACE_CPU] = lse_kernel},
     .backward = lse_backward,
     .flops = pd_flops_reduce};

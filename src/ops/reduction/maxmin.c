@@ -12,28 +12,12 @@ static pd_status ext_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return st != PD_OK ? st : pd_reduce_check_nonempty(def, in[0], mask);
 }
 
-static pd_status ext_run(const pd_op_def *def, pd_tensor *const *in, const pd_attrs *a, pd_tensor *out,
-                         pd_reduce_kind kind) {
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  pd_reduce_spec s = {.kind = kind};
-  return pd_reduce_exec(def, in[0], mask, &s, out);
+static pd_status max_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_MAX});
 }
 
-static pd_status max_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return ext_run(def, in, a, out[0], PD_RK_MAX);
-}
-
-static pd_status min_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                            pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  return ext_run(def, in, a, out[0], PD_RK_MIN);
+static pd_status min_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_MIN});
 }
 
 /* dx = expand(dy) * (x == out) / count(x == out) */

@@ -6,25 +6,12 @@
 #include "paddlec/ops.h"
 #include "reduction_util.h"
 
-static pd_status mean_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_meta *out, int *n_out) {
-  (void)n_in;
+static pd_status mean_kernel(const pd_kernel_ctx *ctx) {
   bool mask[PD_MAX_DIMS];
-  *n_out = 1;
-  return pd_reduce_meta(def, in[0], a, out, mask);
-}
-
-static pd_status mean_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  int64_t n = pd_reduce_count(in[0]->ndim, in[0]->shape, mask);
+  pd_reduce_mask(ctx->in[0]->ndim, ctx->attrs, mask);
+  int64_t n = pd_reduce_count(ctx->in[0]->ndim, ctx->in[0]->shape, mask);
   if (n == 0) { /* NaN for floats, 0 for integers (Paddle) */
-    pd_tensor *o = out[0];
+    pd_tensor *o = ctx->out[0];
     double v = pd_dtype_is_floating(o->dtype) ? NAN : 0.0;
     size_t es = pd_dtype_size(o->dtype);
     for (int64_t i = 0; i < o->numel; i++)
@@ -32,7 +19,7 @@ static pd_status mean_kernel(const pd_op_def *def, pd_tensor *const *in, int n_i
     return PD_OK;
   }
   pd_reduce_spec s = {.kind = PD_RK_SUM, .post = PD_RP_DIV, .d = (double)n};
-  return pd_reduce_exec(def, in[0], mask, &s, out[0]);
+  return pd_reduce_exec(ctx->def, ctx->in[0], mask, &s, ctx->out[0]);
 }
 
 static pd_status mean_backward(const pd_backward_ctx *c) {
@@ -52,7 +39,7 @@ const pd_op_def pd_opdef_mean = {.name = "mean",
                                  .n_out = 1,
                                  .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
                                  .attr_names = "v0:axis,i0:keepdim",
-                                 .infer_meta = mean_meta,
+                                 .infer_meta = pd_reduce_infer_meta,
                                  .kernel = {[PD_PLACE_CPU] = mean_kernel},
                                  .backward = mean_backward,
                                  .flops = pd_flops_reduce};

@@ -4,24 +4,8 @@
 #include "paddlec/ops.h"
 #include "reduction_util.h"
 
-static pd_status prod_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                           pd_meta *out, int *n_out) {
-  (void)n_in;
-  bool mask[PD_MAX_DIMS];
-  *n_out = 1;
-  return pd_reduce_meta(def, in[0], a, out, mask);
-}
-
-static pd_status prod_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
-  pd_meta m;
-  bool mask[PD_MAX_DIMS];
-  pd_status st = pd_reduce_meta(def, in[0], a, &m, mask);
-  if (st != PD_OK) return st;
-  pd_reduce_spec s = {.kind = PD_RK_PROD};
-  return pd_reduce_exec(def, in[0], mask, &s, out[0]);
+static pd_status prod_kernel(const pd_kernel_ctx *ctx) {
+  return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_PROD});
 }
 
 static pd_status prod_backward(const pd_backward_ctx *c) {
@@ -42,7 +26,7 @@ const pd_op_def pd_opdef_prod = {.name = "prod",
                                  .n_out = 1,
                                  .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
                                  .attr_names = "v0:axis,i0:keepdim",
-                                 .infer_meta = prod_meta,
+                                 .infer_meta = pd_reduce_infer_meta,
                                  .kernel = {[PD_PLACE_CPU] = prod_kernel},
                                  .backward = prod_backward,
                                  .flops = pd_flops_reduce};

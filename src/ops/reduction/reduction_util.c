@@ -34,12 +34,26 @@ pd_status pd_reduce_meta(const pd_op_def *def, const pd_tensor *x, const pd_attr
   return PD_OK;
 }
 
+pd_status pd_reduce_infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_meta *out, int *n_out) {
+  (void)n_in;
+  bool mask[PD_MAX_DIMS];
+  *n_out = 1;
+  return pd_reduce_meta(def, in[0], a, out, mask);
+}
+
 void pd_reduce_mask(int nd, const pd_attrs *a, bool *mask) {
   for (int d = 0; d < PD_MAX_DIMS; d++) mask[d] = a->nv[0] == 0;
   for (int k = 0; k < a->nv[0]; k++) {
     int64_t ax = a->v[0][k];
     if (nd > 0) mask[ax < 0 ? ax + nd : ax] = true;
   }
+}
+
+pd_status pd_reduce_kernel_run(const pd_kernel_ctx *ctx, const pd_reduce_spec *s) {
+  bool mask[PD_MAX_DIMS];
+  pd_reduce_mask(ctx->in[0]->ndim, ctx->attrs, mask);
+  return pd_reduce_exec(ctx->def, ctx->in[0], mask, s, ctx->out[0]);
 }
 
 int64_t pd_reduce_count(int nd, const int64_t *shape, const bool *mask) {

@@ -12,8 +12,15 @@
  * and rank, or a repeated axis) and fills the output meta (x's dtype). */
 pd_status pd_reduce_meta(const pd_op_def *def, const pd_tensor *x, const pd_attrs *a, pd_meta *out,
                          bool *mask);
-/* The mask of already validated attrs (backward), for a tensor of rank nd. */
+/* pd_reduce_meta as an op's infer_meta: one output. */
+pd_status pd_reduce_infer_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_meta *out, int *n_out);
+/* The mask of already validated attrs (kernels, backward), for a tensor of
+ * rank nd. */
 void pd_reduce_mask(int nd, const pd_attrs *a, bool *mask);
+/* A one-pass reduction kernel: out[0] = s over in[0] across the attrs'
+ * axes (validated by infer_meta). */
+pd_status pd_reduce_kernel_run(const pd_kernel_ctx *ctx, const pd_reduce_spec *s);
 /* Number of elements each output reduces. */
 int64_t pd_reduce_count(int nd, const int64_t *shape, const bool *mask);
 /* Runs the driver: out (contiguous, allocated) = reduce(x) over mask. */

@@ -18,24 +18,21 @@ static pd_status argsort_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   return st;
 }
 
-static pd_status argsort_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                                pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status argsort_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = pd_norm_axis(def->name, a->i[0], in[0]->ndim, &ax);
+  pd_status st = pd_norm_axis(ctx->def->name, ctx->attrs->i[0], ctx->in[0]->ndim, &ax);
   if (st != PD_OK) return st;
   int64_t outer, len, inner;
-  pd_axis_split(in[0]->ndim, in[0]->shape, ax, &outer, &len, &inner);
-  pd_tensor *xc = pd_kernel_contiguous(in[0]);
+  pd_axis_split(ctx->in[0]->ndim, ctx->in[0]->shape, ax, &outer, &len, &inner);
+  pd_tensor *xc = pd_kernel_contiguous(ctx->in[0]);
   if (!xc) return pd_last_status();
-  int r = pdk_sort_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[1], pd_tensor_data(out[0]),
-                       pd_tensor_data(out[1]));
+  int r = pdk_sort_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, ctx->attrs->i[1],
+                       pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
   pd_tensor_release(xc);
-  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(in[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->in[0]->dtype));
   return PD_OK;
 }
 

@@ -32,24 +32,21 @@ static pd_status topk_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-static pd_status topk_kernel(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                             pd_tensor **out, int n_out) {
-  (void)n_in;
-  (void)n_out;
+static pd_status topk_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = topk_check(def, in[0], a, &ax);
+  pd_status st = topk_check(ctx->def, ctx->in[0], ctx->attrs, &ax);
   if (st != PD_OK) return st;
   int64_t outer, len, inner;
-  pd_axis_split(in[0]->ndim, in[0]->shape, ax, &outer, &len, &inner);
-  pd_tensor *xc = pd_kernel_contiguous(in[0]);
+  pd_axis_split(ctx->in[0]->ndim, ctx->in[0]->shape, ax, &outer, &len, &inner);
+  pd_tensor *xc = pd_kernel_contiguous(ctx->in[0]);
   if (!xc) return pd_last_status();
-  int r = pdk_topk_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, a->i[0], a->i[2],
-                       pd_tensor_data(out[0]), pd_tensor_data(out[1]));
+  int r = pdk_topk_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, ctx->attrs->i[0], ctx->attrs->i[2],
+                       pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
   pd_tensor_release(xc);
-  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", def->name);
+  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", def->name,
-                        pd_dtype_name(in[0]->dtype));
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(ctx->in[0]->dtype));
   return PD_OK;
 }
 
