@@ -27,6 +27,7 @@
 #include "paddlec/core.h"
 #include "paddlec/distributed.h"
 #include "paddlec/export.h"
+#include "paddlec/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,6 +138,27 @@ PD_API pd_dist_process_mesh *pd_dist_process_mesh_of(const pd_tensor *t);
 PD_API int pd_dist_global_shape(const pd_tensor *t, int64_t *shape);
 /* "{mesh: [2] [0, 1], placements: [Shard(1)], shape: [16, 16]}" into buf. */
 PD_API const char *pd_dist_attr_str(const pd_tensor *t, char *buf, size_t cap);
+
+/* ---- shard_layer ------------------------------------------------------------ */
+/* shard_fn(name, layer, mesh, user): called on `layer` itself (name "") and
+ * on every sublayer (dotted name), before the rest is replicated; it shards
+ * what it wants with pd_dist_shard_tensor (parameters convert in place). */
+typedef pd_status (*pd_dist_shard_layer_fn)(const char *name, pd_layer *layer, pd_dist_process_mesh *mesh,
+                                            void *user);
+typedef struct pd_dist_shard_layer_opts {
+  pd_dist_shard_layer_fn shard_fn; /* NULL: only replicate */
+  /* input_fn / output_fn: Paddle's, as forward pre- and post-hooks of the
+   * layer (the mesh travels in user) */
+  pd_forward_pre_hook_fn input_fn;
+  pd_forward_post_hook_fn output_fn;
+  void *user;
+} pd_dist_shard_layer_opts;
+/* shard_layer(layer, process_mesh, shard_fn, input_fn, output_fn): after
+ * shard_fn, every parameter and buffer of the layer and its sublayers that
+ * is still dense becomes a Replicate DTensor on mesh, in place. opts NULL:
+ * replicate everything. */
+PD_API pd_status pd_dist_shard_layer(pd_layer *layer, pd_dist_process_mesh *mesh,
+                                     const pd_dist_shard_layer_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -391,13 +391,45 @@ static pd_tensor *demo_data(int step, int cols, double f) {
 /* The losses of STEPS steps of SGD(0.1) on MSELoss; with a mesh, linear_0's
  * weight is Shard(1) and linear_1's Shard(0) on its last dim ("mp"); on a
  * 2-d mesh [dp, mp] the batch is also sharded on dp. */
+/* shard_layer's shard_fn for DemoNet (a Sequential: sublayers "0", "1",
+ * "2"): linear_0's weight by columns, linear_1's by rows. */
+static pd_status demo_shard_fn(const char *name, pd_layer *layer, pd_dist_process_mesh *mesh, void *user) {
+  (void)user;
+  int dim = strcmp(name, "0") == 0 ? 1 : strcmp(name, "2") == 0 ? 0 : -1;
+  if (dim < 0) return PD_OK;
+  pd_tensor *w = pd_layer_parameter(layer, "weight");
+  return pd_dist_shard_tensor(w, mesh, (pd_dist_placement[]){pd_dist_shard(dim)}, 1) ? PD_OK
+                                                                                     : pd_last_status();
+}
+
+static int g_input_fn_calls;
+
+/* input_fn: the batch becomes a replicated DTensor on the mesh in user. */
+static int demo_input_fn(pd_layer *l, pd_tensor **in, int n_in, void *user) {
+  (void)l, (void)n_in;
+  g_input_fn_calls++;
+  in[0] = pd_dist_shard_tensor(in[0], user, (pd_dist_placement[]){pd_dist_replicate()}, 1);
+  return in[0] ? 1 : pd_last_status();
+}
+
+static bool g_use_shard_layer;
+
 static int demo_losses(pd_dist_process_mesh *mesh, double *losses) {
   pd_layer *net = demo_net();
   int nd = mesh ? pd_dist_process_mesh_ndim(mesh) : 0;
   pd_dist_placement p0[2] = {pd_dist_replicate(), pd_dist_replicate()}, p1[2], pdata[2];
   memcpy(p1, p0, sizeof p1);
   memcpy(pdata, p0, sizeof pdata);
-  if (mesh) {
+  if (mesh && g_use_shard_layer) {
+    pd_dist_shard_layer_opts o = {.shard_fn = demo_shard_fn, .input_fn = demo_input_fn, .user = mesh};
+    if (pd_dist_shard_layer(net, mesh, &o) != PD_OK) return 1;
+    pd_named_tensors ps;
+    if (pd_layer_parameters(net, &ps) != PD_OK) return 1;
+    bool all_dist = ps.n == 4;
+    for (int i = 0; i < ps.n; i++) all_dist &= pd_dist_is_dist(ps.tensors[i]);
+    pd_named_tensors_free(&ps);
+    if (!all_dist) return 6;
+  } else if (mesh) {
     p0[nd - 1] = pd_dist_shard(1);
     p1[nd - 1] = pd_dist_shard(0);
     if (nd == 2) pdata[0] = pd_dist_shard(0);
@@ -498,6 +530,31 @@ static int rank_demo_net_2d(int rank) {
   return 0;
 }
 
+/* shard_layer: shard_fn shards the two weights, the biases become
+ * Replicate DTensors, input_fn runs before every forward. */
+static int rank_shard_layer(int rank) {
+  double ref[STEPS], got[STEPS];
+  CHECK(demo_losses(NULL, ref) == 0, 1);
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, (const char *[]){"x"});
+  g_use_shard_layer = true;
+  int rc = demo_losses(m, got);
+  CHECK(rc == 0, 10 + rc);
+  CHECK(g_input_fn_calls == STEPS, 2);
+  for (int s = 0; s < STEPS; s++)
+    if (fabs(got[s] - ref[s]) > 1e-6) {
+      fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
+      return 4;
+    }
+  CHECK(pd_dist_shard_layer(NULL, m, NULL) == PD_ERR_INVALID, 3);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_shard_layer(void **state) {
+  (void)state;
+  run_ranks(2, rank_shard_layer);
+}
+
 static void test_demo_net_four_ranks_dp_mp(void **state) {
   (void)state;
   run_ranks(4, rank_demo_net_2d);
@@ -513,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_demo_net_two_ranks),
       cmocka_unit_test(test_demo_net_four_ranks_dp_mp),
+      cmocka_unit_test(test_shard_layer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
