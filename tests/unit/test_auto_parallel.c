@@ -262,6 +262,13 @@ static int rank_transitions_1d(int rank) {
   for (int i = 0; i < NKINDS; i++)
     for (int j = 0; j < 3; j++) rc |= check_transition(rank, m, sw, g, &k_kinds[i], &k_kinds[j]);
   pd_dist_process_mesh_release(sw);
+  /* a mesh naming a process the world lacks: an error naming it, on every rank */
+  pd_dist_process_mesh *bad = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 5}, NULL);
+  pd_tensor *x = pd_dist_shard_tensor(global_value(2, SHAPE(4, 2), PD_FLOAT32), m, &k_kinds[1], 1);
+  CHECK(x && !pd_dist_reshard(x, bad, &k_kinds[1], 1), 20);
+  CHECK(strstr(pd_last_error(), "names process 5 but the world has 2"), 21);
+  pd_clear_error();
+  pd_dist_process_mesh_release(bad);
   pd_dist_process_mesh_release(m);
   return rc;
 }

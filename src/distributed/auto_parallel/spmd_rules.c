@@ -259,6 +259,52 @@ static pd_status rule_matmul(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* Same-shape ops along dims (softmax, log_softmax, cumsum along i0 axis;
+ * tril/triu on the last two dims): those dims are gathered, the others
+ * keep their shards. cumsum with flatten gathers everything. */
+static pd_status rule_along_dims(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  bool whole[PD_MAX_DIMS] = {0};
+  const pd_op_def *def = s->def;
+  if (def == &pd_opdef_tril || def == &pd_opdef_triu) {
+    for (int d = nd - 2; d < nd; d++)
+      if (d >= 0) whole[d] = true;
+  } else if (def == &pd_opdef_cumsum && s->attrs->i[1]) {
+    for (int d = 0; d < nd; d++) whole[d] = true;
+  } else if (nd > 0) {
+    int64_t ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
+    if (ax >= 0 && ax < nd) whole[ax] = true;
+  }
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  for (int k = 0; k < nd; k++)
+    if (whole[k]) d.dims_mapping[k] = -1;
+  s->in_want[0] = d;
+  clear(&s->out[0]);
+  if (s->out_meta[0].ndim == nd) s->out[0] = d;
+  return PD_OK;
+}
+
+/* concat (i0 axis) and stack (i0 axis, a new dim): every input takes input
+ * 0's mapping of the other dims; the concatenated dim is gathered. */
+static pd_status rule_concat_stack(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  bool stack = s->def == &pd_opdef_stack;
+  int64_t lim = stack ? nd + 1 : nd, ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + lim : s->attrs->i[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  if (!stack && ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
+  for (int i = 0; i < s->n_in; i++) s->in_want[i] = d;
+  clear(&s->out[0]);
+  for (int k = 0, od = 0; od < s->out_meta[0].ndim; od++) {
+    if (stack && od == ax) continue;
+    if (k < nd) s->out[0].dims_mapping[od] = d.dims_mapping[k++];
+  }
+  return PD_OK;
+}
+
 /* The optimizer updates (param, grad, learning rate, accumulators...): the
  * parameter stays as it is; every input of its global shape is placed as
  * it (a Partial gradient is reduced first), the others replicated. */
@@ -335,6 +381,15 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       return rule_broadcast;
     case PD_OP_cast:
       return rule_unary;
+    case PD_OP_softmax:
+    case PD_OP_log_softmax:
+    case PD_OP_cumsum:
+    case PD_OP_tril:
+    case PD_OP_triu:
+      return rule_along_dims;
+    case PD_OP_concat:
+    case PD_OP_stack:
+      return rule_concat_stack;
     default:
       break;
   }
