@@ -162,6 +162,45 @@ static void test_arena_step_allocates_nothing(void **state) {
   pd_layer_release(l1), pd_layer_release(l2), pd_layer_release(l3);
 }
 
+/* Losses reduced over a batch the Program does not know yet (-1): the mean
+ * counts when the Program runs. It was once a constant taken from the
+ * unknown size (1 / -1), which negated the loss. */
+static void test_loss_means_with_unknown_batch(void **state) {
+  (void)state;
+  pd_tensor *xv = wave(6, 5, 1), *yv = wave(6, 5, 2);
+  pd_tensor *lab = pd_randint(0, 5, 1, SHAPE(6), PD_INT64);
+  pd_tensor *logp = pd_log_softmax(xv, -1), *p = pd_softmax(yv, -1);
+  pd_tensor *eager[4] = {pd_cross_entropy(xv, lab, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0),
+                         pd_mse_loss(xv, yv, PD_REDUCTION_MEAN),
+                         pd_kl_div(logp, p, PD_REDUCTION_BATCHMEAN, false),
+                         pd_l1_loss(xv, yv, PD_REDUCTION_SUM)};
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 5), PD_FLOAT64),
+            *y = pd_static_data("y", 2, SHAPE(-1, 5), PD_FLOAT64);
+  pd_tensor *l = pd_static_data("l", 1, SHAPE(-1), PD_INT64);
+  pd_tensor *slogp = pd_log_softmax(x, -1), *sp = pd_softmax(y, -1);
+  pd_tensor *st[4] = {pd_cross_entropy(x, l, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0),
+                      pd_mse_loss(x, y, PD_REDUCTION_MEAN),
+                      pd_kl_div(slogp, sp, PD_REDUCTION_BATCHMEAN, false),
+                      pd_l1_loss(x, y, PD_REDUCTION_SUM)};
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  pd_static_feed feed[3] = {{"x", xv}, {"y", yv}, {"l", lab}};
+  pd_tensor *got[4];
+  assert_int_equal(pd_executor_run(exe, main, feed, 3, st, 4, got, scope), PD_OK);
+  for (int i = 0; i < 4; i++) {
+    expect_close(got[i], eager[i], 1e-14, 0);
+    pd_tensor_release(got[i]), pd_tensor_release(eager[i]), pd_tensor_release(st[i]);
+  }
+  pd_tensor *ts[] = {xv, yv, lab, logp, p, x, y, l, slogp, sp};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main), pd_program_release(startup);
+}
+
 static void test_layers_recorded_equal_eager(void **state) {
   (void)state;
   check_layers_recorded_equal_eager(false);
@@ -393,6 +432,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layers_recorded_equal_eager),
       cmocka_unit_test(test_arena_step_allocates_nothing),
+      cmocka_unit_test(test_loss_means_with_unknown_batch),
       cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
       cmocka_unit_test(test_no_grad),

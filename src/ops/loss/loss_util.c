@@ -90,6 +90,18 @@ bool pd_loss_any_nonzero(pd_tensor *t) {
 
 pd_tensor *pd_loss_reduce(pd_tensor *loss, pd_loss_reduction r) {
   if (r == PD_REDUCTION_NONE) return pd_tensor_retain(loss);
+  /* A static Variable with an unknown dim (the batch) has no count to
+   * divide by yet: the mean is an op that counts when the Program runs. */
+  bool unknown = loss->numel < 0 || (r == PD_REDUCTION_BATCHMEAN && loss->ndim > 0 && loss->shape[0] < 0);
+  if (unknown && r == PD_REDUCTION_MEAN) return pd_mean(loss, NULL, 0, false);
+  if (unknown && r == PD_REDUCTION_BATCHMEAN) { /* the mean over dim 0 of the sums over the others */
+    int64_t rest[PD_MAX_DIMS];
+    for (int d = 1; d < loss->ndim; d++) rest[d - 1] = d;
+    pd_tensor *per = loss->ndim > 1 ? pd_sum(loss, rest, loss->ndim - 1, false) : pd_tensor_retain(loss);
+    pd_tensor *m = per ? pd_mean(per, NULL, 0, false) : NULL;
+    pd_tensor_release(per);
+    return m;
+  }
   pd_tensor *s = pd_sum(loss, NULL, 0, false);
   if (!s || r == PD_REDUCTION_SUM) return s;
   double n = r == PD_REDUCTION_MEAN ? (double)loss->numel : loss->ndim > 0 ? (double)loss->shape[0] : 1.0;

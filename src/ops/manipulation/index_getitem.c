@@ -232,6 +232,9 @@ static pd_status positions(pd_tensor *x, const pd_index *idx, int n, pd_tensor *
   *pos = *upd = NULL;
   if (!v)
     return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "setitem: v is NULL");
+  if (x->numel < 0) /* the positions are numbered from x's size */
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "setitem: x is a static Variable of unknown shape %s",
+                        PD_SHAPE_STR(x));
   pd_tmps T = {0};
   pd_tensor *all = PD_K(pd_reshape(PD_K(pd_arange(0, (double)x->numel, 1, PD_INT64)), x->ndim, x->shape));
   pd_tensor *sel = all ? PD_K(getitem_impl(all, idx, n)) : NULL;
