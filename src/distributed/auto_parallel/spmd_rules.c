@@ -305,6 +305,76 @@ static pd_status rule_concat_stack(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* expand, broadcast_to, expand_as: a dim the output keeps at its size keeps
+ * its shard, new and broadcast dims are whole; expand_as's y (read for its
+ * shape only) is placed as the output. */
+static pd_status rule_expand(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0], *o = &s->out_meta[0];
+  int ni = x->ndim, on = o->ndim;
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  clear(&s->out[0]);
+  for (int k = 0; k < ni; k++) {
+    int od = k + on - ni;
+    if (od < 0 || x->shape[k] != o->shape[od] || x->shape[k] == 1)
+      d.dims_mapping[k] = -1;
+    else
+      s->out[0].dims_mapping[od] = d.dims_mapping[k];
+  }
+  s->in_want[0] = d;
+  for (int i = 1; i < s->n_in; i++) s->in_want[i] = s->out[0];
+  return PD_OK;
+}
+
+/* argmax/argmin (i0 keepdim, i1 axis, i2 flatten): the axis is gathered,
+ * the other dims keep their shards. */
+static pd_status rule_arg(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  int64_t ax = s->attrs->i[1] < 0 ? s->attrs->i[1] + nd : s->attrs->i[1];
+  for (int k = 0; k < nd; k++)
+    if (s->attrs->i[2] || k == ax) d.dims_mapping[k] = -1;
+  s->in_want[0] = d;
+  clear(&s->out[0]);
+  if (s->attrs->i[2]) return PD_OK;
+  for (int k = 0, od = 0; k < nd && od < s->out_meta[0].ndim; k++) {
+    if (k == ax && !s->attrs->i[0]) continue;
+    s->out[0].dims_mapping[od++] = d.dims_mapping[k];
+  }
+  return PD_OK;
+}
+
+/* layer_norm / rms_norm (i0 begin_norm_axis) and their grad ops: the
+ * normalised dims are gathered, the rows keep their shards; weight and bias
+ * are replicated; their gradients (grad ops' outputs 1..) are Partial(sum)
+ * on the mesh axes that shard rows. */
+static pd_status rule_norm(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  int64_t begin = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  for (int k = 0; k < nd; k++)
+    if (k >= begin) d.dims_mapping[k] = -1;
+  bool grad = s->def == &pd_opdef_layer_norm_grad || s->def == &pd_opdef_rms_norm_grad;
+  for (int i = 0; i < s->n_in; i++) {
+    bool like_x = i == 0 || (grad && i == s->n_in - 1);
+    if (like_x)
+      s->in_want[i] = d;
+    else
+      clear(&s->in_want[i]);
+  }
+  s->out[0] = d;
+  for (int k = 1; k < s->n_out; k++) {
+    clear(&s->out[k]);
+    for (int r = 0; r < nd && r < begin; r++)
+      if (d.dims_mapping[r] >= 0) s->out[k].partial[d.dims_mapping[r]] = PD_REDUCE_SUM;
+  }
+  return PD_OK;
+}
+
 /* The optimizer updates (param, grad, learning rate, accumulators...): the
  * parameter stays as it is; every input of its global shape is placed as
  * it (a Partial gradient is reduced first), the others replicated. */
@@ -390,6 +460,20 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_concat:
     case PD_OP_stack:
       return rule_concat_stack;
+    case PD_OP_clip:
+      return rule_unary;
+    case PD_OP_expand:
+    case PD_OP_broadcast_to:
+    case PD_OP_expand_as:
+      return rule_expand;
+    case PD_OP_argmax:
+    case PD_OP_argmin:
+      return rule_arg;
+    case PD_OP_layer_norm:
+    case PD_OP_rms_norm:
+    case PD_OP_layer_norm_grad:
+    case PD_OP_rms_norm_grad:
+      return rule_norm;
     default:
       break;
   }
