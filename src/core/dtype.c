@@ -132,12 +132,46 @@ static float f64_to_f32_odd(double v) {
   return bits_f32(u);
 }
 
-/* double -> integer saturating (NaN gives 0): a plain C cast of an
- * out-of-range value is undefined. */
-static int64_t f64_to_i64_sat(double v, double lo, double hi) {
+void pd_dtype_range(pd_dtype dt, double *lo, double *hi, bool *hi_open) {
+  *hi_open = false;
+  switch (dt) {
+    case PD_UINT8:
+      *lo = 0, *hi = 255;
+      break;
+    case PD_INT8:
+      *lo = -128, *hi = 127;
+      break;
+    case PD_INT16:
+      *lo = -32768, *hi = 32767;
+      break;
+    case PD_INT32:
+      *lo = -2147483648.0, *hi = 2147483647.0;
+      break;
+    case PD_INT64:
+      *lo = -9223372036854775808.0, *hi = 9223372036854775808.0, *hi_open = true;
+      break;
+    case PD_FLOAT16:
+      *lo = -65504, *hi = 65504;
+      break;
+    case PD_BFLOAT16:
+    case PD_FLOAT32:
+      *lo = -3.4028234663852886e38, *hi = 3.4028234663852886e38;
+      break;
+    default: /* bool (any value is true or false), float64 */
+      *lo = -INFINITY, *hi = INFINITY;
+      break;
+  }
+}
+
+/* double -> integer dtype dt, saturating (NaN gives 0): a plain C cast of
+ * an out-of-range value is undefined. */
+static int64_t f64_to_int_sat(double v, pd_dtype dt) {
+  double lo, hi;
+  bool hi_open;
+  pd_dtype_range(dt, &lo, &hi, &hi_open);
   if (isnan(v)) return 0;
   if (v <= lo) return (int64_t)lo;
-  if (v >= hi) return (int64_t)hi;
+  if (v >= hi) return hi_open ? INT64_MAX : (int64_t)hi;
   return (int64_t)v;
 }
 
@@ -147,27 +181,11 @@ void pd_store_from_f64(void *p, pd_dtype dt, double v) {
       *(uint8_t *)p = v != 0.0;
       break;
     case PD_UINT8:
-      *(uint8_t *)p = (uint8_t)f64_to_i64_sat(v, 0, 255);
-      break;
     case PD_INT8:
-      *(int8_t *)p = (int8_t)f64_to_i64_sat(v, -128, 127);
-      break;
     case PD_INT16:
-      *(int16_t *)p = (int16_t)f64_to_i64_sat(v, -32768, 32767);
-      break;
     case PD_INT32:
-      *(int32_t *)p = (int32_t)f64_to_i64_sat(v, -2147483648.0, 2147483647.0);
-      break;
     case PD_INT64:
-      /* 2^63 is the first double above INT64_MAX */
-      if (isnan(v))
-        *(int64_t *)p = 0;
-      else if (v >= 9223372036854775808.0)
-        *(int64_t *)p = INT64_MAX;
-      else if (v < -9223372036854775808.0)
-        *(int64_t *)p = INT64_MIN;
-      else
-        *(int64_t *)p = (int64_t)v;
+      pd_store_from_i64(p, dt, f64_to_int_sat(v, dt));
       break;
     case PD_FLOAT16:
       *(uint16_t *)p = pd_f32_to_f16(f64_to_f32_odd(v));

@@ -27,51 +27,8 @@ static void cast_run(int64_t n, char *const *p, const int64_t *s, const void *pp
   } else if (to == PD_FLOAT32 && from == PD_FLOAT64) {
     for (int64_t i = 0; i < n; i++) ((float *)o)[i * s[0]] = (float)((const double *)a)[i * s[1]];
   } else if (!pd_dtype_is_floating(to) && !pd_dtype_is_floating(from)) {
-    for (int64_t i = 0; i < n; i++) { /* integers and bool, exactly, through int64 */
-      const char *src = a + i * s[1] * (int64_t)is;
-      int64_t v;
-      switch (from) {
-        case PD_BOOL:
-          v = *(const uint8_t *)src != 0;
-          break;
-        case PD_UINT8:
-          v = *(const uint8_t *)src;
-          break;
-        case PD_INT8:
-          v = *(const int8_t *)src;
-          break;
-        case PD_INT16:
-          v = *(const int16_t *)src;
-          break;
-        case PD_INT32:
-          v = *(const int32_t *)src;
-          break;
-        default:
-          v = *(const int64_t *)src;
-          break;
-      }
-      char *dst = o + i * s[0] * (int64_t)os;
-      switch (to) {
-        case PD_BOOL:
-          *(uint8_t *)dst = v != 0;
-          break;
-        case PD_UINT8:
-          *(uint8_t *)dst = (uint8_t)v;
-          break;
-        case PD_INT8:
-          *(int8_t *)dst = (int8_t)v;
-          break;
-        case PD_INT16:
-          *(int16_t *)dst = (int16_t)v;
-          break;
-        case PD_INT32:
-          *(int32_t *)dst = (int32_t)v;
-          break;
-        default:
-          *(int64_t *)dst = v;
-          break;
-      }
-    }
+    for (int64_t i = 0; i < n; i++) /* integers and bool, exactly, through int64 */
+      pd_store_from_i64(o + i * s[0] * (int64_t)os, to, pd_load_as_i64(a + i * s[1] * (int64_t)is, from));
   } else {
     for (int64_t i = 0; i < n; i++)
       pd_store_from_f64(o + i * s[0] * (int64_t)os, to, pd_load_as_f64(a + i * s[1] * (int64_t)is, from));

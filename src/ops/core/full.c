@@ -6,39 +6,6 @@
 #include "../ew_util.h"
 #include "paddlec/ops.h"
 
-/* The range of values dtype dt holds: [lo, hi] (exact in double for the
- * integer limits used here: 2^63 is written as the first double past). */
-static void dtype_range(pd_dtype dt, double *lo, double *hi, bool *hi_open) {
-  *hi_open = false;
-  switch (dt) {
-    case PD_UINT8:
-      *lo = 0, *hi = 255;
-      break;
-    case PD_INT8:
-      *lo = -128, *hi = 127;
-      break;
-    case PD_INT16:
-      *lo = -32768, *hi = 32767;
-      break;
-    case PD_INT32:
-      *lo = -2147483648.0, *hi = 2147483647.0;
-      break;
-    case PD_INT64:
-      *lo = -9223372036854775808.0, *hi = 9223372036854775808.0, *hi_open = true;
-      break;
-    case PD_FLOAT16:
-      *lo = -65504, *hi = 65504;
-      break;
-    case PD_BFLOAT16:
-    case PD_FLOAT32:
-      *lo = -3.4028234663852886e38, *hi = 3.4028234663852886e38;
-      break;
-    default: /* bool (any value is true or false), float64 */
-      *lo = -INFINITY, *hi = INFINITY;
-      break;
-  }
-}
-
 /* A fill value the dtype cannot hold would saturate (or, cast to an
  * integer, be undefined): refused as Paddle's full refuses it. Infinities
  * and NaN are values of the floating dtypes. */
@@ -48,7 +15,7 @@ static pd_status check_fill_value(const char *op, double v, pd_dtype dt) {
   } else {
     double lo, hi;
     bool open;
-    dtype_range(dt, &lo, &hi, &open);
+    pd_dtype_range(dt, &lo, &hi, &open);
     if (v >= lo && (open ? v < hi : v <= hi)) return PD_OK;
     /* float rounding: a value that rounds to the largest finite float fits */
     if (pd_dtype_is_floating(dt) && dt != PD_FLOAT64) {
