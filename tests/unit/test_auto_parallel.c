@@ -211,23 +211,23 @@ static const char *pname(pd_dist_placement p, char *buf) {
  * unsharded value) and the unsharded value equal g exactly. */
 static int check_transition(int rank, pd_dist_process_mesh *m, pd_dist_process_mesh *m2, pd_tensor *g,
                             const pd_dist_placement *src, const pd_dist_placement *dst) {
-  int n = pd_dist_process_mesh_ndim(m);
+  int n = pd_dist_process_mesh_ndim(m), n2 = pd_dist_process_mesh_ndim(m2);
   char b[4][16];
   pd_scope_begin();
   int rc = 0;
   pd_tensor *x = pd_dist_shard_tensor(g, m, src, n);
-  pd_tensor *y = x ? pd_dist_reshard(x, m2, dst, n) : NULL;
+  pd_tensor *y = x ? pd_dist_reshard(x, m2, dst, n2) : NULL;
   pd_tensor *u = y ? pd_dist_unshard_dtensor(y) : NULL;
   bool partial = false;
-  for (int a = 0; a < n; a++) partial |= dst[a].kind == PD_DIST_PARTIAL;
+  for (int a = 0; a < n2; a++) partial |= dst[a].kind == PD_DIST_PARTIAL;
   pd_tensor *want = expected_local(g, m2, dst, rank);
   pd_tensor *loc = y ? pd_dist_local_value(y) : NULL;
   bool in_m2 = pd_dist_process_mesh_contains(m2, rank);
   if (!u || (in_m2 && !same_values(u, g)) || (!partial && !same_values(loc, want))) {
     fprintf(stderr, "rank %d: %s %s [%s%s%s -> %s%s%s] of shape [%lld, %lld] failed: %s\n", rank,
             pd_dtype_name(g->dtype), m == m2 ? "same mesh" : "to another mesh", pname(src[0], b[0]),
-            n > 1 ? "," : "", n > 1 ? pname(src[1], b[1]) : "", pname(dst[0], b[2]), n > 1 ? "," : "",
-            n > 1 ? pname(dst[1], b[3]) : "", (long long)g->shape[0], (long long)g->shape[1],
+            n > 1 ? "," : "", n > 1 ? pname(src[1], b[1]) : "", pname(dst[0], b[2]), n2 > 1 ? "," : "",
+            n2 > 1 ? pname(dst[1], b[3]) : "", (long long)g->shape[0], (long long)g->shape[1],
             u ? "wrong values" : pd_last_error());
     rc = 1;
   }
@@ -307,6 +307,39 @@ static int rank_transitions_2d(int rank) {
 static void test_transitions_2d(void **state) {
   (void)state;
   run_ranks(4, rank_transitions_2d);
+}
+
+/* Pipeline stages: a 2x2 mesh [pp, mp] and its stage sub-meshes [0, 1] and
+ * [2, 3]; every placement pair from the mesh to each stage and back. */
+static int rank_submesh(int rank) {
+  pd_dist_process_mesh *m =
+      pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, (const char *[]){"pp", "mp"});
+  pd_dist_process_mesh *stage[2] = {pd_dist_process_mesh_get_mesh_with_dim(m, "pp", 0),
+                                    pd_dist_process_mesh_get_mesh_with_dim(m, "pp", 1)};
+  int rc = 0;
+  const pd_dtype dts[] = {PD_FLOAT32, PD_INT64};
+  for (int t = 0; t < 2; t++) {
+    pd_tensor *g = global_value(2, SHAPE(3, 5), dts[t]);
+    for (int st = 0; st < 2; st++)
+      for (int a0 = 0; a0 < NKINDS - 1; a0++)
+        for (int a1 = 0; a1 < NKINDS - 1; a1++)
+          for (int b = 0; b < NKINDS - 1; b++) {
+            pd_dist_placement big[2] = {k_kinds[a0], k_kinds[a1]};
+            if (big[0].kind == PD_DIST_SHARD && big[1].kind == PD_DIST_SHARD && big[0].dim == big[1].dim)
+              continue;
+            rc |= check_transition(rank, m, stage[st], g, big, &k_kinds[b]);
+            rc |= check_transition(rank, stage[st], m, g, &k_kinds[b], big);
+          }
+  }
+  pd_dist_process_mesh_release(stage[0]);
+  pd_dist_process_mesh_release(stage[1]);
+  pd_dist_process_mesh_release(m);
+  return rc;
+}
+
+static void test_global_and_sub_meshes(void **state) {
+  (void)state;
+  run_ranks(4, rank_submesh);
 }
 
 /* A rank outside a tensor's mesh holds no data and skips its ops. */
@@ -573,6 +606,7 @@ int main(void) {
       cmocka_unit_test(test_placement_errors),
       cmocka_unit_test(test_transitions_1d),
       cmocka_unit_test(test_transitions_2d),
+      cmocka_unit_test(test_global_and_sub_meshes),
       cmocka_unit_test(test_outside_mesh),
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_demo_net_two_ranks),

@@ -87,6 +87,15 @@ void pd_ap_install_hook(void);
 /* The local data of the global value `local` under `src` placed under
  * `dst` (same global shape). New reference; records no gradient. */
 pd_tensor *pd_ap_reshard_local(pd_tensor *local, const pd_dist_attr *src, const pd_dist_attr *dst);
+/* The same-mesh steps (Paddle's SameNdMesh order) from src's placements
+ * to dst's on mesh m. x is taken. */
+pd_tensor *pd_ap_reshard_same_mesh(pd_tensor *x, pd_dist_process_mesh *m, const pd_dist_attr *src,
+                                   const pd_dist_attr *dst);
+/* The axis a of `big` such that sub is big's sub-mesh at some coordinate
+ * *index of a (get_mesh_with_dim), or -1. */
+int pd_ap_submesh_axis(const pd_dist_process_mesh *big, const pd_dist_process_mesh *sub, int64_t *index);
+/* Global mesh <-> sub-mesh (pipeline stages, reshard_submesh.c). */
+pd_tensor *pd_ap_reshard_submesh(pd_tensor *local, const pd_dist_attr *src, const pd_dist_attr *dst);
 /* Differentiable reshard of a DTensor (or a dense tensor, taken as
  * replicated on dst's mesh) to dst. New reference. */
 pd_tensor *pd_ap_reshard(pd_tensor *t, const pd_dist_attr *dst);

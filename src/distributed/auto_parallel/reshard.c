@@ -223,9 +223,8 @@ static bool step(pd_tensor **x, pd_tensor *r) {
   return r != NULL;
 }
 
-/* Same mesh, placements cur -> tgt. x is taken. */
-static pd_tensor *same_mesh(pd_tensor *x, pd_dist_process_mesh *m, const pd_dist_attr *src,
-                            const pd_dist_attr *dst) {
+pd_tensor *pd_ap_reshard_same_mesh(pd_tensor *x, pd_dist_process_mesh *m, const pd_dist_attr *src,
+                                   const pd_dist_attr *dst) {
   pd_dist_placement cur[PD_DIST_MAX_MESH_DIMS];
   const pd_dist_placement *tgt = dst->p;
   int n = m->ndim, nd = dst->ndim;
@@ -339,7 +338,11 @@ pd_tensor *pd_ap_reshard_local(pd_tensor *local, const pd_dist_attr *src, const 
   bool same = pd_dist_process_mesh_equal(src->mesh, dst->mesh);
   if (!same && (src->mesh->ndim != dst->mesh->ndim ||
                 !pd_shape_eq(src->mesh->ndim, src->mesh->shape, dst->mesh->shape))) {
-    no_rule(src, dst, "meshes of different shapes");
+    int64_t index;
+    if (pd_ap_submesh_axis(src->mesh, dst->mesh, &index) >= 0 ||
+        pd_ap_submesh_axis(dst->mesh, src->mesh, &index) >= 0)
+      return pd_ap_reshard_submesh(local, src, dst);
+    no_rule(src, dst, "meshes of different shapes, neither a sub-mesh of the other");
     return NULL;
   }
   if (needs_comm(src, dst)) { /* every rank makes the groups, members or not */
@@ -358,7 +361,7 @@ pd_tensor *pd_ap_reshard_local(pd_tensor *local, const pd_dist_attr *src, const 
     pd_tensor_release(x);
     return pd_zeros(1, (const int64_t[]){0}, local->dtype);
   }
-  x = same_mesh(x, dst->mesh, src, dst);
+  x = pd_ap_reshard_same_mesh(x, dst->mesh, src, dst);
   return dense(x);
 }
 
