@@ -242,3 +242,35 @@ pd_tensor *pd_reduce_sign(const pd_tensor *x) {
 pd_tensor *pd_reduce_absmax_sign(const pd_tensor *x, const pd_tensor *norm, const bool *mask) {
   return binary_with_reduced("norm", k_absmax_sign, x, norm, mask);
 }
+
+void pd_values_indices_meta(const pd_tensor *x, pd_meta *out, int *n_out) {
+  *n_out = 2;
+  pd_meta_of(x, &out[0]);
+  out[1] = out[0];
+  out[1].dtype = PD_INT64;
+}
+
+pd_status pd_values_indices_kernel(const pd_kernel_ctx *ctx, int64_t axis, pd_values_indices_run_fn run) {
+  const pd_tensor *x = ctx->in[0];
+  int ax;
+  pd_status st = pd_norm_axis(ctx->def->name, axis, x->ndim, &ax);
+  if (st != PD_OK) return st;
+  int64_t outer, len, inner;
+  pd_axis_split(x->ndim, x->shape, ax, &outer, &len, &inner);
+  pd_tensor *xc = pd_kernel_contiguous(x);
+  if (!xc) return pd_last_status();
+  int r = run(ctx, pd_tensor_data(xc), xc->dtype, outer, len, inner);
+  pd_tensor_release(xc);
+  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
+  if (r)
+    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
+                        pd_dtype_name(x->dtype));
+  return PD_OK;
+}
+
+pd_status pd_values_indices_backward(const pd_backward_ctx *c, int64_t axis) {
+  if (!c->needs_grad[0]) return PD_OK;
+  c->grad_in[0] =
+      pd_scatter_along(c->grad_out[0], c->outputs[1], axis, c->in_meta[0].ndim, c->in_meta[0].shape);
+  return c->grad_in[0] ? PD_OK : pd_last_status();
+}

@@ -72,6 +72,19 @@ pd_tensor *pd_scatter_along(pd_tensor *src, pd_tensor *idx, int64_t axis, int nd
 
 /* x viewed as [outer, len, inner] around axis (normalised). */
 void pd_axis_split(int ndim, const int64_t *shape, int axis, int64_t *outer, int64_t *len, int64_t *inner);
-/* x itself (retained) when contiguous, else a contiguous copy cut from the graph. */
+
+/* ---- ops giving values and their int64 indices along an axis (argsort,
+ * topk) --------------------------------------------------------------------
+ * The metas: both x's shape (the caller may then change the axis's size),
+ * values in x's dtype, indices int64. */
+void pd_values_indices_meta(const pd_tensor *x, pd_meta *out, int *n_out);
+/* Runs the layer-2 kernel on contiguous x viewed as [outer, len, inner]
+ * around `axis` (validated by infer_meta), writing out[0] and out[1]; it
+ * returns 0, 2 when out of memory, else an unsupported dtype. */
+typedef int (*pd_values_indices_run_fn)(const pd_kernel_ctx *ctx, const void *x, pd_dtype dt, int64_t outer,
+                                        int64_t len, int64_t inner);
+pd_status pd_values_indices_kernel(const pd_kernel_ctx *ctx, int64_t axis, pd_values_indices_run_fn run);
+/* dx: dy scattered back through the indices (output 1) along axis. */
+pd_status pd_values_indices_backward(const pd_backward_ctx *c, int64_t axis);
 
 #endif

@@ -22,39 +22,25 @@ static pd_status topk_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
                            pd_meta *out, int *n_out) {
   (void)n_in;
   int ax;
-  *n_out = 2;
   pd_status st = topk_check(def, in[0], a, &ax);
   if (st != PD_OK) return st;
-  pd_meta_of(in[0], &out[0]);
-  if (in[0]->ndim > 0) out[0].shape[ax] = a->i[0];
-  out[1] = out[0];
-  out[1].dtype = PD_INT64;
+  pd_values_indices_meta(in[0], out, n_out);
+  if (in[0]->ndim > 0) out[0].shape[ax] = out[1].shape[ax] = a->i[0];
   return PD_OK;
+}
+
+static int topk_run(const pd_kernel_ctx *ctx, const void *x, pd_dtype dt, int64_t outer, int64_t len,
+                    int64_t inner) {
+  return pdk_topk_run(x, dt, outer, len, inner, ctx->attrs->i[0], ctx->attrs->i[2],
+                      pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
 }
 
 static pd_status topk_kernel(const pd_kernel_ctx *ctx) {
-  int ax;
-  pd_status st = topk_check(ctx->def, ctx->in[0], ctx->attrs, &ax);
-  if (st != PD_OK) return st;
-  int64_t outer, len, inner;
-  pd_axis_split(ctx->in[0]->ndim, ctx->in[0]->shape, ax, &outer, &len, &inner);
-  pd_tensor *xc = pd_kernel_contiguous(ctx->in[0]);
-  if (!xc) return pd_last_status();
-  int r = pdk_topk_run(pd_tensor_data(xc), xc->dtype, outer, len, inner, ctx->attrs->i[0], ctx->attrs->i[2],
-                       pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]));
-  pd_tensor_release(xc);
-  if (r == 2) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
-  if (r)
-    return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", ctx->def->name,
-                        pd_dtype_name(ctx->in[0]->dtype));
-  return PD_OK;
+  return pd_values_indices_kernel(ctx, ctx->attrs->i[1], topk_run);
 }
 
 static pd_status topk_backward(const pd_backward_ctx *c) {
-  if (!c->needs_grad[0]) return PD_OK;
-  c->grad_in[0] = pd_scatter_along(c->grad_out[0], c->outputs[1], c->attrs->i[1], c->in_meta[0].ndim,
-                                   c->in_meta[0].shape);
-  return c->grad_in[0] ? PD_OK : pd_last_status();
+  return pd_values_indices_backward(c, c->attrs->i[1]);
 }
 
 const pd_op_def pd_opdef_topk = {.name = "topk",
