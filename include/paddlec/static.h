@@ -143,11 +143,11 @@ PD_API pd_status pd_static_gradients(pd_tensor *const *targets, int n_targets, p
 /* optimizer.minimize(loss) with a static Variable as loss (see
  * pd_optimizer_minimize in paddlec/optim.h) appends the backward and one
  * update op per parameter, the same op the eager step runs: its
- * accumulators and the learning rate (learning_rate_N, the optimizer's rate
- * when minimize is called) become persistable Variables the startup
- * program initialises. An optimizer created while a Program is being built
- * may be given no parameters (NULL, 0): minimize then updates every
- * trainable parameter of the Program. */
+ * accumulators and the learning rate (learning_rate_N) become persistable
+ * Variables the startup program initialises. With an LRScheduler the
+ * Executor sets the rate from the scheduler before every run. An optimizer created while a Program is being
+ * built may be given no parameters (NULL, 0): minimize then updates every trainable parameter of the Program.
+ */
 
 /* ---- scopes ---------------------------------------------------------------
  * paddle.static.Scope(): a pd_var_scope, name -> tensor, where persistable

@@ -86,6 +86,9 @@ typedef struct pd_optim_update_desc {
   pd_op_id op;
   pd_attrs attrs;
   double lr;
+  /* with a scheduler, lr is its current value times lr_mult (borrowed) */
+  pd_lr_scheduler *lr_scheduler;
+  double lr_mult;
   int n_acc, n_pow; /* accumulators shaped like p, then one-element beta powers */
   const char *acc_names[PD_OPTIM_MAX_STATE];
   double acc_fill[PD_OPTIM_MAX_STATE];

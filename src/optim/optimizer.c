@@ -511,8 +511,13 @@ pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, co
                         d->cls);
   memset(u, 0, sizeof *u);
   const pd_param_info *pi = pd_tensor_param_info(p);
-  double lr = pd_optimizer_get_lr(o) * (o->group_mode ? o->groups[gi].lr_mult : pi ? pi->learning_rate : 1.0);
-  u->lr = fill_update_attrs(o, h, p, pname, &u->attrs, lr);
+  double mult = fill_update_attrs(o, h, p, pname, &u->attrs,
+                                  o->group_mode ? o->groups[gi].lr_mult
+                                  : pi          ? pi->learning_rate
+                                                : 1.0);
+  u->lr = pd_optimizer_get_lr(o) * mult;
+  u->lr_mult = mult;
+  u->lr_scheduler = o->sched;
   pd_regularizer reg = h->weight_decay;
   if (!(o->group_mode && d->group_reg_replaces) && pi && pi->l2_decay != 0)
     reg = pd_regularizer_l2_decay(pi->l2_decay);

@@ -642,6 +642,12 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
   pd_static_pause tok = pd_static_pause_begin();
   bool grad = pd_grad_mode_set(false);
   pd_internal_enter();
+  for (int i = 0; i < program->n_lr && st == PD_OK; i++) { /* scheduler-driven rates, as of now */
+    const pd_lr_entry *le = &program->lr[i];
+    pd_tensor *v = pd_full(1, (int64_t[]){1}, pd_lr_get(le->sched) * le->mult, PD_FLOAT64);
+    st = v ? pd_var_scope_set_var(scope, le->var, v) : pd_last_status();
+    pd_tensor_release(v);
+  }
   if (st == PD_OK && !e->interpret && !lowered_matches(&e->low, program, scope, feed, n_feed, fetch, n_fetch))
     st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch);
   const lowered *l = &e->low;

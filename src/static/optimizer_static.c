@@ -43,23 +43,35 @@ static pd_variable *persistable(pd_program *main, pd_program *startup, const cha
   return v;
 }
 
-/* The learning-rate variable holding lr: one per distinct rate. */
-static pd_variable *lr_var(pd_program *main, pd_program *startup, double lr) {
+/* The learning-rate variable of an update: one per distinct rate, or per
+ * scheduler and multiplier (the executor then sets it before every run). */
+static pd_variable *lr_var(pd_program *main, pd_program *startup, const pd_optim_update_desc *u) {
   pd_static_block *gb = main->blocks[0];
-  for (int k = 0; k < gb->n_ops; k++) { /* an update op already reading this rate */
-    const pd_operator *op = gb->ops[k];
-    if (!(op->role & PD_OP_ROLE_OPTIMIZE) || op->n_in < 3) continue;
-    pd_variable *v = pd_ir_find_var(gb, op->inputs[2]);
-    for (int j = 0; v && j < startup->blocks[0]->n_ops; j++) {
-      const pd_operator *so = startup->blocks[0]->ops[j];
-      if (so->value && so->n_out == 1 && strcmp(so->outputs[0], v->name) == 0 &&
-          pd_tensor_item(so->value) == lr)
-        return v;
+  if (u->lr_scheduler) {
+    for (int i = 0; i < main->n_lr; i++)
+      if (main->lr[i].sched == u->lr_scheduler && main->lr[i].mult == u->lr_mult)
+        return pd_ir_find_var(gb, main->lr[i].var);
+  } else {
+    for (int k = 0; k < gb->n_ops; k++) { /* an update op already reading this rate */
+      const pd_operator *op = gb->ops[k];
+      if (!(op->role & PD_OP_ROLE_OPTIMIZE) || op->n_in < 3) continue;
+      pd_variable *v = pd_ir_find_var(gb, op->inputs[2]);
+      bool driven = false;
+      for (int i = 0; v && i < main->n_lr; i++) driven |= strcmp(main->lr[i].var, v->name) == 0;
+      for (int j = 0; v && !driven && j < startup->blocks[0]->n_ops; j++) {
+        const pd_operator *so = startup->blocks[0]->ops[j];
+        if (so->value && so->n_out == 1 && strcmp(so->outputs[0], v->name) == 0 &&
+            pd_tensor_item(so->value) == u->lr)
+          return v;
+      }
     }
   }
   char name[96];
   pd_static_unique_name("learning_rate", name, sizeof name);
-  return persistable(main, startup, name, 1, (int64_t[]){1}, PD_FLOAT64, lr);
+  pd_variable *v = persistable(main, startup, name, 1, (int64_t[]){1}, PD_FLOAT64, u->lr);
+  if (v && u->lr_scheduler && pd_ir_add_lr_entry(main, name, u->lr_mult, u->lr_scheduler) != PD_OK)
+    return NULL;
+  return v;
 }
 
 static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
@@ -99,7 +111,7 @@ static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
     pd_optim_update_desc u;
     st = pd_optim_describe_update(o, params[i], pv->name, &u);
     if (st != PD_OK) break;
-    pd_variable *lv = lr_var(p, startup, u.lr);
+    pd_variable *lv = lr_var(p, startup, &u);
     if (!lv) {
       st = pd_last_status();
       break;

@@ -125,6 +125,11 @@ void pd_program_release(pd_program *p) {
     free(b);
   }
   free(p->blocks);
+  for (int i = 0; i < p->n_lr; i++) {
+    free(p->lr[i].var);
+    pd_lr_release(p->lr[i].sched);
+  }
+  free(p->lr);
   free(p->map.keys);
   free(p->map.vals);
   free(p);
@@ -329,6 +334,22 @@ pd_operator *pd_ir_append_grad_op(pd_static_block *b, pd_op_id fwd, int fwd_n_in
   return op;
 }
 
+pd_status pd_ir_add_lr_entry(pd_program *p, const char *var, double mult, pd_lr_scheduler *sched) {
+  pd_lr_entry *e = realloc(p->lr, (size_t)(p->n_lr + 1) * sizeof *e);
+  if (!e) return pd_set_error(PD_ERR_MEMORY, "Program: out of memory");
+  p->lr = e;
+  char *v = dup_str(var);
+  if (!v) return pd_set_error(PD_ERR_MEMORY, "Program: out of memory");
+  p->lr[p->n_lr++] = (pd_lr_entry){.var = v, .mult = mult, .sched = pd_lr_retain(sched)};
+  pd_ir_touch(p);
+  return PD_OK;
+}
+
+void pd_ir_truncate_ops(pd_static_block *b, int n) {
+  while (b->n_ops > n) free_op(b->ops[--b->n_ops]);
+  pd_ir_touch(b->program);
+}
+
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to) {
   pd_variable *v = pd_ir_find_var(b, from);
   if (!v) return pd_set_error(PD_ERR_INVALID, "Program: rename of unknown variable '%s'", from);
@@ -395,6 +416,8 @@ pd_program *pd_ir_clone(const pd_program *src, bool for_test) {
       op->value = so->value ? pd_tensor_retain(so->value) : NULL;
     }
   }
+  for (int i = 0; i < src->n_lr; i++)
+    if (pd_ir_add_lr_entry(p, src->lr[i].var, src->lr[i].mult, src->lr[i].sched) != PD_OK) goto fail;
   p->version = 1;
   return p;
 oom:

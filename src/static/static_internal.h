@@ -4,6 +4,7 @@
 #define PADDLEC_STATIC_INTERNAL_H
 
 #include "../ops/op_registry.h"
+#include "paddlec/optim.h"
 #include "paddlec/static.h"
 
 /* A Variable: a named, typed value of a block. Its handle is a tensor: a
@@ -66,6 +67,15 @@ typedef struct pd_var_map {
   int cap, n;
 } pd_var_map;
 
+/* A learning-rate Variable an LRScheduler drives: before every run the
+ * executor sets it to the scheduler's value times mult (Paddle's executor
+ * does the same for program.lr_scheduler). */
+typedef struct pd_lr_entry {
+  char *var;
+  double mult;
+  pd_lr_scheduler *sched; /* retained */
+} pd_lr_entry;
+
 struct pd_program {
   pd_static_block **blocks;
   int n_blocks, cap_blocks;
@@ -73,6 +83,8 @@ struct pd_program {
   uint64_t version; /* bumped by every change: the executor's plan cache key */
   pd_var_map map;
   bool is_test;
+  pd_lr_entry *lr;
+  int n_lr;
 };
 
 /* ---- IR construction (program.c) ---------------------------------------- */
@@ -92,6 +104,10 @@ pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *c
 pd_operator *pd_ir_append_grad_op(pd_static_block *b, pd_op_id fwd, int fwd_n_in, int fwd_n_out,
                                   const char *const *inputs, const char *const *outputs,
                                   const pd_attrs *attrs);
+/* Adds an LRScheduler-driven learning rate (see pd_lr_entry). */
+pd_status pd_ir_add_lr_entry(pd_program *p, const char *var, double mult, pd_lr_scheduler *sched);
+/* Drops the ops of b from index n on (a lowering attempt given up). */
+void pd_ir_truncate_ops(pd_static_block *b, int n);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
  * every op of the program that names it. */
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to);

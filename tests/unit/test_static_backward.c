@@ -279,9 +279,21 @@ static void test_no_grad(void **state) {
   pd_program_release(startup);
 }
 
-/* Steps of a static Adam (and SGD) on a recorded layer equal the eager
- * optimizer's on the same starting values. */
-static void check_optimizer_matches_eager(bool adam) {
+/* Steps of a static optimizer on a recorded layer equal the eager
+ * optimizer's on the same starting values. kind 0: SGD with a StepDecay
+ * schedule (stepped between runs), 1: Adam, 2: AdamW with weight decay. */
+static pd_optimizer *make_optimizer(int kind, pd_tensor **params, int n, pd_lr_scheduler *sched) {
+  if (kind == 0) return pd_optimizer_sgd(0.1, params, n, &(pd_optimizer_sgd_opts){.lr_scheduler = sched});
+  if (kind == 1) {
+    pd_optimizer_adam_opts ao = pd_optimizer_adam_defaults();
+    return pd_optimizer_adam(0.01, params, n, &ao);
+  }
+  pd_optimizer_adam_w_opts wo = pd_optimizer_adam_w_defaults();
+  wo.weight_decay = 0.1;
+  return pd_optimizer_adam_w(0.01, params, n, &wo);
+}
+
+static void check_optimizer_matches_eager(int kind) {
   pd_set_default_dtype(PD_FLOAT64);
   pd_layer *ls = pd_nn_linear(5, 3, NULL), *le = pd_nn_linear(5, 3, NULL);
   pd_set_default_dtype(PD_FLOAT32);
@@ -295,15 +307,15 @@ static void check_optimizer_matches_eager(bool adam) {
     if (got != n) fail_msg("%s", pd_last_error());
     pd_tensor_release(c);
   }
-  pd_optimizer_adam_opts ao = pd_optimizer_adam_defaults();
-  pd_optimizer *eo =
-      adam ? pd_optimizer_adam(0.01, pe.tensors, pe.n, &ao) : pd_optimizer_sgd(0.1, pe.tensors, pe.n, NULL);
+  pd_lr_scheduler *es = pd_optimizer_lr_step_decay(0.1, 1, 0.5),
+                  *ss = pd_optimizer_lr_step_decay(0.1, 1, 0.5);
+  pd_optimizer *eo = make_optimizer(kind, pe.tensors, pe.n, es);
 
   pd_program *main = pd_static_program(), *startup = pd_static_program();
   assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
   pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 5), PD_FLOAT64);
   pd_tensor *out = pd_layer_call1(ls, x), *sq = pd_square(out), *loss = pd_mean(sq, NULL, 0, false);
-  pd_optimizer *so = adam ? pd_optimizer_adam(0.01, NULL, 0, &ao) : pd_optimizer_sgd(0.1, NULL, 0, NULL);
+  pd_optimizer *so = make_optimizer(kind, NULL, 0, ss);
   assert_non_null(so);
   assert_int_equal(pd_optimizer_minimize(so, loss), PD_OK);
   assert_int_equal(pd_static_program_guard_end(), PD_OK);
@@ -319,6 +331,8 @@ static void check_optimizer_matches_eager(bool adam) {
     expect_close(sl, el, 0, 1e-12);
     assert_int_equal(pd_optimizer_minimize(eo, el), PD_OK);
     pd_optimizer_clear_grad(eo, true);
+    assert_int_equal(pd_lr_step(es), PD_OK);
+    assert_int_equal(pd_lr_step(ss), PD_OK); /* the next run reads the new rate */
     pd_tensor *ts[] = {xv, sl, eout, esq, el};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
   }
@@ -331,6 +345,8 @@ static void check_optimizer_matches_eager(bool adam) {
   for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
   pd_optimizer_release(eo);
   pd_optimizer_release(so);
+  pd_lr_release(es);
+  pd_lr_release(ss);
   pd_named_tensors_free(&pe);
   pd_named_tensors_free(&pst);
   pd_var_scope_release(scope);
@@ -341,13 +357,17 @@ static void check_optimizer_matches_eager(bool adam) {
   pd_layer_release(le);
 }
 
-static void test_sgd_matches_eager(void **state) {
+static void test_sgd_with_lr_scheduler_matches_eager(void **state) {
   (void)state;
-  check_optimizer_matches_eager(false);
+  check_optimizer_matches_eager(0);
 }
 static void test_adam_matches_eager(void **state) {
   (void)state;
-  check_optimizer_matches_eager(true);
+  check_optimizer_matches_eager(1);
+}
+static void test_adamw_matches_eager(void **state) {
+  (void)state;
+  check_optimizer_matches_eager(2);
 }
 
 /* Seed 004: x = data([13]), fc(size=1), square_error_cost, mean, SGD
@@ -436,8 +456,9 @@ int main(void) {
       cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
       cmocka_unit_test(test_no_grad),
-      cmocka_unit_test(test_sgd_matches_eager),
+      cmocka_unit_test(test_sgd_with_lr_scheduler_matches_eager),
       cmocka_unit_test(test_adam_matches_eager),
+      cmocka_unit_test(test_adamw_matches_eager),
       cmocka_unit_test(test_seed004_fluid_program_converges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
