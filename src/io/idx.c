@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../ops/op_registry.h"
 #include "io_internal.h"
 #include "paddlec/creation.h"
 
@@ -150,7 +151,7 @@ pd_tensor *pd_io_load_idx(const char *path) {
   }
   gzclose(f);
   pd_internal_enter();
-  t = pd_empty(ndim, shape, dt);
+  t = pd_empty_eager(ndim, shape, dt);
   pd_internal_leave();
   if (!t) {
     free(data);

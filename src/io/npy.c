@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/op_registry.h"
 #include "io_internal.h"
 #include "paddlec/creation.h"
 
@@ -290,7 +291,7 @@ pd_tensor *pd_io_load_npy_buffer(const void *data, size_t size, const char *name
   }
   const unsigned char *src = b + hstart + hlen;
   pd_internal_enter();
-  pd_tensor *t = pd_empty(info.ndim, info.shape, info.dtype);
+  pd_tensor *t = pd_empty_eager(info.ndim, info.shape, info.dtype);
   pd_internal_leave();
   if (!t) return NULL;
   unsigned char *dst = pd_tensor_data(t);

@@ -209,6 +209,10 @@ pd_status pd_check_inplace_target(const char *op, const pd_tensor *x);
 /* x itself (retained) when contiguous, else a contiguous copy: input for a
  * kernel that wants dense data. Records no gradient. */
 pd_tensor *pd_kernel_contiguous(const pd_tensor *x);
+/* pd_empty made eagerly even while a Program is being built on this thread:
+ * for code that writes the values itself (to_tensor, file loaders), whose
+ * result is then a constant, not an op a Program could record. */
+pd_tensor *pd_empty_eager(int ndim, const int64_t *shape, pd_dtype dt);
 /* Sum a gradient down to `shape` (undoing broadcasting). New reference. */
 pd_tensor *pd_grad_reduce_to(pd_tensor *g, int ndim, const int64_t *shape);
 

@@ -3,7 +3,9 @@
  * now fix, and each grad op's backward rule is run the same way, so its
  * ops (matmul, sum, reshape, ...) are recorded with the constants the
  * shapes imply (mean's 1/n). The result holds registry ops only; the
- * executor caches it per program version, feed shapes and fetch list. */
+ * executor caches it per program version, feed shapes and fetch list.
+ * A rule that reads values cannot be traced: its grad op stays in the
+ * result and runs the rule on each run's values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +78,33 @@ static pd_status lower_assign_value(lower *w, const pd_operator *op, const int *
   return PD_OK;
 }
 
-static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+/* Keeps grad op `op` as it is, on dst's variables: it then runs its rule on
+ * each run's values. */
+static pd_status keep_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
+  for (int i = 0; i < op->n_in; i++) {
+    pd_tensor *h = in[i] >= 0 ? input(w, in[i]) : NULL;
+    if (in[i] >= 0 && !h) return pd_last_status();
+    ins[i] = h ? pd_ir_var_of(w->dst->program, h)->name : PD_STATIC_EMPTY_VAR;
+  }
+  pd_tensor *handles[PD_MAX_OUTPUTS] = {0};
+  for (int i = 0; i < op->n_out; i++) {
+    outs[i] = PD_STATIC_EMPTY_VAR;
+    if (out[i] < 0) continue;
+    const pd_variable *v = w->src->vars[out[i]];
+    const pd_tensor *like = input(w, in[i]); /* a gradient is shaped as its input */
+    if (!like || !(handles[i] = add_like(w, v, like))) return pd_last_status();
+    outs[i] = v->name;
+  }
+  if (!pd_ir_append_grad_op(w->dst, (pd_op_id)op->grad_of, op->fwd_n_in, op->fwd_n_out, ins, outs,
+                            &op->attrs))
+    return pd_last_status();
+  for (int i = 0; i < op->n_out; i++)
+    if (handles[i]) w->meta[out[i]] = handles[i];
+  return PD_OK;
+}
+
+static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
   const pd_op_def *def = pd_op_table[op->grad_of];
   int fi = op->fwd_n_in, fo = op->fwd_n_out;
   pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS], *gout[PD_MAX_OUTPUTS] = {0},
@@ -129,6 +157,17 @@ static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, c
   for (int i = 0; i < fi; i++) pd_tensor_release(gin[i]);
   for (int k = 0; k < fo; k++) pd_tensor_release(gout[k]);
   return st;
+}
+
+/* A grad op becomes the ops of its rule, traced; a rule that cannot be
+ * traced (it reads values, which a Variable refuses) keeps its grad op, so
+ * the rest of the program is still lowered. */
+static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  int mark = w->dst->n_ops;
+  if (trace_grad_op(w, op, in, out) == PD_OK) return PD_OK;
+  pd_ir_truncate_ops(w->dst, mark);
+  pd_clear_error();
+  return keep_grad_op(w, op, in, out);
 }
 
 static pd_status lower_op(lower *w, const pd_operator *op, const int *in, const int *out) {

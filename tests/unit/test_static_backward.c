@@ -249,6 +249,51 @@ static void test_gradients_hand_derived(void **state) {
   pd_program_release(startup);
 }
 
+/* A backward rule that reads values (index_sample's indices) cannot be
+ * traced: its grad op stays in the lowered program, the rest is lowered,
+ * and the gradients equal the interpreted ones. */
+static void test_value_reading_rule_keeps_its_grad_op(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 4), PD_FLOAT64);
+  pd_tensor *idx = pd_static_data("idx", 2, SHAPE(-1, 2), PD_INT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *sx = pd_scale(x, 3.0, 0.0, true), *y = pd_index_sample(sx, idx), *l = pd_sum(y, NULL, 0, false);
+  pd_tensor *dx = NULL;
+  assert_int_equal(pd_static_gradients(&l, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *xv = wave(2, 4, 0);
+  int64_t iv[] = {0, 3, 1, 1};
+  pd_tensor *ixv = pd_to_tensor(iv, PD_INT64, 2, SHAPE(2, 2));
+  pd_static_feed feed[2] = {{"x", xv}, {"idx", ixv}};
+  pd_tensor *got[2];
+  for (int interpret = 0; interpret < 2; interpret++) {
+    pd_executor *exe = pd_static_executor(PD_CPU);
+    pd_executor_set_interpret(exe, interpret);
+    assert_int_equal(pd_executor_run(exe, main, feed, 2, &dx, 1, &got[interpret], NULL), PD_OK);
+    if (!interpret) {
+      const pd_program *low = pd_executor_lowered_program(exe);
+      assert_non_null(low); /* lowered, one grad op kept */
+      int kept = 0, traced_scale = 0;
+      for (int k = 0; k < low->blocks[0]->n_ops; k++) {
+        const pd_operator *op = low->blocks[0]->ops[k];
+        kept += op->grad_of >= 0 && strcmp(op->type, "index_sample_grad") == 0;
+        traced_scale += op->op_id >= 0 && strcmp(op->type, "scale") == 0 && (op->role & PD_OP_ROLE_BACKWARD);
+      }
+      assert_int_equal(kept, 1);
+      assert_true(traced_scale >= 1); /* scale_grad was traced */
+    }
+    pd_executor_release(exe);
+  }
+  EXPECT_VALUES(got[0], 0, 3, 0, 0, 3, 0, 6, 0, 0);
+  expect_close(got[0], got[1], 0, 0);
+  pd_tensor *ts[] = {x, idx, sx, y, l, dx, xv, ixv, got[0], got[1]};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 /* No gradient flows to a stop_gradient input or one in no_grad_set. */
 static void test_no_grad(void **state) {
   (void)state;
@@ -455,6 +500,7 @@ int main(void) {
       cmocka_unit_test(test_loss_means_with_unknown_batch),
       cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
+      cmocka_unit_test(test_value_reading_rule_keeps_its_grad_op),
       cmocka_unit_test(test_no_grad),
       cmocka_unit_test(test_sgd_with_lr_scheduler_matches_eager),
       cmocka_unit_test(test_adam_matches_eager),

@@ -235,6 +235,35 @@ static void test_enable_static_records_into_defaults(void **state) {
   pd_tensor_release(y);
 }
 
+/* Values written by code (to_tensor) under the guard are constants of the
+ * program: assign_value ops, not a recorded op with no values. */
+static void test_to_tensor_under_guard_is_a_constant(void **state) {
+  (void)state;
+  pd_program *p = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(p, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(3), PD_FLOAT64);
+  pd_tensor *c = pd_tensor_from_f64((const double[]){1, 2, 3}, PD_FLOAT64, 1, SHAPE(3));
+  assert_non_null(c);
+  assert_false(pd_tensor_is_meta(c));
+  pd_tensor *y = pd_multiply(x, c);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_static_block *gb = pd_program_global_block(p);
+  assert_string_equal(pd_static_block_op_type(gb, 0), "assign_value");
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_tensor *xv = T(PD_FLOAT64, 1, SHAPE(3), 2, 2, 2), *out = NULL;
+  pd_static_feed feed = {"x", xv};
+  assert_int_equal(pd_executor_run(exe, p, &feed, 1, &y, 1, &out, NULL), PD_OK);
+  EXPECT_VALUES(out, 0, 2, 4, 6);
+  /* code below the ops cannot view a Variable: an error, not a crash */
+  assert_null(pd_tensor_new_view(x, 1, SHAPE(3), SHAPE(1), 0));
+  assert_non_null(strstr(pd_last_error(), "static Variable"));
+  pd_clear_error();
+  pd_tensor *ts[] = {x, c, y, xv, out};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_executor_release(exe);
+  pd_program_release(p);
+}
+
 static void test_clone_for_test_drops_training_ops(void **state) {
   (void)state;
   net n;
@@ -281,6 +310,7 @@ int main(void) {
       cmocka_unit_test(test_global_scope_by_default),
       cmocka_unit_test(test_guards_nest_and_restore),
       cmocka_unit_test(test_enable_static_records_into_defaults),
+      cmocka_unit_test(test_to_tensor_under_guard_is_a_constant),
       cmocka_unit_test(test_clone_for_test_drops_training_ops),
       cmocka_unit_test(test_name_scope_and_unique_names),
   };

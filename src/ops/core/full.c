@@ -130,6 +130,15 @@ pd_tensor *pd_empty(int ndim, const int64_t *shape, pd_dtype dt) {
   return full_impl(ndim, shape, 0, dt, true);
 }
 
+pd_tensor *pd_empty_eager(int ndim, const int64_t *shape, pd_dtype dt) {
+  void *ctx;
+  pd_tracer_fn tracer = pd_dispatch_get_tracer(&ctx);
+  pd_dispatch_set_tracer(NULL, NULL);
+  pd_tensor *t = full_impl(ndim, shape, 0, dt, true);
+  pd_dispatch_set_tracer(tracer, ctx);
+  return t;
+}
+
 static pd_tensor *like(pd_tensor *x, double v, pd_dtype dt, bool empty) {
   if (!x) {
     if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "full_like: x is NULL");
@@ -172,7 +181,7 @@ static bool check_new(const char *op, const void *data, pd_dtype dt, int ndim, c
 pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *shape) {
   if (!check_new("to_tensor", data, dt, ndim, shape)) return NULL;
   pd_internal_enter();
-  pd_tensor *t = pd_empty(ndim, shape, dt);
+  pd_tensor *t = pd_empty_eager(ndim, shape, dt);
   pd_internal_leave();
   if (!t) return NULL;
   memcpy(pd_tensor_data(t), data, (size_t)t->numel * pd_dtype_size(dt));
@@ -182,7 +191,7 @@ pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *
 pd_tensor *pd_tensor_from_f64(const double *data, pd_dtype dt, int ndim, const int64_t *shape) {
   if (!check_new("tensor_from_f64", data, dt, ndim, shape)) return NULL;
   pd_internal_enter();
-  pd_tensor *t = pd_empty(ndim, shape, dt);
+  pd_tensor *t = pd_empty_eager(ndim, shape, dt);
   pd_internal_leave();
   if (!t) return NULL;
   size_t es = pd_dtype_size(dt);
