@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/tensor_impl.h" /* pd_shape_str */
 #include "paddlec/norm.h"
 #include "layer_dtype.h"
+#include "norm_util.h"
 
 typedef struct batch_norm_layer {
   pd_layer base;
@@ -29,20 +29,9 @@ static int batch_norm_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd
   (void)max_out;
   batch_norm_layer *l = (batch_norm_layer *)self;
   const char *name = type_name(l->kind);
-  if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", name, n_in);
-  pd_tensor *x = in[0];
-  if (!x)
-    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
-  int nd = pd_tensor_ndim(x);
-  bool ok = l->kind == 1 ? (nd == 2 || nd == 3) : nd == l->kind + 2;
-  if (!ok) {
-    char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: expected %s input, got x of shape %s", name,
-                        l->kind == 1   ? "2-D or 3-D"
-                        : l->kind == 2 ? "4-D"
-                                       : "5-D",
-                        pd_shape_str(nd, pd_tensor_shape(x), b, sizeof b));
-  }
+  pd_tensor *x;
+  pd_status st = pd_nn_norm_input(name, l->kind, in, n_in, &x);
+  if (st != PD_OK) return st;
   out[0] = pd_batch_norm(x, l->mean, l->variance, l->weight, l->bias, self->training, l->momentum, l->epsilon,
                          l->channel_last ? "NHWC" : "NCHW", l->use_global_stats);
   return out[0] ? 1 : pd_last_status();

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/tensor_impl.h" /* pd_shape_str */
 #include "paddlec/norm.h"
 #include "layer_dtype.h"
+#include "norm_util.h"
 
 /* ---- GroupNorm ------------------------------------------------------------------------------------ */
 
@@ -103,20 +103,9 @@ static int instance_norm_forward(pd_layer *self, pd_tensor *const *in, int n_in,
   (void)max_out;
   instance_norm_layer *l = (instance_norm_layer *)self;
   const char *name = in_name(l->kind);
-  if (n_in != 1) return pd_set_error(PD_ERR_INVALID, "%s: expects 1 input, got %d", name, n_in);
-  pd_tensor *x = in[0];
-  if (!x)
-    return pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s: x is NULL", name);
-  int nd = pd_tensor_ndim(x);
-  bool ok = l->kind == 1 ? (nd == 2 || nd == 3) : nd == l->kind + 2;
-  if (!ok) {
-    char b[160];
-    return pd_set_error(PD_ERR_SHAPE, "%s: expected %s input, got x of shape %s", name,
-                        l->kind == 1   ? "2-D or 3-D"
-                        : l->kind == 2 ? "4-D"
-                                       : "5-D",
-                        pd_shape_str(nd, pd_tensor_shape(x), b, sizeof b));
-  }
+  pd_tensor *x;
+  pd_status st = pd_nn_norm_input(name, l->kind, in, n_in, &x);
+  if (st != PD_OK) return st;
   out[0] = pd_instance_norm(x, NULL, NULL, l->scale, l->bias, true, l->momentum, l->epsilon, l->data_format);
   return out[0] ? 1 : pd_last_status();
 }

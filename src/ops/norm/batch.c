@@ -68,20 +68,6 @@ static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_
   return PD_OK;
 }
 
-/* Contiguous copies of inputs (new references, NULL-padded to 5). */
-static pd_status contig_all(pd_tensor *const *in, int n_in, pd_tensor **c) {
-  for (int i = 0; i < 5; i++) c[i] = NULL;
-  for (int i = 0; i < n_in; i++)
-    if (!(c[i] = pd_kernel_contiguous(in[i]))) return pd_last_status();
-  return PD_OK;
-}
-
-static void release_all(pd_tensor **c) {
-  for (int i = 0; i < 5; i++) pd_tensor_release(c[i]);
-}
-
-static void *data_or_null(pd_tensor *t) { return t ? pd_tensor_data(t) : NULL; }
-
 /* ---- batch_norm (batch statistics) -------------------------------------------------------------- */
 
 static pd_status bn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -96,77 +82,55 @@ static pd_status bn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
 }
 
 static pd_status bn_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *c[5];
-  pd_status st = contig_all(ctx->in, ctx->n_in, c);
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
-    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
-    pd_tensor *w = has_w ? c[1] : NULL, *b = has_b ? c[has_w ? 2 : 1] : NULL;
+    void *w, *b;
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, &b);
     pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     int bad = ctx->in[0]->dtype == PD_FLOAT32
-                  ? pdk_batch_norm_fwd_f32(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                           pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]),
-                                           pd_tensor_data(ctx->out[2]), &g, eps)
-                  : pdk_batch_norm_fwd_f64(pd_tensor_data(c[0]), data_or_null(w), data_or_null(b),
-                                           pd_tensor_data(ctx->out[0]), pd_tensor_data(ctx->out[1]),
-                                           pd_tensor_data(ctx->out[2]), &g, eps);
+                  ? pdk_batch_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]),
+                                           pd_tensor_data(ctx->out[1]), pd_tensor_data(ctx->out[2]), &g, eps)
+                  : pdk_batch_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]),
+                                           pd_tensor_data(ctx->out[1]), pd_tensor_data(ctx->out[2]), &g, eps);
     if (bad)
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
                         PD_SHAPE_STR(ctx->in[0]));
   }
-  release_all(c);
+  pd_norm_release_inputs(c);
   return st;
 }
 
 static pd_status bn_backward(const pd_backward_ctx *c) {
-  bool has_w = c->attrs->i[PD_NORM_I_HAS_W], has_b = c->attrs->i[PD_NORM_I_HAS_B];
-  pd_tensor *gin[3];
-  int n = 0;
-  gin[n++] = c->inputs[0];
-  if (has_w) gin[n++] = c->inputs[1];
-  gin[n++] = c->grad_out[0];
-  return pd_norm_run_grad(c, PD_OP_batch_norm_grad, gin, n, c->attrs, has_w ? 1 : -1,
-                          has_b ? (has_w ? 2 : 1) : -1);
+  return pd_norm_backward_via(c, PD_OP_batch_norm_grad, c->attrs);
 }
 
 /* ---- batch_norm_grad ----------------------------------------------------------------------------- */
 
 static pd_status bn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                               pd_meta *out, int *n_out) {
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
-  if (n_in != 2 + has_w)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (x, %sdy), got %d", def->name, 2 + has_w,
-                        has_w ? "weight, " : "", n_in);
-  const char *names[3] = {"x", has_w ? "weight" : "dy", "dy"};
-  pd_status st = pd_norm_check_dtypes(def, in, n_in, names);
+  bool has_w = a->i[PD_NORM_I_HAS_W];
+  pd_status st = pd_norm_grad_check_inputs(def, in, n_in, a);
   if (st != PD_OK) return st;
-  pd_tensor *x = in[0], *dy = in[n_in - 1];
+  pd_tensor *x = in[0];
   if ((st = check_x(def->name, x)) != PD_OK) return st;
   bool cl = a->i[PD_NORM_I_AXIS];
   int64_t ch = channels_of(x, cl);
   if (has_w &&
       (st = pd_norm_check_channel_param(def->name, in[1], "weight", ch, x, layout_name(x, cl))) != PD_OK)
     return st;
-  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
-                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
-  int no = 0;
-  pd_meta_of(x, &out[no++]);
-  for (int j = 0; j < (int)has_w + (int)has_b; j++)
-    out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {ch}};
-  *n_out = no;
-  return PD_OK;
+  return pd_norm_grad_metas(def, in, n_in, a, ch, out, n_out);
 }
 
 static pd_status bn_grad_kernel(const pd_kernel_ctx *ctx) {
-  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
-  pd_tensor *c[5];
-  pd_status st = contig_all(ctx->in, ctx->n_in, c);
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
     pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
-         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    void *w, *dw, *db, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, NULL);
+    pd_norm_affine_data(ctx->attrs, ctx->out, 1, &dw, &db);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     int bad = ctx->in[0]->dtype == PD_FLOAT32
                   ? pdk_batch_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
@@ -177,7 +141,7 @@ static pd_status bn_grad_kernel(const pd_kernel_ctx *ctx) {
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
                         PD_SHAPE_STR(ctx->in[0]));
   }
-  release_all(c);
+  pd_norm_release_inputs(c);
   return st;
 }
 
@@ -246,8 +210,8 @@ AFFINE_FROM_STATS(f32, float)
 AFFINE_FROM_STATS(f64, double)
 
 static pd_status infer_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *c[5];
-  pd_status st = contig_all(ctx->in, ctx->n_in, c);
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
     bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
     pd_bn_geom g = geom_of(ctx->in[0], ctx->attrs->i[PD_NORM_I_AXIS]);
@@ -257,7 +221,7 @@ static pd_status infer_kernel(const pd_kernel_ctx *ctx) {
                   : infer_f64(c, has_w, has_b, pd_tensor_data(ctx->out[0]), &g, eps);
     if (bad) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", ctx->def->name);
   }
-  release_all(c);
+  pd_norm_release_inputs(c);
   return st;
 }
 

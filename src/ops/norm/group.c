@@ -52,22 +52,20 @@ static pd_status gn_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
 }
 
 static pd_status gn_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *c[3] = {NULL, NULL, NULL};
-  pd_status st = PD_OK;
-  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   int64_t B, C, S, G = groups_of(ctx->def, ctx->in[0], ctx->attrs);
   geom(ctx->in[0], &B, &C, &S);
   if (st == PD_OK && C > 0) {
-    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *b = has_b ? pd_tensor_data(c[has_w ? 2 : 1]) : NULL;
+    void *w, *b;
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, &b);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     if (ctx->in[0]->dtype == PD_FLOAT32)
       pdk_group_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), B, C, S, G, eps);
     else
       pdk_group_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), B, C, S, G, eps);
   }
-  for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
+  pd_norm_release_inputs(c);
   return st;
 }
 
@@ -75,54 +73,33 @@ static pd_status gn_backward(const pd_backward_ctx *c) {
   pd_attrs a = *c->attrs;
   const pd_meta *x = &c->in_meta[0];
   if (a.i[PD_NORM_I_AXIS] <= 0) a.i[PD_NORM_I_AXIS] = x->shape[1] > 0 ? x->shape[1] : 1; /* instance_norm */
-  bool has_w = a.i[PD_NORM_I_HAS_W], has_b = a.i[PD_NORM_I_HAS_B];
-  pd_tensor *gin[3];
-  int n = 0;
-  gin[n++] = c->inputs[0];
-  if (has_w) gin[n++] = c->inputs[1];
-  gin[n++] = c->grad_out[0];
-  return pd_norm_run_grad(c, PD_OP_group_norm_grad, gin, n, &a, has_w ? 1 : -1, has_b ? (has_w ? 2 : 1) : -1);
+  return pd_norm_backward_via(c, PD_OP_group_norm_grad, &a);
 }
 
 /* ---- group_norm_grad ---------------------------------------------------------------------------- */
 
 static pd_status gn_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                               pd_meta *out, int *n_out) {
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
-  if (n_in != 2 + has_w)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (x, %sdy), got %d", def->name, 2 + has_w,
-                        has_w ? "weight, " : "", n_in);
-  const char *names[3] = {"x", has_w ? "weight" : "dy", "dy"};
-  pd_status st = pd_norm_check_dtypes(def, in, n_in, names);
+  bool has_w = a->i[PD_NORM_I_HAS_W];
+  pd_status st = pd_norm_grad_check_inputs(def, in, n_in, a);
   if (st != PD_OK) return st;
-  pd_tensor *x = in[0], *dy = in[n_in - 1];
+  pd_tensor *x = in[0];
   if ((st = check_groups(def->name, x, a->i[PD_NORM_I_AXIS])) != PD_OK) return st;
   if (has_w && (st = pd_norm_check_channel_param(def->name, in[1], "weight", x->shape[1], x,
                                                  "channels at dim 1")) != PD_OK)
     return st;
-  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
-                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
-  int no = 0;
-  pd_meta_of(x, &out[no++]);
-  for (int j = 0; j < (int)has_w + (int)has_b; j++)
-    out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {x->shape[1]}};
-  *n_out = no;
-  return PD_OK;
+  return pd_norm_grad_metas(def, in, n_in, a, x->shape[1], out, n_out);
 }
 
 static pd_status gn_grad_kernel(const pd_kernel_ctx *ctx) {
-  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
-  pd_tensor *c[3] = {NULL, NULL, NULL};
-  pd_status st = PD_OK;
-  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
     int64_t B, C, S;
     geom(ctx->in[0], &B, &C, &S);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
-         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    void *w, *dw, *db, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, NULL);
+    pd_norm_affine_data(ctx->attrs, ctx->out, 1, &dw, &db);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     int bad = ctx->in[0]->dtype == PD_FLOAT32
                   ? pdk_group_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
@@ -133,7 +110,7 @@ static pd_status gn_grad_kernel(const pd_kernel_ctx *ctx) {
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for the statistics of x %s", ctx->def->name,
                         PD_SHAPE_STR(ctx->in[0]));
   }
-  for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
+  pd_norm_release_inputs(c);
   return st;
 }
 

@@ -68,79 +68,54 @@ static pd_status norm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
 }
 
 static pd_status norm_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *c[3] = {NULL, NULL, NULL};
-  pd_status st = PD_OK;
-  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
     int64_t rows, n;
     row_geom(ctx->in[0], (int)ctx->attrs->i[PD_NORM_I_AXIS], &rows, &n);
-    bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B],
-         centered = !is_rms(ctx->def);
-    pd_tensor *w = has_w ? c[1] : NULL, *b = has_b ? c[has_w ? 2 : 1] : NULL;
+    bool centered = !is_rms(ctx->def);
+    void *w, *b;
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, &b);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     if (ctx->in[0]->dtype == PD_FLOAT32)
-      pdk_row_norm_fwd_f32(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                           pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
+      pdk_row_norm_fwd_f32(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
     else
-      pdk_row_norm_fwd_f64(pd_tensor_data(c[0]), w ? pd_tensor_data(w) : NULL, b ? pd_tensor_data(b) : NULL,
-                           pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
+      pdk_row_norm_fwd_f64(pd_tensor_data(c[0]), w, b, pd_tensor_data(ctx->out[0]), rows, n, eps, centered);
   }
-  for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
+  pd_norm_release_inputs(c);
   return st;
 }
 
 static pd_status norm_backward(const pd_backward_ctx *c, pd_op_id gid) {
-  bool has_w = c->attrs->i[PD_NORM_I_HAS_W], has_b = c->attrs->i[PD_NORM_I_HAS_B];
-  pd_tensor *gin[3];
-  int n = 0;
-  gin[n++] = c->inputs[0];
-  if (has_w) gin[n++] = c->inputs[1];
-  gin[n++] = c->grad_out[0];
-  return pd_norm_run_grad(c, gid, gin, n, c->attrs, has_w ? 1 : -1, has_b ? (has_w ? 2 : 1) : -1);
+  return pd_norm_backward_via(c, gid, c->attrs);
 }
 
 /* ---- grad ops ------------------------------------------------------------------------------------ */
 
 static pd_status grad_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                            pd_meta *out, int *n_out) {
-  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
-  if (is_rms(def) && has_b) return pd_set_error(PD_ERR_INVALID, "%s: rms_norm takes no bias", def->name);
-  if (n_in != 2 + has_w)
-    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (x, %sdy), got %d", def->name, 2 + has_w,
-                        has_w ? "weight, " : "", n_in);
-  const char *names[3] = {"x", has_w ? "weight" : "dy", "dy"};
-  pd_status st = pd_norm_check_dtypes(def, in, n_in, names);
+  if (is_rms(def) && a->i[PD_NORM_I_HAS_B])
+    return pd_set_error(PD_ERR_INVALID, "%s: rms_norm takes no bias", def->name);
+  pd_status st = pd_norm_grad_check_inputs(def, in, n_in, a);
   if (st != PD_OK) return st;
-  pd_tensor *x = in[0], *dy = in[n_in - 1];
+  pd_tensor *x = in[0];
   if ((st = check_axis(def, x, a->i[PD_NORM_I_AXIS])) != PD_OK) return st;
   int k = (int)a->i[PD_NORM_I_AXIS];
-  if (has_w && (st = check_param(def, x, k, in[1], "weight")) != PD_OK) return st;
-  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
-    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
-                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
+  if (a->i[PD_NORM_I_HAS_W] && (st = check_param(def, x, k, in[1], "weight")) != PD_OK) return st;
   int64_t rows, n;
   row_geom(x, k, &rows, &n);
-  int no = 0;
-  pd_meta_of(x, &out[no++]);
-  for (int j = 0; j < (int)has_w + (int)has_b; j++)
-    out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {n}};
-  *n_out = no;
-  return PD_OK;
+  return pd_norm_grad_metas(def, in, n_in, a, n, out, n_out);
 }
 
 static pd_status grad_kernel(const pd_kernel_ctx *ctx) {
-  bool has_w = ctx->attrs->i[PD_NORM_I_HAS_W], has_b = ctx->attrs->i[PD_NORM_I_HAS_B];
-  pd_tensor *c[3] = {NULL, NULL, NULL};
-  pd_status st = PD_OK;
-  for (int i = 0; i < ctx->n_in && st == PD_OK; i++)
-    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) st = pd_last_status();
+  pd_tensor *c[PD_NORM_MAX_IN];
+  pd_status st = pd_norm_contiguous_inputs(ctx, c);
   if (st == PD_OK) {
     int64_t rows, n;
     row_geom(ctx->in[0], (int)ctx->attrs->i[PD_NORM_I_AXIS], &rows, &n);
-    void *w = has_w ? pd_tensor_data(c[1]) : NULL, *dy = pd_tensor_data(c[ctx->n_in - 1]);
-    void *dw = has_w ? pd_tensor_data(ctx->out[1]) : NULL,
-         *db = has_b ? pd_tensor_data(ctx->out[has_w ? 2 : 1]) : NULL;
+    void *w, *dw, *db, *dy = pd_tensor_data(c[ctx->n_in - 1]);
+    pd_norm_affine_data(ctx->attrs, c, 1, &w, NULL);
+    pd_norm_affine_data(ctx->attrs, ctx->out, 1, &dw, &db);
     double eps = ctx->attrs->f[PD_NORM_F_EPS];
     int bad = ctx->in[0]->dtype == PD_FLOAT32
                   ? pdk_row_norm_bwd_f32(pd_tensor_data(c[0]), w, dy, pd_tensor_data(ctx->out[0]), dw, db,
@@ -151,7 +126,7 @@ static pd_status grad_kernel(const pd_kernel_ctx *ctx) {
       st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld partial sums", ctx->def->name,
                         (long long)rows, (long long)n);
   }
-  for (int i = 0; i < 3; i++) pd_tensor_release(c[i]);
+  pd_norm_release_inputs(c);
   return st;
 }
 

@@ -191,3 +191,53 @@ pd_status pd_norm_grad_backward(const pd_backward_ctx *c, const pd_norm_view *v,
   pd_norm_tmps_free(&n->T);
   return st;
 }
+
+pd_status pd_norm_contiguous_inputs(const pd_kernel_ctx *ctx, pd_tensor **c) {
+  for (int i = 0; i < PD_NORM_MAX_IN; i++) c[i] = NULL;
+  for (int i = 0; i < ctx->n_in; i++)
+    if (!(c[i] = pd_kernel_contiguous(ctx->in[i]))) return pd_last_status();
+  return PD_OK;
+}
+
+void pd_norm_release_inputs(pd_tensor **c) {
+  for (int i = 0; i < PD_NORM_MAX_IN; i++) pd_tensor_release(c[i]);
+}
+
+void pd_norm_affine_data(const pd_attrs *a, pd_tensor *const *t, int first, void **w, void **b) {
+  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+  *w = has_w ? pd_tensor_data(t[first]) : NULL;
+  if (b) *b = has_b ? pd_tensor_data(t[first + has_w]) : NULL;
+}
+
+pd_status pd_norm_backward_via(const pd_backward_ctx *c, pd_op_id grad_op, const pd_attrs *a) {
+  bool has_w = a->i[PD_NORM_I_HAS_W], has_b = a->i[PD_NORM_I_HAS_B];
+  pd_tensor *gin[3];
+  int n = 0;
+  gin[n++] = c->inputs[0];
+  if (has_w) gin[n++] = c->inputs[1];
+  gin[n++] = c->grad_out[0];
+  return pd_norm_run_grad(c, grad_op, gin, n, a, has_w ? 1 : -1, has_b ? (has_w ? 2 : 1) : -1);
+}
+
+pd_status pd_norm_grad_check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a) {
+  bool has_w = a->i[PD_NORM_I_HAS_W];
+  if (n_in != 2 + has_w)
+    return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs (x, %sdy), got %d", def->name, 2 + has_w,
+                        has_w ? "weight, " : "", n_in);
+  const char *names[3] = {"x", has_w ? "weight" : "dy", "dy"};
+  return pd_norm_check_dtypes(def, in, n_in, names);
+}
+
+pd_status pd_norm_grad_metas(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                             int64_t channels, pd_meta *out, int *n_out) {
+  const pd_tensor *x = in[0], *dy = in[n_in - 1];
+  if (dy->ndim != x->ndim || !pd_shapes_agree(x->ndim, dy->shape, x->shape))
+    return pd_set_error(PD_ERR_SHAPE, "%s: dy of shape %s does not match x of shape %s", def->name,
+                        PD_SHAPE_STR(dy), PD_SHAPE_STR(x));
+  int no = 0;
+  pd_meta_of(x, &out[no++]);
+  for (int j = 0; j < (int)(a->i[PD_NORM_I_HAS_W] != 0) + (int)(a->i[PD_NORM_I_HAS_B] != 0); j++)
+    out[no++] = (pd_meta){.dtype = x->dtype, .ndim = 1, .shape = {channels}};
+  *n_out = no;
+  return PD_OK;
+}

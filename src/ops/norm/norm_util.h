@@ -79,6 +79,26 @@ pd_status pd_norm_grad_backward(const pd_backward_ctx *c, const pd_norm_view *v,
 pd_status pd_norm_run_grad(const pd_backward_ctx *c, pd_op_id grad_op, pd_tensor *const *gin, int n_gin,
                            const pd_attrs *a, int iw, int ib);
 
+/* ---- the kernels and grad ops of the family ----------------------------- */
+/* Contiguous copies of a kernel's inputs into c[0..PD_NORM_MAX_IN) (new
+ * references, NULL past n_in or after a failure); release with
+ * pd_norm_release_inputs whatever the result. */
+#define PD_NORM_MAX_IN 5
+pd_status pd_norm_contiguous_inputs(const pd_kernel_ctx *ctx, pd_tensor **c);
+void pd_norm_release_inputs(pd_tensor **c);
+/* The data of the optional weight and bias among t[first], t[first + 1]
+ * as the attrs say which are present (NULL where absent): the forward's
+ * inputs, or a grad op's dweight / dbias outputs. b may be NULL. */
+void pd_norm_affine_data(const pd_attrs *a, pd_tensor *const *t, int first, void **w, void **b);
+/* The forward's backward: runs grad_op on (x, [weight], dy) with attrs a. */
+pd_status pd_norm_backward_via(const pd_backward_ctx *c, pd_op_id grad_op, const pd_attrs *a);
+/* A grad op's inputs (x, [weight], dy): their count and dtypes. */
+pd_status pd_norm_grad_check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a);
+/* A grad op's metas once x and weight are checked: dy must have x's shape;
+ * dx has x's meta, dweight / dbias `channels` elements. */
+pd_status pd_norm_grad_metas(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                             int64_t channels, pd_meta *out, int *n_out);
+
 /* Sets an error naming op when a required input is NULL (keeping an earlier
  * error) and returns NULL. */
 pd_tensor *pd_norm_null_input(const char *op, const char *what);
