@@ -340,17 +340,7 @@ pd_tensor *pd_cross_entropy(pd_tensor *input, pd_tensor *label, pd_tensor *weigh
     return NULL;
   }
   int nd = input->ndim, ax;
-  if (nd == 0) {
-    pd_set_error(PD_ERR_SHAPE, "%s: input must have at least 1 dimension (got a 0-D tensor)", op);
-    return NULL;
-  }
-  if (pd_norm_axis(op, axis, nd, &ax) != PD_OK) return NULL;
-  if (label->ndim != nd && label->ndim != nd - 1) {
-    pd_set_error(PD_ERR_SHAPE,
-                 "%s: label of shape %s does not fit input of shape %s (expected rank %d or %d)", op,
-                 PD_SHAPE_STR(label), PD_SHAPE_STR(input), nd - 1, nd);
-    return NULL;
-  }
+  if (pd_loss_check_class_axis(op, "input", input, label, axis, &ax) != PD_OK) return NULL;
   if (!pd_dtype_is_floating(input->dtype)) {
     pd_set_error(PD_ERR_DTYPE, "%s: input dtype %s is not supported (expected a floating dtype)", op,
                  pd_dtype_name(input->dtype));
@@ -448,17 +438,7 @@ pd_tensor *pd_softmax_with_cross_entropy(pd_tensor *logits, pd_tensor *label, bo
   if (softmax) *softmax = NULL;
   if (null_input(op, logits, label) != PD_OK) return NULL;
   int nd = logits->ndim, ax;
-  if (nd == 0) {
-    pd_set_error(PD_ERR_SHAPE, "%s: logits must have at least 1 dimension (got a 0-D tensor)", op);
-    return NULL;
-  }
-  if (pd_norm_axis(op, axis, nd, &ax) != PD_OK) return NULL;
-  if (label->ndim != nd && label->ndim != nd - 1) {
-    pd_set_error(PD_ERR_SHAPE,
-                 "%s: label of shape %s does not fit logits of shape %s (expected rank %d or %d)", op,
-                 PD_SHAPE_STR(label), PD_SHAPE_STR(logits), nd - 1, nd);
-    return NULL;
-  }
+  if (pd_loss_check_class_axis(op, "logits", logits, label, axis, &ax) != PD_OK) return NULL;
   pd_internal_enter();
   int64_t ax64 = ax;
   pd_tensor *lab = label->ndim == nd - 1 ? pd_unsqueeze(label, 1, &ax64) : pd_tensor_retain(label);

@@ -178,3 +178,17 @@ double pd_loss_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const pd
   (void)n_out;
   return 4.0 * (double)in[0]->numel;
 }
+
+pd_status pd_loss_check_class_axis(const char *op, const char *what, const pd_tensor *x,
+                                   const pd_tensor *label, int64_t axis, int *ax) {
+  int nd = x->ndim;
+  if (nd == 0)
+    return pd_set_error(PD_ERR_SHAPE, "%s: %s must have at least 1 dimension (got a 0-D tensor)", op, what);
+  pd_status st = pd_norm_axis(op, axis, nd, ax);
+  if (st != PD_OK) return st;
+  if (label->ndim != nd && label->ndim != nd - 1)
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: label of shape %s does not fit %s of shape %s (expected rank %d or %d)", op,
+                        PD_SHAPE_STR(label), what, PD_SHAPE_STR(x), nd - 1, nd);
+  return PD_OK;
+}

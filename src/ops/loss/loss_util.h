@@ -33,6 +33,12 @@ pd_tensor *pd_loss_reduce(pd_tensor *loss, pd_loss_reduction r);
 pd_status pd_loss_labels_i64(const char *op, pd_tensor *label, int64_t n, int64_t ignore_index,
                              const int64_t **out, pd_tensor **holder);
 
+/* The class axis of x (named `what` in errors: "input", "logits") and a
+ * label of x's rank or one less: x must have a dimension, axis must be in
+ * range (normalised into *ax) and the label's rank must fit. */
+pd_status pd_loss_check_class_axis(const char *op, const char *what, const pd_tensor *x,
+                                   const pd_tensor *label, int64_t axis, int *ax);
+
 /* [outer, n, inner] around axis of a shape. */
 pd_ce_geom pd_loss_class_geom(int ndim, const int64_t *shape, int axis);
 
