@@ -22,12 +22,7 @@
 
 #include "paddlec.h"
 #include "paddlec/distributed.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "timing.h"
 
 static int g_rank, g_n;
 
@@ -41,9 +36,9 @@ static double time_allreduce(pd_tensor *t, pd_dist_group *g) {
   double dt = 0;
   for (;;) {
     pd_dist_barrier(g);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i < reps; i++) pd_dist_all_reduce(t, PD_REDUCE_SUM, &o);
-    dt = now_s() - t0;
+    dt = bench_now_s() - t0;
     /* agree on the repetition count across ranks */
     double v[1] = {dt};
     pd_tensor *m = pd_to_tensor(v, PD_FLOAT64, 1, (int64_t[]){1});
@@ -64,9 +59,9 @@ static double copy_bandwidth(size_t bytes, pd_dist_group *g) {
   double best = 1e30;
   for (int rep = 0; rep < 5; rep++) {
     pd_dist_barrier(g);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     memcpy(b, a, bytes);
-    double dt = now_s() - t0;
+    double dt = bench_now_s() - t0;
     double v[1] = {dt};
     pd_tensor *m = pd_to_tensor(v, PD_FLOAT64, 1, (int64_t[]){1});
     pd_dist_all_reduce(m, PD_REDUCE_MAX, &(pd_dist_opts){.group = g});

@@ -9,13 +9,11 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "timing.h"
+
 #define BEST_OF 5
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return 1e3 * bench_now_s(); }
 
 static pd_tensor *composed(pd_tensor *q, pd_tensor *k, pd_tensor *v) {
   int64_t perm[4] = {0, 2, 1, 3};

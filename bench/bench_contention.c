@@ -37,12 +37,7 @@
 
 #include "decoder_model.h"
 #include "linear_net.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "timing.h"
 
 static void check(bool ok, const char *what) {
   if (!ok) {
@@ -56,15 +51,15 @@ static void check(bool ok, const char *what) {
 static volatile double g_sink;
 
 static void spin_for(double seconds) {
-  double x = 1.0, t0 = now_s();
-  while (now_s() - t0 < seconds)
+  double x = 1.0, t0 = bench_now_s();
+  while (bench_now_s() - t0 < seconds)
     for (int i = 0; i < 100000; i++) x = x * 1.0000001 + 1e-9;
   g_sink = x;
 }
 
 static void stream_for(float *buf, size_t n, double seconds) {
-  double t0 = now_s();
-  while (now_s() - t0 < seconds)
+  double t0 = bench_now_s();
+  while (bench_now_s() - t0 < seconds)
     for (size_t i = 0; i < n; i++) buf[i] = buf[i] * 0.5f + 1.0f;
   g_sink = buf[n / 2];
 }
@@ -166,11 +161,11 @@ static double time_condition(workload *w) {
   static double samples[MAX_SAMPLES];
   int n = 0;
   one_step(w); /* the first step after the competitors start is not counted */
-  double t_end = now_s() + w->seconds;
-  while (n < MAX_SAMPLES && (n < 5 || now_s() < t_end)) {
-    double t0 = now_s();
+  double t_end = bench_now_s() + w->seconds;
+  while (n < MAX_SAMPLES && (n < 5 || bench_now_s() < t_end)) {
+    double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
-    samples[n++] = (now_s() - t0) / w->steps_per_sample;
+    samples[n++] = (bench_now_s() - t0) / w->steps_per_sample;
   }
   return median(samples, n);
 }

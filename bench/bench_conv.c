@@ -17,12 +17,8 @@
 
 #include "ops/op_registry.h"
 #include "paddlec.h"
+#include "timing.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -220,12 +216,12 @@ int main(int argc, char **argv) {
     if (iters < 1) iters = 1;
     double tp[64], td[64];
     for (int k = 0; k < runs; k++) {
-      double t0 = now_s();
+      double t0 = bench_now_s();
       for (int it = 0; it < iters; it++) rw->pd(&p);
-      tp[k] = (now_s() - t0) / iters;
-      t0 = now_s();
+      tp[k] = (bench_now_s() - t0) / iters;
+      t0 = bench_now_s();
       for (int it = 0; it < iters; it++) rw->dn(&r);
-      td[k] = (now_s() - t0) / iters;
+      td[k] = (bench_now_s() - t0) / iters;
     }
     double mp = median(tp, runs), md = median(td, runs);
     printf("%-20s %12.1f %12.1f %10.3f\n", rw->name, rw->flops / mp * 1e-9, rw->flops / md * 1e-9, md / mp);

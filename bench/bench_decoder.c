@@ -15,28 +15,7 @@
 #include <time.h>
 
 #include "decoder_model.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double sgemm_peak(void) {
-  const int n = 1024;
-  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
-        *c = malloc(sizeof(float) * n * n);
-  for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(i % 7 + 1);
-  double best = 1e30;
-  for (int r = 0; r < 11; r++) {
-    double t0 = now_s();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    double t = now_s() - t0;
-    if (r > 0 && t < best) best = t;
-  }
-  free(a), free(b), free(c);
-  return 2.0 * n * n * n / best / 1e9;
-}
+#include "timing.h"
 
 static void check(bool ok) {
   if (!ok) {
@@ -50,7 +29,7 @@ static double time_steps(pd_layer *model, pd_optimizer *opt, pd_tensor *ids, pd_
                          int reps, double *last_loss) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int s = 0; s < steps; s++) {
       pd_scope_begin();
       pd_tensor *loss = NULL;
@@ -60,14 +39,14 @@ static double time_steps(pd_layer *model, pd_optimizer *opt, pd_tensor *ids, pd_
       *last_loss = pd_tensor_item(loss);
       pd_scope_end();
     }
-    double t = (now_s() - t0) / steps;
+    double t = (bench_now_s() - t0) / steps;
     if (t < best) best = t;
   }
   return best;
 }
 
 int main(void) {
-  double peak = sgemm_peak();
+  double peak = bench_sgemm_peak(10);
   printf("machine: dnnl_sgemm 1024^3 = %.1f GFLOP/s (the peak reference), %d threads\n\n", peak,
          pd_get_num_threads());
 
@@ -93,7 +72,7 @@ int main(void) {
   double loss = 0.0;
   time_steps(model, opt, ids, labels, 3, 1, &loss); /* warm up pools and primitives */
   double t = time_steps(model, opt, ids, labels, 10, 5, &loss);
-  double peak_after = sgemm_peak();
+  double peak_after = bench_sgemm_peak(10);
   if (peak_after > peak) peak = peak_after;
   printf("dnnl_sgemm 1024^3 after the decoder: %.1f GFLOP/s; peak used: %.1f GFLOP/s\n", peak_after, peak);
   double flops = 3.0 * decoder_forward_flops(&cfg, B, S);

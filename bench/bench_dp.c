@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "decoder_model.h"
+#include "timing.h"
 
 enum { MODEL_MLP, MODEL_DECODER };
 
@@ -40,12 +41,6 @@ typedef struct job {
 typedef struct phases {
   double fwd, bwd, opt;
 } phases;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void check(bool ok, const char *what) {
   if (!ok) {
@@ -117,22 +112,22 @@ static double time_steps(const job *j, model *m, int steps, int reps, phases *ph
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     phases cur = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int s = 0; s < steps; s++) {
-      double a = now_s();
+      double a = bench_now_s();
       pd_scope_begin();
       pd_tensor *loss = j->model == MODEL_MLP ? mlp_loss(m) : decoder_loss(m);
       check(loss != NULL, "forward");
-      double b = now_s();
+      double b = bench_now_s();
       check(pd_backward(loss, NULL, false) == PD_OK, "backward");
-      double c = now_s();
+      double c = bench_now_s();
       check(pd_optimizer_step(m->opt) == PD_OK, "step");
       pd_optimizer_clear_grad(m->opt, true);
       pd_scope_end();
-      double d = now_s();
+      double d = bench_now_s();
       cur.fwd += b - a, cur.bwd += c - b, cur.opt += d - c;
     }
-    double t = (now_s() - t0) / steps;
+    double t = (bench_now_s() - t0) / steps;
     if (t < best) {
       best = t;
       if (ph) *ph = (phases){cur.fwd / steps, cur.bwd / steps, cur.opt / steps};

@@ -15,13 +15,9 @@
 #include "paddlec.h"
 #ifdef PADDLEC_BENCH_OPENBLAS
 #include <cblas.h>
-#endif
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "timing.h"
+#endif
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -143,9 +139,9 @@ static void measure(ctx *c, int runs, double *sec, double *best) {
     for (int r = 0; r < runs; r++) {
       for (int m = 0; m < M_COUNT; m++) {
         if (!fn[m] || (m == M_BLAS) != phase) continue;
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int i = 0; i < iters; i++) fn[m](c);
-        t[m][r] = (now_s() - t0) / iters;
+        t[m][r] = (bench_now_s() - t0) / iters;
       }
     }
     if (phase == 1 && fn[M_BLAS]) nanosleep(&(struct timespec){0, 300000000}, NULL);

@@ -8,12 +8,7 @@
 #include <time.h>
 
 #include "paddlec.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "timing.h"
 
 /* Adam on raw float buffers, one thread. */
 static void adam_loop(int64_t n, float *p, const float *g, float *m, float *v, float lr_t, float eps_t) {
@@ -58,25 +53,25 @@ int main(int argc, char **argv) {
                         : k == 1 ? pd_optimizer_adam_w(1e-3, &p, 1, NULL)
                                  : pd_optimizer_momentum(1e-3, &p, 1, NULL);
     pd_optimizer_step(opt); /* creates the accumulators */
-    double t0 = now();
+    double t0 = bench_now_s();
     for (int r = 0; r < reps; r++) pd_optimizer_step(opt);
-    fused[k] = (now() - t0) / reps;
+    fused[k] = (bench_now_s() - t0) / reps;
     pd_optimizer_release(opt);
   }
 
   float *m = calloc((size_t)n, sizeof(float)), *v = calloc((size_t)n, sizeof(float));
   adam_loop(n, pd_tensor_data(p), pd_tensor_data(g), m, v, 1e-3f, 1e-8f);
-  double t0 = now();
+  double t0 = bench_now_s();
   for (int r = 0; r < reps; r++) adam_loop(n, pd_tensor_data(p), pd_tensor_data(g), m, v, 1e-3f, 1e-8f);
-  double loop = (now() - t0) / reps;
+  double loop = (bench_now_s() - t0) / reps;
   free(m);
   free(v);
 
   pd_tensor *mt = pd_zeros(1, &n, PD_FLOAT32), *vt = pd_zeros(1, &n, PD_FLOAT32);
   adam_unfused(p, g, &mt, &vt);
-  t0 = now();
+  t0 = bench_now_s();
   for (int r = 0; r < reps; r++) adam_unfused(p, g, &mt, &vt);
-  double unfused = (now() - t0) / reps;
+  double unfused = (bench_now_s() - t0) / reps;
   pd_tensor_release(mt);
   pd_tensor_release(vt);
 

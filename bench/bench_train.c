@@ -11,27 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double sgemm_peak(void) {
-  const int n = 1024;
-  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
-        *c = malloc(sizeof(float) * n * n);
-  for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(i % 7 + 1);
-  double best = 1e30;
-  for (int r = 0; r < 7; r++) {
-    double t0 = now_s();
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    double t = now_s() - t0;
-    if (r > 0 && t < best) best = t;
-  }
-  free(a), free(b), free(c);
-  return 2.0 * n * n * n / best / 1e9;
-}
+#include "timing.h"
 
 typedef struct two_linear {
   pd_layer base;
@@ -74,7 +54,7 @@ static double time_steps(pd_layer *net, pd_layer *loss_fn, pd_optimizer *opt, pd
                          int steps, int reps) {
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int s = 0; s < steps; s++) {
       pd_scope_begin();
       pd_tensor *out = pd_layer_call1(net, x), *loss = NULL;
@@ -86,7 +66,7 @@ static double time_steps(pd_layer *net, pd_layer *loss_fn, pd_optimizer *opt, pd
       pd_optimizer_clear_grad(opt, true);
       pd_scope_end();
     }
-    double t = (now_s() - t0) / steps;
+    double t = (bench_now_s() - t0) / steps;
     if (t < best) best = t;
   }
   return best;
@@ -110,7 +90,7 @@ static int count_only(int steps) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--count") == 0) return count_only(atoi(argv[2]));
-  double peak = sgemm_peak();
+  double peak = bench_sgemm_peak(6);
   printf("machine: dnnl_sgemm 1024^3 = %.1f GFLOP/s (the peak reference), %d threads\n\n", peak,
          pd_get_num_threads());
 

@@ -96,18 +96,6 @@ float pd_f16_to_f32(uint16_t h) {
 /* ---- generic element access ------------------------------------------- */
 double pd_load_as_f64(const void *p, pd_dtype dt) {
   switch (dt) {
-    case PD_BOOL:
-      return *(const uint8_t *)p ? 1.0 : 0.0;
-    case PD_UINT8:
-      return *(const uint8_t *)p;
-    case PD_INT8:
-      return *(const int8_t *)p;
-    case PD_INT16:
-      return *(const int16_t *)p;
-    case PD_INT32:
-      return *(const int32_t *)p;
-    case PD_INT64:
-      return (double)*(const int64_t *)p;
     case PD_FLOAT16:
       return pd_f16_to_f32(*(const uint16_t *)p);
     case PD_BFLOAT16:
@@ -116,8 +104,8 @@ double pd_load_as_f64(const void *p, pd_dtype dt) {
       return *(const float *)p;
     case PD_FLOAT64:
       return *(const double *)p;
-    default:
-      return NAN;
+    default: /* bool and the integers */
+      return (unsigned)dt < PD_NUM_DTYPES ? (double)pd_load_as_i64(p, dt) : NAN;
   }
 }
 
@@ -134,32 +122,12 @@ static float f64_to_f32_odd(double v) {
 
 void pd_dtype_range(pd_dtype dt, double *lo, double *hi, bool *hi_open) {
   *hi_open = false;
-  switch (dt) {
-    case PD_UINT8:
-      *lo = 0, *hi = 255;
-      break;
-    case PD_INT8:
-      *lo = -128, *hi = 127;
-      break;
-    case PD_INT16:
-      *lo = -32768, *hi = 32767;
-      break;
-    case PD_INT32:
-      *lo = -2147483648.0, *hi = 2147483647.0;
-      break;
-    case PD_INT64:
-      *lo = -9223372036854775808.0, *hi = 9223372036854775808.0, *hi_open = true;
-      break;
-    case PD_FLOAT16:
-      *lo = -65504, *hi = 65504;
-      break;
-    case PD_BFLOAT16:
-    case PD_FLOAT32:
-      *lo = -3.4028234663852886e38, *hi = 3.4028234663852886e38;
-      break;
-    default: /* bool (any value is true or false), float64 */
-      *lo = -INFINITY, *hi = INFINITY;
-      break;
+  *lo = -INFINITY, *hi = INFINITY; /* bool (any value is true or false), float64 */
+  if (pd_dtype_is_integer(dt)) {
+    *lo = (double)pd_k_iinfo[dt].min, *hi = (double)pd_k_iinfo[dt].max;
+    *hi_open = dt == PD_INT64; /* 2^63 - 1 is no double: it rounds up to 2^63, the first past it */
+  } else if (pd_dtype_is_floating(dt) && dt != PD_FLOAT64) {
+    *lo = pd_k_finfo[dt - PD_FLOAT16].min, *hi = pd_k_finfo[dt - PD_FLOAT16].max;
   }
 }
 

@@ -18,6 +18,12 @@ void pd_store_from_f64(void *p, pd_dtype dt, double v);
  * take any double. Exact in double. */
 void pd_dtype_range(pd_dtype dt, double *lo, double *hi, bool *hi_open);
 
+/* The tables behind pd_iinfo (indexed by dtype; bits 0 for the dtypes that
+ * are not integers) and pd_finfo (indexed by dtype - PD_FLOAT16), which
+ * pd_dtype_range reads too (dtype_info.c). */
+extern const pd_dtype_iinfo pd_k_iinfo[PD_NUM_DTYPES];
+extern const pd_dtype_finfo pd_k_finfo[PD_FLOAT64 - PD_FLOAT16 + 1];
+
 /* An integer or bool element as int64, exactly. */
 static inline int64_t pd_load_as_i64(const void *p, pd_dtype dt) {
   switch (dt) {

@@ -14,39 +14,9 @@
 #include <unistd.h>
 
 #include "io/checkpoint_internal.h"
+#include "linear_net.h"
+#include "temp_dir.h"
 #include "test_util.h"
-
-static char g_dir[64];
-
-static int setup_dir(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/pd_ckpt_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-  (void)state;
-  DIR *d = opendir(g_dir);
-  if (!d) return 0;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(g_dir);
-  return 0;
-}
-
-static const char *path_of(const char *name) {
-  static char buf[4][256];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-  return buf[k];
-}
 
 /* The temporary files of saves to p in its directory: "<name>.tmp.<pid>.<n>"
  * (only those of process pid when pid > 0). Returns their count; the path
@@ -160,7 +130,7 @@ static void test_roundtrip_every_dtype(void **state) {
   ts[12] = pd_transpose(base, 2, SHAPE(1, 0));
   assert_false(pd_tensor_is_contiguous(ts[12]));
   pd_named_tensors sd = {N, (char **)names, ts};
-  const char *p = path_of("all.safetensors");
+  const char *p = temp_path("all.safetensors");
   assert_int_equal(pd_save(&sd, p), PD_OK);
   pd_named_tensors out;
   pd_string_map meta;
@@ -195,7 +165,7 @@ static void test_metadata_and_empty_state(void **state) {
   assert_int_equal(pd_string_map_set(&meta, "kind", "layer"), PD_OK); /* replaces */
   assert_int_equal(meta.n, 3);
   pd_named_tensors empty = {0};
-  const char *p = path_of("empty.safetensors");
+  const char *p = temp_path("empty.safetensors");
   assert_int_equal(pd_save_with_metadata(&empty, p, &meta), PD_OK);
   pd_named_tensors out;
   pd_string_map got;
@@ -250,7 +220,7 @@ static void test_reference_file_loads(void **state) {
   size_t n;
   unsigned char *img = make_image(header, data, sizeof data, &n);
   assert_int_equal(n, 375);
-  const char *p = path_of("reference.safetensors");
+  const char *p = temp_path("reference.safetensors");
   write_file(p, img, n);
   pd_named_tensors out;
   pd_string_map meta;
@@ -305,7 +275,7 @@ static void test_saved_header_by_hand(void **state) {
   pd_tensor *e = T(PD_INT8, 1, SHAPE(0), 0);
   static const char *names[] = {"w", "b\"q", "e"};
   pd_named_tensors sd = {3, (char **)names, (pd_tensor *[]){w, b, e}};
-  const char *p = path_of("hand.safetensors");
+  const char *p = temp_path("hand.safetensors");
   assert_int_equal(pd_save(&sd, p), PD_OK);
   size_t n;
   unsigned char *f = read_file(p, &n);
@@ -338,16 +308,16 @@ static void test_save_errors(void **state) {
   pd_scope_begin();
   pd_tensor *a = T(PD_FLOAT32, 1, SHAPE(2), 1, 2);
   pd_named_tensors dup = {2, (char *[]){"x", "x"}, (pd_tensor *[]){a, a}};
-  assert_int_equal(pd_save(&dup, path_of("e.safetensors")), PD_ERR_INVALID);
+  assert_int_equal(pd_save(&dup, temp_path("e.safetensors")), PD_ERR_INVALID);
   expect_error(NULL, "duplicate tensor name 'x'", "e.safetensors");
   pd_named_tensors meta_name = {1, (char *[]){"__metadata__"}, (pd_tensor *[]){a}};
-  assert_int_equal(pd_save(&meta_name, path_of("e.safetensors")), PD_ERR_INVALID);
+  assert_int_equal(pd_save(&meta_name, temp_path("e.safetensors")), PD_ERR_INVALID);
   expect_error(NULL, "'__metadata__' is reserved", NULL);
   pd_named_tensors null_t = {1, (char *[]){"y"}, (pd_tensor *[]){NULL}};
-  assert_int_equal(pd_save(&null_t, path_of("e.safetensors")), PD_ERR_INVALID);
+  assert_int_equal(pd_save(&null_t, temp_path("e.safetensors")), PD_ERR_INVALID);
   expect_error(NULL, "tensor 'y' is NULL", NULL);
   pd_named_tensors bad_utf8 = {1, (char *[]){"\xff"}, (pd_tensor *[]){a}};
-  assert_int_equal(pd_save(&bad_utf8, path_of("e.safetensors")), PD_ERR_INVALID);
+  assert_int_equal(pd_save(&bad_utf8, temp_path("e.safetensors")), PD_ERR_INVALID);
   expect_error(NULL, "not valid UTF-8", NULL);
   pd_named_tensors ok = {1, (char *[]){"a"}, (pd_tensor *[]){a}};
   assert_int_equal(pd_save(&ok, "/nonexistent_dir_pd/x.safetensors"), PD_ERR_IO);
@@ -358,11 +328,11 @@ static void test_save_errors(void **state) {
   expect_error(NULL, "save", "path");
   pd_string_map m = {0};
   pd_string_map_set(&m, "k", "\xc3");
-  assert_int_equal(pd_save_with_metadata(&ok, path_of("e.safetensors"), &m), PD_ERR_INVALID);
+  assert_int_equal(pd_save_with_metadata(&ok, temp_path("e.safetensors"), &m), PD_ERR_INVALID);
   expect_error(NULL, "metadata value", "UTF-8");
   pd_string_map_free(&m);
   struct stat sb;
-  assert_int_not_equal(stat(path_of("e.safetensors"), &sb), 0); /* nothing was written */
+  assert_int_not_equal(stat(temp_path("e.safetensors"), &sb), 0); /* nothing was written */
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -394,7 +364,7 @@ static double check_pair(const char *p) {
 
 static void test_injected_failure_keeps_previous(void **state) {
   (void)state;
-  const char *p = path_of("inject.safetensors");
+  const char *p = temp_path("inject.safetensors");
   save_pair(p, 1.0, 1000);
   struct stat sb;
   assert_int_equal(stat(p, &sb), 0);
@@ -414,7 +384,7 @@ static void test_injected_failure_keeps_previous(void **state) {
  * checkpoint: the previous one is intact and loadable. */
 static void test_killed_half_way_keeps_previous(void **state) {
   (void)state;
-  const char *p = path_of("killed.safetensors");
+  const char *p = temp_path("killed.safetensors");
   save_pair(p, 1.0, 4096);
   struct stat sb;
   assert_int_equal(stat(p, &sb), 0);
@@ -451,7 +421,7 @@ static void test_killed_half_way_keeps_previous(void **state) {
  * whole, never a mix. */
 static void test_sigkill_during_large_save(void **state) {
   (void)state;
-  const char *p = path_of("large.safetensors");
+  const char *p = temp_path("large.safetensors");
   save_pair(p, 1.0, 16);
   enum { BIG = 4 << 20 }; /* 16 MiB of float32 */
   pd_tensor *a = pd_full(1, SHAPE(BIG), 2.0, PD_FLOAT32);
@@ -516,7 +486,7 @@ static void *saver_main(void *arg) {
 
 static void test_concurrent_saves_to_one_path(void **state) {
   (void)state;
-  const char *p = path_of("shared.safetensors");
+  const char *p = temp_path("shared.safetensors");
   saver sv[SAVERS];
   pd_tensor *ts[SAVERS][2];
   pthread_t th[SAVERS];
@@ -554,7 +524,7 @@ static void test_concurrent_saves_to_one_path(void **state) {
  * touched. */
 static void test_save_skips_taken_temp_names(void **state) {
   (void)state;
-  const char *p = path_of("taken.safetensors");
+  const char *p = temp_path("taken.safetensors");
   save_pair(p, 1.0, 8);
   /* the number the next save of this process will use: a forked child has
    * the same counter; killed half way, it leaves its temporary behind */
@@ -598,7 +568,7 @@ static void test_save_skips_taken_temp_names(void **state) {
  * other paths' and names that merely look alike. */
 static void test_save_removes_dead_temps(void **state) {
   (void)state;
-  const char *p = path_of("stale.safetensors");
+  const char *p = temp_path("stale.safetensors");
   fflush(NULL);
   pid_t dead = fork(); /* a pid that is surely gone once reaped */
   assert_true(dead >= 0);
@@ -608,13 +578,13 @@ static void test_save_removes_dead_temps(void **state) {
   snprintf(dead_tmp, sizeof dead_tmp, "%s.tmp.%ld.0", p, (long)dead);
   snprintf(dead_tmp2, sizeof dead_tmp2, "%s.tmp.%ld.17", p, (long)dead);
   snprintf(live_tmp, sizeof live_tmp, "%s.tmp.%ld.999999", p, (long)getpid());
-  snprintf(other, sizeof other, "%s.tmp.%ld.0", path_of("other.safetensors"), (long)dead);
+  snprintf(other, sizeof other, "%s.tmp.%ld.0", temp_path("other.safetensors"), (long)dead);
   snprintf(odd[0], sizeof odd[0], "%s.tmp.%ld.0.bak", p, (long)dead);
   snprintf(odd[1], sizeof odd[1], "%s.tmp.%ldx.0", p, (long)dead);
   snprintf(odd[2], sizeof odd[2], "%s.tmp.%ld.", p, (long)dead);
   snprintf(odd[3], sizeof odd[3], "x%s.tmp.%ld.0", strrchr(p, '/') + 1, (long)dead);
   char odd3[400];
-  snprintf(odd3, sizeof odd3, "%s/%s", g_dir, odd[3]);
+  snprintf(odd3, sizeof odd3, "%s/%s", temp_dir(), odd[3]);
   write_file(dead_tmp, "dead", 4);
   write_file(dead_tmp2, "dead", 4);
   write_file(live_tmp, "live", 4);
@@ -633,7 +603,7 @@ static void test_save_removes_dead_temps(void **state) {
   /* a save with a relative path cleans the same way */
   char cwd[512];
   assert_non_null(getcwd(cwd, sizeof cwd));
-  assert_int_equal(chdir(g_dir), 0);
+  assert_int_equal(chdir(temp_dir()), 0);
   char rel_dead[300];
   snprintf(rel_dead, sizeof rel_dead, "stale.safetensors.tmp.%ld.3", (long)dead);
   write_file(rel_dead, "dead", 4);
@@ -655,7 +625,7 @@ static unsigned char *small_valid_image(size_t *n) {
   pd_tensor *c = T(PD_BOOL, 1, SHAPE(0), 0);
   pd_tensor *d = T(PD_FLOAT16, 0, NULL, 1.5);
   pd_named_tensors sd = {4, (char *[]){"a", "b", "c", "d"}, (pd_tensor *[]){a, b, c, d}};
-  const char *p = path_of("small.safetensors");
+  const char *p = temp_path("small.safetensors");
   assert_int_equal(pd_save(&sd, p), PD_OK);
   pd_tensor_release(a);
   pd_tensor_release(b);
@@ -668,7 +638,7 @@ static void test_truncated_at_every_byte(void **state) {
   (void)state;
   size_t n;
   unsigned char *img = small_valid_image(&n);
-  const char *p = path_of("truncated.safetensors");
+  const char *p = temp_path("truncated.safetensors");
   for (size_t k = 0; k < n; k++) {
     write_file(p, img, k);
     pd_named_tensors out;
@@ -770,10 +740,10 @@ static void test_lying_header_lengths(void **state) {
   /* files too short for the length itself, missing files, directories */
   assert_int_not_equal(pd_load_buffer("\x02\0\0", 3, "tiny", &out, NULL), PD_OK);
   expect_error(NULL, "tiny", "too short");
-  assert_int_equal(pd_load(path_of("does_not_exist"), &out), PD_ERR_IO);
+  assert_int_equal(pd_load(temp_path("does_not_exist"), &out), PD_ERR_IO);
   expect_error(NULL, "does_not_exist", "cannot open");
-  assert_int_equal(pd_load(g_dir, &out), PD_ERR_IO);
-  expect_error(NULL, g_dir, "not a regular file");
+  assert_int_equal(pd_load(temp_dir(), &out), PD_ERR_IO);
+  expect_error(NULL, temp_dir(), "not a regular file");
   assert_int_equal(pd_load(NULL, &out), PD_ERR_INVALID);
   expect_error(NULL, "load", "path is NULL");
   expect_no_live_tensors();
@@ -904,28 +874,6 @@ static void test_malformed_headers(void **state) {
 }
 
 /* ---- layers ---------------------------------------------------------------------- */
-typedef struct linear_net {
-  pd_layer base;
-  pd_layer *linear1, *linear2;
-} linear_net;
-
-static int linear_net_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
-  (void)n_in;
-  (void)max_out;
-  linear_net *net = (linear_net *)self;
-  out[0] = pd_layer_call1(net->linear2, pd_layer_call1(net->linear1, in[0]));
-  return out[0] ? 1 : pd_last_status();
-}
-
-static const pd_layer_type linear_net_type = {"LinearNet", linear_net_forward, NULL, NULL};
-
-static linear_net *linear_net_new(int64_t hidden) {
-  linear_net *net = pd_layer_new(sizeof *net, &linear_net_type);
-  net->linear1 = pd_layer_add_sublayer(&net->base, "linear1", pd_nn_linear(10, hidden, NULL));
-  net->linear2 = pd_layer_add_sublayer(&net->base, "linear2", pd_nn_linear(hidden, 1, NULL));
-  return net;
-}
-
 static void expect_same_params(pd_layer *a, pd_layer *b) {
   pd_named_tensors x, y;
   assert_int_equal(pd_layer_state_dict(a, &x), PD_OK);
@@ -942,8 +890,8 @@ static void expect_same_params(pd_layer *a, pd_layer *b) {
 static void test_layer_save_load(void **state) {
   (void)state;
   pd_seed(3);
-  linear_net *a = linear_net_new(10), *b = linear_net_new(10);
-  const char *p = path_of("net.safetensors");
+  linear_net *a = linear_net_new(), *b = linear_net_new();
+  const char *p = temp_path("net.safetensors");
   assert_int_equal(pd_layer_save(&a->base, p), PD_OK);
   pd_named_tensors file;
   pd_string_map meta;
@@ -966,9 +914,9 @@ static void test_layer_save_load(void **state) {
   /* strict: a file with extra and missing keys changes nothing */
   pd_tensor *w = pd_layer_parameter(a->linear1, "weight");
   pd_named_tensors odd = {2, (char *[]){"linear1.weight", "extra.bias"}, (pd_tensor *[]){w, w}};
-  const char *q = path_of("odd.safetensors");
+  const char *q = temp_path("odd.safetensors");
   assert_int_equal(pd_save(&odd, q), PD_OK);
-  linear_net *c = linear_net_new(10);
+  linear_net *c = linear_net_new();
   pd_named_tensors before;
   assert_int_equal(pd_layer_state_dict(&c->base, &before), PD_OK);
   pd_tensor *w_before = pd_clone(before.tensors[0], PD_NUM_DTYPES);
@@ -984,7 +932,7 @@ static void test_layer_save_load(void **state) {
   pd_tensor_release(w_before);
 
   /* shape mismatch: both shapes named */
-  linear_net *d = linear_net_new(7);
+  linear_net *d = linear_net_with_hidden(7);
   assert_int_equal(pd_layer_load(&d->base, p, true), PD_ERR_SHAPE);
   expect_error(NULL, "net.safetensors", "[10, 10]");
   /* a corrupt file: the loader's error */
@@ -1010,7 +958,7 @@ static void test_shared_weights_save_load(void **state) {
   (void)state;
   pd_seed(5);
   pd_layer *a = pd_nn_lstm(3, 4, NULL), *b = pd_nn_lstm(3, 4, NULL);
-  const char *p = path_of("lstm.safetensors");
+  const char *p = temp_path("lstm.safetensors");
   assert_int_equal(pd_layer_save(a, p), PD_OK);
   pd_named_tensors file;
   assert_int_equal(pd_load(p, &file), PD_OK);
@@ -1021,7 +969,7 @@ static void test_shared_weights_save_load(void **state) {
   assert_int_equal(pd_layer_load(b, p, true), PD_OK);
   expect_same_params(a, b);
   /* one name per tensor: the LSTM's names alone, then the cell's alone */
-  const char *q = path_of("lstm_half.safetensors");
+  const char *q = temp_path("lstm_half.safetensors");
   for (int half = 0; half < 2; half++) {
     pd_layer *c = pd_nn_lstm(3, 4, NULL);
     pd_named_tensors part = {4, file.names + 4 * half, file.tensors + 4 * half};
@@ -1049,7 +997,7 @@ static void test_dtype_conversion_on_layer_load(void **state) {
   (void)state;
   pd_nn_linear_opts o = {.dtype = PD_FLOAT64};
   pd_layer *a = pd_nn_linear(3, 2, &o), *b = pd_nn_linear(3, 2, NULL);
-  const char *p = path_of("f64.safetensors");
+  const char *p = temp_path("f64.safetensors");
   assert_int_equal(pd_layer_save(a, p), PD_OK);
   assert_int_equal(pd_layer_load(b, p, true), PD_OK);
   pd_tensor *wa = pd_layer_parameter(a, "weight"), *wb = pd_layer_parameter(b, "weight");
@@ -1092,5 +1040,5 @@ int main(void) {
       cmocka_unit_test(test_shared_weights_save_load),
       cmocka_unit_test(test_dtype_conversion_on_layer_load),
   };
-  return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }

@@ -211,12 +211,44 @@ static void test_layers_follow_default(void **state) {
   expect_no_live_tensors();
 }
 
+/* full's range check takes its bounds from iinfo / finfo: the limits fit,
+ * one past them is refused naming the value and the dtype. */
+static void test_full_range_is_the_info_range(void **state) {
+  (void)state;
+  const pd_dtype ints[] = {PD_UINT8, PD_INT8, PD_INT16, PD_INT32};
+  for (int k = 0; k < 4; k++) {
+    pd_dtype_iinfo ii;
+    assert_int_equal(pd_iinfo(ints[k], &ii), PD_OK);
+    pd_tensor *hi = pd_full(1, SHAPE(1), (double)ii.max, ints[k]),
+              *lo = pd_full(1, SHAPE(1), (double)ii.min, ints[k]);
+    assert_true(pd_tensor_item_at(hi, 0) == (double)ii.max && pd_tensor_item_at(lo, 0) == (double)ii.min);
+    pd_tensor_release(hi);
+    pd_tensor_release(lo);
+    expect_error(pd_full(1, SHAPE(1), (double)ii.max + 1, ints[k]), "out of the range of", ii.dtype);
+    expect_error(pd_full(1, SHAPE(1), (double)ii.min - 1, ints[k]), "out of the range of", ii.dtype);
+  }
+  expect_error(pd_full(1, SHAPE(1), 9223372036854775808.0, PD_INT64), "out of the range of", "int64");
+  /* bfloat16's largest value is finfo's 3.3895e38, not float32's: 3.4e38 would store inf */
+  expect_error(pd_full(1, SHAPE(1), 3.4e38, PD_BFLOAT16), "out of the range of", "bfloat16");
+  const pd_dtype floats[] = {PD_FLOAT16, PD_BFLOAT16, PD_FLOAT32};
+  for (int k = 0; k < 3; k++) {
+    pd_dtype_finfo fi;
+    assert_int_equal(pd_finfo(floats[k], &fi), PD_OK);
+    pd_tensor *t = pd_full(1, SHAPE(1), fi.max, floats[k]);
+    assert_true(pd_tensor_item_at(t, 0) == fi.max);
+    pd_tensor_release(t);
+    expect_error(pd_full(1, SHAPE(1), 2 * fi.max, floats[k]), "out of the range of", fi.dtype);
+  }
+  expect_no_live_tensors();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_finfo_values),
       cmocka_unit_test(test_finfo_min_masks),
       cmocka_unit_test(test_iinfo_values),
       cmocka_unit_test(test_wrong_kind_is_an_error),
+      cmocka_unit_test(test_full_range_is_the_info_range),
       cmocka_unit_test_teardown(test_default_dtype_setting, reset_default),
       cmocka_unit_test_teardown(test_creation_ops_follow_default, reset_default),
       cmocka_unit_test_teardown(test_layers_follow_default, reset_default),

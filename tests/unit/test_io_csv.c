@@ -5,25 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "temp_dir.h"
 #include "test_util.h"
-
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(g_dir, "/tmp/paddlec_csv_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
 
 static const char *write_text(const char *name, const char *text, size_t n) {
   static char p[160];
-  snprintf(p, sizeof p, "%s/%s", g_dir, name);
+  snprintf(p, sizeof p, "%s/%s", temp_dir(), name);
   FILE *f = fopen(p, "wb");
   assert_non_null(f);
   fwrite(text, 1, n, f);
@@ -88,7 +75,7 @@ static void test_csv_errors(void **state) {
   expect_csv_error(WRITE("e9.csv", "1\n"), &(pd_io_csv_opts){.dtype = PD_INT32}, "int32", NULL);
   expect_csv_error(WRITE("e10.csv", "1\n"), &(pd_io_csv_opts){.delimiter = '.'}, "delimiter '.'", NULL);
   char missing[160];
-  snprintf(missing, sizeof missing, "%s/none.csv", g_dir);
+  snprintf(missing, sizeof missing, "%s/none.csv", temp_dir());
   expect_csv_error(missing, NULL, "cannot open", "none.csv");
   expect_no_live_tensors();
 }
@@ -98,5 +85,5 @@ int main(void) {
       cmocka_unit_test(test_csv_values),
       cmocka_unit_test(test_csv_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }

@@ -6,30 +6,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "temp_dir.h"
 #include "test_util.h"
 
 #define FASHION_ROOT "/usr/share/datasets/fashion-mnist"
-
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(g_dir, "/tmp/paddlec_idx_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-static const char *path_of(const char *name) {
-  static char p[4][160];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
-  return p[k];
-}
 
 static void write_bytes(const char *path, const void *b, size_t n, bool gz) {
   if (gz) {
@@ -142,7 +122,7 @@ static int scale_transform(pd_tensor *image, pd_tensor **out, void *user) {
 static void test_small_files(void **state) {
   (void)state;
   for (int gz = 0; gz < 2; gz++) {
-    const char *ip = path_of(gz ? "im.gz" : "im"), *lp = path_of(gz ? "lb.gz" : "lb");
+    const char *ip = temp_path(gz ? "im.gz" : "im"), *lp = temp_path(gz ? "lb.gz" : "lb");
     write_small_set(ip, lp, gz);
     pd_scope_begin();
     pd_tensor *t = pd_io_load_idx(ip);
@@ -180,19 +160,19 @@ static void test_small_files(void **state) {
     pd_scope_end();
   }
   /* a root folder with the standard names: .gz first, else plain */
-  write_small_set(path_of("t10k-images-idx3-ubyte.gz"), path_of("t10k-labels-idx1-ubyte"), true);
-  unlink(path_of("t10k-labels-idx1-ubyte"));
-  write_small_set(path_of("x"), path_of("t10k-labels-idx1-ubyte"), false);
+  write_small_set(temp_path("t10k-images-idx3-ubyte.gz"), temp_path("t10k-labels-idx1-ubyte"), true);
+  unlink(temp_path("t10k-labels-idx1-ubyte"));
+  write_small_set(temp_path("x"), temp_path("t10k-labels-idx1-ubyte"), false);
   pd_io_dataset *ds =
-      pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.root = g_dir, .mode = "TEST"});
+      pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.root = temp_dir(), .mode = "TEST"});
   if (!ds) fail_msg("%s", pd_last_error());
   assert_int_equal(pd_io_dataset_len(ds), 3);
   pd_io_dataset_release(ds);
   /* mode train looks for train-* files */
-  expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.root = g_dir}),
+  expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.root = temp_dir()}),
                    "train-images-idx3-ubyte", "cannot open");
   expect_error_msg(
-      pd_vision_datasets_fashion_mnist(&(pd_vision_datasets_mnist_opts){.root = g_dir, .mode = "valid"}),
+      pd_vision_datasets_fashion_mnist(&(pd_vision_datasets_mnist_opts){.root = temp_dir(), .mode = "valid"}),
       "FashionMNIST", "'train' or 'test', but got valid");
   expect_no_live_tensors();
 }
@@ -203,31 +183,31 @@ static void test_other_idx_types(void **state) {
   pd_scope_begin();
   const unsigned char i16[6] = {0x01, 0x02, 0xff, 0xfe, 0x00, 0x05};
   size_t n = make_idx(buf, 0x0B, 2, (const uint32_t[]){1, 3}, i16, 6);
-  write_bytes(path_of("i16"), buf, n, false);
-  pd_tensor *t = pd_io_load_idx(path_of("i16"));
+  write_bytes(temp_path("i16"), buf, n, false);
+  pd_tensor *t = pd_io_load_idx(temp_path("i16"));
   assert_int_equal(pd_tensor_dtype(t), PD_INT16);
   EXPECT_VALUES(t, 0, 258, -2, 5);
   const unsigned char i32[8] = {0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff};
   n = make_idx(buf, 0x0C, 1, (const uint32_t[]){2}, i32, 8);
-  write_bytes(path_of("i32"), buf, n, true);
-  EXPECT_VALUES(pd_io_load_idx(path_of("i32")), 0, 65536, -1);
+  write_bytes(temp_path("i32"), buf, n, true);
+  EXPECT_VALUES(pd_io_load_idx(temp_path("i32")), 0, 65536, -1);
   const unsigned char f32[4] = {0x3f, 0xc0, 0, 0}; /* 1.5 */
   n = make_idx(buf, 0x0D, 1, (const uint32_t[]){1}, f32, 4);
-  write_bytes(path_of("f32"), buf, n, false);
-  t = pd_io_load_idx(path_of("f32"));
+  write_bytes(temp_path("f32"), buf, n, false);
+  t = pd_io_load_idx(temp_path("f32"));
   assert_int_equal(pd_tensor_dtype(t), PD_FLOAT32);
   EXPECT_VALUES(t, 0, 1.5);
   const unsigned char f64[8] = {0xc0, 0x04, 0, 0, 0, 0, 0, 0}; /* -2.5 */
   n = make_idx(buf, 0x0E, 1, (const uint32_t[]){1}, f64, 8);
-  write_bytes(path_of("f64"), buf, n, false);
-  EXPECT_VALUES(pd_io_load_idx(path_of("f64")), 0, -2.5);
+  write_bytes(temp_path("f64"), buf, n, false);
+  EXPECT_VALUES(pd_io_load_idx(temp_path("f64")), 0, -2.5);
   const unsigned char i8[2] = {0x80, 0x7f};
   n = make_idx(buf, 0x09, 1, (const uint32_t[]){2}, i8, 2);
-  write_bytes(path_of("i8"), buf, n, false);
-  EXPECT_VALUES(pd_io_load_idx(path_of("i8")), 0, -128, 127);
+  write_bytes(temp_path("i8"), buf, n, false);
+  EXPECT_VALUES(pd_io_load_idx(temp_path("i8")), 0, -128, 127);
   n = make_idx(buf, 0x08, 2, (const uint32_t[]){0, 5}, NULL, 0);
-  write_bytes(path_of("empty"), buf, n, false);
-  expect_shape(pd_io_load_idx(path_of("empty")), 2, SHAPE(0, 5));
+  write_bytes(temp_path("empty"), buf, n, false);
+  expect_shape(pd_io_load_idx(temp_path("empty")), 2, SHAPE(0, 5));
   pd_scope_end();
   expect_no_live_tensors();
 }
@@ -240,71 +220,71 @@ static void test_broken_files(void **state) {
   for (int gz = 0; gz < 2; gz++) {
     /* every truncation is an error */
     for (size_t k = 0; k < n; k++) {
-      write_bytes(path_of("cut"), buf, k, gz);
-      expect_error_msg(pd_io_load_idx(path_of("cut")), "load_idx", "cut'");
+      write_bytes(temp_path("cut"), buf, k, gz);
+      expect_error_msg(pd_io_load_idx(temp_path("cut")), "load_idx", "cut'");
     }
     /* trailing data */
-    write_bytes(path_of("long"), buf, n + 1, gz);
-    expect_error_msg(pd_io_load_idx(path_of("long")), "continues past the 8 bytes", NULL);
+    write_bytes(temp_path("long"), buf, n + 1, gz);
+    expect_error_msg(pd_io_load_idx(temp_path("long")), "continues past the 8 bytes", NULL);
   }
-  write_bytes(path_of("cut"), buf, n - 3, false);
-  expect_error_msg(pd_io_load_idx(path_of("cut")), "5 bytes of data", "need 8 (truncated");
+  write_bytes(temp_path("cut"), buf, n - 3, false);
+  expect_error_msg(pd_io_load_idx(temp_path("cut")), "5 bytes of data", "need 8 (truncated");
   /* a gzip stream cut in the middle */
-  write_bytes(path_of("full.gz"), buf, n, true);
-  FILE *f = fopen(path_of("full.gz"), "rb");
+  write_bytes(temp_path("full.gz"), buf, n, true);
+  FILE *f = fopen(temp_path("full.gz"), "rb");
   unsigned char gzb[256];
   size_t gzn = fread(gzb, 1, sizeof gzb, f);
   fclose(f);
-  write_bytes(path_of("half.gz"), gzb, gzn - 6, false);
-  expect_error_msg(pd_io_load_idx(path_of("half.gz")), "half.gz", NULL);
+  write_bytes(temp_path("half.gz"), gzb, gzn - 6, false);
+  expect_error_msg(pd_io_load_idx(temp_path("half.gz")), "half.gz", NULL);
   /* magic numbers */
   unsigned char bad[64];
   memcpy(bad, buf, n);
   bad[0] = 1;
-  write_bytes(path_of("m"), bad, n, false);
-  expect_error_msg(pd_io_load_idx(path_of("m")), "bad magic number 0x01000803", NULL);
+  write_bytes(temp_path("m"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(temp_path("m")), "bad magic number 0x01000803", NULL);
   bad[0] = 0;
   bad[2] = 0x0A;
-  write_bytes(path_of("m"), bad, n, false);
-  expect_error_msg(pd_io_load_idx(path_of("m")), "bad magic number 0x00000a03", NULL);
+  write_bytes(temp_path("m"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(temp_path("m")), "bad magic number 0x00000a03", NULL);
   bad[2] = 0x08;
   bad[3] = 0;
-  write_bytes(path_of("m"), bad, n, false);
-  expect_error_msg(pd_io_load_idx(path_of("m")), "bad magic number 0x00000800", NULL);
-  expect_error_msg(pd_io_load_idx(path_of("nothing-here")), "cannot open", "nothing-here");
+  write_bytes(temp_path("m"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(temp_path("m")), "bad magic number 0x00000800", NULL);
+  expect_error_msg(pd_io_load_idx(temp_path("nothing-here")), "cannot open", "nothing-here");
   /* no elements, but sizes whose product overflows int64: an empty tensor
    * of that shape would have strides that overflow, so it is an error (the
    * sanitizer build flagged the overflow before the check counted zeros) */
   const uint32_t huge = 0xffffffffu;
   n = make_idx(bad, 0x08, 4, (const uint32_t[]){0, huge, huge, huge}, NULL, 0);
-  write_bytes(path_of("zero-huge"), bad, n, false);
-  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "zero-huge",
+  write_bytes(temp_path("zero-huge"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(temp_path("zero-huge")), "zero-huge",
                    "sizes [0, 4294967295, 4294967295, 4294967295] are too large");
   n = make_idx(bad, 0x0E, 3, (const uint32_t[]){huge, huge, 0}, NULL, 0);
-  write_bytes(path_of("zero-huge"), bad, n, true);
-  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "too large", NULL);
+  write_bytes(temp_path("zero-huge"), bad, n, true);
+  expect_error_msg(pd_io_load_idx(temp_path("zero-huge")), "too large", NULL);
   /* the input the fuzz test found: eight sizes, the first 0 */
   n = make_idx(bad, 0x08, 8, (const uint32_t[]){0, 0x280803, 3, 2, 2, 0xff0a14, 0x1e28323c, 0x01020304}, NULL,
                0);
   assert_int_equal(n, 36);
-  write_bytes(path_of("zero-huge"), bad, n, false);
-  expect_error_msg(pd_io_load_idx(path_of("zero-huge")), "zero-huge", "are too large");
+  write_bytes(temp_path("zero-huge"), bad, n, false);
+  expect_error_msg(pd_io_load_idx(temp_path("zero-huge")), "zero-huge", "are too large");
   /* while a product that fits is an empty tensor */
   n = make_idx(bad, 0x08, 3, (const uint32_t[]){0, huge, 1000}, NULL, 0);
-  write_bytes(path_of("zero-big"), bad, n, false);
-  pd_tensor *zb = pd_io_load_idx(path_of("zero-big"));
+  write_bytes(temp_path("zero-big"), bad, n, false);
+  pd_tensor *zb = pd_io_load_idx(temp_path("zero-big"));
   expect_shape(zb, 3, SHAPE(0, 4294967295, 1000));
   pd_tensor_release(zb);
   /* MNIST: files swapped, counts that disagree */
-  write_small_set(path_of("a-im"), path_of("a-lb"), false);
-  expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){.image_path = path_of("a-lb"),
-                                                                             .label_path = path_of("a-im")}),
+  write_small_set(temp_path("a-im"), temp_path("a-lb"), false);
+  expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){
+                       .image_path = temp_path("a-lb"), .label_path = temp_path("a-im")}),
                    "not an idx3-ubyte image file", "magic number 0x00000801, want 0x00000803");
   const uint8_t two[2] = {1, 2};
   size_t ln = make_idx(bad, 0x08, 1, (const uint32_t[]){2}, two, 2);
-  write_bytes(path_of("two-lb"), bad, ln, false);
+  write_bytes(temp_path("two-lb"), bad, ln, false);
   expect_error_msg(pd_vision_datasets_mnist(&(pd_vision_datasets_mnist_opts){
-                       .image_path = path_of("a-im"), .label_path = path_of("two-lb")}),
+                       .image_path = temp_path("a-im"), .label_path = temp_path("two-lb")}),
                    "holds 3 images", "holds 2 labels");
   expect_no_live_tensors();
 }
@@ -316,5 +296,5 @@ int main(void) {
       cmocka_unit_test(test_other_idx_types),
       cmocka_unit_test(test_broken_files),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }

@@ -6,26 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "temp_dir.h"
 #include "test_util.h"
-
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(g_dir, "/tmp/paddlec_npy_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-static const char *path_of(const char *name) {
-  static char p[160];
-  snprintf(p, sizeof p, "%s/%s", g_dir, name);
-  return p;
-}
 
 /* a .npy image: magic, version, header text as given (no padding added), data */
 static size_t make_npy(unsigned char *out, int major, const char *header, const void *data, size_t n) {
@@ -75,8 +57,8 @@ static void test_round_trip_every_dtype(void **state) {
       double bools[6] = {1, 0, 1, 1, 0, 0};
       pd_tensor *t = pd_tensor_from_f64(dt == PD_BOOL ? bools : v, (pd_dtype)dt, ndims[s], shapes[s]);
       assert_non_null(t);
-      assert_int_equal(pd_io_save_npy(path_of("x.npy"), t), PD_OK);
-      pd_tensor *u = pd_io_load_npy(path_of("x.npy"));
+      assert_int_equal(pd_io_save_npy(temp_path("x.npy"), t), PD_OK);
+      pd_tensor *u = pd_io_load_npy(temp_path("x.npy"));
       assert_non_null(u);
       assert_int_equal(pd_tensor_dtype(u), dt);
       expect_shape(u, ndims[s], shapes[s]);
@@ -87,8 +69,8 @@ static void test_round_trip_every_dtype(void **state) {
   /* a transposed view is written in its logical (row-major) order */
   pd_tensor *x = T(PD_INT32, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6);
   pd_tensor *xt = pd_transpose(x, 2, (const int64_t[]){1, 0});
-  assert_int_equal(pd_io_save_npy(path_of("t.npy"), xt), PD_OK);
-  pd_tensor *u = pd_io_load_npy(path_of("t.npy"));
+  assert_int_equal(pd_io_save_npy(temp_path("t.npy"), xt), PD_OK);
+  pd_tensor *u = pd_io_load_npy(temp_path("t.npy"));
   expect_shape(u, 2, SHAPE(3, 2));
   EXPECT_VALUES(u, 0, 1, 4, 2, 5, 3, 6);
   pd_scope_end();
@@ -100,9 +82,9 @@ static void test_bytes_as_numpy_writes_them(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *t = T(PD_FLOAT32, 2, SHAPE(2, 3), 0, 1, 2, 3, 4, 5);
-  assert_int_equal(pd_io_save_npy(path_of("f.npy"), t), PD_OK);
+  assert_int_equal(pd_io_save_npy(temp_path("f.npy"), t), PD_OK);
   size_t n;
-  unsigned char *b = read_all(path_of("f.npy"), &n);
+  unsigned char *b = read_all(temp_path("f.npy"), &n);
   const char *hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
   assert_int_equal(n, 128 + 24);
   assert_memory_equal(b, "\x93NUMPY\x01\x00\x76\x00", 10);
@@ -112,11 +94,11 @@ static void test_bytes_as_numpy_writes_them(void **state) {
   const float want[6] = {0, 1, 2, 3, 4, 5};
   assert_memory_equal(b + 128, want, sizeof want);
   /* 1-D and 0-D shapes are written (n,) and () */
-  assert_int_equal(pd_io_save_npy(path_of("v.npy"), T(PD_INT64, 1, SHAPE(3), 1, 2, 3)), PD_OK);
-  b = read_all(path_of("v.npy"), &n);
+  assert_int_equal(pd_io_save_npy(temp_path("v.npy"), T(PD_INT64, 1, SHAPE(3), 1, 2, 3)), PD_OK);
+  b = read_all(temp_path("v.npy"), &n);
   assert_non_null(memmem(b, n, "'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", 56));
-  assert_int_equal(pd_io_save_npy(path_of("s.npy"), pd_full(0, NULL, 1, PD_BOOL)), PD_OK);
-  b = read_all(path_of("s.npy"), &n);
+  assert_int_equal(pd_io_save_npy(temp_path("s.npy"), pd_full(0, NULL, 1, PD_BOOL)), PD_OK);
+  b = read_all(temp_path("s.npy"), &n);
   assert_non_null(memmem(b, n, "'descr': '|b1', 'fortran_order': False, 'shape': (), }", 54));
   assert_int_equal(n, 129);
   pd_scope_end();
@@ -239,7 +221,7 @@ static void test_malformed_headers(void **state) {
   const uint8_t b2[2] = {1, 2};
   n = make_npy(buf, 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (2,)}", b2, 2);
   expect_error_status(pd_io_load_npy_buffer(buf, n, "b.npy"), "bool element 1", "holds 2");
-  expect_error_status(pd_io_load_npy(path_of("missing.npy")), "cannot open", "missing.npy");
+  expect_error_status(pd_io_load_npy(temp_path("missing.npy")), "cannot open", "missing.npy");
   pd_scope_begin();
   assert_true(pd_io_save_npy("/nonexistent-dir/x.npy", T(PD_FLOAT32, 1, SHAPE(1), 1)) < 0);
   assert_non_null(strstr(pd_last_error(), "/nonexistent-dir/x.npy"));
@@ -276,10 +258,10 @@ static void test_empty_with_huge_dims(void **state) {
 static void test_truncations_and_flips(void **state) {
   (void)state;
   pd_scope_begin();
-  assert_int_equal(pd_io_save_npy(path_of("small.npy"), T(PD_INT16, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6)),
+  assert_int_equal(pd_io_save_npy(temp_path("small.npy"), T(PD_INT16, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6)),
                    PD_OK);
   size_t n;
-  unsigned char *b = read_all(path_of("small.npy"), &n);
+  unsigned char *b = read_all(temp_path("small.npy"), &n);
   unsigned char copy[256];
   memcpy(copy, b, n);
   for (size_t k = 0; k < n; k++) {
@@ -290,10 +272,10 @@ static void test_truncations_and_flips(void **state) {
       fail_msg("prefix %zu: error '%s'", k, pd_last_error());
   }
   /* and from a truncated file on disk */
-  FILE *f = fopen(path_of("cut.npy"), "wb");
+  FILE *f = fopen(temp_path("cut.npy"), "wb");
   fwrite(copy, 1, n - 3, f);
   fclose(f);
-  expect_error_status(pd_io_load_npy(path_of("cut.npy")), "cut.npy", "truncated");
+  expect_error_status(pd_io_load_npy(temp_path("cut.npy")), "cut.npy", "truncated");
   /* flip each header byte in a few ways */
   int loaded = 0;
   for (size_t k = 0; k < 128; k++)
@@ -319,5 +301,5 @@ int main(void) {
       cmocka_unit_test(test_hand_written_files),     cmocka_unit_test(test_malformed_headers),
       cmocka_unit_test(test_truncations_and_flips),  cmocka_unit_test(test_empty_with_huge_dims),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }

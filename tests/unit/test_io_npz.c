@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "temp_dir.h"
 #include "test_util.h"
 
 /* Made with Python's zipfile: members a.npy (float32 [[1, 2, 3], [4, 5, 6]]),
@@ -93,25 +94,6 @@ static const unsigned char k_npz_zip64[670] = {
     0x00, 0xa6, 0x01, 0x00, 0x00, 0x00, 0x00,
 };
 
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(g_dir, "/tmp/paddlec_npz_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-static const char *path_of(const char *name) {
-  static char p[160];
-  snprintf(p, sizeof p, "%s/%s", g_dir, name);
-  return p;
-}
-
 static unsigned char *read_all(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   assert_non_null(f);
@@ -182,8 +164,8 @@ static void test_round_trip(void **state) {
     };
     const char *names[4] = {"a", "b", "big", "view"};
     const char *file = compress ? "c.npz" : "s.npz";
-    assert_int_equal(pd_io_save_npz(path_of(file), names, ts, 4, compress), PD_OK);
-    pd_io_npz *z = pd_io_load_npz(path_of(file));
+    assert_int_equal(pd_io_save_npz(temp_path(file), names, ts, 4, compress), PD_OK);
+    pd_io_npz *z = pd_io_load_npz(temp_path(file));
     if (!z) fail_msg("%s", pd_last_error());
     check_abc(z, false, 4);
     pd_tensor *big2 = pd_io_npz_get(z, "big");
@@ -197,22 +179,22 @@ static void test_round_trip(void **state) {
     /* the compressed archive is smaller */
     if (compress) {
       size_t ns, nc;
-      free(read_all(path_of("s.npz"), &ns));
-      free(read_all(path_of("c.npz"), &nc));
+      free(read_all(temp_path("s.npz"), &ns));
+      free(read_all(temp_path("c.npz"), &nc));
       assert_true(nc < ns);
     }
     pd_scope_end();
   }
   /* empty archive */
-  assert_int_equal(pd_io_save_npz(path_of("e.npz"), NULL, NULL, 0, false), PD_OK);
-  pd_io_npz *z = pd_io_load_npz(path_of("e.npz"));
+  assert_int_equal(pd_io_save_npz(temp_path("e.npz"), NULL, NULL, 0, false), PD_OK);
+  pd_io_npz *z = pd_io_load_npz(temp_path("e.npz"));
   assert_non_null(z);
   assert_int_equal(pd_io_npz_count(z), 0);
   pd_io_npz_release(z);
   pd_scope_begin();
   pd_tensor *one = T(PD_FLOAT32, 1, SHAPE(1), 1);
-  assert_true(
-      pd_io_save_npz(path_of("d.npz"), (const char *[]){"x", "x"}, (pd_tensor *[]){one, one}, 2, false) < 0);
+  assert_true(pd_io_save_npz(temp_path("d.npz"), (const char *[]){"x", "x"}, (pd_tensor *[]){one, one}, 2,
+                             false) < 0);
   assert_non_null(strstr(pd_last_error(), "'x' given twice"));
   pd_scope_end();
   expect_no_live_tensors();
@@ -229,12 +211,12 @@ static void test_corrupt_archives(void **state) {
   (void)state;
   pd_scope_begin();
   pd_tensor *x = T(PD_INT32, 1, SHAPE(5), 1, 2, 3, 4, 5);
-  assert_int_equal(pd_io_save_npz(path_of("one.npz"), (const char *[]){"x"}, &x, 1, false), PD_OK);
-  assert_int_equal(pd_io_save_npz(path_of("onez.npz"), (const char *[]){"x"}, &x, 1, true), PD_OK);
+  assert_int_equal(pd_io_save_npz(temp_path("one.npz"), (const char *[]){"x"}, &x, 1, false), PD_OK);
+  assert_int_equal(pd_io_save_npz(temp_path("onez.npz"), (const char *[]){"x"}, &x, 1, true), PD_OK);
   pd_scope_end();
   size_t n, nz;
-  unsigned char *b = read_all(path_of("one.npz"), &n);
-  unsigned char *bz = read_all(path_of("onez.npz"), &nz);
+  unsigned char *b = read_all(temp_path("one.npz"), &n);
+  unsigned char *bz = read_all(temp_path("onez.npz"), &nz);
   size_t cd = find(b, n, "PK\x01\x02");
   /* CRC */
   b[cd + 16] ^= 1;
@@ -291,7 +273,7 @@ static void test_corrupt_archives(void **state) {
   pd_io_npz_release(z);
   expect_load_error("not a zip file at all, just some text", 38, "no end of central directory", NULL);
   expect_load_error(b, 10, "too short", NULL);
-  assert_null(pd_io_load_npz(path_of("missing.npz")));
+  assert_null(pd_io_load_npz(temp_path("missing.npz")));
   assert_non_null(strstr(pd_last_error(), "missing.npz"));
   free(b);
   free(bz);
@@ -333,5 +315,5 @@ int main(void) {
       cmocka_unit_test(test_corrupt_archives),
       cmocka_unit_test(test_truncations_and_flips),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }
