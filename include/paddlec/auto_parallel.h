@@ -27,6 +27,7 @@
 #include "paddlec/core.h"
 #include "paddlec/distributed.h"
 #include "paddlec/export.h"
+#include "paddlec/io.h"
 #include "paddlec/nn.h"
 
 #ifdef __cplusplus
@@ -159,6 +160,38 @@ typedef struct pd_dist_shard_layer_opts {
  * replicate everything. */
 PD_API pd_status pd_dist_shard_layer(pd_layer *layer, pd_dist_process_mesh *mesh,
                                      const pd_dist_shard_layer_opts *opts);
+
+/* ---- shard_dataloader ------------------------------------------------------- */
+typedef struct pd_dist_shard_dataloader pd_dist_shard_dataloader;
+typedef struct pd_dist_shard_dataloader_opts {
+  /* meshes[f] places field f of each batch (the last one serves the rest:
+   * one mesh for all fields, or e.g. the first pipeline stage for inputs and
+   * the last for labels); a rank takes its data coordinate from the first
+   * mesh that holds it */
+  pd_dist_process_mesh *const *meshes;
+  int n_meshes;
+  /* the mesh dim (name) the batch is split along; NULL: not split, every
+   * field replicated */
+  const char *shard_dim;
+  /* the dataset already holds this rank's part: load it as it is */
+  bool is_dataset_splitted;
+} pd_dist_shard_dataloader_opts;
+/* shard_dataloader(dataloader, meshes, shard_dims, is_dataset_splitted), as
+ * a loader over ds with the global batch of loader_opts (batch_size,
+ * shuffle, drop_last): split along shard_dim it loads this rank's slice of
+ * every global batch (DistributedBatchSampler of batch_size / dp ranks,
+ * replicas = the dim's size, rank = this rank's coordinate on it), and each
+ * field comes as a DTensor of the global batch, Shard(0) on shard_dim and
+ * Replicate elsewhere (dtensor_from_local). NULL on bad input, naming it. */
+PD_API pd_dist_shard_dataloader *pd_dist_shard_dataloader_new(pd_io_dataset *ds,
+                                                              const pd_io_data_loader_opts *loader_opts,
+                                                              const pd_dist_shard_dataloader_opts *opts);
+/* The next batch's fields as DTensors (new references, in the innermost
+ * scope when one is open); 0 at the end of an epoch (the next call starts
+ * another), a negative status on error. */
+PD_API int pd_dist_shard_dataloader_next(pd_dist_shard_dataloader *l, pd_tensor **batch, int max);
+PD_API int64_t pd_dist_shard_dataloader_len(pd_dist_shard_dataloader *l);
+PD_API void pd_dist_shard_dataloader_release(pd_dist_shard_dataloader *l);
 
 #ifdef __cplusplus
 }

@@ -595,6 +595,49 @@ static void test_shard_layer(void **state) {
   run_ranks(2, rank_shard_layer);
 }
 
+/* shard_dataloader: each dp rank loads its slice of every global batch of
+ * 4 (the last round of 2 split evenly), in order; the batch, unsharded, is
+ * the global batch. */
+static int rank_shard_dataloader(int rank) {
+  pd_tensor *x = pd_reshape(pd_arange(0, 30, 1, PD_FLOAT32), 2, SHAPE(10, 3));
+  pd_tensor *y = pd_arange(0, 10, 1, PD_INT64);
+  pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x, y}, 2);
+  pd_dist_process_mesh *m =
+      pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, (const char *[]){"dp"});
+  pd_dist_shard_dataloader_opts so = {.meshes = &m, .n_meshes = 1, .shard_dim = "dp"};
+  pd_dist_shard_dataloader *l =
+      pd_dist_shard_dataloader_new(ds, &(pd_io_data_loader_opts){.batch_size = 4}, &so);
+  CHECK(l && pd_dist_shard_dataloader_len(l) == 3, 1);
+  const int64_t rows[3][2] = {{0, 4}, {4, 8}, {8, 10}};
+  for (int k = 0; k < 3; k++) {
+    pd_tensor *b[2];
+    CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 2, 2);
+    CHECK(pd_tensor_shape(b[0])[0] == (k < 2 ? 2 : 1), 3); /* this rank's slice */
+    pd_tensor *want = pd_slice(x, 1, SHAPE(0), &rows[k][0], &rows[k][1]);
+    pd_tensor *want_y = pd_slice(y, 1, SHAPE(0), &rows[k][0], &rows[k][1]);
+    CHECK(same_values(pd_dist_unshard_dtensor(b[0]), want), 4);
+    CHECK(same_values(pd_dist_unshard_dtensor(b[1]), want_y), 5);
+  }
+  pd_tensor *b[2];
+  CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 0, 6);
+  pd_dist_shard_dataloader_release(l);
+  /* a global batch the dp ranks cannot split */
+  CHECK(!pd_dist_shard_dataloader_new(ds, &(pd_io_data_loader_opts){.batch_size = 3}, &so), 7);
+  CHECK(strstr(pd_last_error(), "global batch size 3 must be a positive multiple of the 2 ranks along 'dp'"),
+        8);
+  so.shard_dim = "mp";
+  CHECK(!pd_dist_shard_dataloader_new(ds, NULL, &so) && strstr(pd_last_error(), "has no dim named mp"), 9);
+  pd_clear_error();
+  pd_io_dataset_release(ds);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_shard_dataloader(void **state) {
+  (void)state;
+  run_ranks(2, rank_shard_dataloader);
+}
+
 static void test_demo_net_four_ranks_dp_mp(void **state) {
   (void)state;
   run_ranks(4, rank_demo_net_2d);
@@ -612,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_demo_net_two_ranks),
       cmocka_unit_test(test_demo_net_four_ranks_dp_mp),
       cmocka_unit_test(test_shard_layer),
+      cmocka_unit_test(test_shard_dataloader),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
