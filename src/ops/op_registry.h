@@ -200,6 +200,10 @@ pd_status pd_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
 /* Normalises a possibly negative axis; error names op and values. */
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
 void pd_meta_of(const pd_tensor *t, pd_meta *m);
+/* A shape given as an argument or attribute (creation ops): rank in
+ * [0, PD_MAX_DIMS], shape non-NULL for rank > 0, dims >= 0; the error
+ * names op, the dim and its value. */
+pd_status pd_check_shape_arg(const char *op, int ndim, const int64_t *shape);
 /* An inplace op writes each element of x once. A view with a zero stride
  * (expand, broadcast_to) maps several of its elements to one memory cell:
  * writing it would update that cell several times and change the tensor it

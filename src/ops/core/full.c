@@ -34,17 +34,9 @@ static pd_status full_meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   (void)n_in;
   if ((unsigned)a->dtype >= PD_NUM_DTYPES)
     return pd_set_error(PD_ERR_DTYPE, "%s: invalid dtype %d", def->name, (int)a->dtype);
-  if (a->nv[0] < 0 || a->nv[0] > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0],
-                        PD_MAX_DIMS);
-  for (int d = 0; d < a->nv[0]; d++)
-    if (a->v[0][d] < 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", def->name, d,
-                          (long long)a->v[0][d]);
-  if (!a->i[0]) {
-    pd_status st = check_fill_value(def->name, a->f[0], a->dtype);
-    if (st != PD_OK) return st;
-  }
+  pd_status st = pd_check_shape_arg(def->name, a->nv[0], a->v[0]);
+  if (st == PD_OK && !a->i[0]) st = check_fill_value(def->name, a->f[0], a->dtype);
+  if (st != PD_OK) return st;
   out->dtype = a->dtype;
   out->ndim = a->nv[0];
   memcpy(out->shape, a->v[0], sizeof(int64_t) * (size_t)a->nv[0]);
@@ -161,21 +153,7 @@ static bool check_new(const char *op, const void *data, pd_dtype dt, int ndim, c
     pd_set_error(PD_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt);
     return false;
   }
-  if (ndim < 0 || ndim > PD_MAX_DIMS) {
-    pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", op, ndim, PD_MAX_DIMS);
-    return false;
-  }
-  if (ndim > 0 && !shape) {
-    pd_set_error(PD_ERR_INVALID, "%s: shape is NULL for rank %d", op, ndim);
-    return false;
-  }
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] < 0) {
-      pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", op, d, (long long)shape[d]);
-      return false;
-    }
-  }
-  return true;
+  return pd_check_shape_arg(op, ndim, shape) == PD_OK;
 }
 
 pd_tensor *pd_to_tensor(const void *data, pd_dtype dt, int ndim, const int64_t *shape) {

@@ -31,13 +31,8 @@ static uint64_t reserve(uint64_t n, int64_t seed, uint64_t *key) {
 }
 
 static pd_status shape_meta(const pd_op_def *def, const pd_attrs *a, pd_meta *out, int *n_out) {
-  if (a->nv[0] < 0 || a->nv[0] > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", def->name, a->nv[0],
-                        PD_MAX_DIMS);
-  for (int d = 0; d < a->nv[0]; d++)
-    if (a->v[0][d] < 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", def->name, d,
-                          (long long)a->v[0][d]);
+  pd_status st = pd_check_shape_arg(def->name, a->nv[0], a->v[0]);
+  if (st != PD_OK) return st;
   out->dtype = a->dtype;
   out->ndim = a->nv[0];
   memcpy(out->shape, a->v[0], sizeof(int64_t) * (size_t)a->nv[0]);
