@@ -188,6 +188,55 @@ PD_API pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_s
                                  pd_tensor *const *fetch_list, int n_fetch, pd_tensor **fetched,
                                  pd_var_scope *scope);
 
+/* ---- Program files (docs/static.md, "Program files") ----------------------
+ * A Program file is JSON: {"magic": "paddle.c program", "version": 1,
+ * "is_test": ..., "blocks": [{"idx", "parent_idx", "vars": [{"name",
+ * "dtype", "shape" (-1: unknown), "persistable", "stop_gradient",
+ * "is_parameter", "is_data"}], "ops": [{"type", "inputs", "outputs" (names
+ * by slot), "attrs" (by the registry row's names), "role", "name_scope"},
+ * ...]}]}; a grad op adds "grad_of", "fwd_n_in", "fwd_n_out", a constant
+ * (assign_value) its "value" {"dtype", "shape", "data": hex bytes}.
+ * Persistable values are safetensors files.
+ *
+ * paddle.static.serialize_program: the Program's file image (malloc'd,
+ * NUL-terminated, *size bytes without the NUL; free it), NULL on error. */
+PD_API char *pd_static_serialize_program(const pd_program *p, size_t *size);
+/* paddle.static.deserialize_program: a new Program from a file image. A
+ * bad, truncated or newer-version image is NULL with an error naming the
+ * block, op or variable and what is wrong. Variables are meta tensors;
+ * persistable values come from deserialize_persistables / static.load. */
+PD_API pd_program *pd_static_deserialize_program(const void *data, size_t size);
+/* paddle.static.serialize_persistables: a safetensors image (malloc'd, free
+ * it) of every persistable variable of p's global block, its value taken
+ * from scope (NULL: the current scope); a missing value is an error. */
+PD_API void *pd_static_serialize_persistables(const pd_program *p, pd_var_scope *scope, size_t *size);
+/* paddle.static.deserialize_persistables: sets p's persistable variables in
+ * scope (NULL: the current one) from a safetensors image. */
+PD_API pd_status pd_static_deserialize_persistables(pd_program *p, const void *data, size_t size,
+                                                    pd_var_scope *scope);
+/* save_to_file / load_from_file: bytes to and from a file (the read is
+ * malloc'd and NUL-terminated; free it). */
+PD_API pd_status pd_static_save_to_file(const char *path, const void *data, size_t size);
+PD_API void *pd_static_load_from_file(const char *path, size_t *size);
+/* Writes the persistable values of p (from scope) to a safetensors file. */
+PD_API pd_status pd_static_save_persistables_file(const pd_program *p, const char *path, pd_var_scope *scope);
+/* A Program read from a Program file (errors name the path). */
+PD_API pd_program *pd_static_load_program_file(const char *path);
+/* paddle.static.save(program, model_path): <model_path>.pdmodel (the
+ * Program) and <model_path>.pdparams (its persistable values from scope). */
+PD_API pd_status pd_static_save(const pd_program *p, const char *model_path, pd_var_scope *scope);
+/* paddle.static.load(program, model_path): the values of
+ * <model_path>.pdparams into scope for p's persistable variables; every one
+ * must be there with its dtype and shape, else nothing is set. */
+PD_API pd_status pd_static_load(pd_program *p, const char *model_path, pd_var_scope *scope);
+/* paddle.static.load_program_state(model_path): the tensors of
+ * <model_path>.pdparams (free with pd_state_free). */
+PD_API pd_status pd_static_load_program_state(const char *model_path, pd_named_tensors *out);
+/* paddle.static.set_program_state(program, state): sets p's persistable
+ * variables in scope (NULL: the current one) from state, checked first. */
+PD_API pd_status pd_static_set_program_state(pd_program *p, const pd_named_tensors *state,
+                                             pd_var_scope *scope);
+
 #ifdef __cplusplus
 }
 #endif

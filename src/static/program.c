@@ -85,6 +85,12 @@ static pd_static_block *new_block(pd_program *p, int parent) {
   return b;
 }
 
+pd_static_block *pd_ir_add_block(pd_program *p, int parent_idx) {
+  pd_static_block *b = new_block(p, parent_idx);
+  if (!b) pd_set_error(PD_ERR_MEMORY, "Program: out of memory adding block %d", p->n_blocks);
+  return b;
+}
+
 pd_program *pd_static_program(void) {
   pd_program *p = calloc(1, sizeof *p);
   if (!p || !new_block(p, -1)) {

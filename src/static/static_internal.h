@@ -93,6 +93,8 @@ struct pd_program {
 pd_variable *pd_ir_add_var(pd_static_block *b, const char *name, pd_dtype dt, int ndim, const int64_t *shape,
                            pd_tensor *handle);
 pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name);
+/* Appends an empty block whose parent is block parent_idx (-1: none). */
+pd_static_block *pd_ir_add_block(pd_program *p, int parent_idx);
 /* Looks the name up in b, then in its ancestors. */
 pd_variable *pd_ir_find_var_recursive(const pd_static_block *b, const char *name);
 /* The variable whose handle is t, anywhere in the program (NULL: none). */

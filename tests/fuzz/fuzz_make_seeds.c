@@ -2,10 +2,13 @@
  * library's own writers (pd_save_with_metadata, pd_io_save_npy, pd_io_save_npz) plus
  * .npy variants they do not write (Fortran order, big-endian, format 2.0
  * and 3.0 headers, '=' byte order, Python 2 longs, double quotes, keys in
- * another order), idx files of each type (one gzipped) and CSV tables.
+ * another order), idx files of each type (one gzipped), CSV tables and
+ * Program files (pd_static_serialize_program of a small inference Program
+ * and of a training one with grad ops, SGD updates and a constant).
  * ctest runs it once before the fuzz tests:
  *
- *   fuzz_make_seeds DIR   ->  DIR/safetensors, DIR/npy (.npy and .npz), DIR/idx, DIR/csv
+ *   fuzz_make_seeds DIR   ->  DIR/safetensors, DIR/npy (.npy and .npz), DIR/idx, DIR/csv,
+ *                             DIR/program
  *
  * Everything is deterministic, so the fuzz runs are too. */
 #include <errno.h>
@@ -204,13 +207,51 @@ static void csv_seeds(const char *dir) {
     put_file(path_of(dir, "csv", k[i].name), k[i].text, strlen(k[i].text), false);
 }
 
+static void put_program(const char *dir, const char *name, const pd_program *p) {
+  size_t n;
+  char *text = pd_static_serialize_program(p, &n);
+  if (!text) {
+    fprintf(stderr, "fuzz_make_seeds: %s: %s\n", name, pd_last_error());
+    failed = 1;
+    return;
+  }
+  put_file(path_of(dir, "program", name), text, n, false);
+  free(text);
+}
+
+static void program_seeds(const char *dir) {
+  const int64_t xs[2] = {-1, 2}, ys[2] = {-1, 1};
+  pd_tensor *half = pd_tensor_from_f64((double[]){0.5}, PD_FLOAT32, 1, (int64_t[]){1});
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  ok(pd_static_program_guard_begin(main, startup), "program_guard");
+  pd_tensor *x = pd_static_data("x", 2, xs, PD_FLOAT32);
+  pd_tensor *y = pd_static_data("y", 2, ys, PD_FLOAT32);
+  pd_tensor *hx = pd_multiply(x, half);
+  pd_tensor *pred = pd_static_nn_fc(hx, 1, 1, "relu");
+  pd_program *infer = pd_program_clone(main, true);
+  pd_tensor *cost = pd_square_error_cost(pred, y);
+  pd_tensor *loss = pd_mean(cost, NULL, 0, false);
+  pd_optimizer *sgd = pd_optimizer_sgd(0.1, NULL, 0, NULL);
+  ok(pd_optimizer_minimize(sgd, loss), "minimize");
+  ok(pd_static_program_guard_end(), "program_guard_end");
+  put_program(dir, "infer.json", infer);
+  put_program(dir, "train.json", main);
+  put_program(dir, "startup.json", startup);
+  pd_tensor *ts[] = {half, x, y, hx, pred, cost, loss};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_optimizer_release(sgd);
+  pd_program_release(infer);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: fuzz_make_seeds DIR\n");
     return 2;
   }
-  const char *subs[] = {"", "/safetensors", "/npy", "/idx", "/csv"};
-  for (int i = 0; i < 5; i++) {
+  const char *subs[] = {"", "/safetensors", "/npy", "/idx", "/csv", "/program"};
+  for (int i = 0; i < 6; i++) {
     char p[4096];
     snprintf(p, sizeof p, "%s%s", argv[1], subs[i]);
     if (mkdir(p, 0777) != 0 && errno != EEXIST) {
@@ -231,5 +272,6 @@ int main(int argc, char **argv) {
   npy_seeds(argv[1]);
   idx_seeds(argv[1]);
   csv_seeds(argv[1]);
+  program_seeds(argv[1]);
   return failed;
 }
