@@ -250,23 +250,37 @@ static pd_status max_grad_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-static pd_status max_grad_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *m = pd_kernel_contiguous(ctx->in[0]), *dy = m ? pd_kernel_contiguous(ctx->in[1]) : NULL;
-  if (!dy) {
-    pd_tensor_release(m);
+/* The two kernels over a max-pool mask: max_pool_grad (mask, dy) scatters
+ * dy into x's planes (their shape in attrs v3), max_pool_gather (x, mask)
+ * gathers x at the mask. */
+static pd_status mask_kernel(const pd_kernel_ctx *ctx, bool scatter) {
+  pd_tensor *t0 = pd_kernel_contiguous(ctx->in[0]), *t1 = t0 ? pd_kernel_contiguous(ctx->in[1]) : NULL;
+  if (!t1) {
+    pd_tensor_release(t0);
     return pd_last_status();
   }
+  pd_tensor *m = scatter ? t0 : t1, *src = scatter ? t1 : t0;
   pd_pool_geom g;
-  plane_geom(&g, NULL, ctx->attrs->v[3], m);
-  bool m64 = m->dtype == PD_INT64;
-  if (ctx->out[0]->dtype == PD_FLOAT32)
-    pdk_max_pool_scatter_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]));
+  if (scatter)
+    plane_geom(&g, NULL, ctx->attrs->v[3], m);
   else
-    pdk_max_pool_scatter_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(dy), pd_tensor_data(ctx->out[0]));
-  pd_tensor_release(m);
-  pd_tensor_release(dy);
+    plane_geom(&g, src, src->shape + 2, m);
+  bool m64 = m->dtype == PD_INT64, f32 = ctx->out[0]->dtype == PD_FLOAT32;
+  void *md = pd_tensor_data(m), *sd = pd_tensor_data(src), *od = pd_tensor_data(ctx->out[0]);
+  if (scatter && f32)
+    pdk_max_pool_scatter_f32(&g, md, m64, sd, od);
+  else if (scatter)
+    pdk_max_pool_scatter_f64(&g, md, m64, sd, od);
+  else if (f32)
+    pdk_max_pool_gather_f32(&g, md, m64, sd, od);
+  else
+    pdk_max_pool_gather_f64(&g, md, m64, sd, od);
+  pd_tensor_release(t0);
+  pd_tensor_release(t1);
   return PD_OK;
 }
+
+static pd_status max_grad_kernel(const pd_kernel_ctx *ctx) { return mask_kernel(ctx, true); }
 
 static pd_status max_grad_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[1]) return PD_OK;
@@ -287,23 +301,7 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
   return PD_OK;
 }
 
-static pd_status gather_kernel(const pd_kernel_ctx *ctx) {
-  pd_tensor *x = pd_kernel_contiguous(ctx->in[0]), *m = x ? pd_kernel_contiguous(ctx->in[1]) : NULL;
-  if (!m) {
-    pd_tensor_release(x);
-    return pd_last_status();
-  }
-  pd_pool_geom g;
-  plane_geom(&g, x, x->shape + 2, m);
-  bool m64 = m->dtype == PD_INT64;
-  if (ctx->out[0]->dtype == PD_FLOAT32)
-    pdk_max_pool_gather_f32(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
-  else
-    pdk_max_pool_gather_f64(&g, pd_tensor_data(m), m64, pd_tensor_data(x), pd_tensor_data(ctx->out[0]));
-  pd_tensor_release(x);
-  pd_tensor_release(m);
-  return PD_OK;
-}
+static pd_status gather_kernel(const pd_kernel_ctx *ctx) { return mask_kernel(ctx, false); }
 
 static pd_status gather_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
