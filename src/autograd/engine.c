@@ -493,7 +493,13 @@ static pd_status run_callbacks(pd_status st) {
 }
 
 static pd_tensor *ones_like_root(pd_tensor *t, const char *op) {
-  if (t->numel != 1) {
+  /* a DTensor's value is its global one: one element, whatever this rank
+   * holds of it (nothing outside its mesh) */
+  int gn;
+  const int64_t *gs = pd_global_shape(t, &gn);
+  int64_t numel = 1;
+  for (int d = 0; d < gn; d++) numel *= gs[d];
+  if (numel != 1) {
     pd_set_error(PD_ERR_SHAPE,
                  "%s: grad can be implicitly created only for a tensor of one element, "
                  "got shape %s; pass a grad tensor",

@@ -337,6 +337,36 @@ static int rank_submesh(int rank) {
   return rc;
 }
 
+/* Backward across a stage boundary: x on stage 0 (process 0), doubled
+ * there, moved to stage 1 (process 1) and multiplied by w there; each
+ * process skips the other stage's ops, yet both run the backward of the
+ * move, so x's gradient (2 w) reaches process 0. */
+static int rank_pipeline_grad(int rank) {
+  pd_dist_process_mesh *s0 = pd_dist_process_mesh_new(1, SHAPE(1), (const int[]){0}, NULL);
+  pd_dist_process_mesh *s1 = pd_dist_process_mesh_new(1, SHAPE(1), (const int[]){1}, NULL);
+  pd_dist_placement r = pd_dist_replicate();
+  pd_tensor *x = global_value(2, SHAPE(2, 3), PD_FLOAT64), *w = pd_scale(x, 0.5, 1.0, true);
+  pd_tensor *xs = pd_dist_shard_tensor(x, s0, &r, 1), *ws = pd_dist_shard_tensor(w, s1, &r, 1);
+  pd_tensor_set_stop_gradient(xs, false);
+  pd_tensor *h = pd_dist_reshard(pd_scale(xs, 2.0, 0.0, true), s1, &r, 1);
+  pd_tensor *loss = pd_sum(pd_multiply(h, ws), NULL, 0, false);
+  CHECK(loss && pd_backward(loss, NULL, false) == PD_OK, 1);
+  pd_tensor *g = pd_tensor_grad(xs);
+  CHECK(g && pd_dist_is_dist(g), 2);
+  if (rank == 0)
+    CHECK(same_values(pd_dist_local_value(g), pd_scale(w, 2.0, 0.0, true)), 3);
+  else
+    CHECK(pd_tensor_numel(g) == 0, 4);
+  pd_dist_process_mesh_release(s0);
+  pd_dist_process_mesh_release(s1);
+  return 0;
+}
+
+static void test_backward_across_stages(void **state) {
+  (void)state;
+  run_ranks(2, rank_pipeline_grad);
+}
+
 static void test_global_and_sub_meshes(void **state) {
   (void)state;
   run_ranks(4, rank_submesh);
@@ -650,6 +680,7 @@ int main(void) {
       cmocka_unit_test(test_transitions_1d),
       cmocka_unit_test(test_transitions_2d),
       cmocka_unit_test(test_global_and_sub_meshes),
+      cmocka_unit_test(test_backward_across_stages),
       cmocka_unit_test(test_outside_mesh),
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_demo_net_two_ranks),

@@ -11,6 +11,7 @@
 #include "../../autograd/node.h"
 #include "../../core/core_internal.h"
 #include "ap_internal.h"
+#include "paddlec/autograd.h"
 #include "paddlec/creation.h"
 
 static atomic_bool g_logged[PD_NUM_OPS];
@@ -63,6 +64,56 @@ static pd_status skip_op(const pd_op_def *def, pd_tensor *const *in, pd_dist_pro
     }
   }
   return PD_OK;
+}
+
+/* On a rank outside the mesh the skipped op still records a node (when an
+ * input needs a gradient), whose backward hands each DTensor input an empty
+ * gradient with that input's attr: the graph is then the same on every
+ * rank, so the backward of a reshard between meshes (a pipeline stage
+ * boundary) runs on both sides and its send meets its receive. */
+typedef struct skip_args {
+  const pd_op_def *def;
+  pd_dist_process_mesh *mesh;
+  const pd_meta *gm;
+  const pd_spmd_dist *dout;
+} skip_args;
+static _Thread_local const skip_args *t_skip;
+
+static pd_status skip_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in, pd_tensor **out,
+                              int n_out) {
+  const skip_args *c = t_skip;
+  pd_status st = skip_op(c->def, in, c->mesh, c->gm, c->dout, n_out, out);
+  return st == PD_OK ? pd_pylayer_save_for_backward(ctx, in, n_in) : st;
+}
+
+static pd_status skip_backward(pd_pylayer_ctx *ctx, pd_tensor *const *g, int n_out, pd_tensor **gin,
+                               int n_in) {
+  (void)g, (void)n_out;
+  for (int i = 0; i < n_in; i++) {
+    pd_tensor *t = pd_pylayer_saved_tensor(ctx, i);
+    gin[i] = NULL;
+    if (!t || !t->dist_attr || t->stop_gradient) continue;
+    pd_dist_attr *a = pd_ap_attr_copy(pd_ap_attr(t));
+    gin[i] = a ? pd_ap_wrap(pd_zeros(1, (const int64_t[]){0}, t->dtype), a) : NULL;
+    if (!gin[i]) return pd_last_status();
+  }
+  return PD_OK;
+}
+
+static const pd_pylayer k_skip = {"skipped op (rank outside the mesh)", skip_forward, skip_backward};
+
+static pd_status skip_op_recorded(const pd_op_def *def, pd_tensor *const *in, int n_in,
+                                  pd_dist_process_mesh *mesh, const pd_meta *gm, const pd_spmd_dist *dout,
+                                  int nm, pd_tensor **out) {
+  bool record = pd_grad_mode_enabled() && (def->flags & PD_OPF_DIFF) && !(def->flags & PD_OPF_INPLACE);
+  bool needs = false;
+  for (int i = 0; i < n_in; i++) needs |= !in[i]->stop_gradient;
+  if (!record || !needs) return skip_op(def, in, mesh, gm, dout, nm, out);
+  skip_args c = {def, mesh, gm, dout};
+  t_skip = &c;
+  pd_status st = pd_pylayer_apply(&k_skip, in, n_in, out, nm);
+  t_skip = NULL;
+  return st;
 }
 
 static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -194,7 +245,7 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     use[i] = owned[i];
   }
   if (s == PD_OK && !member) {
-    s = skip_op(def, in, mesh, gm, dout, nm, out);
+    s = skip_op_recorded(def, use, n_in, mesh, gm, dout, nm, out);
     if (s == PD_OK) *n_out = nm;
   } else if (s == PD_OK) {
     /* ops whose attrs hold the output's shape get its local shape */
