@@ -145,7 +145,9 @@ PD_API pd_status pd_static_gradients(pd_tensor *const *targets, int n_targets, p
  * update op per parameter, the same op the eager step runs: its
  * accumulators and the learning rate (learning_rate_N) become persistable
  * Variables the startup program initialises. With an LRScheduler the
- * Executor sets the rate from the scheduler before every run. An optimizer created while a Program is being
+ * Executor sets the rate from the scheduler before every run; gradient
+ * clipping (by value, norm or global norm) is recorded as eager computes
+ * it. An optimizer created while a Program is being
  * built may be given no parameters (NULL, 0): minimize then updates every trainable parameter of the Program.
  */
 

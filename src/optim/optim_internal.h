@@ -79,8 +79,9 @@ void pd_optim_set_static_minimize(pd_optim_static_minimize_fn fn);
 /* How o updates parameter p (named pname) in a static Program, the same
  * update its eager step makes: the update op and its attributes (gradient
  * transform included), p's learning rate at this moment, and the
- * accumulators (names as Paddle's, initial values). Norm clipping,
- * rescale_grad and multi_precision are not available there yet (errors). */
+ * accumulators (names as Paddle's, initial values), and the norm clipping
+ * the caller records as a grad_scale input. rescale_grad and
+ * multi_precision are not available there yet (errors). */
 #define PD_OPTIM_MAX_STATE 6 /* accumulators and beta powers of one update op */
 typedef struct pd_optim_update_desc {
   pd_op_id op;
@@ -93,6 +94,10 @@ typedef struct pd_optim_update_desc {
   const char *acc_names[PD_OPTIM_MAX_STATE];
   double acc_fill[PD_OPTIM_MAX_STATE];
   const char *opt_name; /* the optimizer's name option, or NULL */
+  /* norm clipping of this gradient (kind NONE: none); by global norm, the
+   * norm is over the gradients of the same group that are clipped */
+  pd_grad_clip norm_clip;
+  int group;
 } pd_optim_update_desc;
 pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, const char *pname,
                                    pd_optim_update_desc *u);

@@ -503,14 +503,16 @@ pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, co
   for (int i = 0; i < o->n_slots; i++)
     if (o->slots[i].param == p) gi = o->slots[i].group;
   const pd_optim_hyper *h = &o->groups[gi].h;
-  if (h->clip.kind == PD_GRAD_CLIP_BY_NORM || h->clip.kind == PD_GRAD_CLIP_BY_GLOBAL_NORM ||
-      (o->kind == PD_OPTIM_MOMENTUM && h->rescale_grad != 1.0) || o->multi_precision)
+  if ((o->kind == PD_OPTIM_MOMENTUM && h->rescale_grad != 1.0) || o->multi_precision)
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                        "%s.minimize: norm clipping, rescale_grad and multi_precision are not available in "
-                        "static mode yet",
+                        "%s.minimize: rescale_grad and multi_precision are not available in static mode yet",
                         d->cls);
   memset(u, 0, sizeof *u);
   const pd_param_info *pi = pd_tensor_param_info(p);
+  u->group = gi;
+  if ((h->clip.kind == PD_GRAD_CLIP_BY_NORM || h->clip.kind == PD_GRAD_CLIP_BY_GLOBAL_NORM) &&
+      (!pi || pi->need_clip))
+    u->norm_clip = h->clip;
   double mult = fill_update_attrs(o, h, p, pname, &u->attrs,
                                   o->group_mode ? o->groups[gi].lr_mult
                                   : pi          ? pi->learning_rate

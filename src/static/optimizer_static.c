@@ -8,6 +8,8 @@
 
 #include "../optim/optim_internal.h"
 #include "paddlec/creation.h"
+#include "paddlec/manipulation.h"
+#include "paddlec/math.h"
 #include "static_internal.h"
 
 /* A persistable variable of main's global block named `name`, filled with
@@ -74,6 +76,67 @@ static pd_variable *lr_var(pd_program *main, pd_program *startup, const pd_optim
   return v;
 }
 
+/* clip_norm / max(norm, clip_norm) as a [1] float64 Variable, norm being
+ * sqrt(sq): the factor the eager step computes (pd_grad_clip_scale), with
+ * the same operations in the same order. */
+static pd_tensor *clip_factor(pd_tensor *sq, double clip_norm) {
+  pd_tensor *norm = pd_sqrt(sq), *c = pd_full(0, NULL, clip_norm, PD_FLOAT64);
+  pd_tensor *m = norm && c ? pd_maximum(norm, c) : NULL, *f = m ? pd_divide(c, m) : NULL;
+  pd_tensor *r = f ? pd_reshape(f, 1, (int64_t[]){1}) : NULL;
+  pd_tensor *ts[] = {norm, c, m, f};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  return r;
+}
+
+/* The squared norm of gradient g in float64, as the eager clipping sums it. */
+static pd_tensor *squared_norm(pd_tensor *g) {
+  pd_tensor *s = pd_dispatch1(PD_OP_squared_l2_norm, &g, 1, NULL);
+  pd_tensor *c = s ? pd_cast(s, PD_FLOAT64) : NULL;
+  pd_tensor_release(s);
+  return c;
+}
+
+/* Records the norm clippings' factors (ClipGradByNorm per gradient,
+ * ClipGradByGlobalNorm per parameter group) into p; scales[i] gets the
+ * factor of gradient i (NULL: not clipped by norm). */
+static pd_status clip_scales(pd_program *p, pd_program *startup, const pd_optim_update_desc *us,
+                             pd_tensor *const *grads, int n, pd_tensor **scales) {
+  bool any = false;
+  for (int i = 0; i < n; i++) any |= us[i].norm_clip.kind != PD_GRAD_CLIP_NONE;
+  if (!any) return PD_OK;
+  pd_status st = pd_static_program_guard_begin(p, startup);
+  if (st != PD_OK) return st;
+  int role = pd_static_set_role(PD_OP_ROLE_OPTIMIZE);
+  for (int i = 0; i < n && st == PD_OK; i++) {
+    const pd_grad_clip *c = &us[i].norm_clip;
+    if (c->kind == PD_GRAD_CLIP_BY_NORM) {
+      pd_tensor *sq = squared_norm(grads[i]);
+      scales[i] = sq ? clip_factor(sq, c->clip_norm) : NULL;
+      pd_tensor_release(sq);
+    } else if (c->kind == PD_GRAD_CLIP_BY_GLOBAL_NORM && !scales[i]) {
+      pd_tensor *total = NULL;
+      for (int j = i; j < n && st == PD_OK; j++) { /* the group's clipped gradients, in order */
+        if (us[j].norm_clip.kind != PD_GRAD_CLIP_BY_GLOBAL_NORM || us[j].group != us[i].group) continue;
+        pd_tensor *sq = squared_norm(grads[j]), *t = sq && total ? pd_add(total, sq) : pd_tensor_retain(sq);
+        pd_tensor_release(sq);
+        pd_tensor_release(total);
+        total = t;
+        if (!total) st = pd_last_status();
+      }
+      pd_tensor *f = total ? clip_factor(total, c->clip_norm) : NULL;
+      pd_tensor_release(total);
+      for (int j = i; j < n && f; j++)
+        if (us[j].norm_clip.kind == PD_GRAD_CLIP_BY_GLOBAL_NORM && us[j].group == us[i].group)
+          scales[j] = pd_tensor_retain(f);
+      pd_tensor_release(f);
+    }
+    if (st == PD_OK && c->kind != PD_GRAD_CLIP_NONE && !scales[i]) st = pd_last_status();
+  }
+  pd_static_set_role(role);
+  pd_static_program_guard_end();
+  return st;
+}
+
 static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
   pd_program *p = pd_static_program_of(loss, "minimize");
   if (!p) return pd_last_status();
@@ -106,17 +169,21 @@ static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
   int n = pd_static_append_backward(loss, given, given ? np : 0, NULL, 0, params, grads, cap);
   pd_status st = n < 0 ? (pd_status)n : PD_OK;
   if (n > cap) n = cap;
+  pd_optim_update_desc *us = calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *us);
+  pd_tensor **scales = calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *scales);
+  if (st == PD_OK && (!us || !scales)) st = pd_set_error(PD_ERR_MEMORY, "minimize: out of memory");
+  for (int i = 0; i < n && st == PD_OK; i++)
+    st = pd_optim_describe_update(o, params[i], pd_ir_var_of(p, params[i])->name, &us[i]);
+  if (st == PD_OK) st = clip_scales(p, startup, us, grads, n, scales);
   for (int i = 0; i < n && st == PD_OK; i++) {
     pd_variable *pv = pd_ir_var_of(p, params[i]), *gv = pd_ir_var_of(p, grads[i]);
-    pd_optim_update_desc u;
-    st = pd_optim_describe_update(o, params[i], pv->name, &u);
-    if (st != PD_OK) break;
+    pd_optim_update_desc u = us[i];
     pd_variable *lv = lr_var(p, startup, &u);
     if (!lv) {
       st = pd_last_status();
       break;
     }
-    const char *ins[3 + PD_OPTIM_MAX_STATE] = {pv->name, gv->name, lv->name};
+    const char *ins[4 + PD_OPTIM_MAX_STATE] = {pv->name, gv->name, lv->name};
     int nin = 3;
     pd_dtype adt = pv->dtype == PD_FLOAT64 ? PD_FLOAT64 : PD_FLOAT32;
     for (int k = 0; k < u.n_acc + u.n_pow && st == PD_OK; k++) {
@@ -132,6 +199,10 @@ static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
         ins[nin++] = av->name;
     }
     if (st != PD_OK) break;
+    if (scales[i]) { /* the clipping's factor: the update op's grad_scale input */
+      u.attrs.i[1] = 1;
+      ins[nin++] = pd_ir_var_of(p, scales[i])->name;
+    }
     const char *outs[1] = {pv->name};
     pd_operator *op = pd_ir_append_op(gb, pd_op_table[u.op]->name, ins, nin, outs, 1, &u.attrs);
     if (!op)
@@ -139,6 +210,9 @@ static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
     else
       op->role = PD_OP_ROLE_OPTIMIZE;
   }
+  for (int i = 0; i < n && scales; i++) pd_tensor_release(scales[i]);
+  free(scales);
+  free(us);
   for (int i = 0; i < n; i++) {
     pd_tensor_release(params[i]);
     pd_tensor_release(grads[i]);

@@ -326,9 +326,25 @@ static void test_no_grad(void **state) {
 
 /* Steps of a static optimizer on a recorded layer equal the eager
  * optimizer's on the same starting values. kind 0: SGD with a StepDecay
- * schedule (stepped between runs), 1: Adam, 2: AdamW with weight decay. */
+ * schedule (stepped between runs), 1: Adam, 2: AdamW with weight decay,
+ * 3: SGD with ClipGradByGlobalNorm, 4: Adam with ClipGradByNorm (both
+ * small enough to clip). */
+static const pd_grad_clip *clip_of(int kind) {
+  static pd_grad_clip global, each;
+  global = pd_nn_clip_grad_by_global_norm(0.05);
+  each = pd_nn_clip_grad_by_norm(0.02);
+  return kind == 3 ? &global : kind == 4 ? &each : NULL;
+}
+
 static pd_optimizer *make_optimizer(int kind, pd_tensor **params, int n, pd_lr_scheduler *sched) {
   if (kind == 0) return pd_optimizer_sgd(0.1, params, n, &(pd_optimizer_sgd_opts){.lr_scheduler = sched});
+  if (kind == 3)
+    return pd_optimizer_sgd(0.1, params, n, &(pd_optimizer_sgd_opts){.grad_clip = clip_of(kind)});
+  if (kind == 4) {
+    pd_optimizer_adam_opts ao = pd_optimizer_adam_defaults();
+    ao.grad_clip = clip_of(kind);
+    return pd_optimizer_adam(0.01, params, n, &ao);
+  }
   if (kind == 1) {
     pd_optimizer_adam_opts ao = pd_optimizer_adam_defaults();
     return pd_optimizer_adam(0.01, params, n, &ao);
@@ -413,6 +429,11 @@ static void test_adam_matches_eager(void **state) {
 static void test_adamw_matches_eager(void **state) {
   (void)state;
   check_optimizer_matches_eager(2);
+}
+static void test_norm_clipping_matches_eager(void **state) {
+  (void)state;
+  check_optimizer_matches_eager(3);
+  check_optimizer_matches_eager(4);
 }
 
 /* Seed 004: x = data([13]), fc(size=1), square_error_cost, mean, SGD
@@ -505,6 +526,7 @@ int main(void) {
       cmocka_unit_test(test_sgd_with_lr_scheduler_matches_eager),
       cmocka_unit_test(test_adam_matches_eager),
       cmocka_unit_test(test_adamw_matches_eager),
+      cmocka_unit_test(test_norm_clipping_matches_eager),
       cmocka_unit_test(test_seed004_fluid_program_converges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
