@@ -57,6 +57,81 @@ PD_API pd_dist_sharding_stage pd_dist_sharding_stage3(const char *sharding_mesh_
  * another mesh. The mesh is retained. */
 PD_API pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sharding_stage *shard_fn);
 
+/* ---- dist.Strategy ----------------------------------------------------------
+ * paddle.distributed.Strategy: Paddle's fields and defaults (in comments).
+ * Start from pd_dist_strategy_default() and set what differs (a struct
+ * that did not is refused by pd_dist_strategy_check, as the options structs
+ * of optim.h are). What paddle.c has today is sharding, which
+ * pd_dist_shard_optimizer implements; every other feature, when enabled,
+ * is refused by name by pd_dist_strategy_check (never ignored). */
+typedef struct pd_dist_strategy_sharding {
+  bool enable; /* false */
+  int stage;   /* 1: 1 = optimizer states, 2 = + gradients, 3 = + parameters */
+  int degree;  /* 8 */
+} pd_dist_strategy_sharding;
+
+typedef struct pd_dist_strategy_gradient_merge {
+  bool enable; /* false */
+  int k_steps; /* 1 */
+  bool avg;    /* true */
+} pd_dist_strategy_gradient_merge;
+
+typedef struct pd_dist_strategy_pipeline {
+  bool enable;               /* false */
+  const char *schedule_mode; /* "1F1B" */
+  int micro_batch_size;      /* 1 */
+  int accumulate_steps;      /* 1 */
+} pd_dist_strategy_pipeline;
+
+typedef struct pd_dist_strategy_amp {
+  bool enable;                   /* false */
+  const char *dtype;             /* "float16" */
+  const char *level;             /* "O1" */
+  double init_loss_scaling;      /* 32768 */
+  int incr_every_n_steps;        /* 1000 */
+  int decr_every_n_nan_or_inf;   /* 2 */
+  double incr_ratio;             /* 2.0 */
+  double decr_ratio;             /* 0.8 (the value Paddle's AMP config uses; its docstring says 2.0) */
+  bool use_dynamic_loss_scaling; /* false */
+  const char *const *custom_white_list;
+  int n_custom_white_list; /* [] */
+  const char *const *custom_black_list;
+  int n_custom_black_list; /* [] */
+  const char *const *custom_black_varnames;
+  int n_custom_black_varnames; /* [] */
+  bool use_fp16_guard;         /* false */
+  bool use_bf16_guard;         /* false */
+  bool use_master_grad;        /* false */
+} pd_dist_strategy_amp;
+
+typedef struct pd_dist_strategy_fused_passes {
+  bool enable;        /* false */
+  bool gemm_epilogue; /* false: matmul + add of Linear fused */
+  bool dropout_add;   /* false */
+} pd_dist_strategy_fused_passes;
+
+typedef struct pd_dist_strategy_recompute {
+  bool enable; /* false */
+} pd_dist_strategy_recompute;
+
+typedef struct pd_dist_strategy {
+  pd_dist_strategy_sharding sharding;
+  pd_dist_strategy_gradient_merge gradient_merge;
+  pd_dist_strategy_pipeline pipeline;
+  pd_dist_strategy_amp amp;
+  pd_dist_strategy_fused_passes fused_passes;
+  pd_dist_strategy_recompute recompute;
+  bool explicit_zero; /* set by pd_dist_strategy_default(): every field as written */
+} pd_dist_strategy;
+
+/* dist.Strategy(): every field at Paddle's default. */
+PD_API pd_dist_strategy pd_dist_strategy_default(void);
+/* Checks s (NULL: the defaults): PD_OK, or an error naming the first field
+ * that is out of range (PD_ERR_INVALID: sharding.stage 4) or that enables
+ * a feature paddle.c does not have yet (PD_ERR_UNIMPLEMENTED:
+ * "Strategy.amp.enable: automatic mixed precision is not supported yet"). */
+PD_API pd_status pd_dist_strategy_check(const pd_dist_strategy *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,7 @@
 /* shard_optimizer with ShardingStage1/2/3 over 2 processes (data parallel
  * on a 1-d "dp" mesh): the parameters after 10 AdamW steps equal one
  * process's unsharded training to 1e-6, and each rank holds half of the
- * moments' bytes. */
+ * moments' bytes; dist.Strategy's defaults and checks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,10 +170,59 @@ static void test_bad_input(void **state) {
   pd_clear_error();
 }
 
+/* dist.Strategy: Paddle's defaults; sharding accepted; every other feature
+ * refused by name when enabled. */
+static void test_strategy(void **state) {
+  (void)state;
+  pd_dist_strategy s = pd_dist_strategy_default();
+  assert_false(s.sharding.enable);
+  assert_int_equal(s.sharding.stage, 1);
+  assert_int_equal(s.sharding.degree, 8);
+  assert_false(s.gradient_merge.enable);
+  assert_int_equal(s.gradient_merge.k_steps, 1);
+  assert_true(s.gradient_merge.avg);
+  assert_string_equal(s.pipeline.schedule_mode, "1F1B");
+  assert_int_equal(s.pipeline.micro_batch_size, 1);
+  assert_int_equal(s.pipeline.accumulate_steps, 1);
+  assert_string_equal(s.amp.dtype, "float16");
+  assert_string_equal(s.amp.level, "O1");
+  assert_true(s.amp.init_loss_scaling == 32768);
+  assert_int_equal(s.amp.incr_every_n_steps, 1000);
+  assert_int_equal(s.amp.decr_every_n_nan_or_inf, 2);
+  assert_false(s.amp.use_dynamic_loss_scaling);
+  assert_false(s.fused_passes.enable || s.fused_passes.gemm_epilogue || s.fused_passes.dropout_add);
+  assert_false(s.recompute.enable);
+  assert_int_equal(pd_dist_strategy_check(&s), PD_OK);
+  assert_int_equal(pd_dist_strategy_check(NULL), PD_OK);
+  s.sharding.enable = true;
+  s.sharding.stage = 3;
+  s.sharding.degree = 2;
+  assert_int_equal(pd_dist_strategy_check(&s), PD_OK);
+  s.sharding.stage = 4;
+  assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "Strategy.sharding.stage: 4"));
+  s.sharding.stage = 2;
+  const char *names[] = {"gradient_merge.enable", "pipeline.enable", "amp.enable", "recompute.enable",
+                         "fused_passes.enable"};
+  bool *flags[] = {&s.gradient_merge.enable, &s.pipeline.enable, &s.amp.enable, &s.recompute.enable,
+                   &s.fused_passes.enable};
+  for (int i = 0; i < 5; i++) {
+    *flags[i] = true;
+    assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_UNIMPLEMENTED);
+    if (!strstr(pd_last_error(), names[i])) fail_msg("'%s' does not name %s", pd_last_error(), names[i]);
+    *flags[i] = false;
+  }
+  pd_dist_strategy lit = {.sharding = {.enable = true}};
+  assert_int_equal(pd_dist_strategy_check(&lit), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "pd_dist_strategy_default()"));
+  pd_clear_error();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sharding_stages_two_ranks),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_strategy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,47 @@
+/* dist.Strategy: Paddle's defaults and the check that refuses, by name,
+ * every enabled feature paddle.c does not have yet. */
+#include <string.h>
+
+#include "paddlec/dist_sharding.h"
+
+pd_dist_strategy pd_dist_strategy_default(void) {
+  pd_dist_strategy s;
+  memset(&s, 0, sizeof s);
+  s.sharding = (pd_dist_strategy_sharding){false, 1, 8};
+  s.gradient_merge = (pd_dist_strategy_gradient_merge){false, 1, true};
+  s.pipeline = (pd_dist_strategy_pipeline){false, "1F1B", 1, 1};
+  s.amp.dtype = "float16";
+  s.amp.level = "O1";
+  s.amp.init_loss_scaling = 32768;
+  s.amp.incr_every_n_steps = 1000;
+  s.amp.decr_every_n_nan_or_inf = 2;
+  s.amp.incr_ratio = 2.0;
+  s.amp.decr_ratio = 0.8;
+  s.explicit_zero = true;
+  return s;
+}
+
+static pd_status missing(const char *field, const char *what) {
+  return pd_set_error(PD_ERR_UNIMPLEMENTED, "Strategy.%s: %s is not supported yet by paddle.c", field, what);
+}
+
+pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
+  if (!s) return PD_OK;
+  if (!s->explicit_zero)
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "Strategy: the struct did not start from pd_dist_strategy_default() (a struct literal "
+        "would take every field it leaves out as 0, not Paddle's default)");
+  if (s->sharding.enable) {
+    if (s->sharding.stage < 1 || s->sharding.stage > 3)
+      return pd_set_error(PD_ERR_INVALID, "Strategy.sharding.stage: %d (1, 2 or 3)", s->sharding.stage);
+    if (s->sharding.degree < 1)
+      return pd_set_error(PD_ERR_INVALID, "Strategy.sharding.degree: %d (must be >= 1)", s->sharding.degree);
+  }
+  if (s->gradient_merge.enable) return missing("gradient_merge.enable", "gradient merge in auto_parallel");
+  if (s->pipeline.enable) return missing("pipeline.enable", "the pipeline schedule of auto_parallel");
+  if (s->amp.enable) return missing("amp.enable", "automatic mixed precision in auto_parallel");
+  if (s->recompute.enable) return missing("recompute.enable", "recompute in auto_parallel");
+  if (s->fused_passes.enable) return missing("fused_passes.enable", "fused passes");
+  return PD_OK;
+}
