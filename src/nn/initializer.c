@@ -70,14 +70,12 @@ static double kaiming_gain(const char *nl, double slope) {
   return -1.0;
 }
 
-/* Copies src's values into t (shapes already equal). */
+/* Copies src's values into t (shapes already equal) with the copy_ op. */
 static pd_status fill_from(pd_tensor *t, pd_tensor *src) {
   if (!src) return pd_last_status();
-  int64_t n = pd_tensor_copy_to(src, pd_tensor_data(t), t->numel, t->dtype);
+  pd_status st = pd_write_copy(t, src);
   pd_tensor_release(src);
-  if (n < 0) return (pd_status)n;
-  t->storage->version++;
-  return PD_OK;
+  return st;
 }
 
 static pd_tensor *uniform_like(const pd_tensor *t, double lo, double hi) {
@@ -228,9 +226,7 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
                           "initializer: Assign value of shape %s does not fit a parameter of shape %s",
                           pd_shape_str(v->ndim, v->shape, a, sizeof a), PD_SHAPE_STR(t));
       } else {
-        int64_t n = pd_tensor_copy_to(v, pd_tensor_data(t), t->numel, t->dtype);
-        st = n < 0 ? (pd_status)n : PD_OK;
-        t->storage->version++;
+        st = pd_write_copy(t, (pd_tensor *)v);
       }
       break;
     }

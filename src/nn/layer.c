@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/core_internal.h"
+#include "../ops/op_registry.h"
 #include "layer_kwargs.h"
 #include "paddlec/autograd.h"
 #include "paddlec/nn.h"
@@ -592,9 +593,7 @@ pd_status pd_layer_set_state_dict(pd_layer *l, const pd_named_tensors *sd, pd_na
     int j = find_entry(sd, own.names[i]);
     if (j < 0) continue;
     pd_tensor *dst = own.tensors[i];
-    int64_t n = pd_tensor_copy_to(sd->tensors[j], pd_tensor_data(dst), dst->numel, dst->dtype);
-    if (n < 0) st = (pd_status)n;
-    dst->storage->version++;
+    st = pd_write_copy(dst, sd->tensors[j]);
   }
   if (st == PD_OK) st = match_lists(&own, sd, missing, unexpected);
   pd_named_tensors_free(&own);

@@ -423,7 +423,9 @@ pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_i
   }
   if (!(def->flags & PD_OPF_GEOMETRY) && pd_check_inplace_target(def->name, in[0]) != PD_OK)
     return pd_last_status();
-  pd_tensor *out[PD_MAX_OUTPUTS] = {in[0]};
+  pd_tensor *out[PD_MAX_OUTPUTS]; /* an inplace row's outputs: x, then none (not the whole array) */
+  for (int k = 1; k < def->n_out; k++) out[k] = NULL;
+  out[0] = in[0];
   pd_internal_enter();
   const pd_kernel_ctx kc = {def, in, n_in, a, NULL, out, def->n_out};
   pd_status st = def->kernel[PD_PLACE_CPU](&kc);

@@ -189,6 +189,16 @@ pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd
  * With grad recording on, a tracer or a DTensor handler installed, or a
  * non-CPU place, it is pd_dispatch. */
 pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a);
+/* The writes the library makes into tensors it owns (an initializer's
+ * values, a loaded state dict, an optimizer's rate slot, an averaged
+ * gradient) are the inplace registry ops copy_ (src converted to dst's dtype
+ * and broadcast to its shape), fill_ and scale_ (dst * scale), so a tracer
+ * records them and nothing changes a tensor behind the dispatcher. fill_
+ * takes the trusted path (pd_dispatch_inplace_trusted): the optimizer fills
+ * its rate slot on every step. */
+pd_status pd_write_copy(pd_tensor *dst, pd_tensor *src);
+pd_status pd_write_fill(pd_tensor *dst, double value);
+pd_status pd_write_scale(pd_tensor *dst, double scale);
 /* Whether gradients are being recorded (paddle.no_grad turns it off). */
 bool pd_grad_mode_enabled(void);
 /* Sets grad mode, returning the previous value. */

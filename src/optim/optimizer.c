@@ -295,9 +295,11 @@ static pd_status ensure_state(pd_optimizer *o, slot *s) {
   return PD_OK;
 }
 
-static void set_scalar(pd_tensor *t, double v) {
-  *(double *)pd_data_ptr(t) = v;
-  t->storage->version++;
+/* A rate or scale slot (one float64) takes v with the fill_ op, only when it
+ * changes: the rate is the same on most steps. */
+static pd_status set_scalar(pd_tensor *t, double v) {
+  if (*(const double *)pd_data_ptr(t) == v) return PD_OK;
+  return pd_write_fill(t, v);
 }
 
 /* ---- step -------------------------------------------------------------------------- */
@@ -394,11 +396,12 @@ static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double gl
                                    reg.kind == PD_REGULARIZER_L2 ? reg.coeff : 0);
   if (st == PD_OK && scale != 1.0 && !s->gscale && !(s->gscale = pd_full(1, (int64_t[]){1}, 1.0, PD_FLOAT64)))
     st = pd_last_status();
+  if (st == PD_OK) st = set_scalar(s->lr, lr);
+  if (st == PD_OK && scale != 1.0) st = set_scalar(s->gscale, scale);
   if (st != PD_OK) {
     pd_tensor_release(g);
     return st;
   }
-  set_scalar(s->lr, lr);
 
   pd_tensor *in[3 + MAX_STATE + 2];
   int n = 0;
@@ -411,7 +414,6 @@ static pd_status update_slot(pd_optimizer *o, slot *s, double base_lr, double gl
     in[n++] = s->master;
   }
   if (scale != 1.0) {
-    set_scalar(s->gscale, scale);
     a.i[1] = 1;
     in[n++] = s->gscale;
   }
@@ -663,11 +665,15 @@ static pd_status check_entry(const char *cls, const char *name, const pd_tensor 
   return PD_OK;
 }
 
-static pd_status copy_into(pd_tensor *dst, const pd_tensor *src) {
-  int64_t n = pd_tensor_copy_to(src, pd_tensor_data(dst), dst->numel, dst->dtype);
-  if (n < 0) return (pd_status)n;
-  dst->storage->version++;
-  return PD_OK;
+/* A one-element entry may have another rank than its slot: it is viewed
+ * with the slot's shape first. */
+static pd_status copy_into(pd_tensor *dst, pd_tensor *src) {
+  if (src->ndim == dst->ndim && pd_shape_eq(dst->ndim, src->shape, dst->shape))
+    return pd_write_copy(dst, src);
+  pd_tensor *v = pd_reshape(src, dst->ndim, dst->shape);
+  pd_status st = v ? pd_write_copy(dst, v) : pd_last_status();
+  pd_tensor_release(v);
+  return st;
 }
 
 /* The accumulator name slot s would get (before its state exists). */

@@ -53,6 +53,12 @@ static int s_transpose(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+static int s_fill_(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(3, 2), -1, 1);
+  a->f[0] = 2.5;
+  return 1;
+}
+
 const pd_op_sample pd_samples_core[] = {
     {"transpose", s_transpose, 0},
     {"cast", s_cast, 0},
@@ -63,9 +69,11 @@ const pd_op_sample pd_samples_core[] = {
     {"multiply", s_binary_bcast_left, 0},
     {"divide", s_binary_bcast, 0},
     {"scale", s_scale, 0},
+    {"scale_", s_scale, 0},
     {"sum", s_sum_axis, 0},
     {"sum", s_sum_all, 0},
     {"reshape", s_reshape, 0},
     {"expand", s_expand, 0},
+    {"fill_", s_fill_, 0},
     {NULL, NULL, 0},
 };

@@ -211,6 +211,20 @@ static int s_embedding_grad(pd_tensor **in, pd_attrs *a) {
   return 2;
 }
 
+/* copy_: src broadcast to x, and src of another dtype. */
+static int s_copy_bcast(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 2), -1, 1);
+  in[1] = sample_uniform(1, S(2), -1, 1);
+  return 2;
+}
+static int s_copy_cast(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 2), -1, 1);
+  in[1] = sample_indices(2, S(3, 2), 5);
+  return 2;
+}
+
 /* The index ops without gradients. */
 static int s_nonzero(pd_tensor **in, pd_attrs *a) {
   (void)a;
@@ -259,6 +273,8 @@ const pd_op_sample pd_samples_manipulation[] = {
     {"embedding", s_embedding_nopad, 0},
     {"embedding_grad", s_embedding_grad, 0},
     {"nonzero", s_nonzero, 0},
+    {"copy_", s_copy_bcast, 0},
+    {"copy_", s_copy_cast, 0},
     {"one_hot", s_one_hot, 0},
     {NULL, NULL, 0},
 };

@@ -27,9 +27,9 @@ static void expect_all(const pd_tensor *t, double v) {
   for (int64_t i = 0; i < n; i++) assert_true(buf[i] == v);
 }
 
-/* Fills in[] (and a) with valid inputs for inplace row `def`: its
- * out-of-place twin's sample, or for the optimizer updates (which have no
- * twin) param, grad and learning rate. Returns the input count. */
+/* Fills in[] (and a) with valid inputs for inplace row `def`: its own
+ * sample, its out-of-place twin's, or else param, grad and learning rate.
+ * Returns the input count. */
 static int make_inputs(const pd_op_def *def, pd_tensor **in, pd_attrs *a) {
   char twin[64];
   size_t len = strlen(def->name);
@@ -37,7 +37,8 @@ static int make_inputs(const pd_op_def *def, pd_tensor **in, pd_attrs *a) {
   memcpy(twin, def->name, len - 1);
   twin[len - 1] = '\0';
   memset(a, 0, sizeof *a);
-  const pd_op_sample *s = find_sample(twin);
+  const pd_op_sample *s = find_sample(def->name); /* its own sample, else its twin's */
+  if (!s) s = find_sample(twin);
   if (s) {
     int n = s->make(in, a);
     assert_true(n >= 1);

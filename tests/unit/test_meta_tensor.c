@@ -123,6 +123,9 @@ static void test_data_users_refuse_variables(void **state) {
   assert_int_equal(pd_layer_set_state_dict(lin, &sd, NULL, NULL), PD_ERR_STATE);
   expect_last_error("set_state_dict: tensor 'w' is a static Variable", NULL);
   pd_layer_release(lin);
+  /* a collective refuses it before looking for a group */
+  assert_true(pd_dist_all_reduce(x, PD_REDUCE_SUM, NULL) < 0);
+  expect_last_error("all_reduce: tensor 'w' is a static Variable", NULL);
   pd_tensor_release(x);
   expect_no_live_tensors();
 }

@@ -139,6 +139,7 @@ static void call_free(coll_call *c) {
 /* ---- validation ---- */
 static pd_status check_tensor(const pd_tensor *t, const char *op, const char *what) {
   if (!t) return pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", op, what);
+  if (t->is_meta) return pd_tensor_meta_error(op, t); /* a static Variable has no data to send */
   if (!t->is_contiguous)
     return pd_set_error(PD_ERR_INVALID, "%s: %s must be contiguous (call pd_contiguous first)", op, what);
   return PD_OK;
@@ -184,6 +185,11 @@ static pd_status check_list_filled(pd_tensor *const *list, int n, const char *op
  * *st = PD_OK when this process is not in the group, or with the error. */
 static coll_call *tensor_call(pd_comm_kind kind, const char *name, pd_tensor *tensor, int op, int root_global,
                               const char *root_what, const pd_dist_opts *opts, pd_status *st) {
+  if (tensor && tensor->is_meta) { /* before the group: the same error in any process */
+    if (opts && opts->task) *opts->task = NULL;
+    *st = pd_tensor_meta_error(name, tensor);
+    return NULL;
+  }
   int skip;
   pd_dist_group *g = group_of(opts, name, &skip);
   *st = PD_OK; /* a non-member returns NULL with PD_OK */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../core/core_internal.h"
+#include "../../ops/op_registry.h"
 #include "dp_internal.h"
 
 typedef struct bucket_first {
@@ -83,35 +84,48 @@ int pd_dp_build_groups(pd_tensor *const *ts, int n, size_t limit, int **starts) 
   return ng;
 }
 
+/* Tensor i's piece of flat, starting at element off, with its shape. */
+static pd_tensor *piece(const pd_tensor *flat, const pd_tensor *t, int64_t off) {
+  return pd_tensor_new_view(flat, t->ndim, t->shape, NULL, flat->offset + off);
+}
+
+/* The copies in and out of a flat buffer are copy_ ops. */
 pd_tensor *pd_dp_flatten(pd_tensor *const *ts, int n) {
   int64_t total = 0;
   for (int i = 0; i < n; i++) total += ts[i]->numel;
+  pd_internal_enter();
   pd_tensor *flat = pd_tensor_new(ts[0]->dtype, 1, (int64_t[]){total});
-  if (!flat) return NULL;
-  size_t es = pd_dtype_size(flat->dtype);
-  char *p = pd_data_ptr(flat);
-  for (int i = 0; i < n; i++) {
-    int64_t k = pd_tensor_copy_to(ts[i], p, ts[i]->numel, flat->dtype);
-    if (k < 0) {
+  int64_t off = 0;
+  for (int i = 0; i < n && flat; i++) {
+    pd_tensor *v = piece(flat, ts[i], off);
+    pd_status st = v ? pd_write_copy(v, ts[i]) : pd_last_status();
+    pd_tensor_release(v);
+    if (st != PD_OK) {
       pd_tensor_release(flat);
-      return NULL;
+      flat = NULL;
     }
-    p += (size_t)ts[i]->numel * es;
+    off += ts[i]->numel;
   }
+  pd_internal_leave();
   return flat;
 }
 
 pd_status pd_dp_unflatten(const pd_tensor *flat, pd_tensor *const *ts, int n) {
-  size_t es = pd_dtype_size(flat->dtype);
-  const char *p = pd_data_ptr(flat);
-  for (int i = 0; i < n; i++) {
+  int64_t off = 0;
+  pd_status st = PD_OK;
+  pd_internal_enter();
+  for (int i = 0; i < n && st == PD_OK; i++) {
     pd_tensor *t = ts[i];
-    if (!t->is_contiguous || t->dtype != flat->dtype)
-      return pd_set_error(PD_ERR_INVALID, "DataParallel: tensor %d of a coalesced group is not contiguous %s",
-                          i, pd_dtype_name(t->dtype));
-    memcpy(pd_data_ptr(t), p, (size_t)t->numel * es);
-    t->storage->version++;
-    p += (size_t)t->numel * es;
+    if (!t->is_contiguous || t->dtype != flat->dtype) {
+      st = pd_set_error(PD_ERR_INVALID, "DataParallel: tensor %d of a coalesced group is not contiguous %s",
+                        i, pd_dtype_name(t->dtype));
+      break;
+    }
+    pd_tensor *v = piece(flat, t, off);
+    st = v ? pd_write_copy(t, v) : pd_last_status();
+    pd_tensor_release(v);
+    off += t->numel;
   }
-  return PD_OK;
+  pd_internal_leave();
+  return st;
 }

@@ -25,8 +25,10 @@
 
 #include "../../autograd/graph_walk.h"
 #include "../../core/core_internal.h"
+#include "../../ops/op_registry.h"
 #include "dp_internal.h"
 #include "paddlec/autograd.h"
+#include "paddlec/manipulation.h"
 
 #define MiB (1024.0 * 1024.0)
 #define ALIGN_BYTES 64
@@ -263,9 +265,8 @@ void pd_dp_reducer_free(pd_dp_reducer *r) {
     /* a grad that is a bucket view gets a private copy, so the shared
      * memory goes with the reducer and the grad stays usable */
     if (p->t && p->slot && p->t->grad == p->slot) {
-      pd_tensor *c = pd_tensor_new(p->slot->dtype, p->slot->ndim, p->slot->shape);
+      pd_tensor *c = pd_assign(p->slot);
       if (c) {
-        memcpy(pd_data_ptr(c), pd_data_ptr(p->slot), (size_t)c->numel * pd_dtype_size(c->dtype));
         pd_tensor_set_grad(p->t, c);
         pd_tensor_release(c);
       } else {
@@ -329,14 +330,20 @@ static void fill_slot(pd_dp_reducer *r, int i, bool bind_null) {
            p->name, (long long)g->numel, (long long)p->slot->numel);
       return;
     }
-    if (pd_tensor_copy_to(g, pd_data_ptr(p->slot), p->slot->numel, p->slot->dtype) < 0) {
+    /* copy_ into the slot (a gradient of another shape with as many
+     * elements is viewed with the slot's) */
+    bool same = g->ndim == p->slot->ndim && pd_shape_eq(g->ndim, g->shape, p->slot->shape);
+    pd_tensor *src = same ? pd_tensor_retain(g) : pd_reshape(g, p->slot->ndim, p->slot->shape);
+    pd_status st = src ? pd_write_copy(p->slot, src) : pd_last_status();
+    pd_tensor_release(src);
+    if (st != PD_OK) {
       fail_last(r);
       return;
     }
-  } else {
-    memset(pd_data_ptr(p->slot), 0, (size_t)p->slot->numel * pd_dtype_size(p->slot->dtype));
+  } else if (pd_write_fill(p->slot, 0.0) != PD_OK) {
+    fail_last(r);
+    return;
   }
-  p->slot->storage->version++;
   if (g || bind_null) pd_tensor_set_grad(p->t, p->slot);
 }
 

@@ -5,7 +5,7 @@
  * with their sum (avg: their mean). */
 #include <stdlib.h>
 
-#include "../../kernels/cpu/comm_reduce.h"
+#include "../../ops/op_registry.h"
 #include "../../optim/optim_internal.h"
 #include "paddlec/fleet.h"
 
@@ -28,8 +28,9 @@ static pd_status average_grad(pd_tensor *p, int k) {
     return pd_set_error(PD_ERR_DTYPE,
                         "gradient merge (avg): the gradient of %s is %s; float32 and float64 only", name,
                         pd_dtype_name(dt));
-  pdk_comm_divide(pd_tensor_data(g), (size_t)pd_tensor_numel(g), dt, k); /* x *= 1/k, as before */
-  return PD_OK;
+  /* x *= 1/k as the scale_ op: the factor rounded to the dtype first, so a
+   * float32 gradient gets the float32 product it had before */
+  return pd_write_scale(g, dt == PD_FLOAT32 ? (double)(1.0f / (float)k) : 1.0 / (double)k);
 }
 
 static pd_status merge_step(void *ctx, pd_optimizer *inner) {

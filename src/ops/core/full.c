@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../kernels/cpu/index.h"
 #include "../../kernels/cpu/parallel.h"
 #include "../ew_util.h"
 #include "paddlec/ops.h"
@@ -93,6 +94,53 @@ const pd_op_def pd_opdef_full = {.name = "full",
                                  .attr_names = "v0:shape,f0:value,dtype,i0:uninitialised",
                                  .infer_meta = full_meta,
                                  .kernel = {[PD_PLACE_CPU] = full_kernel}};
+
+/* fill_(x; f0 value): every element of x becomes value (Tensor.fill_,
+ * zero_): the fills the library does on tensors it owns (a gradient slot, an
+ * initializer's constant) run through the dispatcher as this op. */
+static pd_status fill__meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                            pd_meta *out, int *n_out) {
+  (void)n_in;
+  pd_status st = check_fill_value(def->name, a->f[0], in[0]->dtype);
+  if (st != PD_OK) return st;
+  pd_meta_of(in[0], out);
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status fill__kernel(const pd_kernel_ctx *c) {
+  pd_tensor *x = c->in[0];
+  const pd_attrs *a = c->attrs;
+  if (x->numel == 1) { /* the optimizer's rate slot, on every step */
+    if (x->dtype == PD_FLOAT64)
+      *(double *)pd_data_ptr(x) = a->f[0];
+    else
+      pd_store_from_f64(pd_data_ptr(x), x->dtype, a->f[0]);
+    return PD_OK;
+  }
+  if (x->numel == 0) return PD_OK;
+  size_t es = pd_dtype_size_fast(x->dtype);
+  char one[8];
+  pd_store_from_f64(one, x->dtype, a->f[0]);
+  if (x->is_contiguous) {
+    if (a->f[0] == 0.0 && !signbit(a->f[0]))
+      memset(pd_data_ptr(x), 0, (size_t)x->numel * es);
+    else
+      fill_pattern(pd_data_ptr(x), x->numel, es, one);
+    return PD_OK;
+  }
+  static const int64_t zero[PD_MAX_DIMS];
+  pdk_copy(x->ndim, x->shape, pd_data_ptr(x), x->strides, one, zero, (int64_t)es); /* a strided view */
+  return PD_OK;
+}
+
+const pd_op_def pd_opdef_fill_ = {.name = "fill_",
+                                  .n_in = 1,
+                                  .n_out = 1,
+                                  .flags = PD_OPF_INPLACE,
+                                  .attr_names = "f0:value",
+                                  .infer_meta = fill__meta,
+                                  .kernel = {[PD_PLACE_CPU] = fill__kernel}};
 
 static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dtype dt, bool empty) {
   if (ndim < 0 || ndim > PD_MAX_DIMS) {
