@@ -264,6 +264,45 @@ static void test_to_tensor_under_guard_is_a_constant(void **state) {
   pd_program_release(p);
 }
 
+/* create_global_var: a persistable one is filled by the startup program
+ * and lives in the scope; another is computed by the main program.
+ * static.data from an InputSpec. */
+static void test_global_vars_and_input_spec(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_input_spec spec = {.ndim = 2, .shape = {-1, 2}, .dtype = PD_FLOAT64, .name = "spec_x"};
+  pd_tensor *x = pd_static_data_from_spec(&spec);
+  assert_non_null(x);
+  expect_shape(x, 2, SHAPE(-1, 2));
+  pd_tensor *g = pd_static_create_global_var(1, SHAPE(2), 3.5, PD_FLOAT64, true, "step_scale");
+  pd_tensor *b = pd_static_create_global_var(1, SHAPE(2), -1.0, PD_FLOAT64, false, NULL);
+  pd_tensor *xg = pd_multiply(x, g), *y = pd_add(xg, b);
+  assert_null(pd_static_create_global_var(1, SHAPE(2), 0, PD_FLOAT64, true, "step_scale")); /* taken */
+  pd_clear_error();
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_static_var_info info;
+  assert_int_equal(pd_program_var_info(main, "step_scale", &info), PD_OK);
+  assert_true(info.persistable);
+  assert_int_equal(pd_program_var_info(main, pd_tensor_name(b), &info), PD_OK);
+  assert_false(info.persistable);
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  EXPECT_VALUES(pd_var_scope_find_var(scope, "step_scale"), 0, 3.5, 3.5);
+  assert_null(pd_var_scope_find_var(scope, pd_tensor_name(b)));
+  pd_tensor *xv = T(PD_FLOAT64, 2, SHAPE(1, 2), 1, 2), *out = NULL;
+  pd_static_feed feed = {"spec_x", xv};
+  assert_int_equal(pd_executor_run(exe, main, &feed, 1, &y, 1, &out, scope), PD_OK);
+  EXPECT_VALUES(out, 0, 2.5, 6.0);
+  pd_tensor *ts[] = {x, g, b, xg, y, xv, out};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 static void test_clone_for_test_drops_training_ops(void **state) {
   (void)state;
   net n;
@@ -311,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_guards_nest_and_restore),
       cmocka_unit_test(test_enable_static_records_into_defaults),
       cmocka_unit_test(test_to_tensor_under_guard_is_a_constant),
+      cmocka_unit_test(test_global_vars_and_input_spec),
       cmocka_unit_test(test_clone_for_test_drops_training_ops),
       cmocka_unit_test(test_name_scope_and_unique_names),
   };
