@@ -23,6 +23,7 @@
 #include "paddlec/optim.h"
 #include "paddlec/parallel.h"
 #include "paddlec/rnn.h"
+#include "paddlec/jit.h"
 #include "paddlec/static.h"
 #include "paddlec/summary.h"
 #include "paddlec/transformer.h"

@@ -239,6 +239,38 @@ PD_API pd_status pd_static_load_program_state(const char *model_path, pd_named_t
 PD_API pd_status pd_static_set_program_state(pd_program *p, const pd_named_tensors *state,
                                              pd_var_scope *scope);
 
+/* ---- inference models -------------------------------------------------------
+ * paddle.static.save_inference_model(path_prefix, feed_vars, fetch_vars,
+ * executor, program): writes <path_prefix>.pdmodel, the Program (NULL: the
+ * default main program) pruned to the forward ops the fetches need, and
+ * <path_prefix>.pdiparams, the persistable values those ops read (from
+ * scope, NULL: the current one; a parameter the scope lacks is saved with
+ * the value it was created with), whose metadata names the feeds and
+ * fetches. Record the Program with layers in eval mode (or clone it with
+ * for_test before recording the rest) for dropout off and batch norm on its
+ * running statistics. */
+PD_API pd_status pd_static_save_inference_model(const char *path_prefix, pd_tensor *const *feed_vars,
+                                                int n_feed, pd_tensor *const *fetch_vars, int n_fetch,
+                                                pd_program *program, pd_var_scope *scope);
+/* The same with the feeds and fetches given by Variable name. */
+PD_API pd_status pd_static_save_inference_model_names(const char *path_prefix, char *const *feed, int n_feed,
+                                                      char *const *fetch, int n_fetch,
+                                                      const pd_program *program, pd_var_scope *scope);
+/* What load_inference_model returns: the Program and its feed and fetch
+ * Variable names, in the order they were saved (all owned). */
+typedef struct pd_inference_model {
+  pd_program *program;
+  int n_feed, n_fetch;
+  char **feed_names, **fetch_names;
+} pd_inference_model;
+/* paddle.static.load_inference_model(path_prefix, executor): the Program of
+ * <path_prefix>.pdmodel into *out and its values into scope (NULL: the
+ * current one); run it with pd_executor_run, feeding feed_names and
+ * fetching fetch_names. */
+PD_API pd_status pd_static_load_inference_model(const char *path_prefix, pd_var_scope *scope,
+                                                pd_inference_model *out);
+PD_API void pd_inference_model_free(pd_inference_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,186 @@
+/* paddle.jit: to_static runs seed 002's LinearNet from a Program with the
+ * eager outputs, and follows its parameters as they train; jit.save /
+ * jit.load (in a child process too) give the original's outputs;
+ * save_inference_model prunes to the fetches; bad files are errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "linear_net.h"
+#include "paddlec/jit.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+static const pd_input_spec k_spec = {2, {-1, 10}, PD_FLOAT32, "x"};
+
+static pd_tensor *batch(int64_t n, double shift) {
+  double v[64 * 10];
+  for (int64_t i = 0; i < n * 10; i++) v[i] = 0.05 * (double)((i * 13) % 17) - 0.4 + shift;
+  return pd_tensor_from_f64(v, PD_FLOAT32, 2, SHAPE(n, 10));
+}
+
+static void expect_same(pd_tensor *a, pd_tensor *b) {
+  assert_int_equal(pd_tensor_numel(a), pd_tensor_numel(b));
+  for (int64_t i = 0; i < pd_tensor_numel(a); i++) {
+    double x = pd_tensor_item_at(a, i), y = pd_tensor_item_at(b, i);
+    if (!(x - y <= 1e-6 && y - x <= 1e-6)) fail_msg("element %lld: %.9g vs %.9g", (long long)i, x, y);
+  }
+}
+
+static void test_to_static_equals_eager_while_training(void **state) {
+  (void)state;
+  pd_seed(2);
+  linear_net *net = linear_net_new();
+  pd_layer *st = pd_jit_to_static(&net->base, &k_spec, 1);
+  assert_non_null(st);
+  pd_named_tensors params = {0};
+  assert_int_equal(pd_layer_parameters(st, &params), PD_OK);
+  assert_int_equal(params.n, 4); /* the traced layer's weights and biases */
+  pd_optimizer *sgd = pd_optimizer_sgd(0.1, params.tensors, params.n, NULL);
+  for (int step = 0; step < 4; step++) {
+    pd_tensor *x = batch(step + 3, 0.1 * step); /* every batch size runs the one Program */
+    pd_tensor *e = pd_layer_call1(&net->base, x);
+    pd_tensor *s = pd_layer_call1(st, x);
+    assert_non_null(s);
+    expect_same(s, e);
+    /* an eager step on the parameters: the next static call sees it */
+    pd_tensor *loss = pd_mean(e, NULL, 0, false);
+    assert_int_equal(pd_backward(loss, NULL, false), PD_OK);
+    assert_int_equal(pd_optimizer_step(sgd), PD_OK);
+    pd_optimizer_clear_grad(sgd, false);
+    pd_tensor_release(loss);
+    pd_tensor_release(e);
+    pd_tensor_release(s);
+    pd_tensor_release(x);
+  }
+  pd_tensor *x = batch(2, 0);
+  assert_true(pd_layer_call(st, (pd_tensor *[]){x, x}, 2, (pd_tensor *[2]){0}, 2) < 0);
+  assert_non_null(strstr(pd_last_error(), "takes 1"));
+  pd_tensor_release(x);
+  pd_optimizer_release(sgd);
+  pd_state_free(&params);
+  pd_layer_release(st);
+  pd_layer_release(&net->base);
+}
+
+static void test_save_load_in_another_process(void **state) {
+  (void)state;
+  pd_seed(7);
+  linear_net *net = linear_net_new();
+  pd_layer_train(&net->base);
+  const char *path = temp_path("linear_net");
+  assert_int_equal(pd_jit_save(&net->base, path, &k_spec, 1), PD_OK);
+  assert_true(net->base.training); /* the mode is restored */
+  pd_tensor *x = batch(5, 0.3);
+  pd_tensor *e = pd_layer_call1(&net->base, x);
+  pd_layer_release(&net->base);
+
+  pd_layer *loaded = pd_jit_load(path);
+  assert_non_null(loaded);
+  pd_tensor *l = pd_layer_call1(loaded, x);
+  assert_non_null(l);
+  assert_int_equal(pd_tensor_ndim(l), 2);
+  assert_int_equal(pd_tensor_shape(l)[0], 5);
+  expect_same(l, e);
+  pd_tensor_release(l);
+  pd_layer_release(loaded);
+
+  /* a child process loads the files and compares with what it is sent */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    pd_layer *m = pd_jit_load(path);
+    pd_tensor *y = m ? pd_layer_call1(m, x) : NULL;
+    int ok = y && pd_tensor_numel(y) == pd_tensor_numel(e);
+    for (int64_t i = 0; ok && i < pd_tensor_numel(y); i++)
+      ok = pd_tensor_item_at(y, i) == pd_tensor_item_at(e, i);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  pd_tensor_release(x);
+  pd_tensor_release(e);
+}
+
+static void test_save_inference_model_prunes(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 3), PD_FLOAT64);
+  pd_tensor *y = pd_static_data("y", 2, SHAPE(-1, 1), PD_FLOAT64);
+  pd_tensor *pred = pd_static_nn_fc(x, 1, 1, NULL);
+  pd_tensor *unused = pd_exp(x); /* no fetch needs it */
+  pd_tensor *cost = pd_square_error_cost(pred, y);
+  pd_tensor *loss = pd_mean(cost, NULL, 0, false);
+  pd_optimizer *sgd = pd_optimizer_sgd(0.5, NULL, 0, NULL);
+  assert_int_equal(pd_optimizer_minimize(sgd, loss), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  pd_tensor *xv = pd_tensor_from_f64((double[]){1, 2, 3, -1, 0, 1}, PD_FLOAT64, 2, SHAPE(2, 3));
+  pd_tensor *yv = pd_tensor_from_f64((double[]){1, -1}, PD_FLOAT64, 2, SHAPE(2, 1));
+  pd_static_feed feed[2] = {{"x", xv}, {"y", yv}};
+  for (int s = 0; s < 3; s++)
+    assert_int_equal(pd_executor_run(exe, main, feed, 2, NULL, 0, NULL, scope), PD_OK);
+  pd_tensor *want = NULL;
+  pd_program *test_prog = pd_program_clone(main, true);
+  pd_status rs = pd_executor_run(exe, test_prog, feed, 1, &pred, 1, &want, scope);
+  pd_program_release(test_prog);
+  if (rs != PD_OK) fail_msg("%s", pd_last_error());
+
+  const char *path = temp_path("fc");
+  assert_int_equal(pd_static_save_inference_model(path, &x, 1, &pred, 1, main, scope), PD_OK);
+  pd_var_scope *scope2 = pd_static_scope();
+  pd_inference_model m;
+  assert_int_equal(pd_static_load_inference_model(path, scope2, &m), PD_OK);
+  assert_int_equal(m.n_feed, 1);
+  assert_string_equal(m.feed_names[0], "x");
+  assert_int_equal(m.n_fetch, 1);
+  assert_string_equal(m.fetch_names[0], pd_tensor_name(pred));
+  /* pruned: matmul and add only (no exp, loss, backward or updates) */
+  pd_static_block *gb = pd_program_global_block(m.program);
+  assert_int_equal(pd_static_block_num_ops(gb), 2);
+  assert_string_equal(pd_static_block_op_type(gb, 0), "matmul");
+  assert_string_equal(pd_static_block_op_type(gb, 1), "add");
+  pd_tensor *fetch = pd_static_block_var(gb, m.fetch_names[0]), *got = NULL;
+  assert_int_equal(pd_executor_run(exe, m.program, feed, 1, &fetch, 1, &got, scope2), PD_OK);
+  expect_same(got, want);
+  pd_tensor_release(got);
+  pd_inference_model_free(&m);
+
+  /* a fetch that is no Variable of the program */
+  assert_true(pd_static_save_inference_model(path, &x, 1, &xv, 1, main, scope) < 0);
+  /* a truncated model file names the file */
+  char model[512];
+  snprintf(model, sizeof model, "%s.pdmodel", path);
+  size_t n;
+  char *bytes = pd_static_load_from_file(model, &n);
+  assert_non_null(bytes);
+  assert_int_equal(pd_static_save_to_file(model, bytes, n / 2), PD_OK);
+  free(bytes);
+  assert_null(pd_jit_load(path));
+  assert_non_null(strstr(pd_last_error(), model));
+
+  pd_tensor *ts[] = {x, y, pred, unused, cost, loss, xv, yv, want};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_optimizer_release(sgd);
+  pd_var_scope_release(scope);
+  pd_var_scope_release(scope2);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_to_static_equals_eager_while_training),
+      cmocka_unit_test(test_save_load_in_another_process),
+      cmocka_unit_test(test_save_inference_model_prunes),
+  };
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
+}
