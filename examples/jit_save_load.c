@@ -68,7 +68,7 @@ static int save(const char *dir) {
   pd_tensor_release(x);
   pd_tensor_release(target);
   pd_optimizer_release(opt);
-  pd_state_free(&params);
+  pd_named_tensors_free(&params);
   pd_layer_release(net);
   return 0;
 }

@@ -60,7 +60,7 @@ static void test_to_static_equals_eager_while_training(void **state) {
   assert_non_null(strstr(pd_last_error(), "takes 1"));
   pd_tensor_release(x);
   pd_optimizer_release(sgd);
-  pd_state_free(&params);
+  pd_named_tensors_free(&params);
   pd_layer_release(st);
   pd_layer_release(&net->base);
 }
