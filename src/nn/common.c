@@ -6,6 +6,7 @@
 
 #include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
+#include "../ops/op_registry.h"
 #include "paddlec/layers.h"
 #include "paddlec/linalg.h"
 #include "paddlec/manipulation.h"
@@ -226,11 +227,18 @@ pd_layer *pd_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, const p
     pd_layer_release(&l->base);
     return NULL;
   }
-  if (l->has_padding) { /* the padding row starts at zero (all-zero bytes in every float dtype) */
+  if (l->has_padding) { /* the padding row starts at zero, written by the fill_ op */
     int64_t row = pad < 0 ? pad + num_embeddings : pad;
-    size_t es = pd_dtype_size(l->weight->dtype);
-    memset((char *)pd_tensor_data(l->weight) + (size_t)(row * embedding_dim) * es, 0,
-           (size_t)embedding_dim * es);
+    pd_internal_enter();
+    pd_tensor *r =
+        pd_tensor_new_view(l->weight, 1, &embedding_dim, NULL, l->weight->offset + row * embedding_dim);
+    pd_status st = r ? pd_write_fill(r, 0.0) : pd_last_status();
+    pd_tensor_release(r);
+    pd_internal_leave();
+    if (st != PD_OK) {
+      pd_layer_release(&l->base);
+      return NULL;
+    }
   }
   return &l->base;
 }

@@ -91,6 +91,16 @@ static void test_library_writes_reach_the_tracer(void **state) {
   pd_dispatch_set_tracer(count_tracer, NULL);
   assert_int_equal(pd_layer_set_state_dict(lin, &halves, NULL, NULL), PD_OK);
   assert_int_equal(g_seen[PD_OP_copy_], 2); /* weight and bias */
+  /* an embedding's padding row starts at zero by fill_ on a view of it */
+  pd_layer *emb = pd_nn_embedding(5, 3, &(pd_nn_embedding_opts){.has_padding_idx = true, .padding_idx = -2});
+  assert_non_null(emb);
+  assert_int_equal(g_seen[PD_OP_fill_], 1);
+  pd_named_tensors ep;
+  assert_int_equal(pd_layer_parameters(emb, &ep), PD_OK);
+  for (int k = 0; k < 3; k++) assert_true(pd_tensor_item_at(ep.tensors[0], 3 * 3 + k) == 0.0);
+  pd_named_tensors_free(&ep);
+  pd_layer_release(emb);
+  memset(g_seen, 0, sizeof g_seen);
   EXPECT_VALUES(w, 0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5);
 
   /* an optimizer step fills its rate slot with fill_; gradient merge's
