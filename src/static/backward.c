@@ -149,7 +149,8 @@ static pd_status seed(bw *w, pd_variable *t, pd_variable *given) {
 /* The grad op of forward op `op`, when a gradient reaches one of its
  * outputs and one of its inputs needs one. */
 static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no_grad, int n_no_grad) {
-  const pd_op_def *def = pd_op_table[op->op_id];
+  bool ctrl = op->op_id < 0; /* while: its grad op is while_grad (control_flow.c) */
+  const pd_op_def *def = ctrl ? NULL : pd_op_table[op->op_id];
   int fi = op->n_in, fo = op->n_out;
   if (fi > PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "append_backward: %s has %d inputs and %d outputs", op->type, fi, fo);
@@ -163,7 +164,7 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
     if ((st = finalize(w, ov, &gout[k])) != PD_OK) return st;
     any_out |= gout[k] != NULL;
   }
-  if (!any_out || !(def->flags & PD_OPF_DIFF) || !def->backward) return PD_OK;
+  if (!any_out || (!ctrl && (!(def->flags & PD_OPF_DIFF) || !def->backward))) return PD_OK;
   bool needs[PD_MAX_OUTPUTS];
   for (int i = 0; i < fi; i++) {
     iv[i] = pd_ir_find_var(w->b, op->inputs[i]);
@@ -174,7 +175,7 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
     any_in |= needs[i];
   }
   if (!any_in) return PD_OK;
-  if (def->flags & PD_OPF_INPLACE)
+  if (!ctrl && def->flags & PD_OPF_INPLACE)
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
                         "append_backward: the gradient through inplace op %s ('%s') is not available in a "
                         "static Program; use the out-of-place op",
@@ -200,7 +201,8 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
     if (!(gin[i] = new_grad_var(w, iv[i], suffix))) return pd_last_status();
     outs[i] = gin[i]->name;
   }
-  pd_operator *g = pd_ir_append_grad_op(w->b, (pd_op_id)op->op_id, fi, fo, ins, outs, &op->attrs);
+  pd_operator *g = ctrl ? pd_static_append_control_grad(w->b, op, ins, outs)
+                        : pd_ir_append_grad_op(w->b, (pd_op_id)op->op_id, fi, fo, ins, outs, &op->attrs);
   if (!g) return pd_last_status();
   for (int i = 0; i < fi; i++)
     if (gin[i] && (st = add_contrib(w, iv[i], gin[i])) != PD_OK) return st;
@@ -228,7 +230,8 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
     st = seed(&w, targets[t], target_grads ? target_grads[t] : NULL);
   for (int k = n_ops - 1; k >= 0 && st == PD_OK; k--) {
     const pd_operator *op = w.b->ops[k];
-    if (op->op_id < 0 || op->role != PD_OP_ROLE_FORWARD) continue; /* constants, grad and update ops */
+    if ((op->op_id < 0 && !pd_static_is_control_type(op->type)) || op->role != PD_OP_ROLE_FORWARD)
+      continue; /* constants, grad and update ops */
     st = grad_of_op(&w, op, no_grad, n_no_grad);
   }
   for (int i = 0; i < n_wanted && st == PD_OK; i++) st = finalize(&w, wanted[i], &grads[i]);

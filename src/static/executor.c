@@ -270,12 +270,46 @@ static pd_status run_grad_op(const plan_op *po, const pd_static_block *b, pd_var
   return st;
 }
 
+/* while / while_grad: control_flow.c runs them on this run's values. */
+static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope,
+                                pd_tensor **env) {
+  const pd_operator *op = po->op;
+  if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "Executor: %s has %d inputs and %d outputs", op->type, op->n_in,
+                        op->n_out);
+  pd_tensor *in[3 * PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS] = {0};
+  bool want[PD_MAX_OUTPUTS];
+  pd_status st;
+  for (int i = 0; i < op->n_in; i++) {
+    in[i] = NULL;
+    if (po->in[i] < 0) continue;
+    if ((st = load(b, scope, env, po->in[i])) != PD_OK) {
+      pd_error_prefix("%s", op->type);
+      return st;
+    }
+    in[i] = env[po->in[i]];
+  }
+  for (int k = 0; k < op->n_out; k++) want[k] = po->out[k] >= 0;
+  st = pd_static_run_control(b->program, op, in, want, out);
+  for (int k = 0; k < op->n_out; k++) {
+    if (st != PD_OK || !want[k]) {
+      pd_tensor_release(out[k]);
+      continue;
+    }
+    int s = po->out[k];
+    pd_tensor_release(env[s]);
+    env[s] = out[k];
+  }
+  return st;
+}
+
 static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
   const pd_operator *op = po->op;
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
   pd_status st;
   if (op->grad_of >= 0) return run_grad_op(po, b, scope, env);
+  if (op->op_id < 0 && !op->value) return run_control_op(po, b, scope, env);
   if (op->op_id < 0) { /* assign_value */
     out[0] = pd_assign(op->value);
     if (!out[0]) return pd_last_status();

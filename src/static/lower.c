@@ -172,6 +172,8 @@ static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, c
 
 static pd_status lower_op(lower *w, const pd_operator *op, const int *in, const int *out) {
   if (op->grad_of >= 0) return lower_grad_op(w, op, in, out);
+  if (op->op_id < 0 && !op->value) /* control flow: the interpreter runs the program */
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "lowering: %s is not lowered", op->type);
   if (op->op_id < 0) return lower_assign_value(w, op, out);
   if (op->n_in > PD_MAX_OUTPUTS) return pd_set_error(PD_ERR_INVALID, "%s: %d inputs", op->type, op->n_in);
   pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];

@@ -285,7 +285,7 @@ static char **dup_names(const char *const *names, int n) {
 pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
                              const char *const *outputs, int n_out, const pd_attrs *attrs) {
   int id = pd_op_find(type);
-  if (id < 0 && strcmp(type, PD_STATIC_ASSIGN_VALUE) != 0) {
+  if (id < 0 && strcmp(type, PD_STATIC_ASSIGN_VALUE) != 0 && !pd_static_is_control_type(type)) {
     pd_set_error(PD_ERR_INVALID, "Program: no op named '%s' in the registry", type);
     return NULL;
   }
@@ -418,6 +418,8 @@ pd_program *pd_ir_clone(const pd_program *src, bool for_test) {
                                               (const char *const *)so->outputs, so->n_out, &so->attrs);
       if (!op) goto fail;
       op->role = so->role;
+      op->fwd_n_in = so->fwd_n_in; /* while_grad's too */
+      op->fwd_n_out = so->fwd_n_out;
       memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
       op->value = so->value ? pd_tensor_retain(so->value) : NULL;
     }

@@ -160,6 +160,15 @@ char *pd_static_serialize_program(const pd_program *p, size_t *size) {
     pd_set_error(PD_ERR_INVALID, "serialize_program: program is NULL");
     return NULL;
   }
+  for (int i = 0; i < p->n_blocks; i++)
+    for (int k = 0; k < p->blocks[i]->n_ops; k++)
+      if (pd_static_is_control_type(p->blocks[i]->ops[k]->type)) {
+        pd_set_error(PD_ERR_UNIMPLEMENTED,
+                     "serialize_program: block %d op %d is a %s op; Program files do not "
+                     "hold control flow yet",
+                     i, k, p->blocks[i]->ops[k]->type);
+        return NULL;
+      }
   pd_clear_error();
   cJSON *root = cJSON_CreateObject(), *blocks = cJSON_CreateArray();
   bool ok = root && blocks && cJSON_AddStringToObject(root, "magic", PROGRAM_MAGIC) &&

@@ -29,6 +29,12 @@ enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2,
 /* Ops that are not registry rows: run by the executor itself. */
 #define PD_STATIC_ASSIGN_VALUE "assign_value" /* out = a copy of op->value */
 
+/* Control flow (control_flow.c): a while op runs sub-block attrs.i[0]
+ * (see pd_static_nn_while_loop); while_grad is its grad op. Neither is a
+ * registry row: the executor runs them through pd_static_run_control. */
+#define PD_STATIC_WHILE "while"
+#define PD_STATIC_WHILE_GRAD "while_grad"
+
 /* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
 #define PD_STATIC_EMPTY_VAR "@EMPTY@"
 
@@ -181,6 +187,18 @@ size_t pd_executor_arena_bytes(const pd_executor *e);
 /* The program e's last run executed, lowered (NULL when that run was
  * interpreted): for tests. */
 const pd_program *pd_executor_lowered_program(const pd_executor *e);
+
+/* ---- control flow (control_flow.c) ------------------------------------------ */
+/* Whether type names a control-flow op (while, while_grad). */
+bool pd_static_is_control_type(const char *type);
+/* Runs control-flow op op of p: in holds its inputs (NULL for an absent
+ * slot), out gets one new reference per output k with want[k] set. */
+pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                                const bool *want, pd_tensor **out);
+/* Appends to b the grad op of control-flow op op: ins and outs laid out as
+ * for a registry grad op (see pd_operator). */
+pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
+                                           const char *const *outs);
 
 /* ---- scopes (scope.c) ------------------------------------------------------ */
 /* The scope runs use when given none: the scope_guard's or the global one. */

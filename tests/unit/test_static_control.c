@@ -1,0 +1,266 @@
+/* paddle.static.nn.cond and while_loop: forward values and gradients
+ * through them against hand-derived values, and the errors for branches or
+ * loop bodies that do not fit together. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paddlec/static.h"
+#include "paddlec/static_control.h"
+#include "static/static_internal.h"
+#include "test_util.h"
+
+static pd_tensor *scalar(double v, pd_dtype dt) { return pd_full(1, SHAPE(1), v, dt); }
+
+/* Runs p with one float64 feed "x" (and int64 "k" when k >= 0), fetching n. */
+static void run(pd_program *p, bool interpret, double x, int64_t k, pd_tensor **fetch, int n, double *got) {
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_executor_set_interpret(exe, interpret);
+  pd_var_scope *scope = pd_static_scope();
+  pd_tensor *xv = scalar(x, PD_FLOAT64), *kv = scalar((double)k, PD_INT64), *out[8] = {0};
+  pd_static_feed feed[2] = {{"x", xv}, {"k", kv}};
+  if (pd_executor_run(exe, p, feed, k >= 0 ? 2 : 1, fetch, n, out, scope) != PD_OK)
+    fail_msg("run: %s", pd_last_error());
+  for (int i = 0; i < n; i++) {
+    got[i] = pd_tensor_item(out[i]);
+    pd_tensor_release(out[i]);
+  }
+  pd_tensor_release(xv);
+  pd_tensor_release(kv);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+}
+
+/* ---- cond ---------------------------------------------------------------- */
+static int square_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_multiply(user, user);
+  return out[0] ? 1 : -1;
+}
+static int neg_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_neg(user);
+  return out[0] ? 1 : -1;
+}
+
+/* y = cond(x > 0, x * x, -x): at 3, y = 9 and dy/dx = 6; at -2, y = 2 and
+ * dy/dx = -1 (the gradient flows into the branch taken only). */
+static void test_cond_value_and_gradient(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *zero = scalar(0, PD_FLOAT64), *pred = pd_greater_than(x, zero), *y = NULL, *gx = NULL;
+  assert_int_equal(pd_static_nn_cond(pred, square_fn, neg_fn, x, &y, 1), 1);
+  assert_int_equal(pd_static_gradients(&y, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *fetch[2] = {y, gx};
+  double got[2];
+  for (int interp = 0; interp < 2; interp++) {
+    run(main, interp, 3.0, -1, fetch, 2, got);
+    assert_true(got[0] == 9.0 && got[1] == 6.0);
+    run(main, interp, -2.0, -1, fetch, 2, got);
+    assert_true(got[0] == 2.0 && got[1] == -1.0);
+  }
+  pd_tensor_release(zero);
+  pd_tensor_release(pred);
+  pd_tensor_release(y);
+  pd_tensor_release(gx);
+  pd_program_release(main);
+}
+
+/* ---- while_loop ------------------------------------------------------------ */
+typedef struct loop_ctx {
+  pd_tensor *k; /* trip count (int64 Variable) */
+  pd_tensor *w; /* a captured float64 Variable, or NULL */
+} loop_ctx;
+
+static pd_tensor *below_k(void *user, pd_tensor *const *v, int n) {
+  (void)n;
+  return pd_less_than(v[0], ((loop_ctx *)user)->k);
+}
+/* (i, x) -> (i + 1, x * x), or (i + 1, x * w) with a captured w */
+static pd_status square_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)n;
+  loop_ctx *c = user;
+  next[0] = pd_increment(v[0], 1);
+  next[1] = pd_multiply(v[1], c->w ? c->w : v[1]);
+  return next[0] && next[1] ? PD_OK : pd_last_status();
+}
+
+/* x^(2^k) by squaring k times: at x = 1.5, k = 3 that is 1.5^8 and the
+ * gradient 8 * 1.5^7; k = 2 gives 1.5^4 and 4 * 1.5^3 (k is fed: the trip
+ * count is known only when the program runs). */
+static void test_while_loop_repeated_squaring(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor *k = pd_static_data("k", 1, SHAPE(1), PD_INT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0}, *gx = NULL;
+  loop_ctx c = {k, NULL};
+  assert_int_equal(pd_static_nn_while_loop(below_k, square_body, &c, vars, 2, out), PD_OK);
+  assert_int_equal(pd_static_gradients(&out[1], 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_int_equal(pd_program_num_blocks(main), 2);
+  pd_tensor *fetch[3] = {out[0], out[1], gx};
+  double got[3];
+  run(main, false, 1.5, 3, fetch, 3, got);
+  assert_true(got[0] == 3.0);
+  assert_true(fabs(got[1] - pow(1.5, 8)) < 1e-12);
+  assert_true(fabs(got[2] - 8 * pow(1.5, 7)) < 1e-12);
+  run(main, true, 1.5, 2, fetch, 3, got);
+  assert_true(got[0] == 2.0 && got[1] == pow(1.5, 4) && got[2] == 4 * pow(1.5, 3));
+  run(main, true, 1.5, 0, fetch, 3, got); /* no iteration: y = x, dy/dx = 1 */
+  assert_true(got[0] == 0.0 && got[1] == 1.5 && got[2] == 1.0);
+  /* a clone runs the same loop and its gradient */
+  pd_program *copy = pd_program_clone(main, false);
+  run(copy, false, 1.5, 3, fetch, 3, got);
+  assert_true(got[1] == pow(1.5, 8) && got[2] == 8 * pow(1.5, 7));
+  pd_program_release(copy);
+  /* Program files do not hold loops yet: a clear error, no file */
+  size_t size = 0;
+  assert_null(pd_static_serialize_program(main, &size));
+  assert_non_null(strstr(pd_last_error(), "while op"));
+  pd_tensor_release(i0);
+  for (int i = 0; i < 2; i++) pd_tensor_release(out[i]);
+  pd_tensor_release(gx);
+  pd_program_release(main);
+}
+
+/* s_{t+1} = s_t * w with w read from outside the loop: after k = 3 steps
+ * from s = x = 2, w = 1.5: s = x w^3, ds/dx = w^3, ds/dw = 3 x w^2. */
+static void test_while_loop_gradient_of_captured_variable(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *half = scalar(0.5, PD_FLOAT64), *w = pd_add(x, half); /* w = x + 0.5: 2.5 at x = 2 */
+  pd_tensor *k = scalar(3, PD_INT64), *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0};
+  loop_ctx c = {k, w};
+  assert_int_equal(pd_static_nn_while_loop(below_k, square_body, &c, vars, 2, out), PD_OK);
+  pd_tensor *gs[2] = {0}, *wrt[2] = {x, w};
+  assert_int_equal(pd_static_gradients(&out[1], 1, wrt, 2, NULL, NULL, 0, gs), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *fetch[3] = {out[1], gs[0], gs[1]};
+  double got[3];
+  run(main, false, 2.0, -1, fetch, 3, got);
+  /* s = x w^3 with w = x + 0.5: ds/dw (w held) = 3 x w^2; ds/dx counts
+   * both paths: w^3 + 3 x w^2 */
+  double xv = 2.0, wv = 2.5;
+  assert_true(fabs(got[0] - xv * pow(wv, 3)) < 1e-12);
+  assert_true(fabs(got[1] - (pow(wv, 3) + 3 * xv * wv * wv)) < 1e-12);
+  assert_true(fabs(got[2] - 3 * xv * wv * wv) < 1e-12);
+  pd_tensor_release(half);
+  pd_tensor_release(w);
+  pd_tensor_release(k);
+  pd_tensor_release(i0);
+  for (int i = 0; i < 2; i++) {
+    pd_tensor_release(out[i]);
+    pd_tensor_release(gs[i]);
+  }
+  pd_program_release(main);
+}
+
+/* A counter loop: i = 0; acc = 0; while i < 5: i = increment(i); acc += i
+ * gives i = 5, acc = 15. */
+static pd_status count_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)user;
+  (void)n;
+  next[0] = pd_increment(v[0], 1);
+  next[1] = pd_add(v[1], next[0]);
+  return next[0] && next[1] ? PD_OK : pd_last_status();
+}
+
+static void test_while_loop_counter(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64); /* unused: the run feeds it */
+  pd_tensor *k = scalar(5, PD_INT64), *i0 = scalar(0, PD_INT64), *a0 = scalar(0, PD_INT64);
+  pd_tensor *vars[2] = {i0, a0}, *out[2] = {0};
+  loop_ctx c = {k, NULL};
+  assert_int_equal(pd_static_nn_while_loop(below_k, count_body, &c, vars, 2, out), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  double got[2];
+  run(main, false, 0, -1, out, 2, got);
+  assert_true(got[0] == 5.0 && got[1] == 15.0);
+  (void)x;
+  pd_tensor_release(k);
+  pd_tensor_release(i0);
+  pd_tensor_release(a0);
+  for (int i = 0; i < 2; i++) pd_tensor_release(out[i]);
+  pd_program_release(main);
+}
+
+/* ---- bad input ----------------------------------------------------------------- */
+static int two_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_neg(user);
+  out[1] = pd_neg(user);
+  return 2;
+}
+static int int_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_cast(user, PD_INT64);
+  return 1;
+}
+static int wide_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_concat((pd_tensor *[]){user, user}, 2, 0);
+  return 1;
+}
+static pd_tensor *float_cond(void *user, pd_tensor *const *v, int n) {
+  (void)user;
+  (void)n;
+  return pd_neg(v[1]);
+}
+static pd_status widen_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)user;
+  (void)n;
+  next[0] = pd_increment(v[0], 1);
+  next[1] = pd_concat((pd_tensor *[]){v[1], v[1]}, 2, 0);
+  return PD_OK;
+}
+
+static void expect_fails(int rc, const char *part) {
+  assert_true(rc < 0);
+  if (!strstr(pd_last_error(), part)) fail_msg("error '%s' lacks '%s'", pd_last_error(), part);
+}
+
+static void test_errors_name_what_differs(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor *zero = scalar(0, PD_FLOAT64), *pred = pd_greater_than(x, zero), *y[2] = {0};
+  expect_fails(pd_static_nn_cond(pred, two_fn, neg_fn, x, y, 2), "true_fn returns 2 outputs, false_fn 1");
+  expect_fails(pd_static_nn_cond(pred, int_fn, neg_fn, x, y, 2), "output 0 is int64 in true_fn, float64");
+  expect_fails(pd_static_nn_cond(pred, wide_fn, neg_fn, x, y, 2), "output 0 has shape [2] in true_fn, [1]");
+  expect_fails(pd_static_nn_cond(x, square_fn, neg_fn, x, y, 2), "pred must be a bool scalar");
+  pd_tensor *k = scalar(3, PD_INT64), *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x};
+  loop_ctx c = {k, NULL};
+  expect_fails(pd_static_nn_while_loop(float_cond, square_body, &c, vars, 2, y), "must be a bool scalar");
+  expect_fails(pd_static_nn_while_loop(below_k, widen_body, &c, vars, 2, y),
+               "loop variable 1 of shape [1] into shape [2]");
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor_release(zero);
+  pd_tensor_release(pred);
+  pd_tensor_release(k);
+  pd_tensor_release(i0);
+  pd_program_release(main);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cond_value_and_gradient),
+      cmocka_unit_test(test_while_loop_repeated_squaring),
+      cmocka_unit_test(test_while_loop_gradient_of_captured_variable),
+      cmocka_unit_test(test_while_loop_counter),
+      cmocka_unit_test(test_errors_name_what_differs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
