@@ -63,6 +63,7 @@ static void test_cond_value_and_gradient(void **state) {
     run(main, interp, -2.0, -1, fetch, 2, got);
     assert_true(got[0] == 2.0 && got[1] == -1.0);
   }
+  pd_tensor_release(x);
   pd_tensor_release(zero);
   pd_tensor_release(pred);
   pd_tensor_release(y);
@@ -124,6 +125,8 @@ static void test_while_loop_repeated_squaring(void **state) {
   size_t size = 0;
   assert_null(pd_static_serialize_program(main, &size));
   assert_non_null(strstr(pd_last_error(), "while op"));
+  pd_tensor_release(x);
+  pd_tensor_release(k);
   pd_tensor_release(i0);
   for (int i = 0; i < 2; i++) pd_tensor_release(out[i]);
   pd_tensor_release(gx);
@@ -154,6 +157,7 @@ static void test_while_loop_gradient_of_captured_variable(void **state) {
   assert_true(fabs(got[0] - xv * pow(wv, 3)) < 1e-12);
   assert_true(fabs(got[1] - (pow(wv, 3) + 3 * xv * wv * wv)) < 1e-12);
   assert_true(fabs(got[2] - 3 * xv * wv * wv) < 1e-12);
+  pd_tensor_release(x);
   pd_tensor_release(half);
   pd_tensor_release(w);
   pd_tensor_release(k);
@@ -188,7 +192,7 @@ static void test_while_loop_counter(void **state) {
   double got[2];
   run(main, false, 0, -1, out, 2, got);
   assert_true(got[0] == 5.0 && got[1] == 15.0);
-  (void)x;
+  pd_tensor_release(x);
   pd_tensor_release(k);
   pd_tensor_release(i0);
   pd_tensor_release(a0);
@@ -247,6 +251,7 @@ static void test_errors_name_what_differs(void **state) {
   expect_fails(pd_static_nn_while_loop(below_k, widen_body, &c, vars, 2, y),
                "loop variable 1 of shape [1] into shape [2]");
   assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor_release(x);
   pd_tensor_release(zero);
   pd_tensor_release(pred);
   pd_tensor_release(k);
