@@ -26,6 +26,16 @@ typedef int (*pd_static_branch_fn)(void *user, pd_tensor **out, int cap);
 PD_API int pd_static_nn_cond(pd_tensor *pred, pd_static_branch_fn true_fn, pd_static_branch_fn false_fn,
                              void *user, pd_tensor **out, int cap);
 
+/* paddle.static.nn.case(pred_fn_pairs, default) (fluid.layers.Switch with
+ * its case / default blocks): the outputs of fns[i] for the first i whose
+ * preds[i] (a bool scalar) is true, else those of default_fn; without a
+ * default (NULL) the last pair's fn is the default, as in Paddle. Every
+ * branch is recorded and the result selected, as for cond; the branches
+ * must agree in count, dtype and shape. Returns the output count or a
+ * negative pd_status. */
+PD_API int pd_static_nn_case(pd_tensor *const *preds, const pd_static_branch_fn *fns, int n_pairs,
+                             pd_static_branch_fn default_fn, void *user, pd_tensor **out, int cap);
+
 /* while_loop's condition: a bool Variable of one element (new reference)
  * computed from the loop variables (borrowed), NULL on error. */
 typedef pd_tensor *(*pd_static_loop_cond_fn)(void *user, pd_tensor *const *vars, int n);

@@ -1,8 +1,8 @@
 /* paddle.static.nn.cond and while_loop.
  *
- * cond records both branches into the current block and selects each
- * output with a where op: the registry's where backward sends the gradient
- * into the branch taken only.
+ * cond and case record every branch into the current block and select
+ * each output with where ops: the registry's where backward sends the
+ * gradient into the branch taken only.
  *
  * while_loop records cond and body once into a sub-block on placeholder
  * Variables "<key>.in_<i>"; the cond result is assigned to "<key>.cond"
@@ -55,54 +55,116 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
   return true;
 }
 
-/* ---- cond ---------------------------------------------------------------- */
-int pd_static_nn_cond(pd_tensor *pred, pd_static_branch_fn true_fn, pd_static_branch_fn false_fn, void *user,
-                      pd_tensor **out, int cap) {
-  if (!recording_program("cond")) return pd_last_status();
-  if (!true_fn || !false_fn || !out || cap < 0)
-    return pd_set_error(PD_ERR_INVALID, "cond: true_fn %p, false_fn %p, out %p (cap %d)",
-                        (void *)(uintptr_t)true_fn, (void *)(uintptr_t)false_fn, (void *)out, cap);
-  pd_status st = check_bool_scalar(pred, "cond", "pred");
+/* ---- cond and case ---------------------------------------------------------- */
+/* Records every branch (fns[n_preds] is the fallback), checks that their
+ * outputs agree and selects them: the first branch whose pred is true,
+ * else the fallback, as a chain of where ops built from the last pred.
+ * labels name the branches in errors. */
+static int select_branches(const char *fn, pd_tensor *const *preds, int n_preds,
+                           const pd_static_branch_fn *fns, const char *const *labels, void *user,
+                           pd_tensor **out, int cap) {
+  if (!recording_program(fn)) return pd_last_status();
+  if (!out || cap < 0 || n_preds < 1 || (n_preds && !preds))
+    return pd_set_error(PD_ERR_INVALID, "%s: %d preds at %p, out %p (cap %d)", fn, n_preds, (void *)preds,
+                        (void *)out, cap);
+  pd_status st = PD_OK;
+  for (int b = 0; b <= n_preds && st == PD_OK; b++)
+    if (!fns[b]) st = pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", fn, labels[b]);
+  for (int b = 0; b < n_preds && st == PD_OK; b++) {
+    char what[32];
+    snprintf(what, sizeof what, n_preds == 1 ? "pred" : "pred %d", b);
+    st = check_bool_scalar(preds[b], fn, what);
+  }
   if (st != PD_OK) return st;
-  pd_tensor *t[PD_MAX_OUTPUTS] = {0}, *f[PD_MAX_OUTPUTS] = {0};
-  int lim = cap < PD_MAX_OUTPUTS ? cap : PD_MAX_OUTPUTS;
-  int nt = true_fn(user, t, lim);
-  int nf = nt < 0 ? 0 : false_fn(user, f, lim);
-  if (nt < 0 || nf < 0) {
-    st = pd_last_status() != PD_OK
-             ? pd_last_status()
-             : pd_set_error(PD_ERR_INVALID, "cond: %s failed", nt < 0 ? "true_fn" : "false_fn");
-    pd_error_prefix("cond: %s", nt < 0 ? "true_fn" : "false_fn");
-  } else if (nt > lim || nf > lim) {
-    st = pd_set_error(PD_ERR_INVALID, "cond: a branch returned %d outputs, more than cap %d",
-                      nt > nf ? nt : nf, lim);
-  } else if (nt != nf) {
-    st = pd_set_error(PD_ERR_INVALID, "cond: true_fn returns %d outputs, false_fn %d", nt, nf);
+  int nb = n_preds + 1, lim = cap < PD_MAX_OUTPUTS ? cap : PD_MAX_OUTPUTS;
+  pd_tensor **o = calloc((size_t)nb * PD_MAX_OUTPUTS, sizeof *o); /* branch b's outputs at o[b * MAX] */
+  int *cnt = calloc((size_t)nb, sizeof *cnt);
+  if (!o || !cnt) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
+  for (int b = 0; b < nb && st == PD_OK; b++) {
+    cnt[b] = fns[b](user, o + (size_t)b * PD_MAX_OUTPUTS, lim);
+    if (cnt[b] < 0) {
+      st =
+          pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s failed", labels[b]);
+      pd_error_prefix("%s: %s", fn, labels[b]);
+    } else if (cnt[b] > lim) {
+      st = pd_set_error(PD_ERR_INVALID, "%s: %s returned %d outputs, more than cap %d", fn, labels[b], cnt[b],
+                        lim);
+    } else if (cnt[b] != cnt[0]) {
+      st = pd_set_error(PD_ERR_INVALID, "%s: %s returns %d outputs, %s %d", fn, labels[0], cnt[0], labels[b],
+                        cnt[b]);
+    }
   }
-  int n = st == PD_OK ? nt : 0;
+  int n = st == PD_OK ? cnt[0] : 0;
+  for (int b = 1; b < nb && st == PD_OK; b++)
+    for (int i = 0; i < n && st == PD_OK; i++) {
+      pd_tensor *t = o[i], *f = o[(size_t)b * PD_MAX_OUTPUTS + i];
+      if (!t || !f)
+        st = pd_set_error(PD_ERR_INVALID, "%s: output %d of %s is NULL", fn, i, t ? labels[b] : labels[0]);
+      else if (t->dtype != f->dtype)
+        st = pd_set_error(PD_ERR_INVALID, "%s: output %d is %s in %s, %s in %s", fn, i,
+                          pd_dtype_name(t->dtype), labels[0], pd_dtype_name(f->dtype), labels[b]);
+      else if (!same_shape(t->ndim, t->shape, f->ndim, f->shape))
+        st = pd_set_error(PD_ERR_INVALID, "%s: output %d has shape %s in %s, %s in %s", fn, i,
+                          PD_SHAPE_STR(t), labels[0], PD_SHAPE_STR(f), labels[b]);
+    }
   for (int i = 0; i < n && st == PD_OK; i++) {
-    if (!t[i] || !f[i])
-      st = pd_set_error(PD_ERR_INVALID, "cond: output %d of %s is NULL", i, t[i] ? "false_fn" : "true_fn");
-    else if (t[i]->dtype != f[i]->dtype)
-      st = pd_set_error(PD_ERR_INVALID, "cond: output %d is %s in true_fn, %s in false_fn", i,
-                        pd_dtype_name(t[i]->dtype), pd_dtype_name(f[i]->dtype));
-    else if (!same_shape(t[i]->ndim, t[i]->shape, f[i]->ndim, f[i]->shape))
-      st = pd_set_error(PD_ERR_INVALID, "cond: output %d has shape %s in true_fn, %s in false_fn", i,
-                        PD_SHAPE_STR(t[i]), PD_SHAPE_STR(f[i]));
-  }
-  for (int i = 0; i < n && st == PD_OK; i++) {
-    out[i] = pd_where(pred, t[i], f[i]);
-    if (!out[i]) {
+    pd_tensor *acc = pd_tensor_retain(o[(size_t)n_preds * PD_MAX_OUTPUTS + i]);
+    for (int b = n_preds - 1; b >= 0 && acc; b--) {
+      pd_tensor *sel = pd_where(preds[b], o[(size_t)b * PD_MAX_OUTPUTS + i], acc);
+      pd_tensor_release(acc);
+      acc = sel;
+    }
+    out[i] = acc;
+    if (!acc) {
       st = pd_last_status();
-      pd_error_prefix("cond: output %d", i);
+      pd_error_prefix("%s: output %d", fn, i);
       for (int j = 0; j < i; j++) pd_tensor_release(out[j]);
     }
   }
-  for (int i = 0; i < PD_MAX_OUTPUTS; i++) {
-    pd_tensor_release(t[i]);
-    pd_tensor_release(f[i]);
-  }
+  for (size_t k = 0; o && k < (size_t)nb * PD_MAX_OUTPUTS; k++) pd_tensor_release(o[k]);
+  free(o);
+  free(cnt);
   return st == PD_OK ? n : st;
+}
+
+int pd_static_nn_cond(pd_tensor *pred, pd_static_branch_fn true_fn, pd_static_branch_fn false_fn, void *user,
+                      pd_tensor **out, int cap) {
+  const pd_static_branch_fn fns[2] = {true_fn, false_fn};
+  const char *const labels[2] = {"true_fn", "false_fn"};
+  return select_branches("cond", &pred, 1, fns, labels, user, out, cap);
+}
+
+int pd_static_nn_case(pd_tensor *const *preds, const pd_static_branch_fn *fns, int n_pairs,
+                      pd_static_branch_fn default_fn, void *user, pd_tensor **out, int cap) {
+  if (n_pairs < 1 || n_pairs > PD_MAX_OUTPUTS || !preds || !fns)
+    return pd_set_error(PD_ERR_INVALID, "case: %d (pred, fn) pairs at %p, %p (1 to %d)", n_pairs,
+                        (void *)preds, (void *)fns, PD_MAX_OUTPUTS);
+  if (!recording_program("case")) return pd_last_status();
+  for (int b = 0; b < n_pairs; b++) { /* every pred, the default's too (Paddle checks them all) */
+    char what[32];
+    snprintf(what, sizeof what, "pred %d", b);
+    pd_status st = check_bool_scalar(preds[b], "case", what);
+    if (st != PD_OK) return st;
+  }
+  /* without a default, the last pair's fn is it (Paddle's rule) */
+  int np = default_fn ? n_pairs : n_pairs - 1;
+  if (np < 1) { /* one pair and no default: its fn runs whatever pred says */
+    const pd_static_branch_fn one[2] = {fns[0], fns[0]};
+    const char *const labels[2] = {"fn 0", "fn 0"};
+    return select_branches("case", preds, 1, one, labels, user, out, cap);
+  }
+  pd_static_branch_fn all[PD_MAX_OUTPUTS + 1];
+  char names[PD_MAX_OUTPUTS + 1][16];
+  const char *labels[PD_MAX_OUTPUTS + 1];
+  for (int b = 0; b < np; b++) {
+    all[b] = fns[b];
+    snprintf(names[b], sizeof names[b], "fn %d", b);
+    labels[b] = names[b];
+  }
+  all[np] = default_fn ? default_fn : fns[np];
+  snprintf(names[np], sizeof names[np], default_fn ? "default" : "fn %d", np);
+  labels[np] = names[np];
+  return select_branches("case", preds, np, all, labels, user, out, cap);
 }
 
 pd_tensor *pd_increment(pd_tensor *x, double value) {

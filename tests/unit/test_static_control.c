@@ -71,6 +71,49 @@ static void test_cond_value_and_gradient(void **state) {
   pd_program_release(main);
 }
 
+static int triple_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_scale(user, 3.0, 0.0, true);
+  return out[0] ? 1 : -1;
+}
+
+/* case([(x < 0, -x), (x < 10, x * x)], default 3x), the fluid Switch: at -2,
+ * 3 and 20 the values are 2, 9 and 60, the gradients -1, 6 and 3; without
+ * the default the last pair's fn is it: 400 and 40 at 20. */
+static void test_case_value_and_gradient(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *zero = scalar(0, PD_FLOAT64), *ten = scalar(10, PD_FLOAT64);
+  pd_tensor *preds[2] = {pd_less_than(x, zero), pd_less_than(x, ten)};
+  const pd_static_branch_fn fns[2] = {neg_fn, square_fn};
+  pd_tensor *y[2] = {0}, *g[2] = {0};
+  assert_int_equal(pd_static_nn_case(preds, fns, 2, triple_fn, x, &y[0], 1), 1);
+  assert_int_equal(pd_static_nn_case(preds, fns, 2, NULL, x, &y[1], 1), 1);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pd_static_gradients(&y[i], 1, &x, 1, NULL, NULL, 0, &g[i]), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *fetch[4] = {y[0], g[0], y[1], g[1]};
+  double got[4];
+  run(main, false, -2.0, -1, fetch, 4, got);
+  assert_true(got[0] == 2.0 && got[1] == -1.0 && got[2] == 2.0 && got[3] == -1.0);
+  run(main, false, 3.0, -1, fetch, 4, got);
+  assert_true(got[0] == 9.0 && got[1] == 6.0 && got[2] == 9.0 && got[3] == 6.0);
+  run(main, false, 20.0, -1, fetch, 4, got);
+  assert_true(got[0] == 60.0 && got[1] == 3.0 && got[2] == 400.0 && got[3] == 40.0);
+  pd_tensor_release(x);
+  pd_tensor_release(zero);
+  pd_tensor_release(ten);
+  for (int i = 0; i < 2; i++) {
+    pd_tensor_release(preds[i]);
+    pd_tensor_release(y[i]);
+    pd_tensor_release(g[i]);
+  }
+  pd_program_release(main);
+}
+
 /* ---- while_loop ------------------------------------------------------------ */
 typedef struct loop_ctx {
   pd_tensor *k; /* trip count (int64 Variable) */
@@ -245,6 +288,10 @@ static void test_errors_name_what_differs(void **state) {
   expect_fails(pd_static_nn_cond(pred, int_fn, neg_fn, x, y, 2), "output 0 is int64 in true_fn, float64");
   expect_fails(pd_static_nn_cond(pred, wide_fn, neg_fn, x, y, 2), "output 0 has shape [2] in true_fn, [1]");
   expect_fails(pd_static_nn_cond(x, square_fn, neg_fn, x, y, 2), "pred must be a bool scalar");
+  const pd_static_branch_fn fns[2] = {neg_fn, square_fn};
+  pd_tensor *preds[2] = {pred, x};
+  expect_fails(pd_static_nn_case(preds, fns, 1, two_fn, x, y, 2), "fn 0 returns 1 outputs, default 2");
+  expect_fails(pd_static_nn_case(preds, fns, 2, NULL, x, y, 2), "case: pred 1 must be a bool scalar");
   pd_tensor *k = scalar(3, PD_INT64), *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x};
   loop_ctx c = {k, NULL};
   expect_fails(pd_static_nn_while_loop(float_cond, square_body, &c, vars, 2, y), "must be a bool scalar");
@@ -262,6 +309,7 @@ static void test_errors_name_what_differs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cond_value_and_gradient),
+      cmocka_unit_test(test_case_value_and_gradient),
       cmocka_unit_test(test_while_loop_repeated_squaring),
       cmocka_unit_test(test_while_loop_gradient_of_captured_variable),
       cmocka_unit_test(test_while_loop_counter),
