@@ -60,17 +60,6 @@ PD_NO_LIBCALLS void pd_meta_of(const pd_tensor *t, pd_meta *m) {
   for (int d = 0; d < t->ndim; d++) m->shape[d] = t->shape[d];
 }
 
-pd_status pd_check_shape_arg(const char *op, int ndim, const int64_t *shape) {
-  if (ndim < 0 || ndim > PD_MAX_DIMS)
-    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", op, ndim, PD_MAX_DIMS);
-  if (ndim > 0 && !shape) return pd_set_error(PD_ERR_INVALID, "%s: shape is NULL for rank %d", op, ndim);
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0)
-      return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", op, d,
-                          (long long)shape[d]);
-  return PD_OK;
-}
-
 pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out) {
   int64_t lim = ndim > 0 ? ndim : 1;
   if (axis < -lim || axis >= lim)

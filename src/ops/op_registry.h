@@ -212,8 +212,17 @@ pd_status pd_norm_axis(const char *op, int64_t axis, int ndim, int *out);
 void pd_meta_of(const pd_tensor *t, pd_meta *m);
 /* A shape given as an argument or attribute (creation ops): rank in
  * [0, PD_MAX_DIMS], shape non-NULL for rank > 0, dims >= 0; the error
- * names op, the dim and its value. */
-pd_status pd_check_shape_arg(const char *op, int ndim, const int64_t *shape);
+ * names op, the dim and its value. Inline: full runs it on every call. */
+static inline pd_status pd_check_shape_arg(const char *op, int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > PD_MAX_DIMS)
+    return pd_set_error(PD_ERR_INVALID, "%s: rank %d is out of range [0, %d]", op, ndim, PD_MAX_DIMS);
+  if (ndim > 0 && !shape) return pd_set_error(PD_ERR_INVALID, "%s: shape is NULL for rank %d", op, ndim);
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0)
+      return pd_set_error(PD_ERR_SHAPE, "%s: shape[%d] is %lld; dims must be >= 0", op, d,
+                          (long long)shape[d]);
+  return PD_OK;
+}
 /* An inplace op writes each element of x once. A view with a zero stride
  * (expand, broadcast_to) maps several of its elements to one memory cell:
  * writing it would update that cell several times and change the tensor it
