@@ -375,6 +375,57 @@ static pd_status rule_norm(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* gather / index_select (i0 axis): the picked axis of x is gathered, the
+ * index replicated; the output keeps x's other shards (its picked dim, or
+ * none for gather's 0-D index, is whole). */
+static pd_status rule_gather(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  int64_t ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
+  s->in_want[0] = d;
+  for (int i = 1; i < s->n_in; i++) clear(&s->in_want[i]);
+  clear(&s->out[0]);
+  bool keeps_axis = s->out_meta[0].ndim == nd;
+  for (int k = 0, od = 0; k < nd && od < s->out_meta[0].ndim; k++) {
+    if (k == ax && !keeps_axis) continue;
+    s->out[0].dims_mapping[od++] = d.dims_mapping[k];
+  }
+  return PD_OK;
+}
+
+/* one_hot: the indices keep their shards, the new class dim is whole. */
+static pd_status rule_one_hot(pd_spmd_args *s) {
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  s->in_want[0] = d;
+  clear(&s->out[0]);
+  memcpy(s->out[0].dims_mapping, d.dims_mapping, (size_t)s->in_meta[0].ndim);
+  return PD_OK;
+}
+
+/* tile (v0 repeat_times, aligned from the right): a dim repeated once keeps
+ * its shard, a repeated dim is gathered, new leading dims are whole. */
+static pd_status rule_tile(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim, on = s->out_meta[0].ndim, nr = s->attrs->nv[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  clear(&s->out[0]);
+  for (int k = 0; k < nd; k++) {
+    int rd = k + nr - nd, od = k + on - nd;
+    int64_t rep = rd >= 0 ? s->attrs->v[0][rd] : 1;
+    if (rep != 1 || od < 0)
+      d.dims_mapping[k] = -1;
+    else
+      s->out[0].dims_mapping[od] = d.dims_mapping[k];
+  }
+  s->in_want[0] = d;
+  return PD_OK;
+}
+
 /* The optimizer updates (param, grad, learning rate, accumulators...): the
  * parameter stays as it is; every input of its global shape is placed as
  * it (a Partial gradient is reduced first), the others replicated. */
@@ -469,6 +520,13 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_argmax:
     case PD_OP_argmin:
       return rule_arg;
+    case PD_OP_gather:
+    case PD_OP_index_select:
+      return rule_gather;
+    case PD_OP_one_hot:
+      return rule_one_hot;
+    case PD_OP_tile:
+      return rule_tile;
     case PD_OP_layer_norm:
     case PD_OP_rms_norm:
     case PD_OP_layer_norm_grad:

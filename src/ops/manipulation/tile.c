@@ -59,9 +59,10 @@ static pd_status tile_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   pd_tensor *g = c->grad_out[0];
-  int nd = g->ndim;
+  int nd;
+  const int64_t *gs = pd_global_shape(g, &nd); /* a DTensor gradient: the ops below take global shapes */
   int64_t cur[PD_MAX_DIMS], reps[PD_MAX_DIMS];
-  memcpy(cur, g->shape, sizeof(int64_t) * (size_t)nd);
+  memcpy(cur, gs, sizeof(int64_t) * (size_t)nd);
   for (int d = 0; d < nd; d++) {
     int rd = d - (nd - c->attrs->nv[0]);
     reps[d] = rd < 0 ? 1 : c->attrs->v[0][rd];
