@@ -3,9 +3,12 @@
  * traced Program (in eval mode, pruned to its outputs) and the parameters
  * as an inference model; jit.load reads one back as a callable layer that
  * needs none of the model's code. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "paddlec/autograd.h"
+#include "paddlec/creation.h"
 #include "paddlec/jit.h"
 #include "static_internal.h"
 
@@ -17,10 +20,18 @@ typedef struct static_function {
   pd_inference_model m; /* the Program and its feed and fetch names */
   pd_var_scope *scope;  /* the persistable values */
   pd_executor *exe;
+  /* to_static only: the forward and its gradients with respect to the
+   * parameters, given one gradient per output (fed as grad_feed[k]) */
+  pd_program *train;
+  int n_params;
+  pd_tensor **params; /* the layer's trainable parameters (owned references) */
+  char **param_grads; /* the gradient Variable of each (NULL: none flows) */
+  char **grad_feed;   /* n_fetch names */
 } static_function;
 
-static int sf_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
-  static_function *f = (static_function *)self;
+static _Thread_local static_function *t_applying; /* the function pd_pylayer_apply runs */
+
+static int run_forward(static_function *f, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   if (n_in != f->m.n_feed)
     return pd_set_error(PD_ERR_INVALID, "StaticFunction: called with %d inputs, the Program takes %d", n_in,
                         f->m.n_feed);
@@ -37,10 +48,103 @@ static int sf_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor 
   return st == PD_OK ? f->m.n_fetch : st;
 }
 
+/* The PyLayer whose forward runs the forward Program and whose backward
+ * runs the gradient Program: inputs are the call's inputs, then the
+ * parameters, so the eager engine accumulates their gradients. */
+/* What a call's backward needs besides the saved inputs: the function and
+ * the outputs' shapes (for an output no gradient reached). Saving the
+ * outputs themselves would tie them to their own grad node. */
+typedef struct call_data {
+  static_function *f;
+  int n_out;
+  pd_meta out[];
+} call_data;
+
+static pd_status pl_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  static_function *f = t_applying;
+  int n_x = n_in - f->n_params;
+  int n = run_forward(f, in, n_x, out, n_out);
+  if (n < 0) return (pd_status)n;
+  call_data *d = malloc(sizeof *d + (size_t)n_out * sizeof(pd_meta));
+  if (!d) return pd_set_error(PD_ERR_MEMORY, "to_static: out of memory");
+  d->f = f;
+  d->n_out = n_out;
+  for (int k = 0; k < n_out; k++) {
+    d->out[k].dtype = pd_tensor_dtype(out[k]);
+    d->out[k].ndim = pd_tensor_ndim(out[k]);
+    memcpy(d->out[k].shape, pd_tensor_shape(out[k]), sizeof(int64_t) * (size_t)d->out[k].ndim);
+  }
+  pd_pylayer_set_data(ctx, d, free);
+  /* the gradient Program reruns the forward on the inputs */
+  return pd_pylayer_save_for_backward(ctx, in, n_x);
+}
+
+static pd_status pl_backward(pd_pylayer_ctx *ctx, pd_tensor *const *gout, int n_out, pd_tensor **gin,
+                             int n_in) {
+  call_data *d = pd_pylayer_data(ctx);
+  static_function *f = d->f;
+  int n_x = n_in - f->n_params;
+  for (int i = 0; i < n_in; i++) gin[i] = NULL;
+  pd_static_feed feed[2 * MAX_IO];
+  pd_tensor *zeros[MAX_IO] = {0}, *fetch[MAX_IO], *got[MAX_IO] = {0};
+  int n_fetch = 0, slot[MAX_IO];
+  pd_status st = PD_OK;
+  for (int i = 0; i < n_x; i++)
+    feed[i] = (pd_static_feed){f->m.feed_names[i], pd_pylayer_saved_tensor(ctx, i)};
+  for (int k = 0; k < n_out && st == PD_OK; k++) {
+    pd_tensor *g = gout[k];
+    if (!g) g = zeros[k] = pd_zeros(d->out[k].ndim, d->out[k].shape, d->out[k].dtype);
+    if (!g) st = pd_last_status();
+    feed[n_x + k] = (pd_static_feed){f->grad_feed[k], g};
+  }
+  pd_static_block *gb = pd_program_global_block(f->train);
+  for (int j = 0; j < f->n_params && st == PD_OK; j++) {
+    if (!f->param_grads[j]) continue;
+    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->param_grads[j]))) st = pd_last_status();
+    slot[n_fetch++] = n_x + j;
+  }
+  if (st == PD_OK && n_fetch)
+    st = pd_executor_run(f->exe, f->train, feed, n_x + n_out, fetch, n_fetch, got, f->scope);
+  for (int k = 0; k < n_fetch; k++) {
+    if (st == PD_OK)
+      gin[slot[k]] = got[k];
+    else
+      pd_tensor_release(got[k]);
+  }
+  for (int k = 0; k < n_out; k++) pd_tensor_release(zeros[k]);
+  return st;
+}
+
+static const pd_pylayer k_run_program = {"run_program", pl_forward, pl_backward};
+
+static int sf_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
+  static_function *f = (static_function *)self;
+  if (!f->train || !pd_is_grad_enabled()) return run_forward(f, in, n_in, out, max_out);
+  if (n_in != f->m.n_feed || max_out < f->m.n_fetch)
+    return run_forward(f, in, n_in, out, max_out); /* its error */
+  pd_tensor *args[2 * MAX_IO];
+  for (int i = 0; i < n_in; i++) args[i] = in[i];
+  for (int j = 0; j < f->n_params; j++) args[n_in + j] = f->params[j];
+  static_function *outer = t_applying;
+  t_applying = f;
+  pd_status st = pd_pylayer_apply(&k_run_program, args, n_in + f->n_params, out, f->m.n_fetch);
+  t_applying = outer;
+  return st == PD_OK ? f->m.n_fetch : st;
+}
+
 static void sf_destroy(pd_layer *self) {
   static_function *f = (static_function *)self;
   pd_executor_release(f->exe);
   pd_var_scope_release(f->scope);
+  pd_program_release(f->train);
+  for (int j = 0; j < f->n_params; j++) {
+    pd_tensor_release(f->params[j]);
+    free(f->param_grads[j]);
+  }
+  for (int k = 0; f->grad_feed && k < f->m.n_fetch; k++) free(f->grad_feed[k]);
+  free(f->params);
+  free(f->param_grads);
+  free(f->grad_feed);
   pd_inference_model_free(&f->m);
 }
 
@@ -71,7 +175,67 @@ static char *dup_name(const char *s) {
 
 /* Records layer's forward on data Variables from specs into a new
  * Program (*m gets it with the feed and fetch names). */
-static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs, pd_inference_model *m) {
+/* The gradient Program of to_static (see static_function). */
+typedef struct train_parts {
+  pd_program *train;
+  int n_params;
+  pd_tensor **params;
+  char **param_grads, **grad_feed;
+} train_parts;
+
+static void free_parts(train_parts *t, int n_fetch) {
+  pd_program_release(t->train);
+  for (int j = 0; j < t->n_params; j++) {
+    pd_tensor_release(t->params[j]);
+    free(t->param_grads[j]);
+  }
+  for (int k = 0; t->grad_feed && k < n_fetch; k++) free(t->grad_feed[k]);
+  free(t->params);
+  free(t->param_grads);
+  free(t->grad_feed);
+  memset(t, 0, sizeof *t);
+}
+
+/* Under the guard of m->program, after the forward: m->program becomes a
+ * copy of the forward, and t->train the forward with the gradients of
+ * sum(out_k * grad_k) with respect to the trainable parameters. */
+static pd_status add_backward(pd_inference_model *m, pd_tensor *const *outs, int n_out, train_parts *t) {
+  const pd_static_block *gb = m->program->blocks[0];
+  pd_program *fwd = pd_program_clone(m->program, false);
+  t->params = calloc((size_t)gb->n_vars + 1, sizeof *t->params);
+  t->param_grads = calloc((size_t)gb->n_vars + 1, sizeof *t->param_grads);
+  t->grad_feed = calloc((size_t)n_out + 1, sizeof *t->grad_feed);
+  pd_tensor *gv[MAX_IO] = {0}, **grads = calloc((size_t)gb->n_vars + 1, sizeof *grads);
+  pd_status st = fwd && t->params && t->param_grads && t->grad_feed && grads
+                     ? PD_OK
+                     : pd_set_error(PD_ERR_MEMORY, "to_static: out of memory");
+  for (int k = 0; st == PD_OK && k < gb->n_vars; k++)
+    if (gb->vars[k]->is_parameter && !gb->vars[k]->stop_gradient)
+      t->params[t->n_params++] = pd_tensor_retain(gb->vars[k]->tensor);
+  for (int k = 0; st == PD_OK && k < n_out; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "to_static_out_%d@GRAD", k);
+    gv[k] = pd_static_data(name, pd_tensor_ndim(outs[k]), pd_tensor_shape(outs[k]), pd_tensor_dtype(outs[k]));
+    if (!gv[k] || !(t->grad_feed[k] = dup_name(name))) st = pd_last_status();
+  }
+  if (st == PD_OK && t->n_params)
+    st = pd_static_gradients(outs, n_out, t->params, t->n_params, gv, NULL, 0, grads);
+  for (int j = 0; st == PD_OK && j < t->n_params; j++)
+    if (grads[j] && !(t->param_grads[j] = dup_name(pd_tensor_name(grads[j])))) st = pd_last_status();
+  for (int j = 0; grads && j < t->n_params; j++) pd_tensor_release(grads[j]);
+  for (int k = 0; k < n_out; k++) pd_tensor_release(gv[k]);
+  free(grads);
+  if (st != PD_OK) {
+    pd_program_release(fwd);
+    return st;
+  }
+  t->train = m->program;
+  m->program = fwd;
+  return PD_OK;
+}
+
+static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs, pd_inference_model *m,
+                       train_parts *t) {
   memset(m, 0, sizeof *m);
   if (!layer || n_specs < 0 || n_specs > MAX_IO || (n_specs && !specs))
     return pd_set_error(PD_ERR_INVALID, "jit: layer is NULL or the %d input specs are invalid", n_specs);
@@ -104,6 +268,8 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
         st = (pd_status)n_out;
       else if (n_out == 0)
         st = pd_set_error(PD_ERR_INVALID, "jit: the layer's forward returned no outputs");
+      else if (t)
+        st = add_backward(m, outs, n_out, t);
     }
     pd_status end = pd_static_program_guard_end();
     if (st == PD_OK) st = end;
@@ -123,13 +289,17 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
     pd_tensor_release(outs[i]);
   }
   pd_program_release(startup);
-  if (st != PD_OK) pd_inference_model_free(m);
+  if (st != PD_OK) {
+    if (t) free_parts(t, n_out);
+    pd_inference_model_free(m);
+  }
   return st;
 }
 
 pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int n_specs) {
   pd_inference_model m;
-  if (trace(layer, input_spec, n_specs, &m) != PD_OK) return NULL;
+  train_parts t = {0};
+  if (trace(layer, input_spec, n_specs, &m, &t) != PD_OK) return NULL;
   /* the scope holds the layer's own parameter tensors: updates to them
    * (an optimizer step) are what the next call computes with */
   pd_var_scope *scope = pd_static_scope();
@@ -138,11 +308,23 @@ pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int
   for (int k = 0; st == PD_OK && k < gb->n_vars; k++)
     if (gb->vars[k]->persistable) st = pd_var_scope_set_var(scope, gb->vars[k]->name, gb->vars[k]->tensor);
   if (st != PD_OK) {
+    free_parts(&t, m.n_fetch);
     pd_inference_model_free(&m);
     pd_var_scope_release(scope);
     return NULL;
   }
+  int n_fetch = m.n_fetch;
   pd_layer *f = wrap(&m, scope);
+  if (!f) {
+    free_parts(&t, n_fetch);
+    return NULL;
+  }
+  static_function *sf = (static_function *)f;
+  sf->train = t.train;
+  sf->n_params = t.n_params;
+  sf->params = t.params;
+  sf->param_grads = t.param_grads;
+  sf->grad_feed = t.grad_feed;
   /* the traced layer is a sublayer: parameters() and state_dict() see its parameters */
   if (f && !pd_layer_add_sublayer(f, "layer", pd_layer_retain(layer))) {
     pd_layer_release(f);
@@ -156,7 +338,7 @@ pd_status pd_jit_save(pd_layer *layer, const char *path, const pd_input_spec *in
   bool training = layer->training;
   pd_layer_eval(layer); /* an inference model: dropout off, batch norm on its running statistics */
   pd_inference_model m;
-  pd_status st = trace(layer, input_spec, n_specs, &m);
+  pd_status st = trace(layer, input_spec, n_specs, &m, NULL);
   if (training) pd_layer_train(layer);
   if (st != PD_OK) return st;
   st = pd_static_save_inference_model_names(path, m.feed_names, m.n_feed, m.fetch_names, m.n_fetch, m.program,
