@@ -71,6 +71,7 @@ typedef struct workload {
   pd_dtype x_dtype, y_dtype; /* for the data Variables */
   int64_t x_shape[2], y_shape[2];
   int x_ndim, y_ndim;
+  bool is_decoder;
 } workload;
 
 static pd_optimizer *sgd(pd_tensor *const *p, int n) { return pd_optimizer_sgd(0.01, p, n, NULL); }
@@ -162,11 +163,16 @@ static void run(workload *w, int steps, int count_only) {
   pd_optimizer *eopt = w->make_opt(ps.tensors, ps.n);
   pd_named_tensors_free(&ps);
   static_run sr = {0};
-  static_build(w, &sr);
+  double el = eager_step(w, eopt); /* first: oneDNN generates its kernels here */
   double t0 = now_s();
-  double sl = static_step(w, &sr); /* lowers and plans */
-  double plan_s = now_s() - t0;
-  double el = eager_step(w, eopt);
+  static_build(w, &sr);
+  double record_s = now_s() - t0;
+  t0 = now_s();
+  double sl = static_step(w, &sr); /* lowers, plans, steps */
+  double first_s = now_s() - t0;
+  t0 = now_s();
+  static_step(w, &sr);
+  double plan_s = first_s - (now_s() - t0); /* the first run less an ordinary one */
   if (count_only) {
     for (int s = 0; s < count_only; s++) eager_step(w, eopt), static_step(w, &sr);
   } else {
@@ -179,7 +185,9 @@ static void run(workload *w, int steps, int count_only) {
            st * 1e3, st / et, st / et <= 0.9 ? "met" : "NOT met");
     printf("  step memory eager %8.2f MB   static %8.2f MB   ratio %.2f (target <= 0.60: %s)\n", em / 1e6,
            sm / 1e6, (double)sm / (double)em, (double)sm <= 0.6 * (double)em ? "met" : "NOT met");
-    printf("  first run (lower + plan + step) %.1f ms\n", plan_s * 1e3);
+    printf("  recording %.1f ms; lowering and planning at the first run %.1f ms%s\n", record_s * 1e3,
+           plan_s * 1e3,
+           w->is_decoder ? (plan_s < 0.05 ? " (target < 50 ms: met)" : " (target < 50 ms: NOT met)") : "");
   }
   static_free(&sr);
   pd_optimizer_release(eopt);
@@ -187,6 +195,7 @@ static void run(workload *w, int steps, int count_only) {
 
 int main(int argc, char **argv) {
   int count_only = argc == 3 && strcmp(argv[1], "--steps") == 0 ? atoi(argv[2]) : 0;
+  if (argc == 3 && count_only < 1) count_only = 1;
   pd_seed(1);
   printf("%d threads\n", pd_get_num_threads());
   workload m = {.name = "(a) MLP 784-1024-1024-10, batch 128, SGD",
@@ -208,6 +217,7 @@ int main(int argc, char **argv) {
                               .num_layers = 2,
                               .max_seq_len = 128};
   workload d = {.name = "(b) decoder hidden 256, 2 layers, seq 128, batch 4, AdamW",
+                .is_decoder = true,
                 .model = decoder_model_new(&cfg),
                 .make_opt = adamw,
                 .x = pd_randint(0, cfg.vocab_size, 2, (int64_t[]){4, 128}, PD_INT64),
