@@ -28,17 +28,21 @@ static inline pd_status pd_ew_apply(const char *op, pd_ew_fn const *fns, pd_dtyp
                                     pd_tensor *const *in, int n_in, const double *params) {
   pd_ew_fn fn = (unsigned)dt < PD_NUM_DTYPES ? fns[dt] : NULL;
   if (!fn) return pd_set_error(PD_ERR_DTYPE, "%s: dtype %s is not supported", op, pd_dtype_name(dt));
-  /* a backward rule that computes on values meets static Variables when a
-   * Program is traced: an error (the Program is then interpreted) */
-  bool meta = out->is_meta;
-  for (int k = 0; k < n_in; k++) meta |= in[k]->is_meta;
-  if (__builtin_expect(meta, 0))
-    return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: computes on values, which a static Variable has not", op);
-  if (out->numel == 0) return PD_OK;
   /* fast path: every operand contiguous with out's element count (no
-   * broadcasting) runs as one flat unit-stride loop */
-  bool flat = out->is_contiguous && n_in < PD_EW_MAX_OPERANDS;
-  for (int k = 0; k < n_in && flat; k++) flat = in[k]->is_contiguous && in[k]->numel == out->numel;
+   * broadcasting) runs as one flat unit-stride loop. A static Variable (no
+   * data; a backward rule computing on values meets one when a Program is
+   * traced) leaves it, and the other path refuses it. */
+  bool flat = out->is_contiguous && !out->is_meta && n_in < PD_EW_MAX_OPERANDS;
+  for (int k = 0; k < n_in && flat; k++)
+    flat = in[k]->is_contiguous && in[k]->numel == out->numel && !in[k]->is_meta;
+  if (!flat) {
+    bool meta = out->is_meta;
+    for (int k = 0; k < n_in; k++) meta |= in[k]->is_meta;
+    if (meta)
+      return pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: computes on values, which a static Variable has not",
+                          op);
+  }
+  if (out->numel == 0) return PD_OK;
   if (flat) {
     static const int64_t unit[PD_EW_MAX_OPERANDS] = {1, 1, 1, 1};
     char *ptr[PD_EW_MAX_OPERANDS];
