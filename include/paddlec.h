@@ -7,6 +7,7 @@
 #define PADDLEC_VERSION_PATCH 0
 
 #include "paddlec/auto_parallel.h"
+#include "paddlec/dist_model.h"
 #include "paddlec/autograd.h"
 #include "paddlec/checkpoint.h"
 #include "paddlec/conv.h"

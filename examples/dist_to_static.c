@@ -1,0 +1,151 @@
+/* Seed 000: paddle.distributed.to_static on DemoNet, in C.
+ *
+ *   fleetrun --nproc_per_node=2 ./dist_to_static
+ *
+ * DemoNet (Linear(16, 16) -> ReLU -> Linear(16, 8)) with linear_0.weight
+ * Shard(1) and linear_1.weight Shard(0) on ProcessMesh([0, 1], ["x"]),
+ * MSELoss and SGD(0.1) become a DistModel and a DistributedDataLoader; the
+ * train, eval and predict loops run as in the seed, printing each loss and
+ * the shape of each predict output "out0". The program then repeats the
+ * train and eval loops on the same model without sharding and exits 1
+ * unless the losses agree to 1e-6. Run alone it uses a mesh of one process. */
+#include <math.h>
+#include <paddlec.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { BATCH_SIZE = 4, BATCH_NUM = 4, IMAGE_SIZE = 16, CLASS_NUM = 8 };
+
+/* RandomDataset(images, labels, num_samples) */
+typedef struct random_dataset {
+  double images[BATCH_SIZE * BATCH_NUM][IMAGE_SIZE], labels[BATCH_SIZE * BATCH_NUM][CLASS_NUM];
+  int64_t num_samples;
+} random_dataset;
+
+static int64_t ds_len(void *user) { return ((random_dataset *)user)->num_samples; }
+static int ds_get_item(void *user, int64_t idx, pd_tensor **out, int max_out) {
+  random_dataset *d = user;
+  if (max_out < 2) return pd_set_error(PD_ERR_INVALID, "RandomDataset: room for 2 fields needed");
+  out[0] = pd_tensor_from_f64(d->images[idx], PD_FLOAT32, 1, (const int64_t[]){IMAGE_SIZE});
+  out[1] = pd_tensor_from_f64(d->labels[idx], PD_FLOAT32, 1, (const int64_t[]){CLASS_NUM});
+  return 2;
+}
+
+static pd_layer *demo_net(pd_dist_process_mesh *mesh) {
+  pd_seed(2024); /* the same initial weights on every rank */
+  pd_layer *ls[3] = {pd_nn_linear(IMAGE_SIZE, IMAGE_SIZE, NULL), pd_nn_relu(),
+                     pd_nn_linear(IMAGE_SIZE, CLASS_NUM, NULL)};
+  pd_layer *net = pd_nn_sequential(ls, 3);
+  if (mesh) { /* parameters are sharded in place */
+    pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
+    pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
+    pd_tensor *s0 = pd_dist_shard_tensor(w0, mesh, (pd_dist_placement[]){pd_dist_shard(1)}, 1);
+    pd_tensor *s1 = pd_dist_shard_tensor(w1, mesh, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+    if (!s0 || !s1) {
+      pd_layer_release(net);
+      return NULL;
+    }
+    pd_tensor_release(s0);
+    pd_tensor_release(s1);
+  }
+  return net;
+}
+
+/* Runs the seed's train, eval and predict loops; writes the train losses
+ * then the eval losses. 0 on success. */
+static int run(pd_dist_process_mesh *mesh, pd_io_dataset *ds, double *losses, int rank, bool print) {
+  pd_layer *layer = demo_net(mesh);
+  pd_io_loader *loader = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = BATCH_SIZE});
+  pd_named_tensors ps;
+  if (!layer || !loader || pd_layer_parameters(layer, &ps) != PD_OK) return 1;
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_layer *loss_fn = pd_nn_mse_loss(NULL);
+  pd_dist_model *dist_model = NULL;
+  pd_dist_data_loader *dist_loader = NULL;
+  int rc = opt && loss_fn ? 0 : 1;
+  if (rc == 0 &&
+      pd_dist_to_static(layer, loader, NULL, loss_fn, opt, NULL, &dist_model, &dist_loader) != PD_OK)
+    rc = 1;
+  int k = 0;
+  const char *modes[] = {"train", "eval"};
+  for (int phase = 0; phase < 2 && rc == 0; phase++) {
+    if ((phase == 0 ? pd_dist_model_train(dist_model) : pd_dist_model_eval(dist_model)) != PD_OK) rc = 1;
+    pd_tensor *batch[2], *loss;
+    for (int batch_id = 0; rc == 0; batch_id++) {
+      pd_scope_begin();
+      int n = pd_dist_data_loader_next(dist_loader, batch, 2);
+      if (n < 0 || (n > 0 && pd_dist_model_call(dist_model, batch, n, &loss, 1) != 1)) rc = 1;
+      if (n > 0 && rc == 0) {
+        losses[k++] = pd_tensor_item(loss);
+        if (print) printf("rank %d: %s batch %d loss %.7f\n", rank, modes[phase], batch_id, losses[k - 1]);
+      }
+      pd_scope_end();
+      if (n == 0) break;
+    }
+  }
+  if (rc == 0 && pd_dist_model_predict(dist_model) != PD_OK) rc = 1;
+  for (int batch_id = 0; rc == 0; batch_id++) {
+    pd_tensor *batch[2], *outs[4];
+    pd_scope_begin();
+    int n = pd_dist_data_loader_next(dist_loader, batch, 2);
+    int n_out = n > 0 ? pd_dist_model_call(dist_model, batch, 1, outs, 4) : 0;
+    if (n < 0 || n_out < 0 || (n > 0 && n_out < 1)) rc = 1;
+    if (n > 0 && rc == 0 && print) {
+      char name[16];
+      printf("rank %d: predict batch %d %s shape [%lld, %lld]\n", rank, batch_id,
+             pd_dist_model_output_name(0, name, sizeof name), (long long)pd_tensor_shape(outs[0])[0],
+             (long long)pd_tensor_shape(outs[0])[1]);
+    }
+    pd_scope_end();
+    if (n == 0) break;
+  }
+  pd_dist_model_release(dist_model);
+  pd_dist_data_loader_release(dist_loader);
+  pd_io_loader_release(loader);
+  pd_optimizer_release(opt);
+  pd_layer_release(loss_fn);
+  pd_layer_release(layer);
+  return rc;
+}
+
+int main(void) {
+  pd_dist_group *world = pd_dist_init_parallel_env(NULL);
+  if (!world) {
+    fprintf(stderr, "init_parallel_env: %s\n", pd_last_error());
+    return 1;
+  }
+  int rank = pd_dist_get_rank(NULL), n = pd_dist_get_world_size(NULL);
+  int *ids = malloc((size_t)n * sizeof *ids);
+  for (int i = 0; i < n; i++) ids[i] = i;
+  pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(1, (const int64_t[]){n}, ids, (const char *[]){"x"});
+  free(ids);
+  /* images = np.random.rand(...), the same on every rank */
+  static random_dataset data = {.num_samples = BATCH_SIZE * BATCH_NUM};
+  for (int i = 0; i < BATCH_SIZE * BATCH_NUM; i++) {
+    for (int j = 0; j < IMAGE_SIZE; j++) data.images[i][j] = 0.5 + 0.5 * sin(0.37 * (i * IMAGE_SIZE + j + 1));
+    for (int j = 0; j < CLASS_NUM; j++) data.labels[i][j] = 0.5 + 0.5 * sin(0.53 * (i * CLASS_NUM + j + 1));
+  }
+  pd_io_dataset *ds = pd_io_dataset_new(&(pd_io_dataset_fns){.len = ds_len, .get_item = ds_get_item}, &data);
+  double sharded[2 * BATCH_NUM], single[2 * BATCH_NUM];
+  int rc = mesh && ds ? run(mesh, ds, sharded, rank, true) : 1;
+  if (rc == 0) rc = run(NULL, ds, single, rank, false);
+  if (rc != 0) fprintf(stderr, "rank %d: %s\n", rank, pd_last_error());
+  for (int s = 0; s < 2 * BATCH_NUM && rc == 0; s++)
+    if (fabs(sharded[s] - single[s]) > 1e-6) {
+      fprintf(stderr, "rank %d: loss %d is %.9g on %d processes, %.9g on one\n", rank, s, sharded[s], n,
+              single[s]);
+      rc = 1;
+    }
+  if (rc == 0 && sharded[BATCH_NUM - 1] >= sharded[0]) {
+    fprintf(stderr, "rank %d: the train loss did not decrease\n", rank);
+    rc = 1;
+  }
+  if (rc == 0)
+    printf("rank %d: %d train and eval losses equal the one-process run to 1e-6 (mesh of %d processes)\n",
+           rank, 2 * BATCH_NUM, n);
+  pd_io_dataset_release(ds);
+  pd_dist_process_mesh_release(mesh);
+  pd_dist_destroy_process_group(NULL);
+  return rc;
+}

@@ -1,0 +1,75 @@
+#ifndef PADDLEC_DIST_MODEL_H
+#define PADDLEC_DIST_MODEL_H
+/* paddle.distributed.to_static: a layer whose parameters carry placements,
+ * its data loader, a loss and an optimizer become a DistModel (called once
+ * per step in train, eval or predict mode) and a DistributedDataLoader.
+ *
+ *   pd_dist_model *m; pd_dist_data_loader *dl;
+ *   pd_dist_to_static(layer, loader, NULL, loss_fn, opt, NULL, &m, &dl);
+ *   pd_dist_model_train(m);
+ *   while ((n = pd_dist_data_loader_next(dl, batch, 2)) > 0)
+ *     pd_dist_model_call(m, batch, n, &loss, 1);
+ *
+ * A step runs the layer's ops on the DTensor parameters through the
+ * dispatcher's DTensor handler (the SPMD rules choose the placements and the
+ * reshards); the step is not recorded into a partitioned Program yet. */
+#include "paddlec/auto_parallel.h"
+#include "paddlec/dist_sharding.h"
+#include "paddlec/export.h"
+#include "paddlec/io.h"
+#include "paddlec/nn.h"
+#include "paddlec/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pd_dist_model pd_dist_model;
+typedef struct pd_dist_data_loader pd_dist_data_loader;
+
+typedef enum pd_dist_model_mode {
+  PD_DIST_MODE_NONE = 0,
+  PD_DIST_MODE_TRAIN,
+  PD_DIST_MODE_EVAL,
+  PD_DIST_MODE_PREDICT
+} pd_dist_model_mode;
+
+/* to_static(layer, loader, loss, optimizer, strategy): exactly one of loader
+ * (a DataLoader) and shard_loader (from shard_dataloader) is given (borrowed;
+ * they must outlive the results), as are layer, loss and opt (loss and opt
+ * may be NULL). The default mode: train with a loss and an optimizer, eval
+ * with a loss only, predict with neither. A strategy enabling a pass that
+ * is not implemented is refused by name. Writes *model and *dist_loader. */
+PD_API pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader,
+                                   pd_dist_shard_dataloader *shard_loader, pd_layer *loss, pd_optimizer *opt,
+                                   const pd_dist_strategy *strategy, pd_dist_model **model,
+                                   pd_dist_data_loader **dist_loader);
+PD_API void pd_dist_model_release(pd_dist_model *m);
+/* train() / eval() / predict(): errors when the mode needs an optimizer or
+ * a loss that to_static was not given. */
+PD_API pd_status pd_dist_model_train(pd_dist_model *m);
+PD_API pd_status pd_dist_model_eval(pd_dist_model *m);
+PD_API pd_status pd_dist_model_predict(pd_dist_model *m);
+PD_API pd_dist_model_mode pd_dist_model_get_mode(const pd_dist_model *m);
+/* __call__: train and eval take the layer's input then the label (feed
+ * names "input0", "label0"), predict the input only. Train runs one step
+ * (forward, loss, backward, optimizer update); train and eval write the
+ * loss (a dense 0-D tensor, the same on every rank) and return 1; predict
+ * writes the layer's outputs as dense global tensors, named "out0", ... by
+ * pd_dist_model_output_name, and returns their count. The results belong
+ * to the innermost scope when one is open. A negative status on error. */
+PD_API int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out,
+                              int max_out);
+/* The name of predict output i: "out0" for the first. */
+PD_API const char *pd_dist_model_output_name(int i, char *buf, size_t cap);
+
+/* The next batch of the wrapped loader (as pd_io_loader_next /
+ * pd_dist_shard_dataloader_next); 0 at the end of an epoch. */
+PD_API int pd_dist_data_loader_next(pd_dist_data_loader *l, pd_tensor **batch, int max);
+PD_API int64_t pd_dist_data_loader_len(pd_dist_data_loader *l);
+PD_API void pd_dist_data_loader_release(pd_dist_data_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
