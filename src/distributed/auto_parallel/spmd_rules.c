@@ -426,6 +426,43 @@ static pd_status rule_tile(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* split and unbind (i0 axis): the split axis is gathered, every output
+ * keeps x's other shards (unbind drops the axis). */
+static pd_status rule_split(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  int64_t ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
+  s->in_want[0] = d;
+  for (int k = 0; k < s->n_out; k++) {
+    clear(&s->out[k]);
+    bool keeps_axis = s->out_meta[k].ndim == nd;
+    for (int i = 0, od = 0; i < nd && od < s->out_meta[k].ndim; i++) {
+      if (i == ax && !keeps_axis) continue;
+      s->out[k].dims_mapping[od++] = d.dims_mapping[i];
+    }
+  }
+  return PD_OK;
+}
+
+/* slice and strided_slice (v0 axes): the sliced axes are gathered, the
+ * others keep their shards. */
+static pd_status rule_slice(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  for (int k = 0; k < s->attrs->nv[0]; k++) {
+    int64_t ax = s->attrs->v[0][k] < 0 ? s->attrs->v[0][k] + nd : s->attrs->v[0][k];
+    if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
+  }
+  s->in_want[0] = d;
+  for (int i = 1; i < s->n_in; i++) clear(&s->in_want[i]);
+  clear(&s->out[0]);
+  if (s->out_meta[0].ndim == nd) s->out[0] = d;
+  return PD_OK;
+}
+
 /* The optimizer updates (param, grad, learning rate, accumulators...): the
  * parameter stays as it is; every input of its global shape is placed as
  * it (a Partial gradient is reduced first), the others replicated. */
@@ -527,6 +564,12 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       return rule_one_hot;
     case PD_OP_tile:
       return rule_tile;
+    case PD_OP_split:
+    case PD_OP_unbind:
+      return rule_split;
+    case PD_OP_slice:
+    case PD_OP_strided_slice:
+      return rule_slice;
     case PD_OP_layer_norm:
     case PD_OP_rms_norm:
     case PD_OP_layer_norm_grad:
