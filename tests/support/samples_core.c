@@ -70,6 +70,7 @@ const pd_op_sample pd_samples_core[] = {
     {"divide", s_binary_bcast, 0},
     {"scale", s_scale, 0},
     {"scale_", s_scale, 0},
+    {"add_", s_binary_bcast, 0},
     {"sum", s_sum_axis, 0},
     {"sum", s_sum_all, 0},
     {"reshape", s_reshape, 0},

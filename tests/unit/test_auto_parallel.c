@@ -438,6 +438,35 @@ static int rank_matmul(int rank) {
   return rc;
 }
 
+/* Partial(sum) + Partial(sum) stays Partial, out of place and in place,
+ * broadcast or not: the unsharded sum is the dense one. add_ into a Partial
+ * gradient is what the backward after clear_grad(set_to_zero) does. */
+static int rank_partial_add(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  pd_dist_placement p = pd_dist_partial(PD_REDUCE_SUM);
+  pd_tensor *la = pd_full(2, SHAPE(3, 4), 1.0 + rank, PD_FLOAT64),
+            *lb = pd_full(1, SHAPE(4), 10.0 * (rank + 1), PD_FLOAT64);
+  pd_tensor *a = pd_dist_dtensor_from_local(la, m, &p, 1), *b = pd_dist_dtensor_from_local(lb, m, &p, 1);
+  CHECK(a && b, 1);
+  pd_tensor *c = pd_add(a, b), *d = pd_subtract(a, b);
+  CHECK(c && d, 2);
+  pd_dist_placement got;
+  CHECK(pd_dist_placements(c, &got, 1) == 1 && pd_dist_placement_equal(got, p), 3);
+  /* dense: a = 1 + 2 = 3, b = 10 + 20 = 30 */
+  CHECK(same_values(pd_dist_unshard_dtensor(c), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 4);
+  CHECK(same_values(pd_dist_unshard_dtensor(d), pd_full(2, SHAPE(3, 4), -27.0, PD_FLOAT64)), 5);
+  CHECK(pd_add_(a, b) == a, 6);
+  CHECK(pd_dist_placements(a, &got, 1) == 1 && pd_dist_placement_equal(got, p), 7);
+  CHECK(same_values(pd_dist_unshard_dtensor(a), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 8);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_partial_add_stays_partial(void **state) {
+  (void)state;
+  run_ranks(2, rank_partial_add);
+}
+
 static void test_matmul_sharded(void **state) {
   (void)state;
   run_ranks(2, rank_matmul);
@@ -683,6 +712,7 @@ int main(void) {
       cmocka_unit_test(test_backward_across_stages),
       cmocka_unit_test(test_outside_mesh),
       cmocka_unit_test(test_matmul_sharded),
+      cmocka_unit_test(test_partial_add_stays_partial),
       cmocka_unit_test(test_demo_net_two_ranks),
       cmocka_unit_test(test_demo_net_four_ranks_dp_mp),
       cmocka_unit_test(test_shard_layer),

@@ -69,6 +69,27 @@ static pd_status rule_unary(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* add and subtract are linear: where every input is Partial(sum) (or every
+ * one Partial(avg)) on a mesh axis, the inputs stay so and so does the
+ * output, since sum_r a_r + sum_r b_r = sum_r (a_r + b_r), broadcast or
+ * not. A gradient zeroed in place (clear_grad's default) is Partial, and
+ * the next backward adds into it with add_. */
+static bool is_linear_binary(const pd_op_def *def) {
+  return def == pd_op_table[PD_OP_add] || def == pd_op_table[PD_OP_subtract] ||
+         def == pd_op_table[PD_OP_add_];
+}
+
+static void keep_common_partial(pd_spmd_args *s) {
+  for (int m = 0; m < s->mesh_ndim && m < PD_SPMD_MAX_MESH_DIMS; m++) {
+    int8_t t = s->in[0].partial[m];
+    bool all = t == PD_REDUCE_SUM || t == PD_REDUCE_AVG;
+    for (int i = 1; i < s->n_in && all; i++) all = s->in[i].partial[m] == t;
+    if (!all) continue;
+    for (int i = 0; i < s->n_in; i++) s->in_want[i].partial[m] = t;
+    s->out[0].partial[m] = t;
+  }
+}
+
 /* Broadcasting elementwise ops: each output dim takes the first mapping of
  * an input dim that is not broadcast; inputs are asked for that. */
 static pd_status rule_broadcast(pd_spmd_args *s) {
@@ -76,7 +97,9 @@ static pd_status rule_broadcast(pd_spmd_args *s) {
   int on = o->ndim;
   int8_t map[PD_MAX_DIMS];
   memset(map, -1, sizeof map);
-  for (int i = 0; i < s->n_in; i++) {
+  /* an inplace op (add_) writes x where it is: x alone decides */
+  int n_decide = (s->def->flags & PD_OPF_INPLACE) ? 1 : s->n_in;
+  for (int i = 0; i < n_decide; i++) {
     const pd_meta *m = &s->in_meta[i];
     for (int d = 0; d < m->ndim; d++) {
       int od = d + on - m->ndim;
@@ -97,6 +120,7 @@ static pd_status rule_broadcast(pd_spmd_args *s) {
     clear(&s->out[k]);
     if (s->out_meta[k].ndim == on) memcpy(s->out[k].dims_mapping, map, sizeof map);
   }
+  if (is_linear_binary(s->def)) keep_common_partial(s);
   return PD_OK;
 }
 
@@ -536,6 +560,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_unsqueeze:
       return rule_reshape;
     case PD_OP_where:
+    case PD_OP_add_: /* x's mapping first, so x (written in place) keeps it */
       return rule_broadcast;
     case PD_OP_cast:
       return rule_unary;
