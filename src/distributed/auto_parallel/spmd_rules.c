@@ -487,6 +487,26 @@ static pd_status rule_slice(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* swiglu: with y, x and y share x's shards; with x alone its last dim
+ * holds both halves, so it is gathered. */
+static pd_status rule_swiglu(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0];
+  int nd = x->ndim;
+  pd_spmd_dist d = s->in[0];
+  drop_partial(&d);
+  if (s->n_in == 1 && nd > 0) d.dims_mapping[nd - 1] = -1;
+  for (int i = 0; i < s->n_in; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    if (m->ndim == nd && pd_shape_eq(nd, m->shape, x->shape))
+      s->in_want[i] = d;
+    else
+      clear(&s->in_want[i]);
+  }
+  clear(&s->out[0]);
+  if (s->out_meta[0].ndim == nd) s->out[0] = d;
+  return PD_OK;
+}
+
 /* The optimizer updates (param, grad, learning rate, accumulators...): the
  * parameter stays as it is; every input of its global shape is placed as
  * it (a Partial gradient is reduced first), the others replicated. */
@@ -595,6 +615,8 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_slice:
     case PD_OP_strided_slice:
       return rule_slice;
+    case PD_OP_swiglu:
+      return rule_swiglu;
     case PD_OP_layer_norm:
     case PD_OP_rms_norm:
     case PD_OP_layer_norm_grad:
