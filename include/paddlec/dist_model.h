@@ -63,6 +63,16 @@ PD_API int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_
 /* The name of predict output i: "out0" for the first. */
 PD_API const char *pd_dist_model_output_name(int i, char *buf, size_t cap);
 
+/* state_dict(mode): mode "param" gives the layer's parameters and
+ * persistable buffers by structured name ("0.weight"), "opt" the
+ * optimizer's accumulators by Paddle's names, "all" (or NULL) both; the
+ * tensors are borrowed DTensors carrying their placements
+ * (pd_dist_attr_str). Free the list with pd_named_tensors_free. */
+PD_API pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out);
+/* set_state_dict(sd): copies the entries the layer has into it and the
+ * rest into the optimizer; a name neither has is an error naming it. */
+PD_API pd_status pd_dist_model_set_state_dict(pd_dist_model *m, const pd_named_tensors *sd);
+
 /* The next batch of the wrapped loader (as pd_io_loader_next /
  * pd_dist_shard_dataloader_next); 0 at the end of an epoch. */
 PD_API int pd_dist_data_loader_next(pd_dist_data_loader *l, pd_tensor **batch, int max);

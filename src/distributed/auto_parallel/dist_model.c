@@ -6,6 +6,7 @@
  * before it is returned, so every rank returns the global value. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "paddlec.h"
 
@@ -145,6 +146,61 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
   }
   pd_scope_end();
   return rc;
+}
+
+/* Appends src's entries to dst (names copied). */
+static pd_status append_named(pd_named_tensors *dst, const pd_named_tensors *src) {
+  int n = dst->n + src->n;
+  char **names = realloc(dst->names, (size_t)(n ? n : 1) * sizeof *names);
+  if (names) dst->names = names;
+  pd_tensor **ts = names ? realloc(dst->tensors, (size_t)(n ? n : 1) * sizeof *ts) : NULL;
+  if (!ts) return pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory");
+  dst->tensors = ts;
+  for (int i = 0; i < src->n; i++) {
+    if (!(dst->names[dst->n] = strdup(src->names[i])))
+      return pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory");
+    dst->tensors[dst->n++] = src->tensors[i];
+  }
+  return PD_OK;
+}
+
+pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out) {
+  if (!m || !out) return pd_set_error(PD_ERR_INVALID, "DistModel.state_dict: model and out must not be NULL");
+  if (!mode) mode = "all";
+  bool all = strcmp(mode, "all") == 0, param = all || strcmp(mode, "param") == 0,
+       opt = all || strcmp(mode, "opt") == 0;
+  if (!param && !opt)
+    return pd_set_error(PD_ERR_INVALID, "DistModel.state_dict: mode '%s' is none of 'opt', 'param', 'all'",
+                        mode);
+  *out = (pd_named_tensors){0};
+  pd_named_tensors part = {0};
+  pd_status st = param ? pd_layer_state_dict(m->layer, &part) : PD_OK;
+  if (st == PD_OK) st = append_named(out, &part);
+  pd_named_tensors_free(&part);
+  if (st == PD_OK && opt && m->opt) {
+    st = pd_optimizer_state_dict(m->opt, &part);
+    if (st == PD_OK) st = append_named(out, &part);
+    pd_named_tensors_free(&part);
+  }
+  if (st != PD_OK) pd_named_tensors_free(out);
+  return st;
+}
+
+pd_status pd_dist_model_set_state_dict(pd_dist_model *m, const pd_named_tensors *sd) {
+  if (!m || !sd)
+    return pd_set_error(PD_ERR_INVALID, "DistModel.set_state_dict: model and sd must not be NULL");
+  pd_named_tensors unexpected = {0};
+  pd_status st = pd_layer_set_state_dict(m->layer, sd, NULL, &unexpected);
+  if (st == PD_OK && unexpected.n > 0) {
+    if (m->opt)
+      st = pd_optimizer_set_state_dict(m->opt, &unexpected);
+    else
+      st = pd_set_error(PD_ERR_INVALID,
+                        "DistModel.set_state_dict: '%s' is neither a parameter nor an optimizer state",
+                        unexpected.names[0]);
+  }
+  pd_named_tensors_free(&unexpected);
+  return st;
 }
 
 int pd_dist_data_loader_next(pd_dist_data_loader *l, pd_tensor **batch, int max) {
