@@ -67,6 +67,14 @@ static int run(pd_dist_process_mesh *mesh, pd_io_dataset *ds, double *losses, in
   if (rc == 0 &&
       pd_dist_to_static(layer, loader, NULL, loss_fn, opt, NULL, &dist_model, &dist_loader) != PD_OK)
     rc = 1;
+  pd_named_tensors sd = {0};
+  if (rc == 0 && print && pd_dist_model_state_dict(dist_model, "param", &sd) == PD_OK)
+    for (int i = 0; i < sd.n; i++) {
+      char buf[256];
+      printf("rank %d: state_dict %s %s\n", rank, sd.names[i],
+             pd_dist_is_dist(sd.tensors[i]) ? pd_dist_attr_str(sd.tensors[i], buf, sizeof buf) : "dense");
+    }
+  pd_named_tensors_free(&sd);
   int k = 0;
   const char *modes[] = {"train", "eval"};
   for (int phase = 0; phase < 2 && rc == 0; phase++) {
