@@ -31,30 +31,54 @@ static int ds_get_item(void *user, int64_t idx, pd_tensor **out, int max_out) {
   return 2;
 }
 
-static pd_layer *demo_net(pd_dist_process_mesh *mesh) {
+/* class DemoNet(nn.Layer): linear_0 -> relu -> linear_1, as the seed
+ * writes it, so the parameters are named linear_0.weight, linear_1.weight. */
+typedef struct demo_net {
+  pd_layer base;
+  pd_layer *linear_0, *linear_1, *relu;
+} demo_net;
+
+static int demo_net_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
+  (void)n_in, (void)max_out;
+  demo_net *net = (demo_net *)self;
+  pd_tensor *h = pd_layer_call1(net->linear_0, in[0]);
+  h = pd_layer_call1(net->relu, h);
+  out[0] = pd_layer_call1(net->linear_1, h);
+  return out[0] ? 1 : pd_last_status();
+}
+
+static const pd_layer_type demo_net_type = {.name = "DemoNet", .forward = demo_net_forward};
+
+static pd_layer *demo_net_new(pd_dist_process_mesh *mesh) {
   pd_seed(2024); /* the same initial weights on every rank */
-  pd_layer *ls[3] = {pd_nn_linear(IMAGE_SIZE, IMAGE_SIZE, NULL), pd_nn_relu(),
-                     pd_nn_linear(IMAGE_SIZE, CLASS_NUM, NULL)};
-  pd_layer *net = pd_nn_sequential(ls, 3);
-  if (mesh) { /* parameters are sharded in place */
-    pd_tensor *w0 = pd_layer_parameter(pd_nn_sequential_get(net, 0), "weight");
-    pd_tensor *w1 = pd_layer_parameter(pd_nn_sequential_get(net, 2), "weight");
+  demo_net *net = pd_layer_new(sizeof *net, &demo_net_type);
+  if (!net) return NULL;
+  net->linear_0 = pd_layer_add_sublayer(&net->base, "linear_0", pd_nn_linear(IMAGE_SIZE, IMAGE_SIZE, NULL));
+  net->linear_1 = pd_layer_add_sublayer(&net->base, "linear_1", pd_nn_linear(IMAGE_SIZE, CLASS_NUM, NULL));
+  net->relu = pd_layer_add_sublayer(&net->base, "relu", pd_nn_relu());
+  if (!net->linear_0 || !net->linear_1 || !net->relu) {
+    pd_layer_release(&net->base);
+    return NULL;
+  }
+  if (mesh) { /* shard the weights of this layer, in place */
+    pd_tensor *w0 = pd_layer_parameter(net->linear_0, "weight");
+    pd_tensor *w1 = pd_layer_parameter(net->linear_1, "weight");
     pd_tensor *s0 = pd_dist_shard_tensor(w0, mesh, (pd_dist_placement[]){pd_dist_shard(1)}, 1);
     pd_tensor *s1 = pd_dist_shard_tensor(w1, mesh, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
     if (!s0 || !s1) {
-      pd_layer_release(net);
+      pd_layer_release(&net->base);
       return NULL;
     }
     pd_tensor_release(s0);
     pd_tensor_release(s1);
   }
-  return net;
+  return &net->base;
 }
 
 /* Runs the seed's train, eval and predict loops; writes the train losses
  * then the eval losses. 0 on success. */
 static int run(pd_dist_process_mesh *mesh, pd_io_dataset *ds, double *losses, int rank, bool print) {
-  pd_layer *layer = demo_net(mesh);
+  pd_layer *layer = demo_net_new(mesh);
   pd_io_loader *loader = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = BATCH_SIZE});
   pd_named_tensors ps;
   if (!layer || !loader || pd_layer_parameters(layer, &ps) != PD_OK) return 1;
