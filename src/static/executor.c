@@ -363,33 +363,6 @@ static pd_status mark_live(const plan *pl, const int *fetch, int n_fetch, bool *
   return PD_OK;
 }
 
-/* Runs the live ops of pl (all when live is NULL) with the feeds placed in
- * feed_slots, writing the fetches (new references) on success. */
-static pd_status run_plan(const plan *pl, const bool *live, const pd_static_feed *feed, const int *feed_slots,
-                          int n_feed, const int *fetch, int n_fetch, pd_var_scope *scope,
-                          pd_tensor **fetched) {
-  const pd_static_block *b = pl->block;
-  pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
-  for (int i = 0; i < n_feed; i++)
-    if (feed_slots[i] < 0 || feed_slots[i] >= b->n_vars) {
-      free(env);
-      return pd_set_error(PD_ERR_STATE, "Executor.run: feed '%s' has no slot in the plan", feed[i].name);
-    }
-  if (!env) return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
-  for (int i = 0; i < n_feed; i++) {
-    pd_tensor_release(env[feed_slots[i]]);
-    env[feed_slots[i]] = pd_tensor_retain(feed[i].value);
-  }
-  pd_status st = PD_OK;
-  for (int k = 0; k < pl->n_ops && st == PD_OK; k++)
-    if (!live || live[k]) st = run_op(&pl->ops[k], b, scope, env);
-  for (int i = 0; i < n_fetch && st == PD_OK; i++)
-    if ((st = load(b, scope, env, fetch[i])) == PD_OK) fetched[i] = pd_tensor_retain(env[fetch[i]]);
-  for (int i = 0; i < b->n_vars; i++) pd_tensor_release(env[i]);
-  free(env);
-  return st;
-}
-
 /* ---- the arena of a lowered plan ------------------------------------------- */
 typedef struct arena {
   void *mem;
@@ -501,14 +474,33 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   return a;
 }
 
-/* run_plan over an arena: the arena ops write into their planned tensors. */
-static pd_status run_arena(const plan *pl, const arena *ar, const pd_static_feed *feed, const int *feed_slots,
-                           int n_feed, const int *fetch, int n_fetch, pd_var_scope *scope,
-                           pd_tensor **fetched) {
+/* An arena op: its inputs from env, written into its planned tensors. */
+static pd_status run_into(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
+  const pd_operator *op = po->op;
+  pd_tensor *in[PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS];
+  pd_status st = PD_OK;
+  for (int i = 0; i < op->n_in && st == PD_OK; i++)
+    if ((st = load(b, scope, env, po->in[i])) == PD_OK) in[i] = env[po->in[i]];
+  for (int j = 0; j < op->n_out; j++) out[j] = env[po->out[j]];
+  if (st == PD_OK) st = pd_dispatch_into((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, op->n_out);
+  if (st != PD_OK) pd_error_prefix("%s", op->type);
+  return st;
+}
+
+/* Runs the live ops of pl (all when live is NULL) with the feeds placed in
+ * feed_slots, writing the fetches (new references) on success. With an
+ * arena, its tensors stand for their slots, its ops write into them, and a
+ * fetched value in it is copied out (the next run reuses the bytes). */
+static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, const pd_static_feed *feed,
+                          const int *feed_slots, int n_feed, const int *fetch, int n_fetch,
+                          pd_var_scope *scope, pd_tensor **fetched) {
   const pd_static_block *b = pl->block;
+  for (int i = 0; i < n_feed; i++)
+    if (feed_slots[i] < 0 || feed_slots[i] >= b->n_vars)
+      return pd_set_error(PD_ERR_STATE, "Executor.run: feed '%s' has no slot in the plan", feed[i].name);
   pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
   if (!env) return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
-  for (int s = 0; s < b->n_vars; s++)
+  for (int s = 0; ar && s < b->n_vars; s++)
     if (ar->slot[s]) env[s] = pd_tensor_retain(ar->slot[s]);
   for (int i = 0; i < n_feed; i++) {
     pd_tensor_release(env[feed_slots[i]]);
@@ -516,25 +508,14 @@ static pd_status run_arena(const plan *pl, const arena *ar, const pd_static_feed
   }
   pd_status st = PD_OK;
   for (int k = 0; k < pl->n_ops && st == PD_OK; k++) {
-    const plan_op *po = &pl->ops[k];
-    if (!ar->into[k]) {
-      st = run_op(po, b, scope, env);
-      continue;
-    }
-    const pd_operator *op = po->op;
-    pd_tensor *in[PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS];
-    for (int i = 0; i < op->n_in && st == PD_OK; i++)
-      if ((st = load(b, scope, env, po->in[i])) == PD_OK) in[i] = env[po->in[i]];
-    for (int j = 0; j < op->n_out; j++) out[j] = env[po->out[j]];
-    if (st == PD_OK) st = pd_dispatch_into((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, op->n_out);
-    if (st != PD_OK) pd_error_prefix("%s", op->type);
+    if (live && !live[k]) continue;
+    st = ar && ar->into[k] ? run_into(&pl->ops[k], b, scope, env) : run_op(&pl->ops[k], b, scope, env);
   }
   for (int i = 0; i < n_fetch && st == PD_OK; i++) {
     if ((st = load(b, scope, env, fetch[i])) != PD_OK) break;
     pd_tensor *t = env[fetch[i]];
-    bool in_arena =
-        ar->mem && t->storage->data >= ar->mem && (char *)t->storage->data < (char *)ar->mem + ar->bytes;
-    /* the arena is the next step's: a fetched value in it is copied out */
+    bool in_arena = ar && ar->mem && (char *)t->storage->data >= (char *)ar->mem &&
+                    (char *)t->storage->data < (char *)ar->mem + ar->bytes;
     fetched[i] = in_arena ? pd_assign(t) : pd_tensor_retain(t);
     if (!fetched[i]) st = pd_last_status();
   }
@@ -685,12 +666,11 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
   if (st == PD_OK && !e->interpret && !lowered_matches(&e->low, program, scope, feed, n_feed, fetch, n_fetch))
     st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch);
   const lowered *l = &e->low;
-  if (st == PD_OK && !e->interpret && !l->failed && l->arena)
-    st = run_arena(&l->plan, l->arena, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope, fetched);
-  else if (st == PD_OK && !e->interpret && !l->failed)
-    st = run_plan(&l->plan, NULL, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope, fetched);
+  if (st == PD_OK && !e->interpret && !l->failed)
+    st = run_plan(&l->plan, NULL, l->arena, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope,
+                  fetched);
   else if (st == PD_OK)
-    st = run_plan(pl, live, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);
+    st = run_plan(pl, live, NULL, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);
   pd_internal_leave();
   pd_grad_mode_set(grad);
   pd_static_pause_end(tok);

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "dist_ranks.h"
 
+#include "test_util.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -86,4 +88,10 @@ int dist_run_rank_fn(int n, int (*fn)(int rank), double kill_after_s, int *codes
   for (int r = 0; r < n; r++)
     if (codes[r] != 0) return r;
   return -1;
+}
+
+void dist_run_ranks_or_fail(int n, int (*fn)(int rank), double kill_after_s) {
+  int codes[64], r = n <= 64 ? dist_run_rank_fn(n, fn, kill_after_s, codes) : -2;
+  if (r == -2) fail_msg("%d ranks (at most 64)", n);
+  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
 }

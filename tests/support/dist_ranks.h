@@ -18,4 +18,8 @@ int dist_run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double time
  * status is not 0, or -1 when all are 0; codes[r] as above. */
 int dist_run_rank_fn(int n, int (*fn)(int rank), double kill_after_s, int *codes);
 
+/* dist_run_rank_fn for a cmocka test: fails it naming the first rank whose
+ * status is not 0. */
+void dist_run_ranks_or_fail(int n, int (*fn)(int rank), double kill_after_s);
+
 #endif

@@ -133,10 +133,7 @@ static void test_placement_errors(void **state) {
     }                                                                             \
   } while (0)
 
-static void run_ranks(int n, int (*fn)(int rank)) {
-  int codes[8], r = dist_run_rank_fn(n, fn, 120, codes);
-  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
-}
+static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
 
 /* The helpers below run inside a scope (each rank's, or a check's): the
  * tensors they make are released when it ends. */

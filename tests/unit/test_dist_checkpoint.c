@@ -28,10 +28,7 @@
 
 static char g_dir[256];
 
-static void run_ranks(int n, int (*fn)(int rank)) {
-  int codes[8], r = dist_run_rank_fn(n, fn, 120, codes);
-  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
-}
+static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
 
 /* The global values: distinct per element and per key, exact in every
  * dtype used. */

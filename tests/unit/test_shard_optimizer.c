@@ -23,10 +23,7 @@
 
 enum { BATCH = 4, IN = 8, HID = 6, OUT = 4, STEPS = 10, N_PARAMS = 4 };
 
-static void run_ranks(int n, int (*fn)(int rank)) {
-  int codes[8], r = dist_run_rank_fn(n, fn, 120, codes);
-  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
-}
+static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
 
 static pd_layer *net_new(void) {
   pd_seed(11);

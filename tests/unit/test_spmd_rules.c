@@ -15,10 +15,7 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-static void run_ranks(int n, int (*fn)(int rank)) {
-  int codes[8], r = dist_run_rank_fn(n, fn, 280, codes);
-  if (r >= 0) fail_msg("rank %d exited with %d", r, codes[r]);
-}
+static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 280); }
 
 /* Runs inside a scope: what it makes is released when the scope ends. */
 static bool close_values(pd_tensor *a, pd_tensor *b) {

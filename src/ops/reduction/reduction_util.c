@@ -200,10 +200,6 @@ static pd_tensor *binary_with_reduced(const char *op, const pd_ew_fn *fns, const
 }
 
 pd_tensor *pd_reduce_tie_weights(const char *op, const pd_tensor *x, const pd_tensor *out, const bool *mask) {
-  if (x->is_meta || out->is_meta) {
-    pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: tie weights from values while a Program is traced", op);
-    return NULL;
-  }
   pd_tensor *e = binary_with_reduced(op, k_eq, x, out, mask);
   if (!e) return NULL;
   int64_t k[PD_MAX_DIMS];
