@@ -106,6 +106,10 @@ enum {
   PD_OPF_HALF_VIA_F32 = 1u << 7, /* float16/bfloat16 inputs computed in float32 */
   PD_OPF_FLOAT_ONLY = 1u << 8,   /* integer/bool inputs are cast to float32 first */
   PD_OPF_GEOMETRY = 1u << 9,     /* with INPLACE: changes x's shape only (reshape_), writes no data */
+  /* the backward computes on values (indices, masks, ties, signs), which a
+   * static Variable has not: the lowering keeps its grad op rather than
+   * tracing the rule (src/static/lower.c) */
+  PD_OPF_BACKWARD_READS_VALUES = 1u << 10,
 };
 
 struct pd_op_def {

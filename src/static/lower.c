@@ -159,10 +159,12 @@ static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, c
   return st;
 }
 
-/* A grad op becomes the ops of its rule, traced; a rule that cannot be
- * traced (it reads values, which a Variable refuses) keeps its grad op, so
- * the rest of the program is still lowered. */
+/* A grad op becomes the ops of its rule, traced; a rule that reads values
+ * (PD_OPF_BACKWARD_READS_VALUES, or one that does so for some attributes
+ * only and fails on a Variable) keeps its grad op, so the rest of the
+ * program is still lowered. */
 static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  if (pd_op_table[op->grad_of]->flags & PD_OPF_BACKWARD_READS_VALUES) return keep_grad_op(w, op, in, out);
   int mark = w->dst->n_ops;
   if (trace_grad_op(w, op, in, out) == PD_OK) return PD_OK;
   pd_ir_truncate_ops(w->dst, mark);

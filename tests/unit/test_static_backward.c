@@ -294,6 +294,55 @@ static void test_value_reading_rule_keeps_its_grad_op(void **state) {
   pd_program_release(startup);
 }
 
+/* Ops flagged PD_OPF_BACKWARD_READS_VALUES (masked_select's positions,
+ * max's ties) keep their grad ops in the lowered program without their
+ * rules being traced on Variables; the gradients equal the interpreted
+ * ones and the hand-derived mask + argmax one-hot. */
+static void test_flagged_rules_keep_their_grad_ops(void **state) {
+  (void)state;
+  assert_true(pd_op_table[PD_OP_masked_select]->flags & PD_OPF_BACKWARD_READS_VALUES);
+  assert_true(pd_op_table[PD_OP_max]->flags & PD_OPF_BACKWARD_READS_VALUES);
+  for (int id = 0; id < PD_NUM_OPS; id++) /* a flagged op has a rule to keep */
+    if (pd_op_table[id]->flags & PD_OPF_BACKWARD_READS_VALUES) assert_non_null(pd_op_table[id]->backward);
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 3), PD_FLOAT64);
+  pd_tensor *m = pd_static_data("m", 2, SHAPE(-1, 3), PD_BOOL);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *sel = pd_masked_select(x, m), *s = pd_sum(sel, NULL, 0, false), *mx = pd_max(x, NULL, 0, false);
+  pd_tensor *l = pd_add(s, mx), *dx = NULL;
+  assert_int_equal(pd_static_gradients(&l, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  double xs[] = {0.5, -1, 2, 0, 3, 1};
+  bool ms[] = {true, false, true, false, false, true};
+  pd_tensor *xv = pd_tensor_from_f64(xs, PD_FLOAT64, 2, SHAPE(2, 3));
+  pd_tensor *mv = pd_to_tensor(ms, PD_BOOL, 2, SHAPE(2, 3));
+  pd_static_feed feed[2] = {{"x", xv}, {"m", mv}};
+  pd_tensor *got[2];
+  for (int interpret = 0; interpret < 2; interpret++) {
+    pd_executor *exe = pd_static_executor(PD_CPU);
+    pd_executor_set_interpret(exe, interpret);
+    assert_int_equal(pd_executor_run(exe, main, feed, 2, &dx, 1, &got[interpret], NULL), PD_OK);
+    if (!interpret) {
+      const pd_program *low = pd_executor_lowered_program(exe);
+      assert_non_null(low);
+      int kept = 0;
+      for (int k = 0; k < low->blocks[0]->n_ops; k++) {
+        const pd_operator *op = low->blocks[0]->ops[k];
+        kept += op->grad_of == PD_OP_masked_select || op->grad_of == PD_OP_max;
+      }
+      assert_int_equal(kept, 2);
+    }
+    pd_executor_release(exe);
+  }
+  EXPECT_VALUES(got[0], 0, 1, 0, 1, 0, 1, 1);
+  expect_close(got[0], got[1], 0, 0);
+  pd_tensor *ts[] = {x, m, sel, s, mx, l, dx, xv, mv, got[0], got[1]};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 /* No gradient flows to a stop_gradient input or one in no_grad_set. */
 static void test_no_grad(void **state) {
   (void)state;
@@ -522,6 +571,7 @@ int main(void) {
       cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
       cmocka_unit_test(test_value_reading_rule_keeps_its_grad_op),
+      cmocka_unit_test(test_flagged_rules_keep_their_grad_ops),
       cmocka_unit_test(test_no_grad),
       cmocka_unit_test(test_sgd_with_lr_scheduler_matches_eager),
       cmocka_unit_test(test_adam_matches_eager),

@@ -126,7 +126,7 @@ const pd_op_def pd_opdef_gather_nd = {.name = "gather_nd",
                                       .attr_names = "",
                                       .n_in = 2,
                                       .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
                                       .infer_meta = gather_nd_meta,
                                       .kernel = {[PD_PLACE_CPU] = gather_nd_kernel},
                                       .backward = gather_nd_backward};

@@ -72,11 +72,6 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   pd_tensor *mask = c->inputs[1];
-  if (mask->is_meta) /* the positions are the mask's values: a traced Program cannot know them */
-    return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                        "masked_select: the gradient depends on the mask's values, which a static Variable "
-                        "(shape %s) does not have while a Program is traced",
-                        PD_SHAPE_STR(mask));
   int nd;
   int64_t shape[PD_MAX_DIMS];
   pd_status st =
@@ -105,14 +100,15 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_masked_select = {.name = "masked_select",
-                                          .attr_names = "",
-                                          .n_in = 2,
-                                          .n_out = 1,
-                                          .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                          .infer_meta = masked_select_meta,
-                                          .kernel = {[PD_PLACE_CPU] = masked_select_kernel},
-                                          .backward = masked_select_backward};
+const pd_op_def pd_opdef_masked_select = {
+    .name = "masked_select",
+    .attr_names = "",
+    .n_in = 2,
+    .n_out = 1,
+    .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
+    .infer_meta = masked_select_meta,
+    .kernel = {[PD_PLACE_CPU] = masked_select_kernel},
+    .backward = masked_select_backward};
 
 pd_tensor *pd_masked_select(pd_tensor *x, pd_tensor *mask) {
   pd_tensor *in[2] = {x, mask};

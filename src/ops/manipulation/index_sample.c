@@ -71,7 +71,7 @@ const pd_op_def pd_opdef_index_sample = {.name = "index_sample",
                                          .attr_names = "",
                                          .n_in = 2,
                                          .n_out = 1,
-                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
                                          .infer_meta = index_sample_meta,
                                          .kernel = {[PD_PLACE_CPU] = index_sample_kernel},
                                          .backward = index_sample_backward};

@@ -38,10 +38,6 @@ pd_status pd_mu_index_error(const char *op, const char *what, int ndim, const in
 pd_status pd_mu_read_raw(const char *op, const char *what, const pd_tensor *idx, int64_t **out) {
   pd_status st = pd_mu_check_index_dtype(op, what, idx);
   if (st != PD_OK) return st;
-  if (idx->is_meta) /* a backward rule reading indices while a Program is traced */
-    return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                        "%s: %s is a static Variable (shape %s) whose values are not known yet", op, what,
-                        PD_SHAPE_STR(idx));
   int64_t n = idx->numel;
   int64_t *v = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
   if (!v) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op);

@@ -79,16 +79,16 @@ static pd_status apow_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_abs_pow = {
-    .name = "abs_pow",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "f0:exponent",
-    .infer_meta = pd_meta_unary,
-    .kernel = {[PD_PLACE_CPU] = apow_kernel},
-    .backward = apow_backward,
-    .flops = pd_flops_per_elem};
+const pd_op_def pd_opdef_abs_pow = {.name = "abs_pow",
+                                    .n_in = 1,
+                                    .n_out = 1,
+                                    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 |
+                                             PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
+                                    .attr_names = "f0:exponent",
+                                    .infer_meta = pd_meta_unary,
+                                    .kernel = {[PD_PLACE_CPU] = apow_kernel},
+                                    .backward = apow_backward,
+                                    .flops = pd_flops_per_elem};
 
 pd_tensor *pd_abs_pow(pd_tensor *x, double e) {
   pd_attrs a = {.f = {e}};
@@ -139,12 +139,6 @@ static pd_status pex_backward(const pd_backward_ctx *c) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_op_def *def = pd_op_table[PD_OP_prod_exclusive];
   pd_tensor *x = c->inputs[0];
-  if (x->is_meta || c->grad_out[0]->is_meta) /* computed by a kernel on values, not recorded as ops */
-    return pd_set_error(
-        PD_ERR_UNIMPLEMENTED,
-        "prod_exclusive: the gradient is computed from values, which a static Variable (shape "
-        "%s) does not have while a Program is traced",
-        PD_SHAPE_STR(x));
   pd_reduce_geom gx, go;
   pd_status st = pex_geoms(def, x, c->attrs, &gx, &go);
   if (st != PD_OK) return st;
@@ -170,7 +164,8 @@ const pd_op_def pd_opdef_prod_exclusive = {
     .name = "prod_exclusive",
     .n_in = 1,
     .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+    .flags =
+        PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
     .attr_names = "v0:axis,i0:keepdim", /* prod's attributes, as its backward passes them */
     .infer_meta = pex_meta,
     .kernel = {[PD_PLACE_CPU] = pex_kernel},
