@@ -42,26 +42,10 @@ static pd_program *prune(const pd_program *p, char *const *fetch, int n_fetch) {
   if (!(out = pd_static_program())) goto done;
   out->is_test = true;
   pd_static_block *nb = out->blocks[0];
-  for (int k = 0; k < b->n_vars; k++) {
-    const pd_variable *v = b->vars[k];
-    if (!need_var[k]) continue;
-    pd_variable *nv = pd_ir_add_var(nb, v->name, v->dtype, v->ndim, v->shape, NULL);
-    if (!nv) goto fail;
-    nv->persistable = v->persistable;
-    nv->stop_gradient = v->stop_gradient;
-    nv->is_parameter = v->is_parameter;
-    nv->is_data = v->is_data;
-  }
-  for (int o = 0; o < b->n_ops; o++) {
-    const pd_operator *op = b->ops[o];
-    if (!keep[o]) continue;
-    pd_operator *no = pd_ir_append_op(nb, op->type, (const char *const *)op->inputs, op->n_in,
-                                      (const char *const *)op->outputs, op->n_out, &op->attrs);
-    if (!no) goto fail;
-    no->role = op->role;
-    memcpy(no->name_scope, op->name_scope, sizeof no->name_scope);
-    no->value = op->value ? pd_tensor_retain(op->value) : NULL;
-  }
+  for (int k = 0; k < b->n_vars; k++)
+    if (need_var[k] && !pd_ir_copy_var(nb, b->vars[k], NULL)) goto fail;
+  for (int o = 0; o < b->n_ops; o++)
+    if (keep[o] && !pd_ir_copy_op(nb, b->ops[o])) goto fail;
   goto done;
 fail:
   pd_program_release(out);

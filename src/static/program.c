@@ -389,6 +389,32 @@ pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to)
 }
 
 /* ---- clone ------------------------------------------------------------------ */
+pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle) {
+  pd_variable *v = pd_ir_add_var(b, sv->name, sv->dtype, sv->ndim, sv->shape, handle);
+  if (!v) return NULL;
+  v->persistable = sv->persistable;
+  v->stop_gradient = sv->stop_gradient;
+  v->is_parameter = sv->is_parameter;
+  v->is_data = sv->is_data;
+  return v;
+}
+
+pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so) {
+  pd_operator *op = so->grad_of >= 0
+                        ? pd_ir_append_grad_op(b, (pd_op_id)so->grad_of, so->fwd_n_in, so->fwd_n_out,
+                                               (const char *const *)so->inputs,
+                                               (const char *const *)so->outputs, &so->attrs)
+                        : pd_ir_append_op(b, so->type, (const char *const *)so->inputs, so->n_in,
+                                          (const char *const *)so->outputs, so->n_out, &so->attrs);
+  if (!op) return NULL;
+  op->role = so->role;
+  op->fwd_n_in = so->fwd_n_in; /* while_grad's too */
+  op->fwd_n_out = so->fwd_n_out;
+  memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
+  op->value = so->value ? pd_tensor_retain(so->value) : NULL;
+  return op;
+}
+
 pd_program *pd_ir_clone(const pd_program *src, bool for_test) {
   pd_program *p = calloc(1, sizeof *p);
   if (!p) goto oom;
@@ -397,31 +423,12 @@ pd_program *pd_ir_clone(const pd_program *src, bool for_test) {
     const pd_static_block *sb = src->blocks[i];
     pd_static_block *b = new_block(p, sb->parent_idx);
     if (!b) goto oom;
-    for (int k = 0; k < sb->n_vars; k++) {
-      const pd_variable *sv = sb->vars[k];
-      /* the same handle: a Variable fetches from the clone too */
-      pd_variable *v = pd_ir_add_var(b, sv->name, sv->dtype, sv->ndim, sv->shape, sv->tensor);
-      if (!v) goto fail;
-      v->persistable = sv->persistable;
-      v->stop_gradient = sv->stop_gradient;
-      v->is_parameter = sv->is_parameter;
-      v->is_data = sv->is_data;
-    }
+    for (int k = 0; k < sb->n_vars; k++) /* the same handle: a Variable fetches from the clone too */
+      if (!pd_ir_copy_var(b, sb->vars[k], sb->vars[k]->tensor)) goto fail;
     for (int k = 0; k < sb->n_ops; k++) {
       const pd_operator *so = sb->ops[k];
       if (for_test && (so->role & (PD_OP_ROLE_BACKWARD | PD_OP_ROLE_OPTIMIZE))) continue;
-      pd_operator *op = so->grad_of >= 0
-                            ? pd_ir_append_grad_op(b, (pd_op_id)so->grad_of, so->fwd_n_in, so->fwd_n_out,
-                                                   (const char *const *)so->inputs,
-                                                   (const char *const *)so->outputs, &so->attrs)
-                            : pd_ir_append_op(b, so->type, (const char *const *)so->inputs, so->n_in,
-                                              (const char *const *)so->outputs, so->n_out, &so->attrs);
-      if (!op) goto fail;
-      op->role = so->role;
-      op->fwd_n_in = so->fwd_n_in; /* while_grad's too */
-      op->fwd_n_out = so->fwd_n_out;
-      memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
-      op->value = so->value ? pd_tensor_retain(so->value) : NULL;
+      if (!pd_ir_copy_op(b, so)) goto fail;
     }
   }
   for (int i = 0; i < src->n_lr; i++)

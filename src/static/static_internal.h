@@ -119,6 +119,11 @@ void pd_ir_truncate_ops(pd_static_block *b, int n);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
  * every op of the program that names it. */
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to);
+/* A variable of b named and flagged as sv (persistable, parameter, data,
+ * stop_gradient); handle as for pd_ir_add_var. */
+pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle);
+/* Appends a copy of op so (a grad op stays one) to b. */
+pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so);
 /* Deep copy. for_test: without the backward and optimizer ops. */
 pd_program *pd_ir_clone(const pd_program *p, bool for_test);
 void pd_ir_touch(pd_program *p);
