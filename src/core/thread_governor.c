@@ -37,7 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,8 +56,16 @@ atomic_int pd_g_governor_state; /* pd_governor_state */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static int g_park_state; /* 0 none, 1 parked, 2 asked to leave */
+/* 0 none, 3 starting, 1 parked, 2 leaving (until its workers are gone) */
+static int g_park_state;
 static pthread_t g_parked;
+/* The kernel ids of the parked team's libgomp workers. They exit after the
+ * parked thread does (libgomp undocks them when their master leaves), and a
+ * thread that is exiting still frees memory: a fork in that moment would
+ * give the child an allocator lock that nobody releases (AddressSanitizer's
+ * allocator has no fork handler). unpark waits until they are gone. */
+static pid_t g_team_tids[257];
+static int g_team_size;
 static atomic_int g_parks; /* how many times a team was parked (tests) */
 static pd_wait_policy g_policy;
 
@@ -71,37 +82,69 @@ static void *parked_main(void *arg) {
   if (workers > 256) workers = 256;
 #pragma omp parallel num_threads(workers + 1)
   {
-    volatile int touch = omp_get_thread_num();
-    (void)touch;
+    int t = omp_get_thread_num();
+    if (t < (int)(sizeof g_team_tids / sizeof *g_team_tids)) g_team_tids[t] = (pid_t)syscall(SYS_gettid);
+#pragma omp single
+    g_team_size = omp_get_num_threads();
   }
   pthread_mutex_lock(&g_mu);
   g_park_state = 1;
   pthread_cond_broadcast(&g_cv);
   while (g_park_state != 2) pthread_cond_wait(&g_cv, &g_mu);
-  g_park_state = 0;
-  pthread_cond_broadcast(&g_cv);
   pthread_mutex_unlock(&g_mu);
-  return NULL;
+  return NULL; /* unpark sets "none" once the team's workers are gone too */
 }
 
 static void park(void) {
   pthread_mutex_lock(&g_mu);
-  if (g_park_state == 0 && pthread_create(&g_parked, NULL, parked_main, NULL) == 0) {
-    while (g_park_state != 1) pthread_cond_wait(&g_cv, &g_mu);
-    atomic_fetch_add(&g_parks, 1);
+  if (g_park_state == 0) {
+    /* "starting" until the team stands: before_fork waits for it, since the
+     * team is being allocated meanwhile */
+    g_park_state = 3;
+    if (pthread_create(&g_parked, NULL, parked_main, NULL) == 0) {
+      while (g_park_state != 1) pthread_cond_wait(&g_cv, &g_mu);
+      atomic_fetch_add(&g_parks, 1);
+    } else {
+      g_park_state = 0;
+      pthread_cond_broadcast(&g_cv);
+    }
   }
   pthread_mutex_unlock(&g_mu);
+}
+
+/* Waits (at most a second, never forever) until the parked team's workers
+ * have left the process. */
+static void wait_team_gone(int size) {
+  pid_t pid = getpid();
+  int n = size < (int)(sizeof g_team_tids / sizeof *g_team_tids)
+              ? size
+              : (int)(sizeof g_team_tids / sizeof *g_team_tids);
+  for (int i = 1, tries = 0; i < n && tries < 10000; tries++) {
+    if (syscall(SYS_tgkill, pid, g_team_tids[i], 0) != 0 && errno == ESRCH) {
+      i++;
+      continue;
+    }
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
 }
 
 static void unpark(void) {
   pthread_mutex_lock(&g_mu);
   bool joined = g_park_state == 1;
+  int size = g_team_size;
   if (joined) {
     g_park_state = 2;
     pthread_cond_broadcast(&g_cv);
   }
   pthread_mutex_unlock(&g_mu);
-  if (joined) pthread_join(g_parked, NULL);
+  if (joined) {
+    pthread_join(g_parked, NULL);
+    wait_team_gone(size);
+    pthread_mutex_lock(&g_mu);
+    g_park_state = 0;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+  }
 }
 
 static long preemptions(void) {
@@ -195,6 +238,11 @@ static void before_fork(void) {
   for (;;) {
     pthread_mutex_lock(&g_mu);
     if (g_park_state == 0) break; /* kept locked until after the fork */
+    if (g_park_state != 1) {      /* a team being made or leaving: wait for it */
+      while (g_park_state == 3 || g_park_state == 2) pthread_cond_wait(&g_cv, &g_mu);
+      pthread_mutex_unlock(&g_mu);
+      continue;
+    }
     g_parked_at_fork = true;
     pthread_mutex_unlock(&g_mu);
     unpark();

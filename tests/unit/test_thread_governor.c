@@ -7,7 +7,9 @@
  * scenario runs in a fresh process (this program re-executed). */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -153,6 +155,62 @@ static int scenario_auto(void) {
   return pd_thread_governor_parks() >= 6 ? 0 : 33;
 }
 
+static void *touch_thread(void *arg) { return arg; }
+
+/* A child forked while the parked team was being released: it allocates in
+ * every size class and starts a thread (as a forked rank starts its
+ * collective worker). An allocator lock copied held from an exiting team
+ * worker stalls it; it must finish within 10 s. */
+static bool forked_child_runs(void) {
+  pid_t p = fork();
+  if (p == 0) {
+    for (size_t n = 16; n <= (1u << 20); n += n / 4 + 16) free(malloc(n));
+    pthread_t t;
+    bool ok = pthread_create(&t, NULL, touch_thread, NULL) == 0 && pthread_join(t, NULL) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (waitpid(p, &status, WNOHANG) == p) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    sleep_ms(10);
+  }
+  kill(p, SIGKILL);
+  waitpid(p, NULL, 0);
+  return false;
+}
+
+static atomic_bool g_stop_flapping;
+
+/* Parks and releases the team over and over, as the watcher does on a
+ * machine whose load comes and goes. */
+static void *flap_main(void *arg) {
+  (void)arg;
+  while (!atomic_load(&g_stop_flapping)) {
+    pd_thread_governor_set_parked(true);
+    pd_thread_governor_set_parked(false);
+  }
+  return NULL;
+}
+
+/* Forks while another thread parks and releases teams: the fork waits for a
+ * team being made or leaving, so no allocator lock is copied held. */
+static int scenario_fork_release(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  pthread_t flapper;
+  if (pthread_create(&flapper, NULL, flap_main, NULL) != 0) return 60;
+  int rc = 0;
+  for (int i = 0; i < 100 && !rc; i++) {
+    if (!forked_child_runs()) {
+      fprintf(stderr, "fork_release: forked child %d stalled or failed\n", i);
+      rc = 61;
+    }
+  }
+  atomic_store(&g_stop_flapping, true);
+  pthread_join(flapper, NULL);
+  return rc;
+}
+
 static int scenario_user_policy(void) {
   pd_set_num_threads(2);
   parallel_op();
@@ -228,6 +286,12 @@ static void test_user_wait_policy_wins(void **state) {
   run_scenario("user", "PADDLEC_WAIT_POLICY", "active");
 }
 
+/* a fork while teams are parked and released waits for a team in motion */
+static void test_fork_while_parked(void **state) {
+  (void)state;
+  run_scenario("fork_release", "PADDLEC_WAIT_POLICY", "passive");
+}
+
 static void test_single_thread_then_team(void **state) {
   (void)state;
   run_scenario("single", "PADDLEC_WAIT_POLICY", "passive");
@@ -241,6 +305,7 @@ int main(int argc, char **argv) {
     if (strcmp(s, "auto") == 0) return scenario_auto();
     if (strcmp(s, "user") == 0) return scenario_user_policy();
     if (strcmp(s, "single") == 0) return scenario_single();
+    if (strcmp(s, "fork_release") == 0) return scenario_fork_release();
     return 99;
   }
   const struct CMUnitTest tests[] = {
@@ -248,6 +313,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_passive_pool_sleeps),
       cmocka_unit_test(test_user_wait_policy_wins),
       cmocka_unit_test(test_single_thread_then_team),
+      cmocka_unit_test(test_fork_while_parked),
       cmocka_unit_test(test_auto_parks_under_contention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
