@@ -6,6 +6,7 @@
 #include "../ops/op_registry.h"
 #include "paddlec/creation.h"
 #include "paddlec/math.h"
+#include "initializer_internal.h"
 #include "paddlec/nn.h"
 
 pd_initializer pd_nn_initializer_constant(double value) {
@@ -138,51 +139,80 @@ static pd_tensor *truncated_like(const pd_tensor *t, double mean, double std, do
   return r;
 }
 
-pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
-  if (!init || !t)
-    return pd_set_error(PD_ERR_INVALID, "initializer: %s is NULL", init ? "tensor" : "initializer");
-  if (!pd_dtype_is_floating(t->dtype) && init->kind != PD_INIT_CONSTANT && init->kind != PD_INIT_ASSIGN)
-    return pd_set_error(PD_ERR_DTYPE, "initializer: random initializers need a floating tensor, got %s",
-                        pd_dtype_name(t->dtype));
-  if (t->is_meta) return pd_tensor_meta_error("initializer", t);
-  if (!t->is_contiguous) return pd_set_error(PD_ERR_INVALID, "initializer: the tensor must be contiguous");
-  double fi, fo;
-  fans(t, &fi, &fo);
-  pd_internal_enter();
-  bool prev = pd_grad_mode_set(false);
-  /* A parameter gets its value now even while a Program is being built
-   * (a layer created under program_guard): the recorder keeps that value
-   * as the parameter's initial value, so the draws are not recorded. */
-  void *tracer_ctx;
-  pd_tracer_fn tracer = pd_dispatch_get_tracer(&tracer_ctx);
-  pd_dispatch_set_tracer(NULL, NULL);
-  pd_status st;
+static pd_nn_init_recorder_fn g_init_recorder;
+
+void pd_nn_set_init_recorder(pd_nn_init_recorder_fn fn) { g_init_recorder = fn; }
+
+bool pd_initializer_records(const pd_initializer *init) {
+  return init && init->kind != PD_INIT_TRUNCATED_NORMAL && init->kind != PD_INIT_ASSIGN;
+}
+
+/* The checks of init's arguments against t that need no values. */
+static pd_status check_args(const pd_initializer *init, const pd_tensor *t) {
   switch (init->kind) {
     case PD_INIT_DEFAULT:
     case PD_INIT_CONSTANT:
-      st = fill_from(t, pd_full(t->ndim, t->shape, init->a, PD_FLOAT64));
-      break;
+    case PD_INIT_XAVIER_NORMAL:
+    case PD_INIT_XAVIER_UNIFORM:
+      return PD_OK;
     case PD_INIT_NORMAL:
       if (!(init->b >= 0) || isinf(init->b) || !isfinite(init->a))
-        st =
-            pd_set_error(PD_ERR_INVALID,
-                         "initializer: Normal needs a finite mean and a finite std >= 0, got mean %g, std %g",
-                         init->a, init->b);
-      else
-        st = fill_from(t, normal_like(t, init->a, init->b));
-      break;
+        return pd_set_error(PD_ERR_INVALID,
+                            "initializer: Normal needs a finite mean and a finite std >= 0, got mean %g, std %g",
+                            init->a, init->b);
+      return PD_OK;
     case PD_INIT_TRUNCATED_NORMAL:
       if (!(init->lower <= init->upper) || !(init->b >= 0))
-        st = pd_set_error(PD_ERR_INVALID,
-                          "initializer: TruncatedNormal needs a <= b and std >= 0, got a %g, b %g, std %g",
-                          init->lower, init->upper, init->b);
-      else
-        st = fill_from(t, truncated_like(t, init->a, init->b, init->lower, init->upper));
+        return pd_set_error(PD_ERR_INVALID,
+                            "initializer: TruncatedNormal needs a <= b and std >= 0, got a %g, b %g, std %g",
+                            init->lower, init->upper, init->b);
+      return PD_OK;
+    case PD_INIT_UNIFORM:
+      if (init->a > init->b)
+        return pd_set_error(PD_ERR_INVALID, "initializer: Uniform low %g > high %g", init->a, init->b);
+      return PD_OK;
+    case PD_INIT_KAIMING_NORMAL:
+    case PD_INIT_KAIMING_UNIFORM:
+      if (kaiming_gain(init->nonlinearity, init->gain) < 0)
+        return pd_set_error(PD_ERR_INVALID,
+                            "initializer: Kaiming nonlinearity '%s' is not supported (relu, leaky_relu, tanh, "
+                            "selu, sigmoid, linear, conv1d/2d/3d, conv1d/2d/3d_transpose)",
+                            init->nonlinearity);
+      return PD_OK;
+    case PD_INIT_ASSIGN: {
+      const pd_tensor *v = init->value;
+      if (!v) return pd_set_error(PD_ERR_INVALID, "initializer: Assign needs a value tensor");
+      if (v->ndim != t->ndim || memcmp(v->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0) {
+        char a[160];
+        return pd_set_error(PD_ERR_SHAPE,
+                            "initializer: Assign value of shape %s does not fit a parameter of shape %s",
+                            pd_shape_str(v->ndim, v->shape, a, sizeof a), PD_SHAPE_STR(t));
+      }
+      return PD_OK;
+    }
+  }
+  return pd_set_error(PD_ERR_INVALID, "initializer: unknown kind %d", (int)init->kind);
+}
+
+pd_tensor *pd_initializer_values(const pd_initializer *init, const pd_tensor *t, pd_status *st) {
+  *st = check_args(init, t);
+  if (*st != PD_OK) return NULL;
+  double fi, fo;
+  fans(t, &fi, &fo);
+  pd_tensor *v = NULL;
+  switch (init->kind) {
+    case PD_INIT_DEFAULT:
+    case PD_INIT_CONSTANT:
+      v = pd_full(t->ndim, t->shape, init->a, pd_dtype_is_floating(t->dtype) ? t->dtype : PD_FLOAT64);
+      break;
+    case PD_INIT_NORMAL:
+      v = normal_like(t, init->a, init->b);
+      break;
+    case PD_INIT_TRUNCATED_NORMAL:
+      v = truncated_like(t, init->a, init->b, init->lower, init->upper);
       break;
     case PD_INIT_UNIFORM:
-      st = init->a > init->b
-               ? pd_set_error(PD_ERR_INVALID, "initializer: Uniform low %g > high %g", init->a, init->b)
-               : fill_from(t, uniform_like(t, init->a, init->b));
+      v = uniform_like(t, init->a, init->b);
       break;
     case PD_INIT_XAVIER_NORMAL:
     case PD_INIT_XAVIER_UNIFORM: {
@@ -191,48 +221,53 @@ pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
       bool zero = in == 0 || out == 0; /* Paddle: limit / std 0 when a fan is 0 */
       if (init->kind == PD_INIT_XAVIER_UNIFORM) {
         double lim = zero ? 0.0 : gain * sqrt(6.0 / (in + out));
-        st = fill_from(t, uniform_like(t, -lim, lim));
+        v = uniform_like(t, -lim, lim);
       } else {
-        st = fill_from(t, normal_like(t, 0.0, zero ? 0.0 : gain * sqrt(2.0 / (in + out))));
+        v = normal_like(t, 0.0, zero ? 0.0 : gain * sqrt(2.0 / (in + out)));
       }
       break;
     }
     case PD_INIT_KAIMING_NORMAL:
     case PD_INIT_KAIMING_UNIFORM: {
+      if (t->numel == 0) return NULL; /* nothing to draw; fan_in may be 0 */
       double in = init->a > 0 ? init->a : fi;
       double gain = kaiming_gain(init->nonlinearity, init->gain);
-      if (gain < 0) {
-        st = pd_set_error(PD_ERR_INVALID,
-                          "initializer: Kaiming nonlinearity '%s' is not supported (relu, leaky_relu, tanh, "
-                          "selu, sigmoid, linear, conv1d/2d/3d, conv1d/2d/3d_transpose)",
-                          init->nonlinearity);
-      } else if (t->numel == 0) {
-        st = PD_OK; /* nothing to draw; fan_in may be 0 */
-      } else if (init->kind == PD_INIT_KAIMING_UNIFORM) {
-        double lim = gain * sqrt(3.0 / in);
-        st = fill_from(t, uniform_like(t, -lim, lim));
-      } else {
-        st = fill_from(t, normal_like(t, 0.0, gain / sqrt(in)));
-      }
+      if (init->kind == PD_INIT_KAIMING_UNIFORM)
+        v = uniform_like(t, -gain * sqrt(3.0 / in), gain * sqrt(3.0 / in));
+      else
+        v = normal_like(t, 0.0, gain / sqrt(in));
       break;
     }
-    case PD_INIT_ASSIGN: {
-      const pd_tensor *v = init->value;
-      if (!v) {
-        st = pd_set_error(PD_ERR_INVALID, "initializer: Assign needs a value tensor");
-      } else if (v->ndim != t->ndim || memcmp(v->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0) {
-        char a[160];
-        st = pd_set_error(PD_ERR_SHAPE,
-                          "initializer: Assign value of shape %s does not fit a parameter of shape %s",
-                          pd_shape_str(v->ndim, v->shape, a, sizeof a), PD_SHAPE_STR(t));
-      } else {
-        st = pd_write_copy(t, (pd_tensor *)v);
-      }
+    case PD_INIT_ASSIGN:
+      v = pd_tensor_retain((pd_tensor *)init->value);
       break;
-    }
-    default:
-      st = pd_set_error(PD_ERR_INVALID, "initializer: unknown kind %d", (int)init->kind);
   }
+  if (!v) *st = pd_last_status();
+  return v;
+}
+
+pd_status pd_initializer_apply(const pd_initializer *init, pd_tensor *t) {
+  if (!init || !t)
+    return pd_set_error(PD_ERR_INVALID, "initializer: %s is NULL", init ? "tensor" : "initializer");
+  if (!pd_dtype_is_floating(t->dtype) && init->kind != PD_INIT_CONSTANT && init->kind != PD_INIT_ASSIGN)
+    return pd_set_error(PD_ERR_DTYPE, "initializer: random initializers need a floating tensor, got %s",
+                        pd_dtype_name(t->dtype));
+  if (t->is_meta) return pd_tensor_meta_error("initializer", t);
+  if (!t->is_contiguous) return pd_set_error(PD_ERR_INVALID, "initializer: the tensor must be contiguous");
+  pd_internal_enter();
+  bool prev = pd_grad_mode_set(false);
+  /* A parameter gets its value now even while a Program is being built
+   * (a layer created under program_guard), so the draws are not recorded
+   * into the main Program; the init recorder puts the same ops into the
+   * startup Program instead. */
+  void *tracer_ctx;
+  pd_tracer_fn tracer = pd_dispatch_get_tracer(&tracer_ctx);
+  pd_dispatch_set_tracer(NULL, NULL);
+  pd_status st;
+  pd_tensor *v = pd_initializer_values(init, t, &st);
+  if (v) st = fill_from(t, v);
+  if (st == PD_OK && tracer && g_init_recorder && t->param_info && pd_initializer_records(init))
+    st = g_init_recorder(init, t);
   pd_dispatch_set_tracer(tracer, tracer_ctx);
   pd_grad_mode_set(prev);
   pd_internal_leave();

@@ -319,12 +319,12 @@ pd_tensor *pd_layer_create_parameter(pd_layer *l, const char *name, int ndim, co
   else
     snprintf(pname, sizeof pname, "%s.%s_%d", l->st->full_name, is_bias ? "b" : "w",
              is_bias ? l->st->n_biases++ : l->st->n_weights++);
-  pd_status st = pd_initializer_apply(init, p);
-  if (st == PD_OK) st = attach_param_info(p, attr);
-  if (st == PD_OK) {
-    pd_tensor_set_name(p, pname);
-    st = pd_layer_add_parameter(l, name, p);
-  }
+  /* named and marked a parameter first: while a Program is being built the
+   * initializer is recorded into its startup Program under this name */
+  pd_tensor_set_name(p, pname);
+  pd_status st = attach_param_info(p, attr);
+  if (st == PD_OK) st = pd_initializer_apply(init, p);
+  if (st == PD_OK) st = pd_layer_add_parameter(l, name, p);
   pd_tensor_release(p); /* the layer holds it now (or nobody, on error) */
   return st == PD_OK ? p : NULL;
 }

@@ -2,15 +2,20 @@
  * thread; the dispatcher hands it every op, which it appends to the current
  * block of the main program instead of running it. Its outputs are new
  * Variables (meta tensors). An eager tensor reaching a recorded op becomes
- * a Variable the first time: a parameter (persistable, its value copied
- * into an assign_value op of the startup program) or a constant (an
- * assign_value op in the main program). */
+ * a Variable the first time: a parameter (persistable, initialised by the
+ * startup program) or a constant (an assign_value op in the main program).
+ * A parameter created while a Program is being built gets its
+ * initializer's ops (uniform, gaussian, full, ...) in the startup program;
+ * one created before gets its value as a constant there. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"
+#include "../nn/initializer_internal.h"
 #include "paddlec/manipulation.h"
+#include "paddlec/math.h"
 #include "static_internal.h"
 
 #define MAX_GUARDS 64
@@ -238,10 +243,13 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
 }
 
 /* ---- guards and mode ------------------------------------------------------------ */
+static pd_status record_init_hook(const pd_initializer *init, pd_tensor *param);
+
 static pd_status push(pd_program *main, pd_program *startup) {
   if (t_depth >= MAX_GUARDS)
     return pd_set_error(PD_ERR_STATE, "program_guard: nested more than %d deep", MAX_GUARDS);
   pd_static_install_minimize();
+  pd_nn_set_init_recorder(record_init_hook);
   frame *f = &t_frames[t_depth];
   f->main = main;
   f->startup = startup;
@@ -256,6 +264,59 @@ static pd_status push(pd_program *main, pd_program *startup) {
 static void pop(void) {
   frame *f = &t_frames[--t_depth];
   pd_dispatch_set_tracer(f->prev_fn, f->prev_ctx);
+}
+
+/* ---- parameter initialisation in the startup program ----------------------------- */
+/* Records init for parameter t into startup: the ops that computed its
+ * eager value (pd_initializer_values), cast to t's dtype where drawn in
+ * another, the last output renamed to t's name and made a persistable
+ * parameter. Running the startup program after the same pd_seed as the
+ * eager initialisation draws the same numbers. A name the startup program
+ * has already is kept as it is. */
+static pd_status record_init(pd_program *startup, const pd_initializer *init, pd_tensor *t) {
+  const char *name = pd_tensor_name(t);
+  pd_static_block *sb = startup->blocks[0];
+  if (!name || !*name || !pd_initializer_records(init) || pd_ir_find_var(sb, name)) return PD_OK;
+  int n0 = sb->n_ops;
+  pd_status st = push(startup, startup);
+  if (st != PD_OK) return st;
+  int role = pd_static_set_role(PD_OP_ROLE_FORWARD);
+  pd_tensor *v = pd_initializer_values(init, t, &st);
+  if (v && v->dtype != t->dtype) {
+    pd_tensor *c = pd_cast(v, t->dtype);
+    pd_tensor_release(v);
+    v = c;
+    if (!c) st = pd_last_status();
+  }
+  pd_static_set_role(role);
+  pop();
+  pd_variable *var = v ? pd_ir_var_of(startup, v) : NULL;
+  char *tmp = var ? strdup(var->name) : NULL;
+  if (st == PD_OK && var && !tmp) st = pd_set_error(PD_ERR_MEMORY, "create_parameter: out of memory");
+  if (st == PD_OK && tmp) st = pd_ir_rename_var(sb, tmp, name);
+  free(tmp);
+  pd_tensor_release(v);
+  if (st != PD_OK || !var) {
+    /* nothing recorded (no elements to draw): the value becomes a constant
+     * when the parameter is registered */
+    pd_ir_truncate_ops(sb, n0);
+    return st;
+  }
+  var->persistable = true;
+  var->is_parameter = true;
+  var->stop_gradient = t->stop_gradient;
+  return PD_OK;
+}
+
+/* pd_initializer_apply's hook: a parameter initialised on a thread that is
+ * building a Program (not the executor's lowering) is recorded into that
+ * Program's startup program. The tracer is off while the hook runs, so the
+ * innermost frame is read directly. */
+static pd_status record_init_hook(const pd_initializer *init, pd_tensor *param) {
+  if (t_depth <= 0) return PD_OK;
+  frame *f = &t_frames[t_depth - 1];
+  if (f->private_names || !f->startup || f->startup == f->main) return PD_OK;
+  return record_init(f->startup, init, param);
 }
 
 pd_status pd_static_record_begin(pd_program *p) {
@@ -355,17 +416,22 @@ pd_tensor *pd_static_create_parameter(int ndim, const int64_t *shape, pd_dtype d
   pd_internal_leave();
   pd_initializer fallback =
       is_bias ? pd_nn_initializer_constant(0.0) : pd_nn_initializer_xavier_uniform(0, 0, 1);
-  pd_status st = t ? pd_initializer_apply(init ? init : &fallback, t) : pd_last_status();
+  if (!init) init = &fallback;
+  pd_status st = t ? pd_initializer_apply(init, t) : pd_last_status();
   pd_static_pause_end(tok);
+  char gen[128];
+  if (!name) pd_static_unique_name("param", gen, sizeof gen);
+  if (st == PD_OK) {
+    pd_tensor_set_name(t, name ? name : gen);
+    t->stop_gradient = false;
+  }
+  frame *f = top();
+  if (st == PD_OK && f->startup != p && !pd_ir_find_var(p->blocks[0], pd_tensor_name(t)))
+    st = record_init(f->startup, init, t);
   if (st != PD_OK) {
     pd_tensor_release(t);
     return NULL;
   }
-  char gen[128];
-  if (!name) pd_static_unique_name("param", gen, sizeof gen);
-  pd_tensor_set_name(t, name ? name : gen);
-  t->stop_gradient = false;
-  frame *f = top();
   pd_variable *v = register_param(p, f->startup, t);
   pd_tensor_release(t); /* the Program holds it */
   return v ? pd_scope_track(pd_tensor_retain(v->tensor)) : NULL;

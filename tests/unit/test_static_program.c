@@ -63,10 +63,10 @@ static void test_records_ops_and_vars(void **state) {
   assert_int_equal(info.shape[0], -1);
   assert_int_equal(pd_program_var_info(n.main, yn, &info), PD_OK);
   assert_false(info.stop_gradient); /* it depends on a parameter */
-  /* the startup program initialises the parameters */
+  /* the startup program initialises the parameters: Constant(0.5) and the bias zeros as full ops */
   pd_static_block *sb = pd_program_global_block(n.startup);
   assert_int_equal(pd_static_block_num_ops(sb), 2);
-  assert_string_equal(pd_static_block_op_type(sb, 0), "assign_value");
+  assert_string_equal(pd_static_block_op_type(sb, 0), "full");
   /* list_vars: x, w, b, the matmul result and y */
   pd_tensor *vars[8];
   assert_int_equal(pd_program_list_vars(n.main, vars, 8), 5);
