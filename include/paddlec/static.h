@@ -60,9 +60,11 @@ PD_API void pd_static_name_scope_end(void);
 
 PD_API pd_static_block *pd_program_global_block(pd_program *p);
 PD_API int pd_program_num_blocks(const pd_program *p);
-/* Program.clone(for_test): a deep copy; for_test drops the backward and
- * optimizer ops (Paddle's inference pruning). Variables keep their names,
- * so the same Variable handles fetch from the clone. */
+/* Program.clone(for_test): a deep copy. for_test gives the inference
+ * form: backward and optimizer ops dropped, dropout the identity
+ * (upscale_in_train) or a scale by 1 - p (downscale_in_infer), batch norm
+ * on its running mean and variance, which it no longer updates. Variables
+ * keep their names, so the same Variable handles fetch from the clone. */
 PD_API pd_program *pd_program_clone(const pd_program *p, bool for_test);
 /* Program.list_vars: writes up to cap Variables (borrowed) and returns how
  * many the program holds (in all blocks, in creation order). */
@@ -246,9 +248,8 @@ PD_API pd_status pd_static_set_program_state(pd_program *p, const pd_named_tenso
  * <path_prefix>.pdiparams, the persistable values those ops read (from
  * scope, NULL: the current one; a parameter the scope lacks is saved with
  * the value it was created with), whose metadata names the feeds and
- * fetches. Record the Program with layers in eval mode (or clone it with
- * for_test before recording the rest) for dropout off and batch norm on its
- * running statistics. */
+ * fetches. The Program is saved in its clone(for_test) form: dropout off,
+ * batch norm on its running statistics. */
 PD_API pd_status pd_static_save_inference_model(const char *path_prefix, pd_tensor *const *feed_vars,
                                                 int n_feed, pd_tensor *const *fetch_vars, int n_fetch,
                                                 pd_program *program, pd_var_scope *scope);

@@ -157,9 +157,10 @@ static pd_status check_args(const pd_initializer *init, const pd_tensor *t) {
       return PD_OK;
     case PD_INIT_NORMAL:
       if (!(init->b >= 0) || isinf(init->b) || !isfinite(init->a))
-        return pd_set_error(PD_ERR_INVALID,
-                            "initializer: Normal needs a finite mean and a finite std >= 0, got mean %g, std %g",
-                            init->a, init->b);
+        return pd_set_error(
+            PD_ERR_INVALID,
+            "initializer: Normal needs a finite mean and a finite std >= 0, got mean %g, std %g", init->a,
+            init->b);
       return PD_OK;
     case PD_INIT_TRUNCATED_NORMAL:
       if (!(init->lower <= init->upper) || !(init->b >= 0))
@@ -174,10 +175,11 @@ static pd_status check_args(const pd_initializer *init, const pd_tensor *t) {
     case PD_INIT_KAIMING_NORMAL:
     case PD_INIT_KAIMING_UNIFORM:
       if (kaiming_gain(init->nonlinearity, init->gain) < 0)
-        return pd_set_error(PD_ERR_INVALID,
-                            "initializer: Kaiming nonlinearity '%s' is not supported (relu, leaky_relu, tanh, "
-                            "selu, sigmoid, linear, conv1d/2d/3d, conv1d/2d/3d_transpose)",
-                            init->nonlinearity);
+        return pd_set_error(
+            PD_ERR_INVALID,
+            "initializer: Kaiming nonlinearity '%s' is not supported (relu, leaky_relu, tanh, "
+            "selu, sigmoid, linear, conv1d/2d/3d, conv1d/2d/3d_transpose)",
+            init->nonlinearity);
       return PD_OK;
     case PD_INIT_ASSIGN: {
       const pd_tensor *v = init->value;

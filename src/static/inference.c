@@ -11,8 +11,7 @@
 
 #define MAX_IO 256
 
-/* block 0 of p without the ops no fetch needs (inference only: the
- * backward and optimizer ops are dropped first, as clone(for_test)). */
+/* block 0 of p (a for_test clone) without the ops no fetch needs. */
 static pd_program *prune(const pd_program *p, char *const *fetch, int n_fetch) {
   if (p->n_blocks > 1) {
     pd_set_error(PD_ERR_UNIMPLEMENTED,
@@ -88,7 +87,10 @@ pd_status pd_static_save_inference_model_names(const char *path_prefix, char *co
       return pd_set_error(PD_ERR_INVALID, "save_inference_model: %s '%s' is no variable of the program",
                           i < n_feed ? "feed" : "fetch", name ? name : "(NULL)");
   }
-  pd_program *pruned = prune(program, fetch, n_fetch);
+  /* clone(for_test) semantics: dropout off, batch norm on its running statistics */
+  pd_program *test = pd_ir_clone(program, true);
+  pd_program *pruned = test ? prune(test, fetch, n_fetch) : NULL;
+  pd_program_release(test);
   if (!pruned) return pd_last_status();
   pd_status st = PD_OK;
   const pd_static_block *b = pruned->blocks[0];

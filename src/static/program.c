@@ -425,11 +425,16 @@ pd_program *pd_ir_clone(const pd_program *src, bool for_test) {
     if (!b) goto oom;
     for (int k = 0; k < sb->n_vars; k++) /* the same handle: a Variable fetches from the clone too */
       if (!pd_ir_copy_var(b, sb->vars[k], sb->vars[k]->tensor)) goto fail;
+    pd_test_dead dead = {0};
     for (int k = 0; k < sb->n_ops; k++) {
-      const pd_operator *so = sb->ops[k];
-      if (for_test && (so->role & (PD_OP_ROLE_BACKWARD | PD_OP_ROLE_OPTIMIZE))) continue;
-      if (!pd_ir_copy_op(b, so)) goto fail;
+      int replaced = for_test ? pd_ir_copy_op_for_test(b, sb, k, &dead) : 0;
+      if (replaced == 0 && !pd_ir_copy_op(b, sb->ops[k])) replaced = -1;
+      if (replaced < 0) {
+        pd_test_dead_free(&dead);
+        goto fail;
+      }
     }
+    pd_test_dead_free(&dead);
   }
   for (int i = 0; i < src->n_lr; i++)
     if (pd_ir_add_lr_entry(p, src->lr[i].var, src->lr[i].mult, src->lr[i].sched) != PD_OK) goto fail;

@@ -124,8 +124,20 @@ pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to)
 pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle);
 /* Appends a copy of op so (a grad op stays one) to b. */
 pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so);
-/* Deep copy. for_test: without the backward and optimizer ops. */
+/* Deep copy. for_test: the inference form (pd_ir_copy_op_for_test). */
 pd_program *pd_ir_clone(const pd_program *p, bool for_test);
+/* The values a for_test clone of a block no longer computes (borrowed
+ * names of the source block). */
+typedef struct pd_test_dead {
+  const char **names;
+  int n, cap;
+} pd_test_dead;
+void pd_test_dead_free(pd_test_dead *d);
+/* clone(for_test) of op k of src into dst (clone_test.c): 1 when it was
+ * replaced by its inference form or dropped (a backward or optimizer op,
+ * or one reading a value only training computes), 0 when it is copied as
+ * it is, -1 on an error. */
+int pd_ir_copy_op_for_test(pd_static_block *dst, const pd_static_block *src, int k, pd_test_dead *dead);
 void pd_ir_touch(pd_program *p);
 
 /* ---- names (names.c) ----------------------------------------------------- */

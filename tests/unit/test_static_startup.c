@@ -66,7 +66,8 @@ static void test_layers_startup_equals_eager(void **state) {
   /* another seed draws other numbers: the values come from the run */
   pd_seed(12);
   assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
-  assert_false(same_bits(pd_var_scope_find_var(scope, pd_tensor_name(static_l.tensors[0])), eager_l.tensors[0]));
+  assert_false(
+      same_bits(pd_var_scope_find_var(scope, pd_tensor_name(static_l.tensors[0])), eager_l.tensors[0]));
 
   pd_tensor *ts[] = {x, img, y, z};
   for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);

@@ -354,7 +354,8 @@ pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *runni
   pd_tensor *out[PD_MAX_OUTPUTS];
   int no = 0;
   pd_status st = pd_dispatch(PD_OP_batch_norm, in, n, &a, out, &no);
-  if (st == PD_OK && x->numel > 0) {
+  /* numel -1: a Variable whose batch is unknown; the update is recorded */
+  if (st == PD_OK && x->numel != 0) {
     bool prev = pd_grad_mode_set(false);
     st = update_running(running_mean, out[1], momentum);
     if (st == PD_OK) st = update_running(running_var, out[2], momentum);
