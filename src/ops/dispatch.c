@@ -13,9 +13,12 @@ static pd_autograd_record_fn g_autograd;
 /* What this thread's dispatches consult, in one thread-local block so the
  * hot path finds grad mode and both hooks with one TLS lookup. A new thread
  * (a DataLoader worker) starts with grad on and no hooks: it never records
- * into another thread's Program or reshards another thread's DTensors. */
+ * into another thread's Program or reshards another thread's DTensors.
+ * `hooked` says whether either hook is set, so an eager op tests one flag
+ * and runs a copy of the dispatcher without the hooks' code. */
 static _Thread_local struct {
   bool no_grad;
+  bool hooked;
   pd_tracer_fn tracer;
   void *tracer_ctx;
   pd_dist_fn dist;
@@ -27,6 +30,7 @@ pd_autograd_record_fn pd_dispatch_get_autograd(void) { return g_autograd; }
 void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx) {
   t_ctx.tracer = fn;
   t_ctx.tracer_ctx = fn ? ctx : NULL;
+  t_ctx.hooked = t_ctx.tracer || t_ctx.dist;
 }
 pd_tracer_fn pd_dispatch_get_tracer(void **ctx) {
   if (ctx) *ctx = t_ctx.tracer_ctx;
@@ -35,6 +39,7 @@ pd_tracer_fn pd_dispatch_get_tracer(void **ctx) {
 void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx) {
   t_ctx.dist = fn;
   t_ctx.dist_ctx = fn ? ctx : NULL;
+  t_ctx.hooked = t_ctx.tracer || t_ctx.dist;
 }
 pd_dist_fn pd_dispatch_get_dist(void **ctx) {
   if (ctx) *ctx = t_ctx.dist_ctx;
@@ -137,16 +142,19 @@ static pd_status convert_inputs(const pd_op_def *def, pd_tensor *const *in, int 
   return PD_OK;
 }
 
-/* The core of dispatch, on inputs already in the dtype the kernel takes. */
+/* The core of dispatch, on inputs already in the dtype the kernel takes.
+ * `hooked` (a constant where it is inlined) is t_ctx.hooked: false gives the
+ * eager copy, which has no tracer or DTensor code. */
 static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tensor *const *in, int n_in,
-                                                           const pd_attrs *a, pd_tensor **out, int *n_out) {
+                                                           const pd_attrs *a, pd_tensor **out, int *n_out,
+                                                           bool hooked) {
   const pd_op_def *def = pd_op_table[id];
   pd_meta meta[PD_MAX_OUTPUTS];
   int nm = def->n_out;
   pd_status st;
   /* DTensor inputs: the handler checks the op on the global metas first
    * (the local shards' shapes need not satisfy it), then runs it on them. */
-  if (t_ctx.dist)
+  if (hooked && t_ctx.dist)
     for (int i = 0; i < n_in; i++)
       if (in[i]->dist_attr) {
         if (t_ctx.dist(t_ctx.dist_ctx, id, in, n_in, a, out, n_out, &st)) return st;
@@ -164,7 +172,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
    * hold) or only recorded. Outputs allocated below are checked by tensor
    * creation (the error then gets this op's name as a prefix), so the
    * common path does not check twice. */
-  pd_tracer_fn tracer = t_ctx.tracer;
+  pd_tracer_fn tracer = hooked ? t_ctx.tracer : NULL;
   if ((def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) || tracer)
     for (int k = 0; k < nm; k++) {
       st = pd_shape_check(def->name, meta[k].dtype, meta[k].ndim, meta[k].shape, tracer != NULL);
@@ -235,6 +243,13 @@ fail:
   return st;
 }
 
+/* run whatever this thread has installed: the copy for a thread with a
+ * tracer or DTensor handler, and for the uncommon paths. */
+static __attribute__((noinline)) pd_status run_general(pd_op_id id, pd_tensor *const *in, int n_in,
+                                                       const pd_attrs *a, pd_tensor **out, int *n_out) {
+  return run(id, in, n_in, a, out, n_out, true);
+}
+
 /* Cheap test before convert_inputs: the common case is one float dtype. */
 static bool needs_conversion(const pd_op_def *def, pd_tensor *const *in, int n_in) {
   pd_dtype d0 = in[0]->dtype;
@@ -294,27 +309,24 @@ static pd_status run_converted(pd_op_id id, pd_tensor *const *in, int n_in, cons
   pd_status st = convert_inputs(def, in, n_in, conv, &restore);
   bool converted = false;
   for (int i = 0; i < n_in; i++) converted |= conv[i] != NULL;
-  if (st == PD_OK && !converted) return run(id, in, n_in, a, out, n_out); /* nothing changed after all */
+  if (st == PD_OK && !converted)
+    return run_general(id, in, n_in, a, out, n_out); /* nothing changed after all */
   if (st == PD_OK && (def->flags & PD_OPF_INPLACE))
     st = pd_set_error(PD_ERR_DTYPE, "%s: an inplace op cannot change the dtype of x (%s)", def->name,
                       pd_dtype_name(in[0]->dtype));
   if (st == PD_OK) {
     pd_tensor *use[PD_MAX_OUTPUTS];
     for (int i = 0; i < n_in; i++) use[i] = conv[i] ? conv[i] : in[i];
-    st = run(id, use, n_in, a, out, n_out);
+    st = run_general(id, use, n_in, a, out, n_out);
   }
   for (int i = 0; i < n_in; i++) pd_tensor_release(conv[i]);
   if (st == PD_OK && restore != PD_NUM_DTYPES) st = cast_outputs_back(out, n_out, restore);
   return st;
 }
 
-/* Checks the inputs, then runs the op (converting dtypes first when its
- * flags ask). With `track`, outputs handed to the user join the innermost
- * scope. */
-static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int *n_out, bool track) {
-  const pd_op_def *def = pd_op_table[id];
-  *n_out = 0;
+/* The inputs' checks: none NULL, none released, and a static Variable only
+ * while a tracer records. */
+static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_in) {
   bool any_meta = false;
   for (int i = 0; i < n_in; i++) {
     if (!in[i]) {
@@ -327,18 +339,36 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
     any_meta |= in[i]->is_meta;
   }
   if (any_meta && !t_ctx.tracer) return meta_without_tracer(def, in, n_in);
+  return PD_OK;
+}
+
+/* Checks the inputs, then runs the op (converting dtypes first when its
+ * flags ask). With `track`, outputs handed to the user join the innermost
+ * scope. */
+static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_tensor **out, int *n_out, bool track) {
+  const pd_op_def *def = pd_op_table[id];
+  *n_out = 0;
+  /* one branch per input for the common case: live tensors with data */
+  int ok = 0;
+  while (ok < n_in && in[ok] && atomic_load_explicit(&in[ok]->refcount, memory_order_relaxed) > 0 &&
+         !in[ok]->is_meta)
+    ok++;
+  pd_status st;
+  if (__builtin_expect(ok < n_in, 0) && (st = check_inputs(def, in, n_in)) != PD_OK) return st;
   if (def->n_in >= 0 && n_in != def->n_in)
     return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);
   static const pd_attrs zero_attrs;
   if (!a) a = &zero_attrs;
 
   pd_internal_enter();
-  pd_status st;
   if ((def->flags & (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | PD_OPF_FLOAT_ONLY)) &&
       needs_conversion(def, in, n_in))
     st = run_converted(id, in, n_in, a, out, n_out);
+  else if (__builtin_expect(t_ctx.hooked, 0))
+    st = run_general(id, in, n_in, a, out, n_out);
   else
-    st = run(id, in, n_in, a, out, n_out);
+    st = run(id, in, n_in, a, out, n_out, false);
   pd_internal_leave();
   if (st == PD_OK && track)
     for (int k = 0; k < *n_out; k++) pd_scope_track(out[k]);
@@ -400,8 +430,8 @@ pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd
 
 pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a) {
   const pd_op_def *def = pd_op_table[id];
-  bool plain = t_ctx.no_grad && !t_ctx.tracer && !t_ctx.dist && (def->flags & PD_OPF_INPLACE) &&
-               in[0]->place.kind == PD_PLACE_CPU;
+  bool plain =
+      t_ctx.no_grad && !t_ctx.hooked && (def->flags & PD_OPF_INPLACE) && in[0]->place.kind == PD_PLACE_CPU;
   for (int i = 0; i < n_in && plain; i++) plain = !in[i]->dist_attr && !in[i]->is_meta;
   if (!plain) {
     pd_tensor *out[PD_MAX_OUTPUTS];

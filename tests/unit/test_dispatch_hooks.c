@@ -133,11 +133,43 @@ static void test_dist_hook_runs_before_infer_meta(void **state) {
   pd_tensor_release(y);
 }
 
+/* Eager ops take a copy of the dispatcher without the hooks' code while
+ * neither hook is set: removing one hook keeps the other in force. */
+static void test_removing_one_hook_keeps_the_other(void **state) {
+  (void)state;
+  counts c = {0};
+  static int tag;
+  pd_tensor *x = pd_ones(2, SHAPE(2, 3), PD_FLOAT32);
+  x->dist_attr = &tag;
+  pd_dispatch_set_dist(answer_dist, &c);
+  pd_dispatch_set_tracer(count_tracer, &c);
+  pd_dispatch_set_tracer(NULL, NULL);
+  pd_tensor *z = pd_add(x, x); /* still answered by the DTensor hook */
+  assert_int_equal(c.dist_calls, 1);
+  assert_true(z && ((const float *)pd_tensor_data(z))[3] == 7.0f);
+  pd_tensor_release(z);
+  pd_dispatch_set_tracer(count_tracer, &c);
+  pd_dispatch_set_dist(NULL, NULL);
+  x->dist_attr = NULL;
+  z = pd_add(x, x); /* still seen by the tracer, computed by the kernel */
+  assert_int_equal(c.before, 1);
+  assert_int_equal(c.after, 1);
+  assert_true(z && ((const float *)pd_tensor_data(z))[5] == 2.0f);
+  pd_tensor_release(z);
+  pd_dispatch_set_tracer(NULL, NULL);
+  z = pd_add(x, x); /* neither */
+  assert_int_equal(c.before, 1);
+  assert_int_equal(c.dist_calls, 1);
+  pd_tensor_release(z);
+  pd_tensor_release(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tracer_is_per_thread),
       cmocka_unit_test(test_dist_hook_is_per_thread),
       cmocka_unit_test(test_dist_hook_runs_before_infer_meta),
+      cmocka_unit_test(test_removing_one_hook_keeps_the_other),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
