@@ -139,6 +139,14 @@ typedef enum pd_op_id {
 #include "ops.def"
 #undef PD_OP
 
+/* Defines op nm's row, `const pd_op_def pd_opdef_<nm>` named "nm" (the id
+ * and the name cannot disagree); the other fields follow as designated
+ * initializers:
+ *   PD_OPDEF(scale, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "f0:scale",
+ *            .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = scale_kernel},
+ *            .backward = scale_backward); */
+#define PD_OPDEF(nm, ...) const pd_op_def pd_opdef_##nm = {.name = #nm, __VA_ARGS__}
+
 extern const pd_op_def *const pd_op_table[PD_NUM_OPS];
 /* Lookup by name; -1 when unknown. */
 int pd_op_find(const char *name);

@@ -140,16 +140,10 @@ static pd_status logsigmoid_backward(const pd_backward_ctx *c) {
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define ACT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32)
-#define ACT(opname, kname, save, attrs)                                             \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                             \
-                                       .n_in = 1,                                   \
-                                       .n_out = 1,                                  \
-                                       .flags = ACT_FLAGS | (save),                 \
-                                       .attr_names = attrs,                         \
-                                       .infer_meta = pd_meta_unary,                 \
-                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
-                                       .backward = kname##_backward,                \
-                                       .flops = pd_flops_per_elem};
+#define ACT(opname, kname, save, attrs)                                                     \
+  PD_OPDEF(opname, .n_in = 1, .n_out = 1, .flags = ACT_FLAGS | (save), .attr_names = attrs, \
+           .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = kname##_kernel},        \
+           .backward = kname##_backward, .flops = pd_flops_per_elem);
 ACT(relu, relu, PD_OPF_SAVE_OUT, "")
 ACT(relu_, relu, PD_OPF_SAVE_OUT | PD_OPF_INPLACE, "")
 ACT(relu6, relu6, PD_OPF_SAVE_OUT, "")

@@ -127,16 +127,10 @@ static pd_status thresholded_relu_backward(const pd_backward_ctx *c) {
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define ACT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN)
-#define ACT(opname, bwd, attrs)                                                      \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
-                                       .n_in = 1,                                    \
-                                       .n_out = 1,                                   \
-                                       .flags = ACT_FLAGS,                           \
-                                       .attr_names = attrs,                          \
-                                       .infer_meta = pd_meta_unary,                  \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
-                                       .backward = bwd##_backward,                   \
-                                       .flops = pd_flops_per_elem};
+#define ACT(opname, bwd, attrs)                                                       \
+  PD_OPDEF(opname, .n_in = 1, .n_out = 1, .flags = ACT_FLAGS, .attr_names = attrs,    \
+           .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
+           .backward = bwd##_backward, .flops = pd_flops_per_elem);
 ACT(celu, celu, "f0:alpha")
 ACT(hardtanh, hardtanh, "f0:t_min,f1:t_max")
 ACT(hardshrink, shrink, "f0:threshold")

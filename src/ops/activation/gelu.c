@@ -50,16 +50,10 @@ static pd_status gelu_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_gelu = {
-    .name = "gelu",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:approximate",
-    .infer_meta = pd_meta_unary,
-    .kernel = {[PD_PLACE_CPU] = gelu_kernel},
-    .backward = gelu_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(gelu, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:approximate", .infer_meta = pd_meta_unary,
+         .kernel = {[PD_PLACE_CPU] = gelu_kernel}, .backward = gelu_backward, .flops = pd_flops_per_elem);
 
 pd_tensor *pd_gelu(pd_tensor *x, bool approximate) {
   pd_attrs a = {.i = {approximate}};

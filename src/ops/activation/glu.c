@@ -70,16 +70,10 @@ static pd_status glu_backward(const pd_backward_ctx *c) {
 }
 #undef K
 
-const pd_op_def pd_opdef_glu = {
-    .name = "glu",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:axis",
-    .infer_meta = glu_meta,
-    .kernel = {[PD_PLACE_CPU] = glu_kernel},
-    .backward = glu_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(glu, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:axis", .infer_meta = glu_meta, .kernel = {[PD_PLACE_CPU] = glu_kernel},
+         .backward = glu_backward, .flops = pd_flops_per_elem);
 
 pd_tensor *pd_glu(pd_tensor *x, int axis) {
   pd_attrs a = {.i = {axis}};

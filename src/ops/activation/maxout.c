@@ -117,23 +117,13 @@ static pd_status maxout_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_maxout = {
-    .name = "maxout",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
-    .attr_names = "i0:groups,i1:axis",
-    .infer_meta = maxout_meta,
-    .kernel = {[PD_PLACE_CPU] = maxout_kernel},
-    .backward = maxout_backward,
-    .flops = pd_flops_per_elem};
-const pd_op_def pd_opdef_maxout_grad = {.name = "maxout_grad",
-                                        .n_in = 3,
-                                        .n_out = 1,
-                                        .flags = PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
-                                        .attr_names = "i0:groups,i1:axis",
-                                        .infer_meta = maxout_grad_meta,
-                                        .kernel = {[PD_PLACE_CPU] = maxout_grad_kernel}};
+PD_OPDEF(maxout, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
+         .attr_names = "i0:groups,i1:axis", .infer_meta = maxout_meta,
+         .kernel = {[PD_PLACE_CPU] = maxout_kernel}, .backward = maxout_backward, .flops = pd_flops_per_elem);
+PD_OPDEF(maxout_grad, .n_in = 3, .n_out = 1, .flags = PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:groups,i1:axis", .infer_meta = maxout_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = maxout_grad_kernel});
 
 pd_tensor *pd_maxout(pd_tensor *x, int groups, int axis) {
   pd_attrs a = {.i = {groups, axis}};

@@ -100,17 +100,11 @@ static pd_status rrelu_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_rrelu = {
-    .name = "rrelu",
-    .n_in = 1,
-    .n_out = 2,
-    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
-    .nondiff_out = 1u << 1,
-    .attr_names = "f0:lower,f1:upper,i0:is_test,i1:seed",
-    .infer_meta = rrelu_meta,
-    .kernel = {[PD_PLACE_CPU] = rrelu_kernel},
-    .backward = rrelu_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(rrelu, .n_in = 1, .n_out = 2,
+         .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
+         .nondiff_out = 1u << 1, .attr_names = "f0:lower,f1:upper,i0:is_test,i1:seed",
+         .infer_meta = rrelu_meta, .kernel = {[PD_PLACE_CPU] = rrelu_kernel}, .backward = rrelu_backward,
+         .flops = pd_flops_per_elem);
 
 pd_tensor *pd_rrelu(pd_tensor *x, double lower, double upper, bool training) {
   if (check_bounds("rrelu", lower, upper) != PD_OK) return NULL;

@@ -60,17 +60,11 @@ static pd_status log_softmax_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-#define SOFTMAX_DEF(opname)                                                             \
-  const pd_op_def pd_opdef_##opname = {                                                 \
-      .name = #opname,                                                                  \
-      .n_in = 1,                                                                        \
-      .n_out = 1,                                                                       \
-      .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT, \
-      .attr_names = "i0:axis",                                                          \
-      .infer_meta = softmax_meta,                                                       \
-      .kernel = {[PD_PLACE_CPU] = softmax_kernel},                                      \
-      .backward = opname##_backward,                                                    \
-      .flops = pd_flops_per_elem};
+#define SOFTMAX_DEF(opname)                                                                                  \
+  PD_OPDEF(opname, .n_in = 1, .n_out = 1,                                                                    \
+           .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,                 \
+           .attr_names = "i0:axis", .infer_meta = softmax_meta, .kernel = {[PD_PLACE_CPU] = softmax_kernel}, \
+           .backward = opname##_backward, .flops = pd_flops_per_elem);
 SOFTMAX_DEF(softmax)
 SOFTMAX_DEF(log_softmax)
 

@@ -148,23 +148,12 @@ static pd_status swiglu_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_swiglu = {
-    .name = "swiglu",
-    .attr_names = "",
-    .n_in = -1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .infer_meta = swiglu_meta,
-    .kernel = {[PD_PLACE_CPU] = swiglu_kernel},
-    .backward = swiglu_backward,
-    .flops = pd_flops_per_elem};
-const pd_op_def pd_opdef_swiglu_grad = {.name = "swiglu_grad",
-                                        .attr_names = "",
-                                        .n_in = -1,
-                                        .n_out = -1,
-                                        .flags = PD_OPF_FLOAT_ONLY,
-                                        .infer_meta = swiglu_grad_meta,
-                                        .kernel = {[PD_PLACE_CPU] = swiglu_grad_kernel}};
+PD_OPDEF(swiglu, .attr_names = "", .n_in = -1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .infer_meta = swiglu_meta, .kernel = {[PD_PLACE_CPU] = swiglu_kernel}, .backward = swiglu_backward,
+         .flops = pd_flops_per_elem);
+PD_OPDEF(swiglu_grad, .attr_names = "", .n_in = -1, .n_out = -1, .flags = PD_OPF_FLOAT_ONLY,
+         .infer_meta = swiglu_grad_meta, .kernel = {[PD_PLACE_CPU] = swiglu_grad_kernel});
 
 pd_tensor *pd_swiglu(pd_tensor *x, pd_tensor *y) {
   pd_tensor *in[2] = {x, y};

@@ -221,26 +221,14 @@ static double grad_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
 
 #define SDPA_ATTRS "i0:is_causal,i1:has_mask,i2:dropout,f0:dropout_p,f1:scale"
 
-const pd_op_def pd_opdef_scaled_dot_product_attention = {
-    .name = "scaled_dot_product_attention",
-    .n_in = -1,
-    .n_out = 3,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT | PD_OPF_RANDOM,
-    .nondiff_out = 6u,
-    .attr_names = SDPA_ATTRS,
-    .infer_meta = sdpa_meta,
-    .kernel = {[PD_PLACE_CPU] = sdpa_kernel},
-    .backward = sdpa_backward,
-    .flops = sdpa_flops};
+PD_OPDEF(scaled_dot_product_attention, .n_in = -1, .n_out = 3,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT | PD_OPF_RANDOM,
+         .nondiff_out = 6u, .attr_names = SDPA_ATTRS, .infer_meta = sdpa_meta,
+         .kernel = {[PD_PLACE_CPU] = sdpa_kernel}, .backward = sdpa_backward, .flops = sdpa_flops);
 
-const pd_op_def pd_opdef_scaled_dot_product_attention_grad = {.name = "scaled_dot_product_attention_grad",
-                                                              .n_in = -1,
-                                                              .n_out = 3,
-                                                              .flags = PD_OPF_HALF_VIA_F32,
-                                                              .attr_names = SDPA_ATTRS,
-                                                              .infer_meta = grad_meta,
-                                                              .kernel = {[PD_PLACE_CPU] = grad_kernel},
-                                                              .flops = grad_flops};
+PD_OPDEF(scaled_dot_product_attention_grad, .n_in = -1, .n_out = 3, .flags = PD_OPF_HALF_VIA_F32,
+         .attr_names = SDPA_ATTRS, .infer_meta = grad_meta, .kernel = {[PD_PLACE_CPU] = grad_kernel},
+         .flops = grad_flops);
 
 pd_tensor *pd_scaled_dot_product_attention(pd_tensor *query, pd_tensor *key, pd_tensor *value,
                                            pd_tensor *attn_mask, double dropout_p, bool is_causal,

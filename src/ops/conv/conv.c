@@ -455,41 +455,24 @@ static double flops_bwd_weights(pd_tensor *const *in, int n_in, const pd_attrs *
 #define CONV_FLAGS (PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32)
 #define CONV_ATTRS "v0:strides,v1:dilations,v2:paddings,i0:groups,i1:channel_last"
 
-#define DEF_CONV(NAME)                                                        \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                           \
-                                     .n_in = -1,                              \
-                                     .n_out = 1,                              \
-                                     .flags = CONV_FLAGS,                     \
-                                     .attr_names = CONV_ATTRS,                \
-                                     .infer_meta = meta_fwd,                  \
-                                     .kernel = {[PD_PLACE_CPU] = kernel_fwd}, \
-                                     .backward = conv_backward,               \
-                                     .flops = flops_fwd};
-#define DEF_CONVT(NAME)                                                            \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                \
-                                     .n_in = -1,                                   \
-                                     .n_out = 1,                                   \
-                                     .flags = CONV_FLAGS,                          \
-                                     .attr_names = CONV_ATTRS ",v3:output_size",   \
-                                     .infer_meta = meta_bwd_data,                  \
-                                     .kernel = {[PD_PLACE_CPU] = kernel_bwd_data}, \
-                                     .backward = conv_transpose_backward,          \
-                                     .flops = flops_bwd_data};
+#define DEF_CONV(NAME)                                                                                 \
+  PD_OPDEF(NAME, .n_in = -1, .n_out = 1, .flags = CONV_FLAGS, .attr_names = CONV_ATTRS,                \
+           .infer_meta = meta_fwd, .kernel = {[PD_PLACE_CPU] = kernel_fwd}, .backward = conv_backward, \
+           .flops = flops_fwd);
+#define DEF_CONVT(NAME)                                                                                   \
+  PD_OPDEF(NAME, .n_in = -1, .n_out = 1, .flags = CONV_FLAGS, .attr_names = CONV_ATTRS ",v3:output_size", \
+           .infer_meta = meta_bwd_data, .kernel = {[PD_PLACE_CPU] = kernel_bwd_data},                     \
+           .backward = conv_transpose_backward, .flops = flops_bwd_data);
 DEF_CONV(conv1d)
 DEF_CONV(conv2d)
 DEF_CONV(conv3d)
 DEF_CONVT(conv1d_transpose)
 DEF_CONVT(conv2d_transpose)
 DEF_CONVT(conv3d_transpose)
-const pd_op_def pd_opdef_conv_grad_filter = {.name = "conv_grad_filter",
-                                             .n_in = 2,
-                                             .n_out = 1,
-                                             .flags = CONV_FLAGS,
-                                             .attr_names = CONV_ATTRS ",v3:kernel_size",
-                                             .infer_meta = meta_bwd_weights,
-                                             .kernel = {[PD_PLACE_CPU] = kernel_bwd_weights},
-                                             .backward = conv_grad_filter_backward,
-                                             .flops = flops_bwd_weights};
+PD_OPDEF(conv_grad_filter, .n_in = 2, .n_out = 1, .flags = CONV_FLAGS,
+         .attr_names = CONV_ATTRS ",v3:kernel_size", .infer_meta = meta_bwd_weights,
+         .kernel = {[PD_PLACE_CPU] = kernel_bwd_weights}, .backward = conv_grad_filter_backward,
+         .flops = flops_bwd_weights);
 
 /* ---- public wrappers ---------------------------------------------------- */
 

@@ -428,27 +428,14 @@ static double pool_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
 }
 
 #define POOL_ATTRS "v0:kernel_size,v1:strides,v2:paddings,i0:ceil_mode,i1:exclusive"
-#define DEF_MAX(NAME, ATTRS)                                                                       \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                                                \
-                                     .n_in = 1,                                                    \
-                                     .n_out = 2,                                                   \
-                                     .flags = PD_OPF_DIFF | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, \
-                                     .nondiff_out = 1u << 1,                                       \
-                                     .attr_names = ATTRS,                                          \
-                                     .infer_meta = max_meta,                                       \
-                                     .kernel = {[PD_PLACE_CPU] = max_kernel},                      \
-                                     .backward = max_backward,                                     \
-                                     .flops = pool_flops};
-#define DEF_AVG(NAME, ATTRS)                                                     \
-  const pd_op_def pd_opdef_##NAME = {.name = #NAME,                              \
-                                     .n_in = 1,                                  \
-                                     .n_out = 1,                                 \
-                                     .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32, \
-                                     .attr_names = ATTRS,                        \
-                                     .infer_meta = avg_meta,                     \
-                                     .kernel = {[PD_PLACE_CPU] = avg_kernel},    \
-                                     .backward = avg_backward,                   \
-                                     .flops = pool_flops};
+#define DEF_MAX(NAME, ATTRS)                                                                          \
+  PD_OPDEF(NAME, .n_in = 1, .n_out = 2, .flags = PD_OPF_DIFF | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, \
+           .nondiff_out = 1u << 1, .attr_names = ATTRS, .infer_meta = max_meta,                       \
+           .kernel = {[PD_PLACE_CPU] = max_kernel}, .backward = max_backward, .flops = pool_flops);
+#define DEF_AVG(NAME, ATTRS)                                                                             \
+  PD_OPDEF(NAME, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32, .attr_names = ATTRS, \
+           .infer_meta = avg_meta, .kernel = {[PD_PLACE_CPU] = avg_kernel}, .backward = avg_backward,    \
+           .flops = pool_flops);
 DEF_MAX(max_pool1d, POOL_ATTRS)
 DEF_MAX(max_pool2d, POOL_ATTRS)
 DEF_MAX(max_pool3d, POOL_ATTRS)
@@ -462,31 +449,15 @@ DEF_AVG(adaptive_avg_pool1d, "v3:output_size")
 DEF_AVG(adaptive_avg_pool2d, "v3:output_size")
 DEF_AVG(adaptive_avg_pool3d, "v3:output_size")
 
-const pd_op_def pd_opdef_max_pool_grad = {.name = "max_pool_grad",
-                                          .n_in = 2,
-                                          .n_out = 1,
-                                          .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                          .nondiff_out = 0,
-                                          .attr_names = "v3:input_size",
-                                          .infer_meta = max_grad_meta,
-                                          .kernel = {[PD_PLACE_CPU] = max_grad_kernel},
-                                          .backward = max_grad_backward};
-const pd_op_def pd_opdef_max_pool_gather = {.name = "max_pool_gather",
-                                            .attr_names = "",
-                                            .n_in = 2,
-                                            .n_out = 1,
-                                            .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                            .infer_meta = gather_meta,
-                                            .kernel = {[PD_PLACE_CPU] = gather_kernel},
-                                            .backward = gather_backward};
-const pd_op_def pd_opdef_avg_pool_grad = {.name = "avg_pool_grad",
-                                          .n_in = 1,
-                                          .n_out = 1,
-                                          .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                          .attr_names = POOL_ATTRS ",i2:adaptive,v3:input_size",
-                                          .infer_meta = avg_grad_meta,
-                                          .kernel = {[PD_PLACE_CPU] = avg_grad_kernel},
-                                          .backward = avg_grad_backward};
+PD_OPDEF(max_pool_grad, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+         .nondiff_out = 0, .attr_names = "v3:input_size", .infer_meta = max_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = max_grad_kernel}, .backward = max_grad_backward);
+PD_OPDEF(max_pool_gather, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32, .infer_meta = gather_meta,
+         .kernel = {[PD_PLACE_CPU] = gather_kernel}, .backward = gather_backward);
+PD_OPDEF(avg_pool_grad, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = POOL_ATTRS ",i2:adaptive,v3:input_size", .infer_meta = avg_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = avg_grad_kernel}, .backward = avg_grad_backward);
 
 /* ---- public wrappers ------------------------------------------------------ */
 

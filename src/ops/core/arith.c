@@ -86,17 +86,11 @@ static pd_status div_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-#define BINARY_DEF(opname, kname, extra)                                     \
-  const pd_op_def pd_opdef_##opname = {                                      \
-      .name = #opname,                                                       \
-      .attr_names = "",                                                      \
-      .n_in = 2,                                                             \
-      .n_out = 1,                                                            \
-      .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | (extra), \
-      .infer_meta = pd_meta_broadcast,                                       \
-      .kernel = {[PD_PLACE_CPU] = kname##_kernel},                           \
-      .backward = kname##_backward,                                          \
-      .flops = pd_flops_per_elem};
+#define BINARY_DEF(opname, kname, extra)                                                 \
+  PD_OPDEF(opname, .attr_names = "", .n_in = 2, .n_out = 1,                              \
+           .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | (extra),        \
+           .infer_meta = pd_meta_broadcast, .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
+           .backward = kname##_backward, .flops = pd_flops_per_elem);
 BINARY_DEF(add, add, 0)
 BINARY_DEF(subtract, sub, 0)
 BINARY_DEF(multiply, mul, PD_OPF_SAVE_IN)
@@ -115,15 +109,9 @@ static pd_status add__meta(const pd_op_def *def, pd_tensor *const *in, int n_in,
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_add_ = {.name = "add_",
-                                 .attr_names = "",
-                                 .n_in = 2,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF | PD_OPF_INPLACE,
-                                 .infer_meta = add__meta,
-                                 .kernel = {[PD_PLACE_CPU] = add_kernel},
-                                 .backward = add_backward,
-                                 .flops = pd_flops_per_elem};
+PD_OPDEF(add_, .attr_names = "", .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_INPLACE,
+         .infer_meta = add__meta, .kernel = {[PD_PLACE_CPU] = add_kernel}, .backward = add_backward,
+         .flops = pd_flops_per_elem);
 
 static pd_tensor *binary(pd_op_id id, pd_tensor *x, pd_tensor *y) {
   pd_tensor *in[2] = {x, y};

@@ -63,14 +63,8 @@ static pd_status cast_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_cast = {.name = "cast",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "dtype",
-                                 .infer_meta = cast_meta,
-                                 .kernel = {[PD_PLACE_CPU] = cast_kernel},
-                                 .backward = cast_backward};
+PD_OPDEF(cast, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "dtype", .infer_meta = cast_meta,
+         .kernel = {[PD_PLACE_CPU] = cast_kernel}, .backward = cast_backward);
 
 pd_tensor *pd_cast(pd_tensor *x, pd_dtype dt) {
   if (x && x->dtype == dt) return pd_scope_track(pd_tensor_retain(x)); /* Paddle returns x itself */

@@ -88,12 +88,8 @@ static pd_status full_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_full = {.name = "full",
-                                 .n_in = 0,
-                                 .n_out = 1,
-                                 .attr_names = "v0:shape,f0:value,dtype,i0:uninitialised",
-                                 .infer_meta = full_meta,
-                                 .kernel = {[PD_PLACE_CPU] = full_kernel}};
+PD_OPDEF(full, .n_in = 0, .n_out = 1, .attr_names = "v0:shape,f0:value,dtype,i0:uninitialised",
+         .infer_meta = full_meta, .kernel = {[PD_PLACE_CPU] = full_kernel});
 
 /* fill_(x; f0 value): every element of x becomes value (Tensor.fill_,
  * zero_): the fills the library does on tensors it owns (a gradient slot, an
@@ -134,13 +130,8 @@ static pd_status fill__kernel(const pd_kernel_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_fill_ = {.name = "fill_",
-                                  .n_in = 1,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_INPLACE,
-                                  .attr_names = "f0:value",
-                                  .infer_meta = fill__meta,
-                                  .kernel = {[PD_PLACE_CPU] = fill__kernel}};
+PD_OPDEF(fill_, .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE, .attr_names = "f0:value",
+         .infer_meta = fill__meta, .kernel = {[PD_PLACE_CPU] = fill__kernel});
 
 static pd_tensor *full_impl(int ndim, const int64_t *shape, double value, pd_dtype dt, bool empty) {
   if (ndim < 0 || ndim > PD_MAX_DIMS) {

@@ -56,28 +56,16 @@ static pd_status scale_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scale = {.name = "scale",
-                                  .n_in = 1,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                  .attr_names = "f0:scale,f1:bias,i0:bias_after_scale",
-                                  .infer_meta = pd_meta_unary,
-                                  .kernel = {[PD_PLACE_CPU] = scale_kernel},
-                                  .backward = scale_backward,
-                                  .flops = pd_flops_per_elem};
+PD_OPDEF(scale, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = "f0:scale,f1:bias,i0:bias_after_scale", .infer_meta = pd_meta_unary,
+         .kernel = {[PD_PLACE_CPU] = scale_kernel}, .backward = scale_backward, .flops = pd_flops_per_elem);
 
 /* scale_: x itself scaled (Tensor.scale_): what the library writes into a
  * tensor it owns, such as a merged gradient divided by the steps, goes
  * through the dispatcher as this op. */
-const pd_op_def pd_opdef_scale_ = {.name = "scale_",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_INPLACE,
-                                   .attr_names = "f0:scale,f1:bias,i0:bias_after_scale",
-                                   .infer_meta = pd_meta_unary,
-                                   .kernel = {[PD_PLACE_CPU] = scale_kernel},
-                                   .backward = scale_backward,
-                                   .flops = pd_flops_per_elem};
+PD_OPDEF(scale_, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_INPLACE,
+         .attr_names = "f0:scale,f1:bias,i0:bias_after_scale", .infer_meta = pd_meta_unary,
+         .kernel = {[PD_PLACE_CPU] = scale_kernel}, .backward = scale_backward, .flops = pd_flops_per_elem);
 
 pd_tensor *pd_scale(pd_tensor *x, double scale, double bias, bool bias_after_scale) {
   pd_attrs a = {.f = {scale, bias}, .i = {bias_after_scale}};

@@ -35,15 +35,9 @@ static pd_status sum_backward(const pd_backward_ctx *c) {
   return e ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_sum = {.name = "sum",
-                                .n_in = 1,
-                                .n_out = 1,
-                                .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                .attr_names = "v0:axis,i0:keepdim,i1:has_dtype,dtype",
-                                .infer_meta = sum_meta,
-                                .kernel = {[PD_PLACE_CPU] = sum_kernel},
-                                .backward = sum_backward,
-                                .flops = pd_flops_reduce};
+PD_OPDEF(sum, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = "v0:axis,i0:keepdim,i1:has_dtype,dtype", .infer_meta = sum_meta,
+         .kernel = {[PD_PLACE_CPU] = sum_kernel}, .backward = sum_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_sum(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
   return pd_reduce_call(PD_OP_sum, "sum", x, axis, naxis, keepdim, NULL);

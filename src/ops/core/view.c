@@ -101,14 +101,9 @@ static pd_status reshape_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_reshape = {.name = "reshape",
-                                    .n_in = 1,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                    .attr_names = "v0:shape",
-                                    .infer_meta = reshape_meta,
-                                    .kernel = {[PD_PLACE_CPU] = reshape_kernel},
-                                    .backward = reshape_backward};
+PD_OPDEF(reshape, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:shape",
+         .infer_meta = reshape_meta, .kernel = {[PD_PLACE_CPU] = reshape_kernel},
+         .backward = reshape_backward);
 
 pd_tensor *pd_reshape(pd_tensor *x, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -176,14 +171,8 @@ static pd_status expand_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_expand = {.name = "expand",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                   .attr_names = "v0:shape",
-                                   .infer_meta = expand_meta,
-                                   .kernel = {[PD_PLACE_CPU] = expand_kernel},
-                                   .backward = expand_backward};
+PD_OPDEF(expand, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:shape",
+         .infer_meta = expand_meta, .kernel = {[PD_PLACE_CPU] = expand_kernel}, .backward = expand_backward);
 
 pd_tensor *pd_expand(pd_tensor *x, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -252,14 +241,9 @@ static pd_status transpose_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_transpose = {.name = "transpose",
-                                      .n_in = 1,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                      .attr_names = "v0:perm",
-                                      .infer_meta = transpose_meta,
-                                      .kernel = {[PD_PLACE_CPU] = transpose_kernel},
-                                      .backward = transpose_backward};
+PD_OPDEF(transpose, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:perm",
+         .infer_meta = transpose_meta, .kernel = {[PD_PLACE_CPU] = transpose_kernel},
+         .backward = transpose_backward);
 
 pd_tensor *pd_transpose(pd_tensor *x, int nperm, const int64_t *perm) {
   if (nperm < 0 || nperm > PD_MAX_DIMS || (nperm > 0 && !perm)) {

@@ -98,13 +98,9 @@ static pd_status uniform_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_uniform = {.name = "uniform",
-                                    .n_in = 0,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_RANDOM,
-                                    .attr_names = "v0:shape,f0:min,f1:max,i0:seed,dtype",
-                                    .infer_meta = float_shape_meta,
-                                    .kernel = {[PD_PLACE_CPU] = uniform_kernel}};
+PD_OPDEF(uniform, .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+         .attr_names = "v0:shape,f0:min,f1:max,i0:seed,dtype", .infer_meta = float_shape_meta,
+         .kernel = {[PD_PLACE_CPU] = uniform_kernel});
 
 static bool shape_ok(const char *op, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > PD_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -190,13 +186,9 @@ static pd_status gaussian_meta(const pd_op_def *def, pd_tensor *const *in, int n
   return st != PD_OK ? st : float_shape_meta(def, in, n_in, a, out, n_out);
 }
 
-const pd_op_def pd_opdef_gaussian = {.name = "gaussian",
-                                     .n_in = 0,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_RANDOM,
-                                     .attr_names = "v0:shape,f0:mean,f1:std,i0:seed,dtype",
-                                     .infer_meta = gaussian_meta,
-                                     .kernel = {[PD_PLACE_CPU] = gaussian_kernel}};
+PD_OPDEF(gaussian, .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+         .attr_names = "v0:shape,f0:mean,f1:std,i0:seed,dtype", .infer_meta = gaussian_meta,
+         .kernel = {[PD_PLACE_CPU] = gaussian_kernel});
 
 static pd_tensor *gaussian_impl(const char *op, int ndim, const int64_t *shape, pd_dtype dt, double mean,
                                 double std) {
@@ -257,13 +249,9 @@ static pd_status randint_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_randint = {.name = "randint",
-                                    .n_in = 0,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_RANDOM,
-                                    .attr_names = "v0:shape,i0:low,i1:high,dtype",
-                                    .infer_meta = randint_meta,
-                                    .kernel = {[PD_PLACE_CPU] = randint_kernel}};
+PD_OPDEF(randint, .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+         .attr_names = "v0:shape,i0:low,i1:high,dtype", .infer_meta = randint_meta,
+         .kernel = {[PD_PLACE_CPU] = randint_kernel});
 
 pd_tensor *pd_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, pd_dtype dt) {
   if (!shape_ok("randint", ndim, shape)) return NULL;

@@ -96,13 +96,8 @@ static pd_status bernoulli_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_bernoulli = {.name = "bernoulli",
-                                      .attr_names = "",
-                                      .n_in = 1,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,
-                                      .infer_meta = bernoulli_meta,
-                                      .kernel = {[PD_PLACE_CPU] = bernoulli_kernel}};
+PD_OPDEF(bernoulli, .attr_names = "", .n_in = 1, .n_out = 1, .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,
+         .infer_meta = bernoulli_meta, .kernel = {[PD_PLACE_CPU] = bernoulli_kernel});
 
 pd_tensor *pd_bernoulli(pd_tensor *x) { return pd_dispatch1(PD_OP_bernoulli, &x, 1, NULL); }
 
@@ -253,14 +248,9 @@ done:
   return st;
 }
 
-const pd_op_def pd_opdef_multinomial = {.name = "multinomial",
-                                        .n_in = 1,
-                                        .n_out = 1,
-                                        .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32,
-                                        .nondiff_out = 1u,
-                                        .attr_names = "i0:num_samples,i1:replacement",
-                                        .infer_meta = multinomial_meta,
-                                        .kernel = {[PD_PLACE_CPU] = multinomial_kernel}};
+PD_OPDEF(multinomial, .n_in = 1, .n_out = 1, .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u,
+         .attr_names = "i0:num_samples,i1:replacement", .infer_meta = multinomial_meta,
+         .kernel = {[PD_PLACE_CPU] = multinomial_kernel});
 
 pd_tensor *pd_multinomial(pd_tensor *x, int64_t num_samples, bool replacement) {
   pd_attrs a = {.i = {num_samples, replacement}};
@@ -327,13 +317,8 @@ static pd_status randperm_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_randperm = {.name = "randperm",
-                                     .n_in = 0,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_RANDOM,
-                                     .attr_names = "i0:n,dtype",
-                                     .infer_meta = randperm_meta,
-                                     .kernel = {[PD_PLACE_CPU] = randperm_kernel}};
+PD_OPDEF(randperm, .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM, .attr_names = "i0:n,dtype",
+         .infer_meta = randperm_meta, .kernel = {[PD_PLACE_CPU] = randperm_kernel});
 
 pd_tensor *pd_randperm(int64_t n, pd_dtype dt) {
   pd_attrs a = {.i = {n}, .dtype = dt == PD_NUM_DTYPES ? PD_INT64 : dt};

@@ -157,12 +157,8 @@ static pd_status arange_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_arange = {.name = "arange",
-                                   .n_in = 0,
-                                   .n_out = 1,
-                                   .attr_names = "f0:start,f1:end,f2:step,dtype",
-                                   .infer_meta = arange_meta,
-                                   .kernel = {[PD_PLACE_CPU] = arange_kernel}};
+PD_OPDEF(arange, .n_in = 0, .n_out = 1, .attr_names = "f0:start,f1:end,f2:step,dtype",
+         .infer_meta = arange_meta, .kernel = {[PD_PLACE_CPU] = arange_kernel});
 
 static bool integral(double v) { return isfinite(v) && floor(v) == v; }
 
@@ -235,12 +231,8 @@ static pd_status linspace_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_linspace = {.name = "linspace",
-                                     .n_in = 0,
-                                     .n_out = 1,
-                                     .attr_names = "f0:start,f1:stop,i0:num,dtype",
-                                     .infer_meta = linspace_meta,
-                                     .kernel = {[PD_PLACE_CPU] = linspace_kernel}};
+PD_OPDEF(linspace, .n_in = 0, .n_out = 1, .attr_names = "f0:start,f1:stop,i0:num,dtype",
+         .infer_meta = linspace_meta, .kernel = {[PD_PLACE_CPU] = linspace_kernel});
 
 pd_tensor *pd_linspace(double start, double stop, int64_t num, pd_dtype dt) {
   pd_attrs a = {.f = {start, stop}, .i = {num}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt};
@@ -282,12 +274,8 @@ static pd_status eye_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_eye = {.name = "eye",
-                                .n_in = 0,
-                                .n_out = 1,
-                                .attr_names = "i0:num_rows,i1:num_columns,dtype",
-                                .infer_meta = eye_meta,
-                                .kernel = {[PD_PLACE_CPU] = eye_kernel}};
+PD_OPDEF(eye, .n_in = 0, .n_out = 1, .attr_names = "i0:num_rows,i1:num_columns,dtype", .infer_meta = eye_meta,
+         .kernel = {[PD_PLACE_CPU] = eye_kernel});
 
 pd_tensor *pd_eye(int64_t num_rows, int64_t num_columns, pd_dtype dt) {
   pd_attrs a = {.i = {num_rows, num_columns}, .dtype = dt == PD_NUM_DTYPES ? pd_get_default_dtype() : dt};

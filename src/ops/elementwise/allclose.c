@@ -101,20 +101,11 @@ static pd_status equal_all_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_allclose = {.name = "allclose",
-                                     .n_in = 2,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
-                                     .attr_names = "f0:rtol,f1:atol,i0:equal_nan",
-                                     .infer_meta = scalar_bool_meta,
-                                     .kernel = {[PD_PLACE_CPU] = allclose_kernel}};
-const pd_op_def pd_opdef_equal_all = {.name = "equal_all",
-                                      .attr_names = "",
-                                      .n_in = 2,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
-                                      .infer_meta = scalar_bool_meta,
-                                      .kernel = {[PD_PLACE_CPU] = equal_all_kernel}};
+PD_OPDEF(allclose, .n_in = 2, .n_out = 1, .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
+         .attr_names = "f0:rtol,f1:atol,i0:equal_nan", .infer_meta = scalar_bool_meta,
+         .kernel = {[PD_PLACE_CPU] = allclose_kernel});
+PD_OPDEF(equal_all, .attr_names = "", .n_in = 2, .n_out = 1, .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32,
+         .infer_meta = scalar_bool_meta, .kernel = {[PD_PLACE_CPU] = equal_all_kernel});
 
 pd_tensor *pd_allclose(pd_tensor *x, pd_tensor *y, double rtol, double atol, bool equal_nan) {
   pd_tensor *in[2] = {x, y};

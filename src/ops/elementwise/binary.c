@@ -229,37 +229,20 @@ static pd_status minimum_backward(const pd_backward_ctx *c) { return minmax_back
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define BIN_FLAGS (PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32)
-const pd_op_def pd_opdef_floor_divide = {.name = "floor_divide",
-                                         .attr_names = "",
-                                         .n_in = 2,
-                                         .n_out = 1,
-                                         .flags = BIN_FLAGS,
-                                         .infer_meta = pd_meta_broadcast,
-                                         .kernel = {[PD_PLACE_CPU] = floor_divide_kernel},
-                                         .flops = pd_flops_per_elem};
-#define BIN_DEF(opname, save)                                                        \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                              \
-                                       .attr_names = "",                             \
-                                       .n_in = 2,                                    \
-                                       .n_out = 1,                                   \
-                                       .flags = BIN_FLAGS | PD_OPF_DIFF | (save),    \
-                                       .infer_meta = pd_meta_broadcast,              \
-                                       .kernel = {[PD_PLACE_CPU] = opname##_kernel}, \
-                                       .backward = opname##_backward,                \
-                                       .flops = pd_flops_per_elem};
+PD_OPDEF(floor_divide, .attr_names = "", .n_in = 2, .n_out = 1, .flags = BIN_FLAGS,
+         .infer_meta = pd_meta_broadcast, .kernel = {[PD_PLACE_CPU] = floor_divide_kernel},
+         .flops = pd_flops_per_elem);
+#define BIN_DEF(opname, save)                                                                          \
+  PD_OPDEF(opname, .attr_names = "", .n_in = 2, .n_out = 1, .flags = BIN_FLAGS | PD_OPF_DIFF | (save), \
+           .infer_meta = pd_meta_broadcast, .kernel = {[PD_PLACE_CPU] = opname##_kernel},              \
+           .backward = opname##_backward, .flops = pd_flops_per_elem);
 BIN_DEF(remainder, PD_OPF_SAVE_IN)
 BIN_DEF(elementwise_pow, PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT)
 BIN_DEF(maximum, PD_OPF_SAVE_IN)
 BIN_DEF(minimum, PD_OPF_SAVE_IN)
-const pd_op_def pd_opdef_pow = {.name = "pow",
-                                .n_in = 1,
-                                .n_out = 1,
-                                .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                .attr_names = "f0:factor",
-                                .infer_meta = pd_meta_unary,
-                                .kernel = {[PD_PLACE_CPU] = pow_kernel},
-                                .backward = pow_backward,
-                                .flops = pd_flops_per_elem};
+PD_OPDEF(pow, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "f0:factor", .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = pow_kernel},
+         .backward = pow_backward, .flops = pd_flops_per_elem);
 
 static pd_tensor *binary(pd_op_id id, pd_tensor *x, pd_tensor *y) {
   pd_tensor *in[2] = {x, y};

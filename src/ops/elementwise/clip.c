@@ -82,25 +82,13 @@ static pd_status clip_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_clip = {.name = "clip",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
-                                 .attr_names = "f0:min,f1:max",
-                                 .infer_meta = clip_meta,
-                                 .kernel = {[PD_PLACE_CPU] = clip_kernel},
-                                 .backward = clip_backward,
-                                 .flops = pd_flops_per_elem};
-const pd_op_def pd_opdef_clip_ = {
-    .name = "clip_",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT | PD_OPF_INPLACE,
-    .attr_names = "f0:min,f1:max",
-    .infer_meta = clip_meta,
-    .kernel = {[PD_PLACE_CPU] = clip_kernel},
-    .backward = clip_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(clip, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
+         .attr_names = "f0:min,f1:max", .infer_meta = clip_meta, .kernel = {[PD_PLACE_CPU] = clip_kernel},
+         .backward = clip_backward, .flops = pd_flops_per_elem);
+PD_OPDEF(clip_, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT | PD_OPF_INPLACE,
+         .attr_names = "f0:min,f1:max", .infer_meta = clip_meta, .kernel = {[PD_PLACE_CPU] = clip_kernel},
+         .backward = clip_backward, .flops = pd_flops_per_elem);
 
 static pd_tensor *clip_call(pd_op_id id, pd_tensor *x, double min, double max) {
   pd_attrs a = {.f = {isnan(min) ? -INFINITY : min, isnan(max) ? INFINITY : max}};

@@ -118,16 +118,10 @@ static pd_status square_backward(const pd_backward_ctx *c) { /* 2 x g */
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define NUM_FLAGS (PD_OPF_DIFF | PD_OPF_HALF_VIA_F32)
-#define UNARY(opname, kname, save, bwd, attrs)                                      \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                             \
-                                       .n_in = 1,                                   \
-                                       .n_out = 1,                                  \
-                                       .flags = NUM_FLAGS | (save),                 \
-                                       .attr_names = attrs,                         \
-                                       .infer_meta = pd_meta_unary,                 \
-                                       .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
-                                       .backward = bwd,                             \
-                                       .flops = pd_flops_per_elem};
+#define UNARY(opname, kname, save, bwd, attrs)                                                        \
+  PD_OPDEF(opname, .n_in = 1, .n_out = 1, .flags = NUM_FLAGS | (save), .attr_names = attrs,           \
+           .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = kname##_kernel}, .backward = bwd, \
+           .flops = pd_flops_per_elem);
 UNARY(abs, abs, PD_OPF_SAVE_IN, abs_backward, "")
 UNARY(sign, sign, 0, zero_backward, "")
 UNARY(neg, neg, 0, neg_backward, "")

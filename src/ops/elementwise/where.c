@@ -60,14 +60,8 @@ static pd_status where_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_where = {.name = "where",
-                                  .attr_names = "",
-                                  .n_in = 3,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                  .infer_meta = where_meta,
-                                  .kernel = {[PD_PLACE_CPU] = where_kernel},
-                                  .backward = where_backward};
+PD_OPDEF(where, .attr_names = "", .n_in = 3, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+         .infer_meta = where_meta, .kernel = {[PD_PLACE_CPU] = where_kernel}, .backward = where_backward);
 
 pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y) {
   if (x && y && x->dtype != y->dtype) { /* promote x and y (not cond) */

@@ -115,15 +115,9 @@ static double dot_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const
   return 2.0 * (double)in[0]->numel;
 }
 
-const pd_op_def pd_opdef_dot = {.name = "dot",
-                                .attr_names = "",
-                                .n_in = 2,
-                                .n_out = 1,
-                                .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                .infer_meta = dot_meta,
-                                .kernel = {[PD_PLACE_CPU] = dot_kernel},
-                                .backward = dot_backward,
-                                .flops = dot_flops};
+PD_OPDEF(dot, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32, .infer_meta = dot_meta,
+         .kernel = {[PD_PLACE_CPU] = dot_kernel}, .backward = dot_backward, .flops = dot_flops);
 
 pd_tensor *pd_dot(pd_tensor *x, pd_tensor *y) {
   pd_tensor *in[2] = {x, y};
@@ -163,13 +157,7 @@ static pd_status t_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_t = {.name = "t",
-                              .attr_names = "",
-                              .n_in = 1,
-                              .n_out = 1,
-                              .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                              .infer_meta = t_meta,
-                              .kernel = {[PD_PLACE_CPU] = t_kernel},
-                              .backward = t_backward};
+PD_OPDEF(t, .attr_names = "", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .infer_meta = t_meta,
+         .kernel = {[PD_PLACE_CPU] = t_kernel}, .backward = t_backward);
 
 pd_tensor *pd_t(pd_tensor *input) { return pd_dispatch1(PD_OP_t, &input, 1, NULL); }

@@ -365,26 +365,13 @@ static pd_status matmul_backward(const pd_backward_ctx *c) {
 
 #define MATMUL_FLAGS (PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32)
 
-const pd_op_def pd_opdef_matmul = {.name = "matmul",
-                                   .n_in = 2,
-                                   .n_out = 1,
-                                   .flags = MATMUL_FLAGS,
-                                   .attr_names = "i0:transpose_x,i1:transpose_y",
-                                   .infer_meta = matmul_meta,
-                                   .kernel = {[PD_PLACE_CPU] = matmul_kernel},
-                                   .backward = matmul_backward,
-                                   .flops = matmul_flops};
+PD_OPDEF(matmul, .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS, .attr_names = "i0:transpose_x,i1:transpose_y",
+         .infer_meta = matmul_meta, .kernel = {[PD_PLACE_CPU] = matmul_kernel}, .backward = matmul_backward,
+         .flops = matmul_flops);
 
 /* mm: Paddle's paddle.mm, matmul without transpose flags. */
-const pd_op_def pd_opdef_mm = {.name = "mm",
-                               .attr_names = "",
-                               .n_in = 2,
-                               .n_out = 1,
-                               .flags = MATMUL_FLAGS,
-                               .infer_meta = matmul_meta,
-                               .kernel = {[PD_PLACE_CPU] = matmul_kernel},
-                               .backward = matmul_backward,
-                               .flops = matmul_flops};
+PD_OPDEF(mm, .attr_names = "", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS, .infer_meta = matmul_meta,
+         .kernel = {[PD_PLACE_CPU] = matmul_kernel}, .backward = matmul_backward, .flops = matmul_flops);
 
 /* ---- bmm ---------------------------------------------------------------------- */
 
@@ -406,15 +393,8 @@ static pd_status bmm_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, 
   return pd_matmul_meta_of(def->name, x, y, false, false, out);
 }
 
-const pd_op_def pd_opdef_bmm = {.name = "bmm",
-                                .attr_names = "",
-                                .n_in = 2,
-                                .n_out = 1,
-                                .flags = MATMUL_FLAGS,
-                                .infer_meta = bmm_meta,
-                                .kernel = {[PD_PLACE_CPU] = matmul_kernel},
-                                .backward = matmul_backward,
-                                .flops = matmul_flops};
+PD_OPDEF(bmm, .attr_names = "", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS, .infer_meta = bmm_meta,
+         .kernel = {[PD_PLACE_CPU] = matmul_kernel}, .backward = matmul_backward, .flops = matmul_flops);
 
 /* ---- mv --------------------------------------------------------------------- */
 
@@ -434,15 +414,8 @@ static pd_status mv_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, c
   return pd_matmul_meta_of(def->name, x, v, false, false, out);
 }
 
-const pd_op_def pd_opdef_mv = {.name = "mv",
-                               .attr_names = "",
-                               .n_in = 2,
-                               .n_out = 1,
-                               .flags = MATMUL_FLAGS,
-                               .infer_meta = mv_meta,
-                               .kernel = {[PD_PLACE_CPU] = matmul_kernel},
-                               .backward = matmul_backward,
-                               .flops = matmul_flops};
+PD_OPDEF(mv, .attr_names = "", .n_in = 2, .n_out = 1, .flags = MATMUL_FLAGS, .infer_meta = mv_meta,
+         .kernel = {[PD_PLACE_CPU] = matmul_kernel}, .backward = matmul_backward, .flops = matmul_flops);
 
 /* ---- addmm: beta * input + alpha * (x @ y) ---------------------------------- */
 
@@ -540,15 +513,9 @@ static pd_status addmm_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_addmm = {.name = "addmm",
-                                  .n_in = 3,
-                                  .n_out = 1,
-                                  .flags = MATMUL_FLAGS,
-                                  .attr_names = "f0:beta,f1:alpha",
-                                  .infer_meta = addmm_meta,
-                                  .kernel = {[PD_PLACE_CPU] = addmm_kernel},
-                                  .backward = addmm_backward,
-                                  .flops = addmm_flops};
+PD_OPDEF(addmm, .n_in = 3, .n_out = 1, .flags = MATMUL_FLAGS, .attr_names = "f0:beta,f1:alpha",
+         .infer_meta = addmm_meta, .kernel = {[PD_PLACE_CPU] = addmm_kernel}, .backward = addmm_backward,
+         .flops = addmm_flops);
 
 /* ---- public wrappers ---------------------------------------------------------- */
 

@@ -157,17 +157,10 @@ static pd_status ce_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_cross_entropy_with_softmax = {
-    .name = "cross_entropy_with_softmax",
-    .n_in = 2,
-    .n_out = 2,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
-    .attr_names = "i0:soft_label,i1:use_softmax,i2:ignore_index,i3:axis",
-    .infer_meta = ce_meta,
-    .kernel = {[PD_PLACE_CPU] = ce_kernel},
-    .backward = ce_backward,
-    .flops = pd_loss_flops,
-};
+PD_OPDEF(cross_entropy_with_softmax, .n_in = 2, .n_out = 2,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
+         .attr_names = "i0:soft_label,i1:use_softmax,i2:ignore_index,i3:axis", .infer_meta = ce_meta,
+         .kernel = {[PD_PLACE_CPU] = ce_kernel}, .backward = ce_backward, .flops = pd_loss_flops);
 
 /* ---- the gradient op -------------------------------------------------------- */
 
@@ -288,17 +281,10 @@ static pd_status ceg_backward(const pd_backward_ctx *c) {
   return st;
 }
 
-const pd_op_def pd_opdef_cross_entropy_with_softmax_grad = {
-    .name = "cross_entropy_with_softmax_grad",
-    .n_in = 4,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:soft_label,i1:use_softmax,i2:ignore_index,i3:axis",
-    .infer_meta = ceg_meta,
-    .kernel = {[PD_PLACE_CPU] = ceg_kernel},
-    .backward = ceg_backward,
-    .flops = pd_loss_flops,
-};
+PD_OPDEF(cross_entropy_with_softmax_grad, .n_in = 4, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:soft_label,i1:use_softmax,i2:ignore_index,i3:axis", .infer_meta = ceg_meta,
+         .kernel = {[PD_PLACE_CPU] = ceg_kernel}, .backward = ceg_backward, .flops = pd_loss_flops);
 
 /* ---- functional wrappers ------------------------------------------------ */
 

@@ -273,18 +273,10 @@ static pd_status margin_backward(const pd_backward_ctx *c) {
 /* ---- registry rows --------------------------------------------------------- */
 
 #define LOSS_FLAGS (PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN)
-#define LOSS_DEF(opname, nin, meta, kname, attrs)  \
-  const pd_op_def pd_opdef_##opname = {            \
-      .name = #opname,                             \
-      .n_in = nin,                                 \
-      .n_out = 1,                                  \
-      .flags = LOSS_FLAGS,                         \
-      .attr_names = attrs,                         \
-      .infer_meta = meta,                          \
-      .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
-      .backward = kname##_backward,                \
-      .flops = pd_loss_flops,                      \
-  };
+#define LOSS_DEF(opname, nin, meta, kname, attrs)                                                         \
+  PD_OPDEF(opname, .n_in = nin, .n_out = 1, .flags = LOSS_FLAGS, .attr_names = attrs, .infer_meta = meta, \
+           .kernel = {[PD_PLACE_CPU] = kname##_kernel}, .backward = kname##_backward,                     \
+           .flops = pd_loss_flops);
 LOSS_DEF(mse_loss, 2, broadcast_meta, mse, "i0:reduction")
 LOSS_DEF(l1_loss, 2, broadcast_meta, l1, "i0:reduction")
 LOSS_DEF(smooth_l1_loss, 2, same_shape_meta, huber, "i0:reduction,f0:delta")

@@ -129,17 +129,9 @@ static pd_status nll_backward(const pd_backward_ctx *c) {
   return pd_ew_set_grad(c, 0, nll_grad_op(c->inputs[1], c->grad_out[0], w, c->attrs, &c->in_meta[0]));
 }
 
-const pd_op_def pd_opdef_nll_loss = {
-    .name = "nll_loss",
-    .n_in = -1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:ignore_index,i1:reduction",
-    .infer_meta = nll_meta,
-    .kernel = {[PD_PLACE_CPU] = nll_kernel},
-    .backward = nll_backward,
-    .flops = pd_loss_flops,
-};
+PD_OPDEF(nll_loss, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:ignore_index,i1:reduction", .infer_meta = nll_meta,
+         .kernel = {[PD_PLACE_CPU] = nll_kernel}, .backward = nll_backward, .flops = pd_loss_flops);
 
 /* ---- nll_loss_grad(label, g[, weight]) -> d x ------------------------------ */
 
@@ -211,17 +203,9 @@ static pd_status nllg_backward(const pd_backward_ctx *c) {
   return pd_ew_set_grad(c, 1, pd_dispatch1(PD_OP_nll_loss, in, c->n_in == 3 ? 3 : 2, &a));
 }
 
-const pd_op_def pd_opdef_nll_loss_grad = {
-    .name = "nll_loss_grad",
-    .n_in = -1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:ignore_index,i1:reduction,v0:input_shape",
-    .infer_meta = nllg_meta,
-    .kernel = {[PD_PLACE_CPU] = nllg_kernel},
-    .backward = nllg_backward,
-    .flops = pd_loss_flops,
-};
+PD_OPDEF(nll_loss_grad, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:ignore_index,i1:reduction,v0:input_shape", .infer_meta = nllg_meta,
+         .kernel = {[PD_PLACE_CPU] = nllg_kernel}, .backward = nllg_backward, .flops = pd_loss_flops);
 
 pd_tensor *pd_nll_loss(pd_tensor *input, pd_tensor *label, pd_tensor *weight, int64_t ignore_index,
                        pd_loss_reduction reduction) {

@@ -22,14 +22,8 @@ static pd_status assign_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_assign = {.name = "assign",
-                                   .attr_names = "",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF,
-                                   .infer_meta = assign_meta,
-                                   .kernel = {[PD_PLACE_CPU] = assign_kernel},
-                                   .backward = assign_backward};
+PD_OPDEF(assign, .attr_names = "", .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .infer_meta = assign_meta,
+         .kernel = {[PD_PLACE_CPU] = assign_kernel}, .backward = assign_backward);
 
 pd_tensor *pd_assign(pd_tensor *x) { return pd_dispatch1(PD_OP_assign, &x, 1, NULL); }
 
@@ -72,10 +66,5 @@ static pd_status copy__kernel(const pd_kernel_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_copy_ = {.name = "copy_",
-                                  .n_in = 2,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_INPLACE,
-                                  .attr_names = "",
-                                  .infer_meta = copy__meta,
-                                  .kernel = {[PD_PLACE_CPU] = copy__kernel}};
+PD_OPDEF(copy_, .n_in = 2, .n_out = 1, .flags = PD_OPF_INPLACE, .attr_names = "", .infer_meta = copy__meta,
+         .kernel = {[PD_PLACE_CPU] = copy__kernel});

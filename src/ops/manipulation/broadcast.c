@@ -77,23 +77,11 @@ static pd_status bcast_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_broadcast_to = {.name = "broadcast_to",
-                                         .n_in = 1,
-                                         .n_out = 1,
-                                         .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                         .attr_names = "v0:shape",
-                                         .infer_meta = bcast_meta,
-                                         .kernel = {[PD_PLACE_CPU] = bcast_kernel},
-                                         .backward = bcast_backward};
+PD_OPDEF(broadcast_to, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:shape",
+         .infer_meta = bcast_meta, .kernel = {[PD_PLACE_CPU] = bcast_kernel}, .backward = bcast_backward);
 
-const pd_op_def pd_opdef_expand_as = {.name = "expand_as",
-                                      .attr_names = "",
-                                      .n_in = 2,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                      .infer_meta = bcast_meta,
-                                      .kernel = {[PD_PLACE_CPU] = bcast_kernel},
-                                      .backward = bcast_backward};
+PD_OPDEF(expand_as, .attr_names = "", .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+         .infer_meta = bcast_meta, .kernel = {[PD_PLACE_CPU] = bcast_kernel}, .backward = bcast_backward);
 
 pd_tensor *pd_broadcast_to(pd_tensor *x, int ndim, const int64_t *shape) {
   pd_attrs a = {0};

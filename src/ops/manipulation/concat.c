@@ -80,14 +80,8 @@ static pd_status concat_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_concat = {.name = "concat",
-                                   .n_in = -1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF,
-                                   .attr_names = "i0:axis",
-                                   .infer_meta = concat_meta,
-                                   .kernel = {[PD_PLACE_CPU] = concat_kernel},
-                                   .backward = concat_backward};
+PD_OPDEF(concat, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "i0:axis",
+         .infer_meta = concat_meta, .kernel = {[PD_PLACE_CPU] = concat_kernel}, .backward = concat_backward);
 
 pd_tensor *pd_concat(pd_tensor *const *xs, int n, int64_t axis) {
   if (n < 1 || !xs) {
@@ -163,14 +157,8 @@ static pd_status stack_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_stack = {.name = "stack",
-                                  .n_in = -1,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_DIFF,
-                                  .attr_names = "i0:axis",
-                                  .infer_meta = stack_meta,
-                                  .kernel = {[PD_PLACE_CPU] = stack_kernel},
-                                  .backward = stack_backward};
+PD_OPDEF(stack, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "i0:axis",
+         .infer_meta = stack_meta, .kernel = {[PD_PLACE_CPU] = stack_kernel}, .backward = stack_backward);
 
 pd_tensor *pd_stack(pd_tensor *const *xs, int n, int64_t axis) {
   if (n < 1 || !xs) {

@@ -79,14 +79,9 @@ static pd_status flatten_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_flatten = {.name = "flatten",
-                                    .n_in = 1,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                    .attr_names = "i0:start_axis,i1:stop_axis",
-                                    .infer_meta = flatten_meta,
-                                    .kernel = {[PD_PLACE_CPU] = flatten_kernel},
-                                    .backward = flatten_backward};
+PD_OPDEF(flatten, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+         .attr_names = "i0:start_axis,i1:stop_axis", .infer_meta = flatten_meta,
+         .kernel = {[PD_PLACE_CPU] = flatten_kernel}, .backward = flatten_backward);
 
 pd_tensor *pd_flatten(pd_tensor *x, int64_t start_axis, int64_t stop_axis) {
   pd_attrs a = {.i = {start_axis, stop_axis}};
@@ -118,13 +113,8 @@ static pd_status reshape__kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_reshape_ = {.name = "reshape_",
-                                     .n_in = 1,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY,
-                                     .attr_names = "v0:shape",
-                                     .infer_meta = reshape__meta,
-                                     .kernel = {[PD_PLACE_CPU] = reshape__kernel}};
+PD_OPDEF(reshape_, .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY, .attr_names = "v0:shape",
+         .infer_meta = reshape__meta, .kernel = {[PD_PLACE_CPU] = reshape__kernel});
 
 pd_tensor *pd_reshape_(pd_tensor *x, int ndim, const int64_t *shape) {
   pd_attrs a = {0};

@@ -35,14 +35,8 @@ static pd_status flip_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_flip = {.name = "flip",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "v0:axis",
-                                 .infer_meta = flip_meta,
-                                 .kernel = {[PD_PLACE_CPU] = flip_kernel},
-                                 .backward = flip_backward};
+PD_OPDEF(flip, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "v0:axis", .infer_meta = flip_meta,
+         .kernel = {[PD_PLACE_CPU] = flip_kernel}, .backward = flip_backward);
 
 pd_tensor *pd_flip(pd_tensor *x, int naxes, const int64_t *axes) {
   pd_attrs a = {0};

@@ -72,14 +72,9 @@ static pd_status embedding_backward(const pd_backward_ctx *c) {
   return c->grad_in[1] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_embedding = {.name = "embedding",
-                                      .n_in = 2,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                      .attr_names = "i0:padding_idx,i1:has_padding",
-                                      .infer_meta = embedding_meta,
-                                      .kernel = {[PD_PLACE_CPU] = embedding_kernel},
-                                      .backward = embedding_backward};
+PD_OPDEF(embedding, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+         .attr_names = "i0:padding_idx,i1:has_padding", .infer_meta = embedding_meta,
+         .kernel = {[PD_PLACE_CPU] = embedding_kernel}, .backward = embedding_backward);
 
 pd_tensor *pd_embedding(pd_tensor *ids, pd_tensor *weight, int64_t padding_idx) {
   pd_tensor *in[2] = {ids, weight};
@@ -137,11 +132,6 @@ static pd_status embedding_grad_backward(const pd_backward_ctx *c) {
   return c->grad_in[1] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_embedding_grad = {.name = "embedding_grad",
-                                           .n_in = 2,
-                                           .n_out = 1,
-                                           .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                           .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding",
-                                           .infer_meta = embedding_grad_meta,
-                                           .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel},
-                                           .backward = embedding_grad_backward};
+PD_OPDEF(embedding_grad, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding", .infer_meta = embedding_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel}, .backward = embedding_grad_backward);

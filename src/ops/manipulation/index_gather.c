@@ -91,22 +91,10 @@ static pd_status gather_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_gather = {.name = "gather",
-                                   .n_in = 2,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                   .attr_names = "i0:axis",
-                                   .infer_meta = gather_meta,
-                                   .kernel = {[PD_PLACE_CPU] = gather_kernel},
-                                   .backward = gather_backward};
-const pd_op_def pd_opdef_index_select = {.name = "index_select",
-                                         .n_in = 2,
-                                         .n_out = 1,
-                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                         .attr_names = "i0:axis",
-                                         .infer_meta = gather_meta,
-                                         .kernel = {[PD_PLACE_CPU] = gather_kernel},
-                                         .backward = gather_backward};
+PD_OPDEF(gather, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .attr_names = "i0:axis",
+         .infer_meta = gather_meta, .kernel = {[PD_PLACE_CPU] = gather_kernel}, .backward = gather_backward);
+PD_OPDEF(index_select, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .attr_names = "i0:axis",
+         .infer_meta = gather_meta, .kernel = {[PD_PLACE_CPU] = gather_kernel}, .backward = gather_backward);
 
 pd_tensor *pd_gather(pd_tensor *x, pd_tensor *index, int64_t axis) {
   pd_tensor *in[2] = {x, index};
@@ -182,14 +170,9 @@ static pd_status index_add_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_index_add = {.name = "index_add",
-                                      .n_in = 3,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                      .attr_names = "i0:axis",
-                                      .infer_meta = index_add_meta,
-                                      .kernel = {[PD_PLACE_CPU] = index_add_kernel},
-                                      .backward = index_add_backward};
+PD_OPDEF(index_add, .n_in = 3, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:axis", .infer_meta = index_add_meta, .kernel = {[PD_PLACE_CPU] = index_add_kernel},
+         .backward = index_add_backward);
 
 pd_tensor *pd_index_add(pd_tensor *x, pd_tensor *index, int64_t axis, pd_tensor *value) {
   pd_tensor *in[3] = {x, index, value};

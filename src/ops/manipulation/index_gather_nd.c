@@ -122,14 +122,9 @@ static pd_status gather_nd_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_gather_nd = {.name = "gather_nd",
-                                      .attr_names = "",
-                                      .n_in = 2,
-                                      .n_out = 1,
-                                      .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
-                                      .infer_meta = gather_nd_meta,
-                                      .kernel = {[PD_PLACE_CPU] = gather_nd_kernel},
-                                      .backward = gather_nd_backward};
+PD_OPDEF(gather_nd, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES, .infer_meta = gather_nd_meta,
+         .kernel = {[PD_PLACE_CPU] = gather_nd_kernel}, .backward = gather_nd_backward);
 
 pd_tensor *pd_gather_nd(pd_tensor *x, pd_tensor *index) {
   pd_tensor *in[2] = {x, index};
@@ -190,14 +185,9 @@ static pd_status scatter_nd_add_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scatter_nd_add = {.name = "scatter_nd_add",
-                                           .attr_names = "",
-                                           .n_in = 3,
-                                           .n_out = 1,
-                                           .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                           .infer_meta = scatter_nd_add_meta,
-                                           .kernel = {[PD_PLACE_CPU] = scatter_nd_add_kernel},
-                                           .backward = scatter_nd_add_backward};
+PD_OPDEF(scatter_nd_add, .attr_names = "", .n_in = 3, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32, .infer_meta = scatter_nd_add_meta,
+         .kernel = {[PD_PLACE_CPU] = scatter_nd_add_kernel}, .backward = scatter_nd_add_backward);
 
 pd_tensor *pd_scatter_nd_add(pd_tensor *x, pd_tensor *index, pd_tensor *updates) {
   pd_tensor *in[3] = {x, index, updates};

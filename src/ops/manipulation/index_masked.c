@@ -100,15 +100,10 @@ static pd_status masked_select_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_masked_select = {
-    .name = "masked_select",
-    .attr_names = "",
-    .n_in = 2,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
-    .infer_meta = masked_select_meta,
-    .kernel = {[PD_PLACE_CPU] = masked_select_kernel},
-    .backward = masked_select_backward};
+PD_OPDEF(masked_select, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
+         .infer_meta = masked_select_meta, .kernel = {[PD_PLACE_CPU] = masked_select_kernel},
+         .backward = masked_select_backward);
 
 pd_tensor *pd_masked_select(pd_tensor *x, pd_tensor *mask) {
   pd_tensor *in[2] = {x, mask};
@@ -163,12 +158,8 @@ static pd_status nonzero_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_nonzero = {.name = "nonzero",
-                                    .attr_names = "",
-                                    .n_in = 1,
-                                    .n_out = 1,
-                                    .infer_meta = nonzero_meta,
-                                    .kernel = {[PD_PLACE_CPU] = nonzero_kernel}};
+PD_OPDEF(nonzero, .attr_names = "", .n_in = 1, .n_out = 1, .infer_meta = nonzero_meta,
+         .kernel = {[PD_PLACE_CPU] = nonzero_kernel});
 
 pd_tensor *pd_nonzero(pd_tensor *x) { return pd_dispatch1(PD_OP_nonzero, &x, 1, NULL); }
 

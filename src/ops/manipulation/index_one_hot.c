@@ -47,12 +47,8 @@ static pd_status one_hot_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_one_hot = {.name = "one_hot",
-                                    .n_in = 1,
-                                    .n_out = 1,
-                                    .attr_names = "i0:num_classes",
-                                    .infer_meta = one_hot_meta,
-                                    .kernel = {[PD_PLACE_CPU] = one_hot_kernel}};
+PD_OPDEF(one_hot, .n_in = 1, .n_out = 1, .attr_names = "i0:num_classes", .infer_meta = one_hot_meta,
+         .kernel = {[PD_PLACE_CPU] = one_hot_kernel});
 
 pd_tensor *pd_one_hot(pd_tensor *x, int64_t num_classes) {
   pd_attrs a = {.i = {num_classes}};

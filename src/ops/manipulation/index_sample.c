@@ -67,14 +67,10 @@ static pd_status index_sample_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_index_sample = {.name = "index_sample",
-                                         .attr_names = "",
-                                         .n_in = 2,
-                                         .n_out = 1,
-                                         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
-                                         .infer_meta = index_sample_meta,
-                                         .kernel = {[PD_PLACE_CPU] = index_sample_kernel},
-                                         .backward = index_sample_backward};
+PD_OPDEF(index_sample, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
+         .infer_meta = index_sample_meta, .kernel = {[PD_PLACE_CPU] = index_sample_kernel},
+         .backward = index_sample_backward);
 
 pd_tensor *pd_index_sample(pd_tensor *x, pd_tensor *index) {
   pd_tensor *in[2] = {x, index};

@@ -97,22 +97,12 @@ static pd_status scatter_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_scatter = {.name = "scatter",
-                                    .n_in = 3,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                    .attr_names = "i0:overwrite",
-                                    .infer_meta = scatter_meta,
-                                    .kernel = {[PD_PLACE_CPU] = scatter_kernel},
-                                    .backward = scatter_backward};
+PD_OPDEF(scatter, .n_in = 3, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:overwrite", .infer_meta = scatter_meta,
+         .kernel = {[PD_PLACE_CPU] = scatter_kernel}, .backward = scatter_backward);
 
-const pd_op_def pd_opdef_scatter_ = {.name = "scatter_",
-                                     .n_in = 3,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_INPLACE,
-                                     .attr_names = "i0:overwrite",
-                                     .infer_meta = scatter_meta,
-                                     .kernel = {[PD_PLACE_CPU] = scatter__kernel}};
+PD_OPDEF(scatter_, .n_in = 3, .n_out = 1, .flags = PD_OPF_INPLACE, .attr_names = "i0:overwrite",
+         .infer_meta = scatter_meta, .kernel = {[PD_PLACE_CPU] = scatter__kernel});
 
 pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite) {
   pd_tensor *in[3] = {x, index, updates};

@@ -98,14 +98,8 @@ static pd_status roll_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_roll = {.name = "roll",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "v0:shifts,v1:axis",
-                                 .infer_meta = roll_meta,
-                                 .kernel = {[PD_PLACE_CPU] = roll_kernel},
-                                 .backward = roll_backward};
+PD_OPDEF(roll, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "v0:shifts,v1:axis",
+         .infer_meta = roll_meta, .kernel = {[PD_PLACE_CPU] = roll_kernel}, .backward = roll_backward);
 
 pd_tensor *pd_roll(pd_tensor *x, int nshifts, const int64_t *shifts, int naxes, const int64_t *axes) {
   pd_attrs a = {0};

@@ -125,23 +125,13 @@ static pd_status slice_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_slice = {.name = "slice",
-                                  .n_in = 1,
-                                  .n_out = 1,
-                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  .attr_names = "v0:axes,v1:starts,v2:ends",
-                                  .infer_meta = slice_meta,
-                                  .kernel = {[PD_PLACE_CPU] = slice_kernel},
-                                  .backward = slice_backward};
+PD_OPDEF(slice, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+         .attr_names = "v0:axes,v1:starts,v2:ends", .infer_meta = slice_meta,
+         .kernel = {[PD_PLACE_CPU] = slice_kernel}, .backward = slice_backward);
 
-const pd_op_def pd_opdef_strided_slice = {.name = "strided_slice",
-                                          .n_in = 1,
-                                          .n_out = 1,
-                                          .flags = PD_OPF_DIFF,
-                                          .attr_names = "v0:axes,v1:starts,v2:ends,v3:strides",
-                                          .infer_meta = slice_meta,
-                                          .kernel = {[PD_PLACE_CPU] = strided_slice_kernel},
-                                          .backward = slice_backward};
+PD_OPDEF(strided_slice, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
+         .attr_names = "v0:axes,v1:starts,v2:ends,v3:strides", .infer_meta = slice_meta,
+         .kernel = {[PD_PLACE_CPU] = strided_slice_kernel}, .backward = slice_backward);
 
 /* ---- slice_grad: out = zeros(x_shape); out[start + k * step] = g ------------------ */
 
@@ -205,14 +195,9 @@ static pd_status slice_grad_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_slice_grad = {.name = "slice_grad",
-                                       .n_in = 1,
-                                       .n_out = 1,
-                                       .flags = PD_OPF_DIFF,
-                                       .attr_names = "v0:x_shape,v1:starts,v2:steps",
-                                       .infer_meta = slice_grad_meta,
-                                       .kernel = {[PD_PLACE_CPU] = slice_grad_kernel},
-                                       .backward = slice_grad_backward};
+PD_OPDEF(slice_grad, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
+         .attr_names = "v0:x_shape,v1:starts,v2:steps", .infer_meta = slice_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = slice_grad_kernel}, .backward = slice_grad_backward);
 
 /* ---- public wrappers ------------------------------------------------------------- */
 

@@ -111,26 +111,13 @@ static pd_status split_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_split = {.name = "split",
-                                  .n_in = 1,
-                                  .n_out = -1,
-                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  /* sections 8 and on continue in v1..v3 */
-                                  .attr_names =
-                                      "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections_8,"
-                                      "v2:sections_16,v3:sections_24",
-                                  .infer_meta = split_meta,
-                                  .kernel = {[PD_PLACE_CPU] = split_kernel},
-                                  .backward = split_backward};
+/* sections 8 and on continue in v1..v3 */
+PD_OPDEF(split, .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW,
+         .attr_names = "i0:axis,i1:num,i2:nsections,v0:sections,v1:sections_8,v2:sections_16,v3:sections_24",
+         .infer_meta = split_meta, .kernel = {[PD_PLACE_CPU] = split_kernel}, .backward = split_backward);
 
-const pd_op_def pd_opdef_chunk = {.name = "chunk",
-                                  .n_in = 1,
-                                  .n_out = -1,
-                                  .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                  .attr_names = "i0:axis,i1:chunks",
-                                  .infer_meta = split_meta,
-                                  .kernel = {[PD_PLACE_CPU] = split_kernel},
-                                  .backward = split_backward};
+PD_OPDEF(chunk, .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "i0:axis,i1:chunks",
+         .infer_meta = split_meta, .kernel = {[PD_PLACE_CPU] = split_kernel}, .backward = split_backward);
 
 /* ---- unbind ------------------------------------------------------------------- */
 
@@ -189,14 +176,8 @@ static pd_status unbind_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_unbind = {.name = "unbind",
-                                   .n_in = 1,
-                                   .n_out = -1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_VIEW,
-                                   .attr_names = "i0:axis",
-                                   .infer_meta = unbind_meta,
-                                   .kernel = {[PD_PLACE_CPU] = unbind_kernel},
-                                   .backward = unbind_backward};
+PD_OPDEF(unbind, .n_in = 1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "i0:axis",
+         .infer_meta = unbind_meta, .kernel = {[PD_PLACE_CPU] = unbind_kernel}, .backward = unbind_backward);
 
 /* ---- public wrappers ------------------------------------------------------------ */
 

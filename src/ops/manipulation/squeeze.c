@@ -108,33 +108,22 @@ static pd_status reshape_back(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-#define VIEW_OP(OPN, geom)                                                                             \
-  static pd_status OPN##_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a, \
-                              pd_meta *out, int *n_out) {                                              \
-    (void)n_in;                                                                                        \
-    return meta_with(geom, def, in, a, out, n_out);                                                    \
-  }                                                                                                    \
-  static pd_status OPN##_kernel(const pd_kernel_ctx *ctx) {                                            \
-    return view_with(geom, ctx->def, ctx->in, ctx->attrs, ctx->out);                                   \
-  }                                                                                                    \
-  static pd_status OPN##__kernel(const pd_kernel_ctx *ctx) {                                           \
-    return inplace_with(geom, ctx->def, ctx->in, ctx->attrs);                                          \
-  }                                                                                                    \
-  const pd_op_def pd_opdef_##OPN = {.name = #OPN,                                                      \
-                                    .n_in = 1,                                                         \
-                                    .n_out = 1,                                                        \
-                                    .flags = PD_OPF_DIFF | PD_OPF_VIEW,                                \
-                                    .attr_names = "v0:axis",                                           \
-                                    .infer_meta = OPN##_meta,                                          \
-                                    .kernel = {[PD_PLACE_CPU] = OPN##_kernel},                         \
-                                    .backward = reshape_back};                                         \
-  const pd_op_def pd_opdef_##OPN##_ = {.name = #OPN "_",                                               \
-                                       .n_in = 1,                                                      \
-                                       .n_out = 1,                                                     \
-                                       .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY,                      \
-                                       .attr_names = "v0:axis",                                        \
-                                       .infer_meta = OPN##_meta,                                       \
-                                       .kernel = {[PD_PLACE_CPU] = OPN##__kernel}};
+#define VIEW_OP(OPN, geom)                                                                                 \
+  static pd_status OPN##_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,     \
+                              pd_meta *out, int *n_out) {                                                  \
+    (void)n_in;                                                                                            \
+    return meta_with(geom, def, in, a, out, n_out);                                                        \
+  }                                                                                                        \
+  static pd_status OPN##_kernel(const pd_kernel_ctx *ctx) {                                                \
+    return view_with(geom, ctx->def, ctx->in, ctx->attrs, ctx->out);                                       \
+  }                                                                                                        \
+  static pd_status OPN##__kernel(const pd_kernel_ctx *ctx) {                                               \
+    return inplace_with(geom, ctx->def, ctx->in, ctx->attrs);                                              \
+  }                                                                                                        \
+  PD_OPDEF(OPN, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_VIEW, .attr_names = "v0:axis",        \
+           .infer_meta = OPN##_meta, .kernel = {[PD_PLACE_CPU] = OPN##_kernel}, .backward = reshape_back); \
+  PD_OPDEF(OPN##_, .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE | PD_OPF_GEOMETRY,                       \
+           .attr_names = "v0:axis", .infer_meta = OPN##_meta, .kernel = {[PD_PLACE_CPU] = OPN##__kernel});
 
 VIEW_OP(squeeze, squeeze_geom)
 VIEW_OP(unsqueeze, unsqueeze_geom)

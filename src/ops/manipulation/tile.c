@@ -86,14 +86,8 @@ static pd_status tile_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_tile = {.name = "tile",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "v0:repeat_times",
-                                 .infer_meta = tile_meta,
-                                 .kernel = {[PD_PLACE_CPU] = tile_kernel},
-                                 .backward = tile_backward};
+PD_OPDEF(tile, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "v0:repeat_times",
+         .infer_meta = tile_meta, .kernel = {[PD_PLACE_CPU] = tile_kernel}, .backward = tile_backward);
 
 pd_tensor *pd_tile(pd_tensor *x, int n, const int64_t *repeat_times) {
   pd_attrs a = {0};

@@ -36,22 +36,10 @@ static pd_status triu_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_tril = {.name = "tril",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "i0:diagonal",
-                                 .infer_meta = tri_meta,
-                                 .kernel = {[PD_PLACE_CPU] = tri_kernel},
-                                 .backward = tril_backward};
-const pd_op_def pd_opdef_triu = {.name = "triu",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF,
-                                 .attr_names = "i0:diagonal",
-                                 .infer_meta = tri_meta,
-                                 .kernel = {[PD_PLACE_CPU] = tri_kernel},
-                                 .backward = triu_backward};
+PD_OPDEF(tril, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "i0:diagonal",
+         .infer_meta = tri_meta, .kernel = {[PD_PLACE_CPU] = tri_kernel}, .backward = tril_backward);
+PD_OPDEF(triu, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = "i0:diagonal",
+         .infer_meta = tri_meta, .kernel = {[PD_PLACE_CPU] = tri_kernel}, .backward = triu_backward);
 
 pd_tensor *pd_tril(pd_tensor *x, int64_t diagonal) {
   pd_attrs a = {.i = {diagonal}};

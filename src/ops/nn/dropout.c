@@ -153,17 +153,10 @@ static pd_status mask_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_dropout = {
-    .name = "dropout",
-    .n_in = 1,
-    .n_out = 2,
-    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,
-    .nondiff_out = 1u << 1,
-    .attr_names = "f0:p,i0:mode,i1:seed,v0:axis",
-    .infer_meta = dropout_meta,
-    .kernel = {[PD_PLACE_CPU] = dropout_kernel},
-    .backward = mask_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(dropout, .n_in = 1, .n_out = 2,
+         .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u << 1,
+         .attr_names = "f0:p,i0:mode,i1:seed,v0:axis", .infer_meta = dropout_meta,
+         .kernel = {[PD_PLACE_CPU] = dropout_kernel}, .backward = mask_backward, .flops = pd_flops_per_elem);
 
 static pd_status parse_mode(const char *op, const char *mode, int *out) {
   if (!mode || strcmp(mode, "upscale_in_train") == 0) {
@@ -286,17 +279,11 @@ static pd_status alpha_dropout_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_alpha_dropout = {
-    .name = "alpha_dropout",
-    .n_in = 1,
-    .n_out = 2,
-    .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32,
-    .nondiff_out = 1u << 1,
-    .attr_names = "f0:p,i1:seed",
-    .infer_meta = alpha_dropout_meta,
-    .kernel = {[PD_PLACE_CPU] = alpha_dropout_kernel},
-    .backward = mask_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(alpha_dropout, .n_in = 1, .n_out = 2,
+         .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u << 1,
+         .attr_names = "f0:p,i1:seed", .infer_meta = alpha_dropout_meta,
+         .kernel = {[PD_PLACE_CPU] = alpha_dropout_kernel}, .backward = mask_backward,
+         .flops = pd_flops_per_elem);
 
 pd_tensor *pd_alpha_dropout(pd_tensor *x, double p, bool training) {
   if (!x) {

@@ -189,42 +189,22 @@ static pd_status bilinear_grad_backward(const pd_backward_ctx *c) { return to_fw
 
 #define ATTRS "v0:out_size,v1:in_size,f0:scale_0,f1:scale_1,f2:scale_2,i0:align_corners,i1:align_mode"
 
-const pd_op_def pd_opdef_nearest_interp = {.name = "nearest_interp",
-                                           .n_in = 1,
-                                           .n_out = 1,
-                                           .flags = PD_OPF_DIFF,
-                                           .attr_names = ATTRS,
-                                           .infer_meta = nearest_meta,
-                                           .kernel = {[PD_PLACE_CPU] = nearest_kernel},
-                                           .backward = nearest_backward};
+PD_OPDEF(nearest_interp, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF, .attr_names = ATTRS,
+         .infer_meta = nearest_meta, .kernel = {[PD_PLACE_CPU] = nearest_kernel},
+         .backward = nearest_backward);
 
-const pd_op_def pd_opdef_bilinear_interp = {.name = "bilinear_interp",
-                                            .n_in = 1,
-                                            .n_out = 1,
-                                            .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                            .attr_names = ATTRS,
-                                            .infer_meta = bilinear_meta,
-                                            .kernel = {[PD_PLACE_CPU] = bilinear_kernel},
-                                            .backward = bilinear_backward};
+PD_OPDEF(bilinear_interp, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = ATTRS, .infer_meta = bilinear_meta, .kernel = {[PD_PLACE_CPU] = bilinear_kernel},
+         .backward = bilinear_backward);
 
-const pd_op_def pd_opdef_nearest_interp_grad = {
-    .name = "nearest_interp_grad",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
-    .attr_names = ATTRS,
-    .infer_meta = nearest_grad_meta,
-    .kernel = {[PD_PLACE_CPU] = nearest_grad_kernel},
-    .backward = nearest_grad_backward};
+PD_OPDEF(nearest_interp_grad, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32, .attr_names = ATTRS,
+         .infer_meta = nearest_grad_meta, .kernel = {[PD_PLACE_CPU] = nearest_grad_kernel},
+         .backward = nearest_grad_backward);
 
-const pd_op_def pd_opdef_bilinear_interp_grad = {.name = "bilinear_interp_grad",
-                                                 .n_in = 1,
-                                                 .n_out = 1,
-                                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                                 .attr_names = ATTRS,
-                                                 .infer_meta = bilinear_grad_meta,
-                                                 .kernel = {[PD_PLACE_CPU] = bilinear_grad_kernel},
-                                                 .backward = bilinear_grad_backward};
+PD_OPDEF(bilinear_interp_grad, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = ATTRS, .infer_meta = bilinear_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = bilinear_grad_kernel}, .backward = bilinear_grad_backward);
 
 /* ---- F.interpolate ---------------------------------------------------------------------- */
 static bool format_ok(const char *df, int nd, bool *channel_last) {

@@ -79,14 +79,9 @@ static pd_status pad_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_pad = {.name = "pad",
-                                .n_in = 1,
-                                .n_out = 1,
-                                .flags = PD_OPF_DIFF,
-                                .attr_names = "v0:pad_before,v1:pad_after,i0:mode,f0:value",
-                                .infer_meta = pad_meta,
-                                .kernel = {[PD_PLACE_CPU] = pad_kernel},
-                                .backward = pad_backward};
+PD_OPDEF(pad, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF,
+         .attr_names = "v0:pad_before,v1:pad_after,i0:mode,f0:value", .infer_meta = pad_meta,
+         .kernel = {[PD_PLACE_CPU] = pad_kernel}, .backward = pad_backward);
 
 /* pad_grad: g of the padded shape -> the gradient of x (sums what each
  * element of x was read into). */
@@ -154,14 +149,9 @@ static pd_status pad_grad_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_pad_grad = {.name = "pad_grad",
-                                     .n_in = 1,
-                                     .n_out = 1,
-                                     .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
-                                     .attr_names = "v0:pad_before,v1:pad_after,i0:mode,f0:value",
-                                     .infer_meta = pad_grad_meta,
-                                     .kernel = {[PD_PLACE_CPU] = pad_grad_kernel},
-                                     .backward = pad_grad_backward};
+PD_OPDEF(pad_grad, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32,
+         .attr_names = "v0:pad_before,v1:pad_after,i0:mode,f0:value", .infer_meta = pad_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = pad_grad_kernel}, .backward = pad_grad_backward);
 
 /* ---- F.pad ------------------------------------------------------------------------------ */
 static int parse_mode(const char *mode) {

@@ -278,36 +278,18 @@ static double bn_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const 
   return 6.0 * (double)in[0]->numel;
 }
 
-const pd_op_def pd_opdef_batch_norm = {.name = "batch_norm",
-                                       .n_in = -1,
-                                       .n_out = 3,
-                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                       .nondiff_out = 0x6,
-                                       .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
-                                       .infer_meta = bn_meta,
-                                       .kernel = {[PD_PLACE_CPU] = bn_kernel},
-                                       .backward = bn_backward,
-                                       .flops = bn_flops};
-const pd_op_def pd_opdef_batch_norm_grad = {
-    .name = "batch_norm_grad",
-    .n_in = -1,
-    .n_out = -1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
-    .infer_meta = bn_grad_meta,
-    .kernel = {[PD_PLACE_CPU] = bn_grad_kernel},
-    .backward = bn_grad_backward,
-    .flops = bn_flops};
-const pd_op_def pd_opdef_batch_norm_infer = {
-    .name = "batch_norm_infer",
-    .n_in = -1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-    .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
-    .infer_meta = infer_meta,
-    .kernel = {[PD_PLACE_CPU] = infer_kernel},
-    .backward = infer_backward,
-    .flops = bn_flops};
+PD_OPDEF(batch_norm, .n_in = -1, .n_out = 3, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .nondiff_out = 0x6, .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon",
+         .infer_meta = bn_meta, .kernel = {[PD_PLACE_CPU] = bn_kernel}, .backward = bn_backward,
+         .flops = bn_flops);
+PD_OPDEF(batch_norm_grad, .n_in = -1, .n_out = -1,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon", .infer_meta = bn_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = bn_grad_kernel}, .backward = bn_grad_backward, .flops = bn_flops);
+PD_OPDEF(batch_norm_infer, .n_in = -1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:channel_last,i1:has_weight,i2:has_bias,f0:epsilon", .infer_meta = infer_meta,
+         .kernel = {[PD_PLACE_CPU] = infer_kernel}, .backward = infer_backward, .flops = bn_flops);
 
 /* ---- pd_batch_norm --------------------------------------------------------------------------------- */
 

@@ -139,27 +139,16 @@ static double gn_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, const 
   return 8.0 * (double)in[0]->numel;
 }
 
-#define GN_DEF(opname)                                                                                 \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                                                \
-                                       .n_in = -1,                                                     \
-                                       .n_out = 1,                                                     \
-                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,    \
-                                       .attr_names = "i0:groups,i1:has_weight,i2:has_bias,f0:epsilon", \
-                                       .infer_meta = gn_meta,                                          \
-                                       .kernel = {[PD_PLACE_CPU] = gn_kernel},                         \
-                                       .backward = gn_backward,                                        \
-                                       .flops = gn_flops};
+#define GN_DEF(opname)                                                                                  \
+  PD_OPDEF(opname, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN, \
+           .attr_names = "i0:groups,i1:has_weight,i2:has_bias,f0:epsilon", .infer_meta = gn_meta,       \
+           .kernel = {[PD_PLACE_CPU] = gn_kernel}, .backward = gn_backward, .flops = gn_flops);
 GN_DEF(group_norm)
 GN_DEF(instance_norm)
-const pd_op_def pd_opdef_group_norm_grad = {.name = "group_norm_grad",
-                                            .n_in = -1,
-                                            .n_out = -1,
-                                            .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                            .attr_names = "i0:groups,i1:has_weight,i2:has_bias,f0:epsilon",
-                                            .infer_meta = gn_grad_meta,
-                                            .kernel = {[PD_PLACE_CPU] = gn_grad_kernel},
-                                            .backward = gn_grad_backward,
-                                            .flops = gn_flops};
+PD_OPDEF(group_norm_grad, .n_in = -1, .n_out = -1,
+         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "i0:groups,i1:has_weight,i2:has_bias,f0:epsilon", .infer_meta = gn_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = gn_grad_kernel}, .backward = gn_grad_backward, .flops = gn_flops);
 
 /* ---- public functions ----------------------------------------------------------------------------- */
 

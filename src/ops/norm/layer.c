@@ -170,29 +170,19 @@ static double grad_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
   return 16.0 * (double)in[0]->numel;
 }
 
-#define NORM_DEF(opname, gradname)                                                                    \
-  const pd_op_def pd_opdef_##opname = {.name = #opname,                                               \
-                                       .n_in = -1,                                                    \
-                                       .n_out = 1,                                                    \
-                                       .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,   \
-                                       .attr_names =                                                  \
-                                           "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"            \
-                                           "f0:epsilon",                                              \
-                                       .infer_meta = norm_meta,                                       \
-                                       .kernel = {[PD_PLACE_CPU] = norm_kernel},                      \
-                                       .backward = opname##_backward,                                 \
-                                       .flops = norm_flops};                                          \
-  const pd_op_def pd_opdef_##gradname = {.name = #gradname,                                           \
-                                         .n_in = -1,                                                  \
-                                         .n_out = -1,                                                 \
-                                         .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN, \
-                                         .attr_names =                                                \
-                                             "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"          \
-                                             "f0:epsilon",                                            \
-                                         .infer_meta = grad_meta,                                     \
-                                         .kernel = {[PD_PLACE_CPU] = grad_kernel},                    \
-                                         .backward = gradname##_backward,                             \
-                                         .flops = grad_flops};
+#define NORM_DEF(opname, gradname)                                                                           \
+  PD_OPDEF(opname, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,      \
+           .attr_names =                                                                                     \
+               "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"                                               \
+               "f0:epsilon",                                                                                 \
+           .infer_meta = norm_meta, .kernel = {[PD_PLACE_CPU] = norm_kernel}, .backward = opname##_backward, \
+           .flops = norm_flops);                                                                             \
+  PD_OPDEF(gradname, .n_in = -1, .n_out = -1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,   \
+           .attr_names =                                                                                     \
+               "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"                                               \
+               "f0:epsilon",                                                                                 \
+           .infer_meta = grad_meta, .kernel = {[PD_PLACE_CPU] = grad_kernel},                                \
+           .backward = gradname##_backward, .flops = grad_flops);
 NORM_DEF(layer_norm, layer_norm_grad)
 NORM_DEF(rms_norm, rms_norm_grad)
 

@@ -84,16 +84,10 @@ static pd_status norm_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_norm = {
-    .name = "norm",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
-    .attr_names = "v0:axis,i0:keepdim,f0:p",
-    .infer_meta = norm_meta,
-    .kernel = {[PD_PLACE_CPU] = norm_kernel},
-    .backward = norm_backward,
-    .flops = pd_flops_reduce};
+PD_OPDEF(norm, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
+         .attr_names = "v0:axis,i0:keepdim,f0:p", .infer_meta = norm_meta,
+         .kernel = {[PD_PLACE_CPU] = norm_kernel}, .backward = norm_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_norm(pd_tensor *x, double p, const int64_t *axis, int naxis, bool keepdim) {
   pd_attrs extra = {.f = {p}};

@@ -28,11 +28,5 @@ static pd_status sqnorm_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_squared_l2_norm = {.name = "squared_l2_norm",
-                                            .n_in = 1,
-                                            .n_out = 1,
-                                            .flags = 0,
-                                            .attr_names = "",
-                                            .infer_meta = sqnorm_meta,
-                                            .kernel = {[PD_PLACE_CPU] = sqnorm_kernel},
-                                            .flops = NULL};
+PD_OPDEF(squared_l2_norm, .n_in = 1, .n_out = 1, .flags = 0, .attr_names = "", .infer_meta = sqnorm_meta,
+         .kernel = {[PD_PLACE_CPU] = sqnorm_kernel}, .flops = NULL);

@@ -38,13 +38,8 @@ pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx);
     return pd_optim_meta(&DESC, def, in, n_in, a, out, n_out);                                          \
   }                                                                                                     \
   static pd_status NAME##_kernel(const pd_kernel_ctx *ctx) { return pd_optim_kernel(&DESC, ctx); }      \
-  const pd_op_def pd_opdef_##NAME##_ = {.name = #NAME "_",                                              \
-                                        .n_in = -1,                                                     \
-                                        .n_out = 1,                                                     \
-                                        .flags = PD_OPF_INPLACE,                                        \
-                                        .attr_names = ATTRS,                                            \
-                                        .infer_meta = NAME##_meta,                                      \
-                                        .kernel = {[PD_PLACE_CPU] = NAME##_kernel}};
+  PD_OPDEF(NAME##_, .n_in = -1, .n_out = 1, .flags = PD_OPF_INPLACE, .attr_names = ATTRS,               \
+           .infer_meta = NAME##_meta, .kernel = {[PD_PLACE_CPU] = NAME##_kernel});
 
 /* Writes the transform string for the attrs' `s` (see above); min/max of
  * +-inf and a zero coefficient are left out. Returns PD_OK, or an error

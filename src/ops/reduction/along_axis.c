@@ -109,14 +109,8 @@ static pd_status take_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_take_along = {.name = "take_along",
-                                       .n_in = 2,
-                                       .n_out = 1,
-                                       .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-                                       .attr_names = "i0:axis",
-                                       .infer_meta = take_meta,
-                                       .kernel = {[PD_PLACE_CPU] = take_kernel},
-                                       .backward = take_backward};
+PD_OPDEF(take_along, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN, .attr_names = "i0:axis",
+         .infer_meta = take_meta, .kernel = {[PD_PLACE_CPU] = take_kernel}, .backward = take_backward);
 
 pd_tensor *pd_take_along(pd_tensor *x, pd_tensor *idx, int64_t axis) {
   pd_tensor *in[2] = {x, idx};
@@ -212,14 +206,9 @@ static pd_status scatter_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_scatter_along = {.name = "scatter_along",
-                                          .n_in = 2,
-                                          .n_out = 1,
-                                          .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-                                          .attr_names = "i0:axis,v0:shape",
-                                          .infer_meta = scatter_meta,
-                                          .kernel = {[PD_PLACE_CPU] = scatter_kernel},
-                                          .backward = scatter_backward};
+PD_OPDEF(scatter_along, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:axis,v0:shape", .infer_meta = scatter_meta,
+         .kernel = {[PD_PLACE_CPU] = scatter_kernel}, .backward = scatter_backward);
 
 pd_tensor *pd_scatter_along(pd_tensor *src, pd_tensor *idx, int64_t axis, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > PD_MAX_DIMS) {

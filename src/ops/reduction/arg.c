@@ -65,22 +65,12 @@ static pd_status argmin_kernel(const pd_kernel_ctx *ctx) {
   return arg_run(ctx->def, ctx->in[0], ctx->attrs, ctx->out[0], false);
 }
 
-const pd_op_def pd_opdef_argmax = {.name = "argmax",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_HALF_VIA_F32,
-                                   .attr_names = "i0:keepdim,i1:axis,i2:flatten,i3:int32",
-                                   .infer_meta = arg_meta,
-                                   .kernel = {[PD_PLACE_CPU] = argmax_kernel},
-                                   .flops = pd_flops_reduce};
-const pd_op_def pd_opdef_argmin = {.name = "argmin",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_HALF_VIA_F32,
-                                   .attr_names = "i0:keepdim,i1:axis,i2:flatten,i3:int32",
-                                   .infer_meta = arg_meta,
-                                   .kernel = {[PD_PLACE_CPU] = argmin_kernel},
-                                   .flops = pd_flops_reduce};
+PD_OPDEF(argmax, .n_in = 1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:keepdim,i1:axis,i2:flatten,i3:int32", .infer_meta = arg_meta,
+         .kernel = {[PD_PLACE_CPU] = argmax_kernel}, .flops = pd_flops_reduce);
+PD_OPDEF(argmin, .n_in = 1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:keepdim,i1:axis,i2:flatten,i3:int32", .infer_meta = arg_meta,
+         .kernel = {[PD_PLACE_CPU] = argmin_kernel}, .flops = pd_flops_reduce);
 
 static pd_tensor *arg_call(pd_op_id id, const char *name, pd_tensor *x, int64_t axis, bool keepdim,
                            pd_dtype dtype) {

@@ -62,15 +62,9 @@ static pd_status cumsum_backward(const pd_backward_ctx *c) {
   return r ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_cumsum = {.name = "cumsum",
-                                   .n_in = 1,
-                                   .n_out = 1,
-                                   .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                   .attr_names = "i0:axis,i1:flatten,i2:exclusive,i3:reverse",
-                                   .infer_meta = cumsum_meta,
-                                   .kernel = {[PD_PLACE_CPU] = cumsum_kernel},
-                                   .backward = cumsum_backward,
-                                   .flops = pd_flops_reduce};
+PD_OPDEF(cumsum, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:axis,i1:flatten,i2:exclusive,i3:reverse", .infer_meta = cumsum_meta,
+         .kernel = {[PD_PLACE_CPU] = cumsum_kernel}, .backward = cumsum_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_cumsum(pd_tensor *x, int64_t axis, pd_dtype dtype) {
   pd_attrs a = {.i = {axis == PD_AXIS_NONE ? 0 : axis, axis == PD_AXIS_NONE}};

@@ -32,16 +32,10 @@ static pd_status exps_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_exp_shifted = {
-    .name = "exp_shifted",
-    .attr_names = "",
-    .n_in = 2,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
-    .infer_meta = pd_meta_broadcast,
-    .kernel = {[PD_PLACE_CPU] = exps_kernel},
-    .backward = exps_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(exp_shifted, .attr_names = "", .n_in = 2, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
+         .infer_meta = pd_meta_broadcast, .kernel = {[PD_PLACE_CPU] = exps_kernel}, .backward = exps_backward,
+         .flops = pd_flops_per_elem);
 
 pd_tensor *pd_exp_shifted(pd_tensor *x, pd_tensor *c) {
   pd_tensor *in[2] = {x, c};
@@ -79,16 +73,11 @@ static pd_status apow_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_abs_pow = {.name = "abs_pow",
-                                    .n_in = 1,
-                                    .n_out = 1,
-                                    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 |
-                                             PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
-                                    .attr_names = "f0:exponent",
-                                    .infer_meta = pd_meta_unary,
-                                    .kernel = {[PD_PLACE_CPU] = apow_kernel},
-                                    .backward = apow_backward,
-                                    .flops = pd_flops_per_elem};
+PD_OPDEF(abs_pow, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN |
+                  PD_OPF_BACKWARD_READS_VALUES,
+         .attr_names = "f0:exponent", .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = apow_kernel},
+         .backward = apow_backward, .flops = pd_flops_per_elem);
 
 pd_tensor *pd_abs_pow(pd_tensor *x, double e) {
   pd_attrs a = {.f = {e}};
@@ -160,17 +149,11 @@ static pd_status pex_backward(const pd_backward_ctx *c) {
   return PD_OK;
 }
 
-const pd_op_def pd_opdef_prod_exclusive = {
-    .name = "prod_exclusive",
-    .n_in = 1,
-    .n_out = 1,
-    .flags =
-        PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_BACKWARD_READS_VALUES,
-    .attr_names = "v0:axis,i0:keepdim", /* prod's attributes, as its backward passes them */
-    .infer_meta = pex_meta,
-    .kernel = {[PD_PLACE_CPU] = pex_kernel},
-    .backward = pex_backward,
-    .flops = pd_flops_per_elem};
+PD_OPDEF(prod_exclusive, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN |
+                  PD_OPF_BACKWARD_READS_VALUES,
+         .attr_names = "v0:axis,i0:keepdim" /* prod's, as its backward passes them */, .infer_meta = pex_meta,
+         .kernel = {[PD_PLACE_CPU] = pex_kernel}, .backward = pex_backward, .flops = pd_flops_per_elem);
 
 pd_tensor *pd_prod_exclusive(pd_tensor *x, const pd_attrs *axes) {
   pd_attrs a = {.nv = {axes->nv[0]}};

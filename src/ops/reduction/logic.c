@@ -17,22 +17,10 @@ static pd_status any_kernel(const pd_kernel_ctx *ctx) {
   return pd_reduce_kernel_run(ctx, &(pd_reduce_spec){.kind = PD_RK_ANY});
 }
 
-const pd_op_def pd_opdef_all = {.name = "all",
-                                .n_in = 1,
-                                .n_out = 1,
-                                .flags = PD_OPF_HALF_VIA_F32,
-                                .attr_names = "v0:axis,i0:keepdim",
-                                .infer_meta = logic_meta,
-                                .kernel = {[PD_PLACE_CPU] = all_kernel},
-                                .flops = pd_flops_reduce};
-const pd_op_def pd_opdef_any = {.name = "any",
-                                .n_in = 1,
-                                .n_out = 1,
-                                .flags = PD_OPF_HALF_VIA_F32,
-                                .attr_names = "v0:axis,i0:keepdim",
-                                .infer_meta = logic_meta,
-                                .kernel = {[PD_PLACE_CPU] = any_kernel},
-                                .flops = pd_flops_reduce};
+PD_OPDEF(all, .n_in = 1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32, .attr_names = "v0:axis,i0:keepdim",
+         .infer_meta = logic_meta, .kernel = {[PD_PLACE_CPU] = all_kernel}, .flops = pd_flops_reduce);
+PD_OPDEF(any, .n_in = 1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32, .attr_names = "v0:axis,i0:keepdim",
+         .infer_meta = logic_meta, .kernel = {[PD_PLACE_CPU] = any_kernel}, .flops = pd_flops_reduce);
 
 pd_tensor *pd_all(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
   return pd_reduce_call(PD_OP_all, "all", x, axis, naxis, keepdim, NULL);

@@ -49,16 +49,10 @@ static pd_status lse_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_logsumexp = {
-    .name = "logsumexp",
-    .n_in = 1,
-    .n_out = 1,
-    .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
-    .attr_names = "v0:axis,i0:keepdim",
-    .infer_meta = pd_reduce_infer_meta,
-    .kernel = {[PD_PLACE_CPU] = lse_kernel},
-    .backward = lse_backward,
-    .flops = pd_flops_reduce};
+PD_OPDEF(logsumexp, .n_in = 1, .n_out = 1,
+         .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT,
+         .attr_names = "v0:axis,i0:keepdim", .infer_meta = pd_reduce_infer_meta,
+         .kernel = {[PD_PLACE_CPU] = lse_kernel}, .backward = lse_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_logsumexp(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
   return pd_reduce_call(PD_OP_logsumexp, "logsumexp", x, axis, naxis, keepdim, NULL);

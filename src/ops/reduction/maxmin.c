@@ -37,17 +37,12 @@ static pd_status ext_backward(const pd_backward_ctx *c, const char *op) {
 static pd_status max_backward(const pd_backward_ctx *c) { return ext_backward(c, "max"); }
 static pd_status min_backward(const pd_backward_ctx *c) { return ext_backward(c, "min"); }
 
-#define EXT_DEF(nm)                                                                              \
-  const pd_op_def pd_opdef_##nm = {.name = #nm,                                                  \
-                                   .n_in = 1,                                                    \
-                                   .n_out = 1,                                                   \
-                                   .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | \
-                                            PD_OPF_SAVE_OUT | PD_OPF_BACKWARD_READS_VALUES,      \
-                                   .attr_names = "v0:axis,i0:keepdim",                           \
-                                   .infer_meta = ext_meta,                                       \
-                                   .kernel = {[PD_PLACE_CPU] = nm##_kernel},                     \
-                                   .backward = nm##_backward,                                    \
-                                   .flops = pd_flops_reduce};
+#define EXT_DEF(nm)                                                                        \
+  PD_OPDEF(nm, .n_in = 1, .n_out = 1,                                                      \
+           .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT | \
+                    PD_OPF_BACKWARD_READS_VALUES,                                          \
+           .attr_names = "v0:axis,i0:keepdim", .infer_meta = ext_meta,                     \
+           .kernel = {[PD_PLACE_CPU] = nm##_kernel}, .backward = nm##_backward, .flops = pd_flops_reduce);
 EXT_DEF(max)
 EXT_DEF(min)
 

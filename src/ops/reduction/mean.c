@@ -34,15 +34,9 @@ static pd_status mean_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_mean = {.name = "mean",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
-                                 .attr_names = "v0:axis,i0:keepdim",
-                                 .infer_meta = pd_reduce_infer_meta,
-                                 .kernel = {[PD_PLACE_CPU] = mean_kernel},
-                                 .backward = mean_backward,
-                                 .flops = pd_flops_reduce};
+PD_OPDEF(mean, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
+         .attr_names = "v0:axis,i0:keepdim", .infer_meta = pd_reduce_infer_meta,
+         .kernel = {[PD_PLACE_CPU] = mean_kernel}, .backward = mean_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_mean(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
   return pd_reduce_call(PD_OP_mean, "mean", x, axis, naxis, keepdim, NULL);

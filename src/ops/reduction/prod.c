@@ -21,15 +21,9 @@ static pd_status prod_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-const pd_op_def pd_opdef_prod = {.name = "prod",
-                                 .n_in = 1,
-                                 .n_out = 1,
-                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
-                                 .attr_names = "v0:axis,i0:keepdim",
-                                 .infer_meta = pd_reduce_infer_meta,
-                                 .kernel = {[PD_PLACE_CPU] = prod_kernel},
-                                 .backward = prod_backward,
-                                 .flops = pd_flops_reduce};
+PD_OPDEF(prod, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .attr_names = "v0:axis,i0:keepdim", .infer_meta = pd_reduce_infer_meta,
+         .kernel = {[PD_PLACE_CPU] = prod_kernel}, .backward = prod_backward, .flops = pd_flops_reduce);
 
 pd_tensor *pd_prod(pd_tensor *x, const int64_t *axis, int naxis, bool keepdim) {
   return pd_reduce_call(PD_OP_prod, "prod", x, axis, naxis, keepdim, NULL);

@@ -28,15 +28,9 @@ static pd_status argsort_backward(const pd_backward_ctx *c) {
   return pd_values_indices_backward(c, c->attrs->i[0]);
 }
 
-const pd_op_def pd_opdef_argsort = {.name = "argsort",
-                                    .n_in = 1,
-                                    .n_out = 2,
-                                    .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
-                                    .nondiff_out = 1u << 1,
-                                    .attr_names = "i0:axis,i1:descending,i2:stable",
-                                    .infer_meta = argsort_meta,
-                                    .kernel = {[PD_PLACE_CPU] = argsort_kernel},
-                                    .backward = argsort_backward};
+PD_OPDEF(argsort, .n_in = 1, .n_out = 2, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
+         .nondiff_out = 1u << 1, .attr_names = "i0:axis,i1:descending,i2:stable", .infer_meta = argsort_meta,
+         .kernel = {[PD_PLACE_CPU] = argsort_kernel}, .backward = argsort_backward);
 
 pd_tensor *pd_sort(pd_tensor *x, int64_t axis, bool descending, bool stable) {
   pd_tensor *v = NULL;

@@ -43,15 +43,9 @@ static pd_status topk_backward(const pd_backward_ctx *c) {
   return pd_values_indices_backward(c, c->attrs->i[1]);
 }
 
-const pd_op_def pd_opdef_topk = {.name = "topk",
-                                 .n_in = 1,
-                                 .n_out = 2,
-                                 .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
-                                 .nondiff_out = 1u << 1,
-                                 .attr_names = "i0:k,i1:axis,i2:largest,i3:sorted",
-                                 .infer_meta = topk_meta,
-                                 .kernel = {[PD_PLACE_CPU] = topk_kernel},
-                                 .backward = topk_backward};
+PD_OPDEF(topk, .n_in = 1, .n_out = 2, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_OUT,
+         .nondiff_out = 1u << 1, .attr_names = "i0:k,i1:axis,i2:largest,i3:sorted", .infer_meta = topk_meta,
+         .kernel = {[PD_PLACE_CPU] = topk_kernel}, .backward = topk_backward);
 
 pd_status pd_topk(pd_tensor *x, int64_t k, int64_t axis, bool largest, bool sorted, pd_tensor **values,
                   pd_tensor **indices) {

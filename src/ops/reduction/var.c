@@ -104,17 +104,11 @@ static pd_status std_backward(const pd_backward_ctx *c) {
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
 
-#define VAR_DEF(nm, extra)                                                                       \
-  const pd_op_def pd_opdef_##nm = {                                                              \
-      .name = #nm,                                                                               \
-      .n_in = 1,                                                                                 \
-      .n_out = 1,                                                                                \
-      .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | (extra), \
-      .attr_names = "v0:axis,i0:keepdim,i1:unbiased",                                            \
-      .infer_meta = var_meta,                                                                    \
-      .kernel = {[PD_PLACE_CPU] = nm##_kernel},                                                  \
-      .backward = nm##_backward,                                                                 \
-      .flops = pd_flops_reduce};
+#define VAR_DEF(nm, extra)                                                                            \
+  PD_OPDEF(nm, .n_in = 1, .n_out = 1,                                                                 \
+           .flags = PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | (extra), \
+           .attr_names = "v0:axis,i0:keepdim,i1:unbiased", .infer_meta = var_meta,                    \
+           .kernel = {[PD_PLACE_CPU] = nm##_kernel}, .backward = nm##_backward, .flops = pd_flops_reduce);
 VAR_DEF(var, 0)
 VAR_DEF(std, PD_OPF_SAVE_OUT)
 
