@@ -58,6 +58,23 @@ PD_API pd_status pd_static_program_guard_end(void);
 PD_API void pd_static_name_scope_begin(const char *prefix);
 PD_API void pd_static_name_scope_end(void);
 
+/* paddle.static.device_guard(device): ops recorded on this thread until the
+ * matching _end carry op_device = device (printed with the op). This build
+ * runs on the CPU only: "cpu" and NULL/"" (no device) are accepted; "gpu",
+ * "gpu:0", "xpu", ... are an error saying the device is not available; any
+ * other name is an error listing Paddle's device names, and "cpu:N" an error
+ * as in Paddle. Guards nest. */
+PD_API pd_status pd_static_device_guard_begin(const char *device);
+PD_API pd_status pd_static_device_guard_end(void);
+/* paddle.static.cpu_places(device_count): device_count CPU places (0:
+ * Paddle's None, the CPU_NUM environment variable, else 1). Writes up to
+ * cap of them to out and returns the count, negative on an error (a
+ * negative count, a CPU_NUM that is no positive number). */
+PD_API int pd_static_cpu_places(int device_count, pd_place *out, int cap);
+/* paddle.static.cuda_places(device_ids): as in Paddle's CPU build, an error
+ * (not compiled with CUDA): returns -1 with the error set, writes nothing. */
+PD_API int pd_static_cuda_places(const int *device_ids, int n_ids, pd_place *out, int cap);
+
 PD_API pd_static_block *pd_program_global_block(pd_program *p);
 PD_API int pd_program_num_blocks(const pd_program *p);
 /* Program.clone(for_test): a deep copy. for_test gives the inference

@@ -57,6 +57,7 @@ static pd_operator *append_like(pd_static_block *dst, const pd_operator *so, con
   if (!op) return NULL;
   op->role = so->role;
   memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
+  memcpy(op->op_device, so->op_device, sizeof op->op_device);
   return op;
 }
 

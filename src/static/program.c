@@ -411,6 +411,7 @@ pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so) {
   op->fwd_n_in = so->fwd_n_in; /* while_grad's too */
   op->fwd_n_out = so->fwd_n_out;
   memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
+  memcpy(op->op_device, so->op_device, sizeof op->op_device);
   op->value = so->value ? pd_tensor_retain(so->value) : NULL;
   return op;
 }

@@ -108,6 +108,7 @@ static void print_op(pd_strbuf *b, const pd_operator *op) {
   }
   print_attrs(b, op);
   if (op->name_scope[0]) pd_sb_printf(b, ", op_namescope = '%s'", op->name_scope);
+  if (op->op_device[0]) pd_sb_printf(b, ", op_device = '%s'", op->op_device);
   if (op->role & PD_OP_ROLE_BACKWARD)
     pd_sb_puts(b, ", op_role = backward");
   else if (op->role & PD_OP_ROLE_OPTIMIZE)

@@ -235,6 +235,7 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
   op->role = t_role;
   const char *scope = pd_static_name_scope_prefix();
   if (*scope) snprintf(op->name_scope, sizeof op->name_scope, "/%s", scope);
+  snprintf(op->op_device, sizeof op->op_device, "%s", pd_static_current_device());
   for (int k = 0; k < n_out; k++) {
     out[k] = pd_tensor_retain(ov[k]->tensor);
     out[k]->stop_gradient = ov[k]->stop_gradient;

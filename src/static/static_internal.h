@@ -55,6 +55,7 @@ typedef struct pd_operator {
   pd_tensor *value; /* assign_value: the constant (owned) */
   int role;
   char name_scope[64]; /* "/prefix/" of the name_scope it was recorded in, or "" */
+  char op_device[16];  /* the device_guard it was recorded under ("cpu"), or "" */
 } pd_operator;
 
 struct pd_static_block {
@@ -145,6 +146,10 @@ void pd_ir_touch(pd_program *p);
 void pd_static_unique_name(const char *key, char *out, size_t cap);
 /* The innermost name_scope prefix ("" when none), e.g. "block1/". */
 const char *pd_static_name_scope_prefix(void);
+
+/* ---- device_guard (places.c) ---------------------------------------------- */
+/* The device of the innermost device_guard on this thread ("" when none). */
+const char *pd_static_current_device(void);
 
 /* ---- recording (recorder.c) ---------------------------------------------- */
 /* The program ops record into on this thread (NULL outside program_guard
