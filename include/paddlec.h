@@ -26,6 +26,8 @@
 #include "paddlec/rnn.h"
 #include "paddlec/jit.h"
 #include "paddlec/static.h"
+#include "paddlec/static_control.h"
+#include "paddlec/tensor_array.h"
 #include "paddlec/summary.h"
 #include "paddlec/transformer.h"
 

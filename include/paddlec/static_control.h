@@ -18,21 +18,24 @@ typedef int (*pd_static_branch_fn)(void *user, pd_tensor **out, int cap);
 /* paddle.static.nn.cond(pred, true_fn, false_fn): the outputs of true_fn
  * where pred (a bool Variable holding one element) is true, else those of
  * false_fn, written to out (new references, up to cap); returns their count
- * or a negative pd_status. Both branches are recorded into the current
- * block and the result is selected (a where op per output), so the
- * gradient flows only into the branch taken. The branches must return the
- * same number of outputs with the same dtypes and shapes: an error names
- * the output and what differs, as does a pred that is not a bool scalar. */
+ * or a negative pd_status. Each branch is recorded into a sub-block of its
+ * own and a conditional_block op runs the one pred picks when the Program
+ * runs: the other one does not run at all, and the gradient flows through
+ * the branch taken only. The branches must return the same number of
+ * outputs (tensors, not arrays) with the same dtypes and shapes: an error
+ * names the output and what differs, as does a pred that is not a bool
+ * scalar. Variables of enclosing blocks a branch reads are captured
+ * read-only; a branch cannot write them. */
 PD_API int pd_static_nn_cond(pd_tensor *pred, pd_static_branch_fn true_fn, pd_static_branch_fn false_fn,
                              void *user, pd_tensor **out, int cap);
 
 /* paddle.static.nn.case(pred_fn_pairs, default) (fluid.layers.Switch with
  * its case / default blocks): the outputs of fns[i] for the first i whose
  * preds[i] (a bool scalar) is true, else those of default_fn; without a
- * default (NULL) the last pair's fn is the default, as in Paddle. Every
- * branch is recorded and the result selected, as for cond; the branches
- * must agree in count, dtype and shape. Returns the output count or a
- * negative pd_status. */
+ * default (NULL) the last pair's fn is the default, as in Paddle. Recorded
+ * as a chain of conds (cond(preds[0], fns[0], cond(preds[1], ...))), so
+ * only the branch picked runs; the branches must agree in count, dtype and
+ * shape. Returns the output count or a negative pd_status. */
 PD_API int pd_static_nn_case(pd_tensor *const *preds, const pd_static_branch_fn *fns, int n_pairs,
                              pd_static_branch_fn default_fn, void *user, pd_tensor **out, int cap);
 
@@ -54,6 +57,25 @@ typedef pd_status (*pd_static_loop_body_fn)(void *user, pd_tensor *const *vars, 
  * it. */
 PD_API pd_status pd_static_nn_while_loop(pd_static_loop_cond_fn cond, pd_static_loop_body_fn body, void *user,
                                          pd_tensor *const *loop_vars, int n, pd_tensor **out);
+
+/* fluid.layers.While(cond) with its block guard: ops recorded between
+ * _begin and _end form the loop body, run while cond (a bool Variable of
+ * one element) is true. As in Paddle the body updates Variables of the
+ * enclosing blocks in place: pd_static_assign_to(value, var) and
+ * pd_array_write into an outer array, and it must update cond (else _end
+ * is an error: the loop would not end). Recorded as the while op of
+ * while_loop: each outer Variable the body writes becomes a loop
+ * variable, and after _end the handles of those Variables read their
+ * final values; gradients flow through it as through while_loop. Blocks
+ * nest; _end closes the innermost one of this thread. */
+PD_API pd_status pd_static_while_begin(pd_tensor *cond);
+PD_API pd_status pd_static_while_end(void);
+
+/* paddle.assign(x, output) in a Program: writes x into the existing
+ * Variable output (same dtype and shape, or both tensor arrays); the
+ * handle output reads the new value from then on. In a While block an
+ * output of an enclosing block is the loop's state. */
+PD_API pd_status pd_static_assign_to(pd_tensor *x, pd_tensor *output);
 
 /* paddle.increment(x, value) (fluid.layers.increment): x + value for an x
  * of one element, as a new tensor of x's dtype, eager or recorded. Paddle

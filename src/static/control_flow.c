@@ -1,8 +1,14 @@
-/* paddle.static.nn.cond and while_loop.
+/* paddle.static.nn.cond, case and while_loop: recording (control_run.c
+ * runs them).
  *
- * cond and case record every branch into the current block and select
- * each output with where ops: the registry's where backward sends the
- * gradient into the branch taken only.
+ * cond records each branch into its own sub-block of the current block,
+ * naming the branch results "<key>.true_<i>" and "<key>.false_<i>", and
+ * appends a conditional_block op (attrs: i[0] the true block, i[1] the
+ * false block, i[2] the output count, s the key) that takes pred and
+ * every Variable of enclosing blocks the branches read (captures), and
+ * writes the outputs. Running it runs the branch pred picks, and only
+ * that one; its grad op reruns that branch and differentiates it, so the
+ * gradient reaches the branch taken only. case is a chain of conds.
  *
  * while_loop records cond and body once into a sub-block on placeholder
  * Variables "<key>.in_<i>"; the cond result is assigned to "<key>.cond"
@@ -10,39 +16,31 @@
  * block (attrs: i[0] the sub-block, i[1] the loop variable count, i[2] the
  * number of cond ops at the head of the sub-block, s the key) takes the
  * initial values, then every Variable of enclosing blocks the sub-block
- * reads (captures), and writes the final values. Its grad op while_grad
- * runs the loop again with the eager tape on, which keeps every
- * iteration's values, and differentiates it (Paddle's while_grad walks the
- * saved step scopes the same way). */
+ * reads (captures), and writes the final values. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/tensor_impl.h"
+#include "control_internal.h"
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
 #include "paddlec/math.h"
 #include "paddlec/static_control.h"
-#include "static_internal.h"
 
-bool pd_static_is_control_type(const char *type) {
-  return type && (strcmp(type, PD_STATIC_WHILE) == 0 || strcmp(type, PD_STATIC_WHILE_GRAD) == 0);
-}
-
-static pd_program *recording_program(const char *fn) {
+pd_program *pd_ctl_recording_program(const char *fn) {
   pd_program *p = pd_static_current_main();
   if (!p) pd_set_error(PD_ERR_STATE, "%s: call it under program_guard or in static mode", fn);
   return p;
 }
 
-/* A bool tensor holding one element (dims of 1, or a 0-d tensor). */
-static pd_status check_bool_scalar(const pd_tensor *t, const char *fn, const char *what) {
+pd_status pd_ctl_check_bool_scalar(const pd_tensor *t, const char *fn, const char *what) {
   if (!t)
     return pd_last_status() != PD_OK ? pd_last_status()
                                      : pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", fn, what);
   bool one = true;
   for (int d = 0; d < t->ndim; d++) one &= t->shape[d] == 1;
-  if (t->dtype != PD_BOOL || !one)
+  if (t->dtype != PD_BOOL || !one || pd_array_is_value(t))
     return pd_set_error(PD_ERR_INVALID, "%s: %s must be a bool scalar (shape [] or [1]), got %s of shape %s",
                         fn, what, pd_dtype_name(t->dtype), PD_SHAPE_STR(t));
   return PD_OK;
@@ -55,83 +53,198 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
   return true;
 }
 
+static bool has_name(const char **names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], s) == 0) return true;
+  return false;
+}
+
+pd_status pd_ctl_captures(const pd_static_block *sub, const char *fn, const char **caps, int *m, int cap,
+                          bool *stop) {
+  const pd_static_block *parent = sub->program->blocks[sub->parent_idx];
+  for (int k = 0; k < sub->n_ops; k++)
+    for (int j = 0; j < sub->ops[k]->n_in; j++) {
+      const char *nm = sub->ops[k]->inputs[j];
+      if (pd_ir_find_var(sub, nm) || has_name(caps, *m, nm)) continue;
+      pd_variable *cv = pd_ir_find_var_recursive(parent, nm);
+      if (!cv)
+        return pd_set_error(PD_ERR_STATE, "%s: block %d reads '%s', which no enclosing block holds", fn,
+                            sub->idx, nm);
+      if (*m >= cap)
+        return pd_set_error(PD_ERR_INVALID, "%s: block %d reads more than %d outer Variables", fn, sub->idx,
+                            cap);
+      caps[(*m)++] = cv->name;
+      *stop &= cv->stop_gradient;
+    }
+  return PD_OK;
+}
+
+pd_status pd_ctl_assign_as(pd_program *p, pd_tensor *t, const char *name) {
+  pd_static_block *b = p->blocks[p->current_block];
+  pd_variable *v = pd_static_var_for(p, t);
+  if (!v) return pd_last_status();
+  if (v->is_array) {
+    pd_variable *nv = pd_ir_add_var(b, name, v->dtype, v->ndim, v->shape, NULL);
+    if (!nv) return pd_last_status();
+    nv->is_array = true;
+    nv->stop_gradient = v->stop_gradient;
+    const char *ins[1] = {v->name}, *outs[1] = {name};
+    return pd_ir_append_op(b, PD_STATIC_ASSIGN_ARRAY, ins, 1, outs, 1, NULL) ? PD_OK : pd_last_status();
+  }
+  pd_tensor *a = pd_assign(t);
+  pd_variable *av = a ? pd_ir_var_of(p, a) : NULL;
+  pd_status st = av && pd_ir_find_var(b, av->name) ? pd_ir_rename_var(b, av->name, name)
+                 : a ? pd_set_error(PD_ERR_STATE, "'%s' was not recorded in block %d", name, b->idx)
+                     : pd_last_status();
+  pd_tensor_release(a);
+  return st;
+}
+
+const char *pd_ctl_write_target(pd_program *p, pd_variable *v, const char *fn) {
+  pd_static_block *cur = p->blocks[p->current_block];
+  if (pd_ir_find_var(cur, v->name)) {
+    if (v->persistable) return v->name; /* the scope keeps it by name: written in place */
+    pd_variable *nv = pd_ir_new_version(cur, v);
+    return nv ? nv->name : NULL;
+  }
+  if (pd_ctl_in_while_block(p, cur->idx)) return v->name;
+  pd_set_error(
+      PD_ERR_INVALID,
+      "%s: '%s' belongs to an enclosing block; a cond branch or while_loop body cannot write it (return "
+      "the new value instead)",
+      fn, v->name);
+  return NULL;
+}
+
 /* ---- cond and case ---------------------------------------------------------- */
-/* Records every branch (fns[n_preds] is the fallback), checks that their
- * outputs agree and selects them: the first branch whose pred is true,
- * else the fallback, as a chain of where ops built from the last pred.
- * labels name the branches in errors. */
-static int select_branches(const char *fn, pd_tensor *const *preds, int n_preds,
-                           const pd_static_branch_fn *fns, const char *const *labels, void *user,
-                           pd_tensor **out, int cap) {
-  if (!recording_program(fn)) return pd_last_status();
-  if (!out || cap < 0 || n_preds < 1 || (n_preds && !preds))
-    return pd_set_error(PD_ERR_INVALID, "%s: %d preds at %p, out %p (cap %d)", fn, n_preds, (void *)preds,
-                        (void *)out, cap);
+typedef struct branch {
+  pd_static_branch_fn fn;
+  void *user;
+  const char *label;
+} branch;
+
+/* Records br into a new sub-block of the current block; its outputs are
+ * assigned to "<key>.<tag>_<i>", whose Variables go to vars. Returns the
+ * count or a negative pd_status. */
+static int record_branch(pd_program *p, const char *fn, const char *key, const char *tag, branch br, int lim,
+                         pd_static_block **sub, pd_variable **vars) {
+  int parent = p->current_block;
+  if (!(*sub = pd_ir_add_block(p, parent))) return pd_last_status();
+  p->current_block = (*sub)->idx;
+  pd_tensor *o[PD_MAX_OUTPUTS] = {0};
+  int n = br.fn(br.user, o, lim);
   pd_status st = PD_OK;
-  for (int b = 0; b <= n_preds && st == PD_OK; b++)
-    if (!fns[b]) st = pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", fn, labels[b]);
-  for (int b = 0; b < n_preds && st == PD_OK; b++) {
-    char what[32];
-    snprintf(what, sizeof what, n_preds == 1 ? "pred" : "pred %d", b);
-    st = check_bool_scalar(preds[b], fn, what);
+  if (n < 0) {
+    st = pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s failed", br.label);
+    pd_error_prefix("%s: %s", fn, br.label);
+  } else if (n > lim) {
+    st = pd_set_error(PD_ERR_INVALID, "%s: %s returned %d outputs, more than cap %d", fn, br.label, n, lim);
   }
-  if (st != PD_OK) return st;
-  int nb = n_preds + 1, lim = cap < PD_MAX_OUTPUTS ? cap : PD_MAX_OUTPUTS;
-  pd_tensor **o = calloc((size_t)nb * PD_MAX_OUTPUTS, sizeof *o); /* branch b's outputs at o[b * MAX] */
-  int *cnt = calloc((size_t)nb, sizeof *cnt);
-  if (!o || !cnt) st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", fn);
-  for (int b = 0; b < nb && st == PD_OK; b++) {
-    cnt[b] = fns[b](user, o + (size_t)b * PD_MAX_OUTPUTS, lim);
-    if (cnt[b] < 0) {
-      st =
-          pd_last_status() != PD_OK ? pd_last_status() : pd_set_error(PD_ERR_INVALID, "%s failed", labels[b]);
-      pd_error_prefix("%s: %s", fn, labels[b]);
-    } else if (cnt[b] > lim) {
-      st = pd_set_error(PD_ERR_INVALID, "%s: %s returned %d outputs, more than cap %d", fn, labels[b], cnt[b],
-                        lim);
-    } else if (cnt[b] != cnt[0]) {
-      st = pd_set_error(PD_ERR_INVALID, "%s: %s returns %d outputs, %s %d", fn, labels[0], cnt[0], labels[b],
-                        cnt[b]);
-    }
+  for (int i = 0; i < n && i < lim && st == PD_OK; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s_%d", key, tag, i);
+    pd_variable *v = o[i] ? pd_static_var_for(p, o[i]) : NULL;
+    if (!v)
+      st = o[i] ? pd_last_status()
+                : pd_set_error(PD_ERR_INVALID, "%s: output %d of %s is NULL", fn, i, br.label);
+    else if (v->is_array)
+      st = pd_set_error(PD_ERR_INVALID, "%s: output %d of %s is a tensor array; return tensors", fn, i,
+                        br.label);
+    else if ((st = pd_ctl_assign_as(p, o[i], name)) == PD_OK)
+      vars[i] = pd_ir_find_var(*sub, name);
   }
-  int n = st == PD_OK ? cnt[0] : 0;
-  for (int b = 1; b < nb && st == PD_OK; b++)
-    for (int i = 0; i < n && st == PD_OK; i++) {
-      pd_tensor *t = o[i], *f = o[(size_t)b * PD_MAX_OUTPUTS + i];
-      if (!t || !f)
-        st = pd_set_error(PD_ERR_INVALID, "%s: output %d of %s is NULL", fn, i, t ? labels[b] : labels[0]);
-      else if (t->dtype != f->dtype)
-        st = pd_set_error(PD_ERR_INVALID, "%s: output %d is %s in %s, %s in %s", fn, i,
-                          pd_dtype_name(t->dtype), labels[0], pd_dtype_name(f->dtype), labels[b]);
-      else if (!same_shape(t->ndim, t->shape, f->ndim, f->shape))
-        st = pd_set_error(PD_ERR_INVALID, "%s: output %d has shape %s in %s, %s in %s", fn, i,
-                          PD_SHAPE_STR(t), labels[0], PD_SHAPE_STR(f), labels[b]);
-    }
-  for (int i = 0; i < n && st == PD_OK; i++) {
-    pd_tensor *acc = pd_tensor_retain(o[(size_t)n_preds * PD_MAX_OUTPUTS + i]);
-    for (int b = n_preds - 1; b >= 0 && acc; b--) {
-      pd_tensor *sel = pd_where(preds[b], o[(size_t)b * PD_MAX_OUTPUTS + i], acc);
-      pd_tensor_release(acc);
-      acc = sel;
-    }
-    out[i] = acc;
-    if (!acc) {
-      st = pd_last_status();
-      pd_error_prefix("%s: output %d", fn, i);
-      for (int j = 0; j < i; j++) pd_tensor_release(out[j]);
-    }
-  }
-  for (size_t k = 0; o && k < (size_t)nb * PD_MAX_OUTPUTS; k++) pd_tensor_release(o[k]);
-  free(o);
-  free(cnt);
+  for (int i = 0; i < PD_MAX_OUTPUTS; i++) pd_tensor_release(o[i]);
+  p->current_block = parent;
   return st == PD_OK ? n : st;
+}
+
+/* cond(pred, t, f) with each branch's own user pointer. */
+static int record_cond(const char *fn, pd_tensor *pred, branch t, branch f, pd_tensor **out, int cap) {
+  pd_program *p = pd_ctl_recording_program(fn);
+  if (!p) return pd_last_status();
+  if (!out || cap < 0) return pd_set_error(PD_ERR_INVALID, "%s: out %p (cap %d)", fn, (void *)out, cap);
+  if (!t.fn || !f.fn) return pd_set_error(PD_ERR_INVALID, "%s: %s is NULL", fn, t.fn ? f.label : t.label);
+  pd_status st = pd_ctl_check_bool_scalar(pred, fn, "pred");
+  pd_variable *pv = st == PD_OK ? pd_static_var_for(p, pred) : NULL;
+  if (!pv) return pd_last_status();
+  int lim = cap < PD_MAX_OUTPUTS ? cap : PD_MAX_OUTPUTS;
+  char key[64];
+  pd_static_unique_name(PD_STATIC_COND, key, sizeof key);
+  pd_static_block *tb = NULL, *fb = NULL;
+  pd_variable *tv[PD_MAX_OUTPUTS] = {0}, *fv[PD_MAX_OUTPUTS] = {0};
+  int nt = record_branch(p, fn, key, "true", t, lim, &tb, tv);
+  if (nt < 0) return nt;
+  int nf = record_branch(p, fn, key, "false", f, lim, &fb, fv);
+  if (nf < 0) return nf;
+  if (nt != nf)
+    return pd_set_error(PD_ERR_INVALID, "%s: %s returns %d outputs, %s %d", fn, t.label, nt, f.label, nf);
+  if (nt == 0) return pd_set_error(PD_ERR_INVALID, "%s: the branches return no outputs", fn);
+  for (int i = 0; i < nt; i++) {
+    if (tv[i]->dtype != fv[i]->dtype)
+      return pd_set_error(PD_ERR_INVALID, "%s: output %d is %s in %s, %s in %s", fn, i,
+                          pd_dtype_name(tv[i]->dtype), t.label, pd_dtype_name(fv[i]->dtype), f.label);
+    if (!same_shape(tv[i]->ndim, tv[i]->shape, fv[i]->ndim, fv[i]->shape)) {
+      char a[160], b[160];
+      return pd_set_error(PD_ERR_INVALID, "%s: output %d has shape %s in %s, %s in %s", fn, i,
+                          pd_shape_str(tv[i]->ndim, tv[i]->shape, a, sizeof a), t.label,
+                          pd_shape_str(fv[i]->ndim, fv[i]->shape, b, sizeof b), f.label);
+    }
+  }
+  const char *ins[PD_MAX_OUTPUTS] = {pv->name};
+  int m = 1;
+  bool stop = true;
+  st = pd_ctl_captures(tb, fn, ins, &m, PD_MAX_OUTPUTS, &stop);
+  if (st == PD_OK) st = pd_ctl_captures(fb, fn, ins, &m, PD_MAX_OUTPUTS, &stop);
+  if (st != PD_OK) return st;
+  pd_static_block *pb = p->blocks[p->current_block];
+  char outn[PD_MAX_OUTPUTS][96];
+  const char *outs[PD_MAX_OUTPUTS];
+  pd_variable *ov[PD_MAX_OUTPUTS];
+  for (int i = 0; i < nt; i++) {
+    snprintf(outn[i], sizeof outn[i], "%s.tmp_%d", key, i);
+    outs[i] = outn[i];
+    if (!(ov[i] = pd_ir_add_var(pb, outn[i], tv[i]->dtype, tv[i]->ndim, tv[i]->shape, NULL)))
+      return pd_last_status();
+    ov[i]->stop_gradient =
+        (tv[i]->stop_gradient && fv[i]->stop_gradient) || !pd_dtype_is_floating(tv[i]->dtype);
+  }
+  pd_attrs a = {.i = {tb->idx, fb->idx, nt}};
+  memcpy(a.s, key, sizeof key);
+  if (!pd_ir_append_op(pb, PD_STATIC_COND, ins, m, outs, nt, &a)) return pd_last_status();
+  for (int i = 0; i < nt; i++) {
+    out[i] = pd_tensor_retain(ov[i]->tensor);
+    out[i]->stop_gradient = ov[i]->stop_gradient;
+    pd_scope_track(out[i]);
+  }
+  return nt;
 }
 
 int pd_static_nn_cond(pd_tensor *pred, pd_static_branch_fn true_fn, pd_static_branch_fn false_fn, void *user,
                       pd_tensor **out, int cap) {
-  const pd_static_branch_fn fns[2] = {true_fn, false_fn};
-  const char *const labels[2] = {"true_fn", "false_fn"};
-  return select_branches("cond", &pred, 1, fns, labels, user, out, cap);
+  return record_cond("cond", pred, (branch){true_fn, user, "true_fn"}, (branch){false_fn, user, "false_fn"},
+                     out, cap);
+}
+
+/* case's pairs from index at on: cond(preds[at], fns[at], the rest). */
+typedef struct case_rest {
+  pd_tensor *const *preds;
+  const pd_static_branch_fn *fns;
+  int at, n;
+  pd_static_branch_fn dflt;
+  void *user;
+  char label[32];
+} case_rest;
+
+static int case_branch(void *u, pd_tensor **out, int cap) {
+  const case_rest *c = u;
+  if (c->at == c->n) return c->dflt(c->user, out, cap);
+  case_rest next = *c;
+  next.at++;
+  snprintf(next.label, sizeof next.label, next.at == c->n ? "default" : "fn %d", next.at);
+  char lab[16];
+  snprintf(lab, sizeof lab, "fn %d", c->at);
+  return record_cond("case", c->preds[c->at], (branch){c->fns[c->at], c->user, lab},
+                     (branch){case_branch, &next, next.label}, out, cap);
 }
 
 int pd_static_nn_case(pd_tensor *const *preds, const pd_static_branch_fn *fns, int n_pairs,
@@ -139,32 +252,23 @@ int pd_static_nn_case(pd_tensor *const *preds, const pd_static_branch_fn *fns, i
   if (n_pairs < 1 || n_pairs > PD_MAX_OUTPUTS || !preds || !fns)
     return pd_set_error(PD_ERR_INVALID, "case: %d (pred, fn) pairs at %p, %p (1 to %d)", n_pairs,
                         (void *)preds, (void *)fns, PD_MAX_OUTPUTS);
-  if (!recording_program("case")) return pd_last_status();
+  if (!pd_ctl_recording_program("case")) return pd_last_status();
   for (int b = 0; b < n_pairs; b++) { /* every pred, the default's too (Paddle checks them all) */
     char what[32];
     snprintf(what, sizeof what, "pred %d", b);
-    pd_status st = check_bool_scalar(preds[b], "case", what);
+    pd_status st = pd_ctl_check_bool_scalar(preds[b], "case", what);
     if (st != PD_OK) return st;
+    if (!fns[b]) return pd_set_error(PD_ERR_INVALID, "case: fn %d is NULL", b);
   }
   /* without a default, the last pair's fn is it (Paddle's rule) */
   int np = default_fn ? n_pairs : n_pairs - 1;
+  pd_static_branch_fn dflt = default_fn ? default_fn : fns[np];
   if (np < 1) { /* one pair and no default: its fn runs whatever pred says */
-    const pd_static_branch_fn one[2] = {fns[0], fns[0]};
-    const char *const labels[2] = {"fn 0", "fn 0"};
-    return select_branches("case", preds, 1, one, labels, user, out, cap);
+    branch one = {fns[0], user, "fn 0"};
+    return record_cond("case", preds[0], one, one, out, cap);
   }
-  pd_static_branch_fn all[PD_MAX_OUTPUTS + 1];
-  char names[PD_MAX_OUTPUTS + 1][16];
-  const char *labels[PD_MAX_OUTPUTS + 1];
-  for (int b = 0; b < np; b++) {
-    all[b] = fns[b];
-    snprintf(names[b], sizeof names[b], "fn %d", b);
-    labels[b] = names[b];
-  }
-  all[np] = default_fn ? default_fn : fns[np];
-  snprintf(names[np], sizeof names[np], default_fn ? "default" : "fn %d", np);
-  labels[np] = names[np];
-  return select_branches("case", preds, np, all, labels, user, out, cap);
+  case_rest c = {.preds = preds, .fns = fns, .at = 0, .n = np, .dflt = dflt, .user = user};
+  return case_branch(&c, out, cap);
 }
 
 pd_tensor *pd_increment(pd_tensor *x, double value) {
@@ -181,33 +285,18 @@ pd_tensor *pd_increment(pd_tensor *x, double value) {
   return pd_scale(x, 1.0, value, true);
 }
 
-/* ---- while_loop: recording ------------------------------------------------- */
-static pd_status rename_result(pd_static_block *sub, pd_tensor *t, const char *to) {
-  pd_variable *v = pd_ir_var_of(sub->program, t);
-  if (!v || !pd_ir_find_var(sub, v->name))
-    return pd_set_error(PD_ERR_STATE, "while_loop: '%s' was not recorded in the loop block", to);
-  return pd_ir_rename_var(sub, v->name, to);
-}
-
-static bool has_name(char **names, int n, const char *s) {
-  for (int i = 0; i < n; i++)
-    if (strcmp(names[i], s) == 0) return true;
-  return false;
-}
-
+/* ---- while_loop ------------------------------------------------------------------ */
 /* Records cond and body into sub; result names per the file comment. */
-static pd_status record_loop(pd_static_block *sub, const char *key, pd_static_loop_cond_fn cond,
-                             pd_static_loop_body_fn body, void *user, pd_tensor *const *ph, int n,
-                             int *n_cond) {
+static pd_status record_loop(pd_program *p, const char *key, pd_static_loop_cond_fn cond,
+                             pd_static_loop_body_fn body, void *user, pd_tensor *const *ph,
+                             pd_variable *const *phv, int n, int *n_cond) {
   char name[160];
+  pd_static_block *sub = p->blocks[p->current_block];
   pd_tensor *c = cond(user, ph, n);
-  pd_status st = check_bool_scalar(c, "while_loop", "the value cond returns");
-  pd_tensor *a = st == PD_OK ? pd_assign(c) : NULL;
-  pd_tensor_release(c);
-  if (st == PD_OK && !a) st = pd_last_status();
+  pd_status st = pd_ctl_check_bool_scalar(c, "while_loop", "the value cond returns");
   snprintf(name, sizeof name, "%s.cond", key);
-  if (st == PD_OK) st = rename_result(sub, a, name);
-  pd_tensor_release(a);
+  if (st == PD_OK) st = pd_ctl_assign_as(p, c, name);
+  pd_tensor_release(c);
   if (st != PD_OK) return st;
   *n_cond = sub->n_ops;
   pd_tensor *next[PD_MAX_OUTPUTS] = {0};
@@ -215,28 +304,61 @@ static pd_status record_loop(pd_static_block *sub, const char *key, pd_static_lo
   if (st != PD_OK && pd_last_status() == PD_OK) st = pd_set_error(PD_ERR_INVALID, "while_loop: body failed");
   if (st != PD_OK) pd_error_prefix("while_loop: body");
   for (int i = 0; i < n && st == PD_OK; i++) {
+    pd_variable *nv = next[i] ? pd_static_var_for(p, next[i]) : NULL;
     if (!next[i])
       st = pd_set_error(PD_ERR_INVALID, "while_loop: body returned NULL for loop variable %d", i);
-    else if (next[i]->dtype != ph[i]->dtype)
+    else if (!nv)
+      st = pd_last_status();
+    else if (nv->is_array != phv[i]->is_array)
       st = pd_set_error(PD_ERR_INVALID, "while_loop: body turns loop variable %d from %s into %s", i,
-                        pd_dtype_name(ph[i]->dtype), pd_dtype_name(next[i]->dtype));
-    else if (!same_shape(next[i]->ndim, next[i]->shape, ph[i]->ndim, ph[i]->shape))
+                        phv[i]->is_array ? "a tensor array" : "a tensor",
+                        nv->is_array ? "a tensor array" : "a tensor");
+    else if (nv->dtype != phv[i]->dtype)
+      st = pd_set_error(PD_ERR_INVALID, "while_loop: body turns loop variable %d from %s into %s", i,
+                        pd_dtype_name(phv[i]->dtype), pd_dtype_name(nv->dtype));
+    else if (!nv->is_array && !same_shape(nv->ndim, nv->shape, phv[i]->ndim, phv[i]->shape)) {
+      char a[160], b[160];
       st = pd_set_error(PD_ERR_INVALID, "while_loop: body turns loop variable %d of shape %s into shape %s",
-                        i, PD_SHAPE_STR(ph[i]), PD_SHAPE_STR(next[i]));
+                        i, pd_shape_str(phv[i]->ndim, phv[i]->shape, a, sizeof a),
+                        pd_shape_str(nv->ndim, nv->shape, b, sizeof b));
+    }
   }
   for (int i = 0; i < n && st == PD_OK; i++) {
-    pd_tensor *r = pd_assign(next[i]);
     snprintf(name, sizeof name, "%s.next_%d", key, i);
-    st = r ? rename_result(sub, r, name) : pd_last_status();
-    pd_tensor_release(r);
+    st = pd_ctl_assign_as(p, next[i], name);
   }
   for (int i = 0; i < n; i++) pd_tensor_release(next[i]);
   return st;
 }
 
+pd_status pd_ctl_append_while(pd_program *p, pd_static_block *sub, const char *key, const char *const *init,
+                              int n, int n_cond, bool stop, const char *const *outs) {
+  pd_static_block *pb = p->blocks[sub->parent_idx];
+  const char *ins[PD_MAX_OUTPUTS];
+  for (int i = 0; i < n; i++) ins[i] = init[i];
+  int m = n;
+  pd_status st = pd_ctl_captures(sub, "while", ins, &m, PD_MAX_OUTPUTS, &stop);
+  if (st != PD_OK) return st;
+  for (int i = 0; i < n; i++) { /* an output that is no Variable yet: a new one, shaped as its input */
+    if (pd_ir_find_var_recursive(pb, outs[i])) continue;
+    pd_variable *iv = pd_ir_find_var_recursive(pb, init[i]);
+    char next[160];
+    snprintf(next, sizeof next, "%s.next_%d", key, i);
+    const pd_variable *nv = pd_ir_find_var(sub, next); /* an array's elements may be known only there */
+    if (iv && nv && iv->is_array) iv = (pd_variable *)nv;
+    pd_variable *ov = iv ? pd_ir_add_var(pb, outs[i], iv->dtype, iv->ndim, iv->shape, NULL) : NULL;
+    if (!ov) return iv ? pd_last_status() : pd_set_error(PD_ERR_STATE, "while: no Variable '%s'", init[i]);
+    ov->is_array = iv->is_array;
+    ov->stop_gradient = stop || !pd_dtype_is_floating(iv->dtype);
+  }
+  pd_attrs a = {.i = {sub->idx, n, n_cond}};
+  snprintf(a.s, sizeof a.s, "%s", key);
+  return pd_ir_append_op(pb, PD_STATIC_WHILE, ins, m, outs, n, &a) ? PD_OK : pd_last_status();
+}
+
 pd_status pd_static_nn_while_loop(pd_static_loop_cond_fn cond, pd_static_loop_body_fn body, void *user,
                                   pd_tensor *const *loop_vars, int n, pd_tensor **out) {
-  pd_program *p = recording_program("while_loop");
+  pd_program *p = pd_ctl_recording_program("while_loop");
   if (!p) return pd_last_status();
   if (!cond || !body || !loop_vars || !out || n < 1 || n > PD_MAX_OUTPUTS / 2)
     return pd_set_error(PD_ERR_INVALID,
@@ -244,8 +366,8 @@ pd_status pd_static_nn_while_loop(pd_static_loop_cond_fn cond, pd_static_loop_bo
                         (void *)(uintptr_t)cond, (void *)(uintptr_t)body, n, (void *)loop_vars,
                         PD_MAX_OUTPUTS / 2, (void *)out);
   int parent = p->current_block;
-  pd_static_block *pb = p->blocks[parent];
   const char *init[PD_MAX_OUTPUTS];
+  pd_variable *iv[PD_MAX_OUTPUTS];
   bool stop = true;
   for (int i = 0; i < n; i++) {
     pd_variable *v = loop_vars[i] ? pd_static_var_for(p, loop_vars[i]) : NULL;
@@ -255,293 +377,43 @@ pd_status pd_static_nn_while_loop(pd_static_loop_cond_fn cond, pd_static_loop_bo
       return pd_last_status();
     }
     init[i] = v->name;
+    iv[i] = v;
     stop &= v->stop_gradient;
   }
-  char key[64], name[160]; /* the key fits the op's string attribute */
+  char key[64], name[160];
   pd_static_unique_name(PD_STATIC_WHILE, key, sizeof key);
   pd_static_block *sub = pd_ir_add_block(p, parent);
   if (!sub) return pd_last_status();
   pd_tensor *ph[PD_MAX_OUTPUTS];
+  pd_variable *phv[PD_MAX_OUTPUTS];
   for (int i = 0; i < n; i++) {
     snprintf(name, sizeof name, "%s.in_%d", key, i);
-    pd_variable *v =
-        pd_ir_add_var(sub, name, loop_vars[i]->dtype, loop_vars[i]->ndim, loop_vars[i]->shape, NULL);
+    pd_variable *v = pd_ir_add_var(sub, name, iv[i]->dtype, iv[i]->ndim, iv[i]->shape, NULL);
     if (!v) return pd_last_status();
-    v->stop_gradient = pd_ir_var_of(p, loop_vars[i])->stop_gradient;
+    v->is_array = iv[i]->is_array;
+    v->stop_gradient = iv[i]->stop_gradient;
     v->tensor->stop_gradient = v->stop_gradient;
     ph[i] = v->tensor;
+    phv[i] = v;
   }
   int n_cond = 0;
   p->current_block = sub->idx;
-  pd_status st = record_loop(sub, key, cond, body, user, ph, n, &n_cond);
+  pd_status st = record_loop(p, key, cond, body, user, ph, phv, n, &n_cond);
   p->current_block = parent;
-  /* captures: what the sub-block reads and does not define */
-  char *caps[PD_MAX_OUTPUTS];
-  int m = 0;
-  for (int k = 0; k < sub->n_ops && st == PD_OK; k++)
-    for (int j = 0; j < sub->ops[k]->n_in && st == PD_OK; j++) {
-      const char *nm = sub->ops[k]->inputs[j];
-      if (pd_ir_find_var(sub, nm) || has_name(caps, m, nm)) continue;
-      pd_variable *cv = pd_ir_find_var_recursive(pb, nm);
-      if (!cv)
-        st =
-            pd_set_error(PD_ERR_STATE, "while_loop: the loop reads '%s', which no enclosing block holds", nm);
-      else if (n + m + 1 > PD_MAX_OUTPUTS)
-        st = pd_set_error(PD_ERR_INVALID, "while_loop: the loop reads more than %d outer Variables",
-                          PD_MAX_OUTPUTS - n);
-      else {
-        caps[m++] = cv->name;
-        stop &= cv->stop_gradient;
-      }
-    }
-  const char *ins[PD_MAX_OUTPUTS];
-  char outn[PD_MAX_OUTPUTS][160];
+  char outn[PD_MAX_OUTPUTS][96];
   const char *outs[PD_MAX_OUTPUTS];
-  pd_variable *ov[PD_MAX_OUTPUTS];
-  for (int i = 0; i < n; i++) ins[i] = init[i];
-  for (int j = 0; j < m; j++) ins[n + j] = caps[j];
-  for (int i = 0; i < n && st == PD_OK; i++) {
+  for (int i = 0; i < n; i++) {
     snprintf(outn[i], sizeof outn[i], "%s.tmp_%d", key, i);
     outs[i] = outn[i];
-    ov[i] = pd_ir_add_var(pb, outn[i], loop_vars[i]->dtype, loop_vars[i]->ndim, loop_vars[i]->shape, NULL);
-    if (!ov[i])
-      st = pd_last_status();
-    else
-      ov[i]->stop_gradient = stop || !pd_dtype_is_floating(loop_vars[i]->dtype);
   }
-  if (st == PD_OK) {
-    pd_attrs a = {.i = {sub->idx, n, n_cond}};
-    memcpy(a.s, key, sizeof a.s);
-    pd_operator *op = pd_ir_append_op(pb, PD_STATIC_WHILE, ins, n + m, outs, n, &a);
-    if (!op) st = pd_last_status();
-  }
+  if (st == PD_OK) st = pd_ctl_append_while(p, sub, key, init, n, n_cond, stop, outs);
   if (st != PD_OK) return st;
   for (int i = 0; i < n; i++) {
-    out[i] = pd_tensor_retain(ov[i]->tensor);
-    out[i]->stop_gradient = ov[i]->stop_gradient;
+    pd_variable *ov = pd_ir_find_var(p->blocks[parent], outs[i]);
+    out[i] = pd_tensor_retain(ov->tensor);
+    out[i]->stop_gradient = ov->stop_gradient;
+    pd_scope_track(out[i]);
   }
   pd_ir_touch(p);
-  return PD_OK;
-}
-
-pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
-                                           const char *const *outs) {
-  pd_operator *g =
-      pd_ir_append_op(b, PD_STATIC_WHILE_GRAD, ins, op->n_in + 2 * op->n_out, outs, op->n_in, &op->attrs);
-  if (!g) return NULL;
-  g->fwd_n_in = op->n_in;
-  g->fwd_n_out = op->n_out;
-  g->role = PD_OP_ROLE_BACKWARD;
-  return g;
-}
-
-/* ---- while_loop: running ------------------------------------------------------ */
-/* One run of a loop's sub-block: env[i] holds the value of sub-block
- * variable i; captures come from the while op's inputs. */
-typedef struct loop_run {
-  const pd_program *p;
-  const pd_operator *op;
-  const pd_static_block *sub;
-  pd_tensor **env;
-  pd_tensor *const *caps; /* values of op->inputs[n ..] */
-  int n, n_caps;
-} loop_run;
-
-static int var_index(const pd_static_block *b, const char *name) {
-  for (int i = 0; i < b->n_vars; i++)
-    if (strcmp(b->vars[i]->name, name) == 0) return i;
-  return -1;
-}
-
-static pd_tensor *value_of(const loop_run *r, const char *name) {
-  int s = var_index(r->sub, name);
-  if (s >= 0) {
-    if (!r->env[s])
-      pd_set_error(PD_ERR_STATE, "while: '%s' is read before any op of the loop writes it", name);
-    return r->env[s];
-  }
-  for (int j = 0; j < r->n_caps; j++)
-    if (strcmp(r->op->inputs[r->n + j], name) == 0) return r->caps[j];
-  pd_set_error(PD_ERR_STATE, "while: '%s' is neither a loop Variable nor captured", name);
-  return NULL;
-}
-
-static pd_status set_value(loop_run *r, const char *name, pd_tensor *t) {
-  int s = var_index(r->sub, name);
-  if (s < 0) {
-    pd_tensor_release(t);
-    return pd_set_error(PD_ERR_STATE, "while: an op writes '%s', which the loop block lacks", name);
-  }
-  pd_tensor_release(r->env[s]);
-  r->env[s] = t;
-  return PD_OK;
-}
-
-/* Runs ops [from, to) of the sub-block. */
-static pd_status run_ops(loop_run *r, int from, int to) {
-  for (int k = from; k < to; k++) {
-    const pd_operator *op = r->sub->ops[k];
-    if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
-      return pd_set_error(PD_ERR_INVALID, "while: op %s has %d inputs", op->type, op->n_in);
-    pd_tensor *in[3 * PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS] = {0};
-    for (int i = 0; i < op->n_in; i++)
-      if (!(in[i] = value_of(r, op->inputs[i]))) return pd_last_status();
-    int n = 0;
-    pd_status st;
-    if (op->op_id < 0 && op->value) {
-      st = (out[0] = pd_assign(op->value)) ? PD_OK : pd_last_status();
-      n = 1;
-    } else if (op->op_id < 0) { /* a nested loop */
-      bool want[PD_MAX_OUTPUTS];
-      for (int j = 0; j < op->n_out; j++) want[j] = true;
-      st = pd_static_run_control(r->p, op, in, want, out);
-      n = op->n_out;
-    } else {
-      st = pd_dispatch((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, &n);
-      if (st == PD_OK && n != op->n_out)
-        st = pd_set_error(PD_ERR_STATE, "while: op %s produced %d outputs, the program records %d", op->type,
-                          n, op->n_out);
-    }
-    for (int j = 0; j < n; j++) {
-      if (st != PD_OK) {
-        pd_tensor_release(out[j]);
-        continue;
-      }
-      st = set_value(r, op->outputs[j], out[j]);
-    }
-    if (st != PD_OK) {
-      pd_error_prefix("while: %s", op->type);
-      return st;
-    }
-  }
-  return PD_OK;
-}
-
-/* Runs the loop from init, writing the final values (new references). */
-static pd_status run_loop(const pd_program *p, const pd_operator *op, pd_tensor *const *init,
-                          pd_tensor *const *caps, pd_tensor **final) {
-  int bi = (int)op->attrs.i[0], n = (int)op->attrs.i[1], n_cond = (int)op->attrs.i[2];
-  if (bi <= 0 || bi >= p->n_blocks || n < 1 || n > op->n_in || n_cond < 0 || n_cond > p->blocks[bi]->n_ops)
-    return pd_set_error(PD_ERR_INVALID, "while: sub-block %d, %d loop variables, %d cond ops: not a loop", bi,
-                        n, n_cond);
-  const pd_static_block *sub = p->blocks[bi];
-  const char *key = op->attrs.s;
-  loop_run r = {.p = p, .op = op, .sub = sub, .caps = caps, .n = n, .n_caps = op->n_in - n};
-  int in_idx[PD_MAX_OUTPUTS], next_idx[PD_MAX_OUTPUTS], cond_idx;
-  char name[160];
-  snprintf(name, sizeof name, "%s.cond", key);
-  cond_idx = var_index(sub, name);
-  pd_status st = cond_idx >= 0 ? PD_OK : pd_set_error(PD_ERR_INVALID, "while: block %d lacks '%s'", bi, name);
-  for (int i = 0; i < n && st == PD_OK; i++) {
-    snprintf(name, sizeof name, "%s.in_%d", key, i);
-    in_idx[i] = var_index(sub, name);
-    snprintf(name, sizeof name, "%s.next_%d", key, i);
-    next_idx[i] = var_index(sub, name);
-    if (in_idx[i] < 0 || next_idx[i] < 0)
-      st = pd_set_error(PD_ERR_INVALID, "while: block %d lacks loop variable %d ('%s')", bi, i, name);
-  }
-  if (st != PD_OK) return st;
-  if (!(r.env = calloc((size_t)sub->n_vars + 1, sizeof *r.env)))
-    return pd_set_error(PD_ERR_MEMORY, "while: out of memory");
-  for (int i = 0; i < n; i++) r.env[in_idx[i]] = pd_tensor_retain(init[i]);
-  for (;;) {
-    if ((st = run_ops(&r, 0, n_cond)) != PD_OK) break;
-    pd_tensor *c = r.env[cond_idx];
-    if ((st = check_bool_scalar(c, "while", "the loop condition")) != PD_OK) break;
-    if (pd_tensor_item(c) == 0.0) break;
-    if ((st = run_ops(&r, n_cond, sub->n_ops)) != PD_OK) break;
-    pd_tensor *next[PD_MAX_OUTPUTS];
-    for (int i = 0; i < n; i++) next[i] = pd_tensor_retain(r.env[next_idx[i]]);
-    for (int i = 0; i < sub->n_vars; i++) {
-      pd_tensor_release(r.env[i]);
-      r.env[i] = NULL;
-    }
-    for (int i = 0; i < n; i++) r.env[in_idx[i]] = next[i];
-  }
-  for (int i = 0; i < n; i++) final[i] = st == PD_OK ? pd_tensor_retain(r.env[in_idx[i]]) : NULL;
-  for (int i = 0; i < sub->n_vars; i++) pd_tensor_release(r.env[i]);
-  free(r.env);
-  return st;
-}
-
-/* while_grad: inputs [init (n), captures (m), outputs (n), output grads
- * (n)], outputs one gradient per init and capture. */
-static pd_status run_while_grad(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                                const bool *want, pd_tensor **out) {
-  int fi = op->fwd_n_in, fo = op->fwd_n_out, n = (int)op->attrs.i[1];
-  if (fo != n || fi < n || op->n_in != fi + 2 * fo || op->n_out != fi)
-    return pd_set_error(PD_ERR_INVALID, "while_grad: %d inputs, %d outputs for a loop of %d variables",
-                        op->n_in, op->n_out, n);
-  pd_tensor *leaf[PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *gout[PD_MAX_OUTPUTS] = {0};
-  pd_tensor *ys[PD_MAX_OUTPUTS], *gys[PD_MAX_OUTPUTS], *xs[PD_MAX_OUTPUTS], *gx[PD_MAX_OUTPUTS] = {0};
-  int xi[PD_MAX_OUTPUTS], nx = 0, ny = 0;
-  pd_status st = PD_OK;
-  for (int j = 0; j < fi && st == PD_OK; j++) {
-    if (!(leaf[j] = pd_detach(in[j]))) {
-      st = pd_last_status();
-      break;
-    }
-    if (want[j] && pd_dtype_is_floating(in[j]->dtype)) {
-      pd_tensor_set_stop_gradient(leaf[j], false);
-      xi[nx] = j;
-      xs[nx++] = leaf[j];
-    }
-  }
-  bool prev = pd_set_grad_enabled(true);
-  if (st == PD_OK && nx > 0) st = run_loop(p, op, leaf, leaf + n, res);
-  for (int i = 0; i < n && st == PD_OK && nx > 0; i++) {
-    if (res[i]->stop_gradient || !pd_dtype_is_floating(res[i]->dtype)) continue;
-    pd_tensor *g = in[fi + fo + i];
-    gout[i] = g ? pd_tensor_retain(g) : pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype);
-    if (!gout[i]) st = pd_last_status();
-    ys[ny] = res[i];
-    gys[ny++] = gout[i];
-  }
-  if (st == PD_OK && ny > 0) {
-    pd_grad_opts o = {.allow_unused = true};
-    st = pd_grad(ys, ny, xs, nx, gys, &o, gx);
-  }
-  pd_set_grad_enabled(prev);
-  for (int k = 0; k < nx && st == PD_OK; k++) {
-    int j = xi[k];
-    if (gx[k]) {
-      out[j] = pd_detach(gx[k]);
-    } else {
-      out[j] = pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype);
-    }
-    if (!out[j]) st = pd_last_status();
-  }
-  for (int j = 0; j < fi && st == PD_OK; j++)
-    if (want[j] && !out[j] && !(out[j] = pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype)))
-      st = pd_last_status();
-  for (int k = 0; k < PD_MAX_OUTPUTS; k++) {
-    pd_tensor_release(leaf[k]);
-    pd_tensor_release(res[k]);
-    pd_tensor_release(gout[k]);
-    pd_tensor_release(gx[k]);
-  }
-  return st;
-}
-
-pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                                const bool *want, pd_tensor **out) {
-  if (strcmp(op->type, PD_STATIC_WHILE_GRAD) == 0) return run_while_grad(p, op, in, want, out);
-  if (strcmp(op->type, PD_STATIC_WHILE) != 0)
-    return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
-  int n = (int)op->attrs.i[1];
-  if (n < 1 || n > op->n_in || n != op->n_out)
-    return pd_set_error(PD_ERR_INVALID, "while: %d loop variables, %d inputs, %d outputs", n, op->n_in,
-                        op->n_out);
-  for (int i = 0; i < op->n_in; i++)
-    if (!in[i]) return pd_set_error(PD_ERR_INVALID, "while: input '%s' has no value", op->inputs[i]);
-  pd_tensor *final[PD_MAX_OUTPUTS];
-  pd_status st = run_loop(p, op, in, in + n, final);
-  if (st != PD_OK) return st;
-  for (int i = 0; i < n; i++) {
-    if (want[i])
-      out[i] = final[i];
-    else
-      pd_tensor_release(final[i]);
-  }
   return PD_OK;
 }

@@ -220,6 +220,36 @@ pd_variable *pd_ir_add_var(pd_static_block *b, const char *name, pd_dtype dt, in
   return v;
 }
 
+pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v) {
+  char name[300];
+  snprintf(name, sizeof name, "%s", v->name);
+  char *at = strstr(name, "@V"); /* x, x@V1, x@V2, ...: strip a version suffix */
+  if (at) *at = 0;
+  size_t base = strlen(name);
+  bool taken = true; /* unique in the whole program: sub-blocks resolve outer names */
+  for (int k = 1; taken; k++) {
+    snprintf(name + base, sizeof name - base, "@V%d", k);
+    taken = false;
+    for (int i = 0; i < b->program->n_blocks && !taken; i++)
+      taken = pd_ir_find_var(b->program->blocks[i], name) != NULL;
+  }
+  pd_variable *nv = pd_ir_add_var(b, name, v->dtype, v->ndim, v->shape, NULL);
+  if (!nv) return NULL;
+  nv->stop_gradient = v->stop_gradient;
+  nv->is_array = v->is_array;
+  pd_tensor *user = v->tensor; /* the handle the caller holds moves to nv */
+  v->tensor = nv->tensor;
+  nv->tensor = user;
+  if (!map_put(&b->program->map, user, nv) || !map_put(&b->program->map, v->tensor, v)) {
+    pd_set_error(PD_ERR_MEMORY, "Program: out of memory adding variable '%s'", name);
+    return NULL;
+  }
+  v->tensor->stop_gradient = v->stop_gradient; /* backward reads the flag from the handle */
+  if (pd_tensor_is_meta(v->tensor)) pd_tensor_set_name(v->tensor, v->name);
+  if (pd_tensor_is_meta(user)) pd_tensor_set_name(user, nv->name);
+  return nv;
+}
+
 pd_tensor *pd_static_block_var(pd_static_block *b, const char *name) {
   if (!b || !name) {
     pd_set_error(PD_ERR_INVALID, "Block.var: %s is NULL", b ? "name" : "block");
@@ -396,6 +426,7 @@ pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor
   v->stop_gradient = sv->stop_gradient;
   v->is_parameter = sv->is_parameter;
   v->is_data = sv->is_data;
+  v->is_array = sv->is_array;
   return v;
 }
 

@@ -56,7 +56,7 @@ static void print_var(pd_strbuf *b, const pd_variable *v) {
   pd_sb_puts(b, "    ");
   if (v->persistable) pd_sb_puts(b, "persist ");
   pd_sb_puts(b, !v->is_parameter ? "var " : v->stop_gradient ? "param " : "trainable param ");
-  pd_sb_printf(b, "%s : LOD_TENSOR.shape(", v->name);
+  pd_sb_printf(b, "%s : %s.shape(", v->name, v->is_array ? "LOD_TENSOR_ARRAY" : "LOD_TENSOR");
   for (int d = 0; d < v->ndim; d++) pd_sb_printf(b, "%s%lld", d ? ", " : "", (long long)v->shape[d]);
   pd_sb_printf(b, ").dtype(%s).stop_gradient(%s)\n", pd_dtype_name(v->dtype),
                v->stop_gradient ? "True" : "False");

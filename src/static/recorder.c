@@ -204,6 +204,11 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
       pd_error_prefix("%s: input %d", def->name, i);
       return 1;
     }
+    if (v->is_array) {
+      pd_set_error(PD_ERR_INVALID, "%s: input %d ('%s') is a tensor array; read an element with array_read",
+                   def->name, i, v->name);
+      return 1;
+    }
     /* the user may have changed the handle's flag (x.stop_gradient = False) */
     if (v->tensor == in[i]) v->stop_gradient = in[i]->stop_gradient;
     in_names[i] = v->name;

@@ -3,6 +3,7 @@
  * anything, so a bad, truncated or newer file is an error naming what is
  * wrong. */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,21 @@
 #include "static_internal.h"
 
 #define PROGRAM_MAGIC "paddle.c program"
-#define PROGRAM_VERSION 1
+/* Version 2 added control flow (while, conditional_block and their grad
+ * ops, with "control_attrs") and tensor arrays (a variable's "type");
+ * a Program without them is still written as version 1. */
+#define PROGRAM_VERSION 2
+#define MAX_NESTING 64 /* sub-blocks inside sub-blocks: a file deeper than this is refused */
 /* Generous bounds a real Program stays far below: a file past them is
  * refused before anything is allocated for it. */
 #define MAX_BLOCKS 4096
 #define MAX_VALUE_BYTES ((size_t)1 << 30)
 
 /* ---- writing ----------------------------------------------------------------- */
+/* The ints of a control op's attributes a file holds (sub-blocks, counts,
+ * tensor_array_to_tensor's axis and use_stack). */
+#define CONTROL_INTS 3
+
 static cJSON *names_json(char *const *names, int n) {
   cJSON *a = cJSON_CreateArray();
   for (int k = 0; a && k < n; k++) {
@@ -83,7 +92,8 @@ static cJSON *var_json(const pd_variable *v) {
       !cJSON_AddBoolToObject(o, "persistable", v->persistable) ||
       !cJSON_AddBoolToObject(o, "stop_gradient", v->stop_gradient) ||
       !cJSON_AddBoolToObject(o, "is_parameter", v->is_parameter) ||
-      !cJSON_AddBoolToObject(o, "is_data", v->is_data)) {
+      !cJSON_AddBoolToObject(o, "is_data", v->is_data) ||
+      (v->is_array && !cJSON_AddStringToObject(o, "type", "LOD_TENSOR_ARRAY"))) {
     cJSON_Delete(o);
     return NULL;
   }
@@ -105,6 +115,20 @@ static cJSON *op_json(const pd_operator *op) {
     ok = cJSON_AddStringToObject(o, "grad_of", def->name) &&
          cJSON_AddNumberToObject(o, "fwd_n_in", op->fwd_n_in) &&
          cJSON_AddNumberToObject(o, "fwd_n_out", op->fwd_n_out);
+  if (ok && !def && op->grad_of < 0 && pd_static_is_control_type(op->type)) {
+    cJSON *ca = cJSON_CreateObject(), *ints = NULL;
+    ok = ca && cJSON_AddItemToObject(o, "control_attrs", ca); /* o owns ca from here */
+    if (!ok) cJSON_Delete(ca);
+    if (ok && !((ints = shape_json(CONTROL_INTS, op->attrs.i)) && cJSON_AddItemToObject(ca, "i", ints))) {
+      cJSON_Delete(ints);
+      ok = false;
+    }
+    ok = ok && cJSON_AddStringToObject(ca, "s", op->attrs.s) &&
+         cJSON_AddStringToObject(ca, "dtype", pd_dtype_name(op->attrs.dtype));
+    if (ok && op->fwd_n_out > 0) /* a grad op: while_grad, conditional_block_grad */
+      ok = cJSON_AddNumberToObject(o, "fwd_n_in", op->fwd_n_in) &&
+           cJSON_AddNumberToObject(o, "fwd_n_out", op->fwd_n_out);
+  }
   if (ok && def) {
     cJSON *attrs = pd_op_attrs_to_json(def, &op->attrs);
     if (!attrs) {
@@ -160,19 +184,17 @@ char *pd_static_serialize_program(const pd_program *p, size_t *size) {
     pd_set_error(PD_ERR_INVALID, "serialize_program: program is NULL");
     return NULL;
   }
-  for (int i = 0; i < p->n_blocks; i++)
+  int version = 1; /* a Program without control flow stays readable by version-1 readers */
+  for (int i = 0; i < p->n_blocks; i++) {
     for (int k = 0; k < p->blocks[i]->n_ops; k++)
-      if (pd_static_is_control_type(p->blocks[i]->ops[k]->type)) {
-        pd_set_error(PD_ERR_UNIMPLEMENTED,
-                     "serialize_program: block %d op %d is a %s op; Program files do not "
-                     "hold control flow yet",
-                     i, k, p->blocks[i]->ops[k]->type);
-        return NULL;
-      }
+      if (pd_static_is_control_type(p->blocks[i]->ops[k]->type)) version = PROGRAM_VERSION;
+    for (int k = 0; k < p->blocks[i]->n_vars; k++)
+      if (p->blocks[i]->vars[k]->is_array) version = PROGRAM_VERSION;
+  }
   pd_clear_error();
   cJSON *root = cJSON_CreateObject(), *blocks = cJSON_CreateArray();
   bool ok = root && blocks && cJSON_AddStringToObject(root, "magic", PROGRAM_MAGIC) &&
-            cJSON_AddNumberToObject(root, "version", PROGRAM_VERSION) &&
+            cJSON_AddNumberToObject(root, "version", version) &&
             cJSON_AddBoolToObject(root, "is_test", p->is_test);
   for (int i = 0; ok && i < p->n_blocks; i++) {
     cJSON *b = block_json(p->blocks[i]);
@@ -282,6 +304,15 @@ static pd_status read_var(reader *r, const cJSON *o, pd_static_block *b) {
   if (st == PD_OK) st = bool_member(r, o, "stop_gradient", &stop);
   if (st == PD_OK) st = bool_member(r, o, "is_parameter", &param);
   if (st == PD_OK) st = bool_member(r, o, "is_data", &data);
+  bool array = false;
+  const cJSON *type = member(o, "type");
+  if (st == PD_OK && type) {
+    if (!cJSON_IsString(type) ||
+        (strcmp(type->valuestring, "LOD_TENSOR_ARRAY") != 0 && strcmp(type->valuestring, "LOD_TENSOR") != 0))
+      st = bad(r, "%s", "'type' is neither \"LOD_TENSOR\" nor \"LOD_TENSOR_ARRAY\"");
+    else
+      array = strcmp(type->valuestring, "LOD_TENSOR_ARRAY") == 0;
+  }
   if (st == PD_OK && pd_ir_find_var(b, name)) st = bad(r, "%s", "the block names this variable twice");
   if (st == PD_OK) {
     pd_variable *v = pd_ir_add_var(b, name, dt, ndim, shape, NULL);
@@ -290,6 +321,7 @@ static pd_status read_var(reader *r, const cJSON *o, pd_static_block *b) {
     v->stop_gradient = stop;
     v->is_parameter = param;
     v->is_data = data;
+    v->is_array = array;
   }
   r->where[at] = 0;
   return st;
@@ -360,6 +392,82 @@ static pd_tensor *read_value(const reader *r, const cJSON *o) {
   return t;
 }
 
+/* A control-flow or tensor array op: its "control_attrs" ({"i": up to
+ * CONTROL_INTS integers, "s": the key, "dtype"}) and, for a grad op, its
+ * forward op's slot counts. Sub-block references are checked once every
+ * block is read (check_sub_blocks); the executor checks the rest when it
+ * runs the op. */
+static pd_status read_control_op(reader *r, const cJSON *o, pd_static_block *b, const char *type,
+                                 const char **ins, int n_in, const char **outs, int n_out, int role,
+                                 const char *scope) {
+  const cJSON *ca = member(o, "control_attrs");
+  if (!cJSON_IsObject(ca)) return bad(r, "%s", "'control_attrs' is missing or not an object");
+  pd_attrs attrs;
+  memset(&attrs, 0, sizeof attrs);
+  const cJSON *ints = member(ca, "i");
+  if (!cJSON_IsArray(ints) || cJSON_GetArraySize(ints) > CONTROL_INTS)
+    return bad(r, "%s", "'control_attrs.i' is missing or too long");
+  int k = 0;
+  for (const cJSON *e = ints->child; e; e = e->next, k++) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble || fabs(e->valuedouble) > 1e9)
+      return bad(r, "%s", "'control_attrs.i' has an entry that is not a small integer");
+    attrs.i[k] = (int64_t)e->valuedouble;
+  }
+  const char *key = string_member(r, ca, "s");
+  if (!key) return pd_last_status();
+  if (strlen(key) >= sizeof attrs.s) return bad(r, "%s", "'control_attrs.s' is too long");
+  memcpy(attrs.s, key, strlen(key) + 1);
+  pd_status st = dtype_member(r, ca, &attrs.dtype);
+  if (st != PD_OK) return st;
+  int64_t fi = 0, fo = 0;
+  bool grad = strcmp(type, PD_STATIC_WHILE_GRAD) == 0 || strcmp(type, PD_STATIC_COND_GRAD) == 0;
+  if (grad && ((st = int_member(r, o, "fwd_n_in", 1, PD_MAX_OUTPUTS, &fi)) != PD_OK ||
+               (st = int_member(r, o, "fwd_n_out", 1, PD_MAX_OUTPUTS, &fo)) != PD_OK))
+    return st;
+  if (grad && (n_in != fi + 2 * fo || n_out != fi))
+    return bad(r, "%s", "the grad op's slot counts do not match its forward op");
+  bool loop = strcmp(type, PD_STATIC_WHILE) == 0 || strcmp(type, PD_STATIC_WHILE_GRAD) == 0;
+  bool cond = strcmp(type, PD_STATIC_COND) == 0 || strcmp(type, PD_STATIC_COND_GRAD) == 0;
+  int results = grad ? (int)fo : n_out;
+  if ((loop && attrs.i[1] != results) || (cond && attrs.i[2] != results))
+    return bad(r, "%s", "the op's output count differs from its attributes");
+  pd_operator *op = pd_ir_append_op(b, type, ins, n_in, outs, n_out, &attrs);
+  if (!op) return pd_last_status();
+  op->fwd_n_in = (int)fi;
+  op->fwd_n_out = (int)fo;
+  op->role = role;
+  snprintf(op->name_scope, sizeof op->name_scope, "%s", scope);
+  return PD_OK;
+}
+
+/* The sub-blocks a while or conditional_block op of block b names: blocks
+ * whose parent is b (so running them never comes back to b), at most
+ * MAX_NESTING deep. */
+static pd_status check_sub_blocks(reader *r, const pd_program *p) {
+  for (int i = 0; i < p->n_blocks; i++) {
+    int depth = 0;
+    for (int b = i; b > 0; b = p->blocks[b]->parent_idx) depth++;
+    if (depth > MAX_NESTING) {
+      snprintf(r->where, sizeof r->where, "block %d", i);
+      return bad(r, "%s", "is nested too deep");
+    }
+    const pd_static_block *blk = p->blocks[i];
+    for (int k = 0; k < blk->n_ops; k++) {
+      const pd_operator *op = blk->ops[k];
+      bool loop = strcmp(op->type, PD_STATIC_WHILE) == 0 || strcmp(op->type, PD_STATIC_WHILE_GRAD) == 0;
+      bool cond = strcmp(op->type, PD_STATIC_COND) == 0 || strcmp(op->type, PD_STATIC_COND_GRAD) == 0;
+      for (int s = 0; s < (cond ? 2 : loop ? 1 : 0); s++) {
+        int64_t sb = op->attrs.i[s];
+        if (sb <= i || sb >= p->n_blocks || p->blocks[sb]->parent_idx != i) {
+          snprintf(r->where, sizeof r->where, "block %d, op %d (%s)", i, k, op->type);
+          return bad(r, "%s", "names a sub-block that is not a block nested in this one");
+        }
+      }
+    }
+  }
+  return PD_OK;
+}
+
 static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
   if (!cJSON_IsObject(o)) return bad(r, "%s", "an op is not an object");
   const char *type = string_member(r, o, "type");
@@ -392,6 +500,8 @@ static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
     if ((def->n_in >= 0 && fwd_n_in != def->n_in) || (def->n_out >= 0 && fwd_n_out != def->n_out) ||
         n_in != fwd_n_in + 2 * fwd_n_out || n_out != fwd_n_in)
       return bad(r, "%s", "the grad op's slot counts do not match its forward op");
+  } else if (pd_static_is_control_type(type)) {
+    return read_control_op(r, o, b, type, ins, n_in, outs, n_out, (int)role, scope);
   } else if (!is_value) {
     int id = pd_op_find(type);
     if (id < 0) return bad(r, "'%s' is no registry op", type);
@@ -508,6 +618,11 @@ pd_program *pd_static_deserialize_program(const void *data, size_t size) {
       p = NULL;
       goto done;
     }
+  if (check_sub_blocks(&r, p) != PD_OK) {
+    pd_program_release(p);
+    p = NULL;
+    goto done;
+  }
   p->version = 1;
 done:
   cJSON_Delete(root);

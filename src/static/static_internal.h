@@ -17,6 +17,7 @@ typedef struct pd_variable {
   int ndim;
   int64_t shape[PD_MAX_DIMS];
   bool persistable, stop_gradient, is_parameter, is_data;
+  bool is_array;   /* a tensor array (LOD_TENSOR_ARRAY): dtype and shape are its elements' */
   void *dist_attr; /* semi-automatic parallelism fills it; freed with dist_attr_free */
   void (*dist_attr_free)(void *);
   pd_tensor *tensor; /* owned reference */
@@ -29,11 +30,22 @@ enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2,
 /* Ops that are not registry rows: run by the executor itself. */
 #define PD_STATIC_ASSIGN_VALUE "assign_value" /* out = a copy of op->value */
 
-/* Control flow (control_flow.c): a while op runs sub-block attrs.i[0]
- * (see pd_static_nn_while_loop); while_grad is its grad op. Neither is a
- * registry row: the executor runs them through pd_static_run_control. */
+/* Control flow (control_flow.c, control_run.c): a while op runs sub-block
+ * attrs.i[0] (see pd_static_nn_while_loop); a conditional_block op runs
+ * sub-block attrs.i[0] or attrs.i[1] (see pd_static_nn_cond); their grad
+ * ops are while_grad and conditional_block_grad. The tensor array ops
+ * (tensor_array.c) take and give array values. None is a registry row:
+ * the executor runs them through pd_static_run_control. */
 #define PD_STATIC_WHILE "while"
 #define PD_STATIC_WHILE_GRAD "while_grad"
+#define PD_STATIC_COND "conditional_block"
+#define PD_STATIC_COND_GRAD "conditional_block_grad"
+#define PD_STATIC_CREATE_ARRAY "create_array"              /* () -> an empty array */
+#define PD_STATIC_WRITE_ARRAY "write_to_array"             /* (x, i, array) -> array with x at i */
+#define PD_STATIC_READ_ARRAY "read_from_array"             /* (array, i) -> element i */
+#define PD_STATIC_ARRAY_LENGTH "lod_array_length"          /* (array) -> int64 [] */
+#define PD_STATIC_ARRAY_TO_TENSOR "tensor_array_to_tensor" /* (array) -> (out, out_index) */
+#define PD_STATIC_ASSIGN_ARRAY "assign_array"              /* (array) -> the same array */
 
 /* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
 #define PD_STATIC_EMPTY_VAR "@EMPTY@"
@@ -120,7 +132,14 @@ void pd_ir_truncate_ops(pd_static_block *b, int n);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
  * every op of the program that names it. */
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to);
-/* A variable of b named and flagged as sv (persistable, parameter, data,
+/* A new version of v in b (named v@V1, v@V2, ...): a Variable of v's
+ * dtype, shape and flags (not persistable, parameter or data) that takes
+ * over v's handle, so the ops recorded from now on with that handle read
+ * the new version, while the ops recorded before keep reading v (which
+ * gets a fresh handle). How a write to an existing Variable (array_write,
+ * assign to an output, a While's loop variables) stays a new value. */
+pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v);
+/* A variable of b named and flagged as sv (persistable, parameter, data, array,
  * stop_gradient); handle as for pd_ir_add_var. */
 pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle);
 /* Appends a copy of op so (a grad op stays one) to b. */
@@ -211,16 +230,27 @@ size_t pd_executor_arena_bytes(const pd_executor *e);
 const pd_program *pd_executor_lowered_program(const pd_executor *e);
 
 /* ---- control flow (control_flow.c) ------------------------------------------ */
-/* Whether type names a control-flow op (while, while_grad). */
+/* Whether type names a control-flow or tensor array op (see above). */
 bool pd_static_is_control_type(const char *type);
 /* Runs control-flow op op of p: in holds its inputs (NULL for an absent
  * slot), out gets one new reference per output k with want[k] set. */
 pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
                                 const bool *want, pd_tensor **out);
 /* Appends to b the grad op of control-flow op op: ins and outs laid out as
- * for a registry grad op (see pd_operator). */
+ * for a registry grad op (see pd_operator). NULL without an error: op has
+ * no gradient (the tensor array ops). */
 pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
                                            const char *const *outs);
+/* ---- tensor arrays (tensor_array.c) ------------------------------------------
+ * An array's value at run time (and in eager mode) is a tensor whose
+ * storage holds the list of its elements; no kernel reads it. Values the
+ * executor passes around are never changed: a write makes a new one. */
+bool pd_array_is_value(const pd_tensor *t);
+int pd_array_value_len(const pd_tensor *t);
+/* Element i (borrowed), NULL for a slot never written. */
+pd_tensor *pd_array_value_item(const pd_tensor *t, int i);
+/* Runs array op op on values in (see the PD_STATIC_*_ARRAY types). */
+pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd_tensor **out);
 
 /* ---- scopes (scope.c) ------------------------------------------------------ */
 /* The scope runs use when given none: the scope_guard's or the global one. */

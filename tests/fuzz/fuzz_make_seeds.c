@@ -3,8 +3,9 @@
  * .npy variants they do not write (Fortran order, big-endian, format 2.0
  * and 3.0 headers, '=' byte order, Python 2 longs, double quotes, keys in
  * another order), idx files of each type (one gzipped), CSV tables and
- * Program files (pd_static_serialize_program of a small inference Program
- * and of a training one with grad ops, SGD updates and a constant).
+ * Program files (pd_static_serialize_program of a small inference Program,
+ * a training one with grad ops, SGD updates and a constant, and one with
+ * a cond, a While block and a tensor array).
  * ctest runs it once before the fuzz tests:
  *
  *   fuzz_make_seeds DIR   ->  DIR/safetensors, DIR/npy (.npy and .npz), DIR/idx, DIR/csv,
@@ -219,6 +220,46 @@ static void put_program(const char *dir, const char *name, const pd_program *p) 
   free(text);
 }
 
+static int seed_square(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_multiply(user, user);
+  return out[0] ? 1 : -1;
+}
+static int seed_neg(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_neg(user);
+  return out[0] ? 1 : -1;
+}
+
+/* Control flow: a cond with its gradient, and a While block filling a
+ * tensor array that is stacked afterwards. */
+static void control_flow_seed(const char *dir) {
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  ok(pd_static_program_guard_begin(main, startup), "program_guard");
+  pd_tensor *x = pd_static_data("x", 1, (int64_t[]){1}, PD_FLOAT32);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *zero = pd_full(1, (int64_t[]){1}, 0, PD_FLOAT32), *pred = pd_greater_than(x, zero), *y = NULL;
+  if (pd_static_nn_cond(pred, seed_square, seed_neg, x, &y, 1) != 1) ok(pd_last_status(), "cond");
+  pd_tensor *gx = NULL;
+  ok(pd_static_gradients(&y, 1, &x, 1, NULL, NULL, 0, &gx), "gradients");
+  pd_tensor *i = pd_full(1, (int64_t[]){1}, 0, PD_INT64), *n = pd_full(1, (int64_t[]){1}, 3, PD_INT64);
+  pd_tensor *arr = pd_create_array(PD_FLOAT32, NULL, 0), *cond = pd_less_than(i, n);
+  ok(pd_static_while_begin(cond), "While");
+  pd_tensor *w = pd_array_write(y, i, arr), *i1 = pd_increment(i, 1);
+  ok(pd_static_assign_to(i1, i), "assign i");
+  pd_tensor *c = pd_less_than(i, n);
+  ok(pd_static_assign_to(c, cond), "assign cond");
+  ok(pd_static_while_end(), "While end");
+  pd_tensor *idx = NULL, *stacked = pd_tensor_array_to_tensor(arr, 0, true, &idx),
+            *len = pd_array_length(arr);
+  ok(pd_static_program_guard_end(), "program_guard_end");
+  put_program(dir, "control_flow.json", main);
+  pd_tensor *ts[] = {x, zero, pred, y, gx, i, n, arr, cond, w, i1, c, idx, stacked, len};
+  for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) pd_tensor_release(ts[k]);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 static void program_seeds(const char *dir) {
   const int64_t xs[2] = {-1, 2}, ys[2] = {-1, 1};
   pd_tensor *half = pd_tensor_from_f64((double[]){0.5}, PD_FLOAT32, 1, (int64_t[]){1});
@@ -243,6 +284,7 @@ static void program_seeds(const char *dir) {
   pd_program_release(infer);
   pd_program_release(main);
   pd_program_release(startup);
+  control_flow_seed(dir);
 }
 
 int main(int argc, char **argv) {

@@ -7,6 +7,7 @@
 
 #include "paddlec/static.h"
 #include "paddlec/static_control.h"
+#include "paddlec/tensor_array.h"
 #include "static/static_internal.h"
 #include "test_util.h"
 
@@ -43,32 +44,46 @@ static int neg_fn(void *user, pd_tensor **out, int cap) {
   return out[0] ? 1 : -1;
 }
 
+/* A Program computing y = cond(x > 0, x * x, false_fn(x)) and dy/dx, for a
+ * fed float64 x of shape [1]. */
+typedef struct cond_prog {
+  pd_program *main;
+  pd_tensor *x, *zero, *pred, *y, *gx;
+} cond_prog;
+
+static void build_cond(cond_prog *c, pd_static_branch_fn false_fn) {
+  c->main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(c->main, NULL), PD_OK);
+  c->x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(c->x, false);
+  c->zero = scalar(0, PD_FLOAT64);
+  c->pred = pd_greater_than(c->x, c->zero);
+  assert_int_equal(pd_static_nn_cond(c->pred, square_fn, false_fn, c->x, &c->y, 1), 1);
+  assert_int_equal(pd_static_gradients(&c->y, 1, &c->x, 1, NULL, NULL, 0, &c->gx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+}
+
+static void free_cond(cond_prog *c) {
+  pd_tensor *all[] = {c->x, c->zero, c->pred, c->y, c->gx};
+  for (int i = 0; i < 5; i++) pd_tensor_release(all[i]);
+  pd_program_release(c->main);
+}
+
 /* y = cond(x > 0, x * x, -x): at 3, y = 9 and dy/dx = 6; at -2, y = 2 and
  * dy/dx = -1 (the gradient flows into the branch taken only). */
 static void test_cond_value_and_gradient(void **state) {
   (void)state;
-  pd_program *main = pd_static_program();
-  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
-  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
-  pd_tensor_set_stop_gradient(x, false);
-  pd_tensor *zero = scalar(0, PD_FLOAT64), *pred = pd_greater_than(x, zero), *y = NULL, *gx = NULL;
-  assert_int_equal(pd_static_nn_cond(pred, square_fn, neg_fn, x, &y, 1), 1);
-  assert_int_equal(pd_static_gradients(&y, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
-  assert_int_equal(pd_static_program_guard_end(), PD_OK);
-  pd_tensor *fetch[2] = {y, gx};
+  cond_prog c;
+  build_cond(&c, neg_fn);
+  pd_tensor *fetch[2] = {c.y, c.gx};
   double got[2];
   for (int interp = 0; interp < 2; interp++) {
-    run(main, interp, 3.0, -1, fetch, 2, got);
+    run(c.main, interp, 3.0, -1, fetch, 2, got);
     assert_true(got[0] == 9.0 && got[1] == 6.0);
-    run(main, interp, -2.0, -1, fetch, 2, got);
+    run(c.main, interp, -2.0, -1, fetch, 2, got);
     assert_true(got[0] == 2.0 && got[1] == -1.0);
   }
-  pd_tensor_release(x);
-  pd_tensor_release(zero);
-  pd_tensor_release(pred);
-  pd_tensor_release(y);
-  pd_tensor_release(gx);
-  pd_program_release(main);
+  free_cond(&c);
 }
 
 static int triple_fn(void *user, pd_tensor **out, int cap) {
@@ -110,6 +125,125 @@ static void test_case_value_and_gradient(void **state) {
     pd_tensor_release(preds[i]);
     pd_tensor_release(y[i]);
     pd_tensor_release(g[i]);
+  }
+  pd_program_release(main);
+}
+
+/* Only the branch taken runs: the false branch reads index 3 of an empty
+ * tensor array, which fails when it runs. At x = 3 the run gives 9; at
+ * x = -2 it fails naming the read, in the lowered and the interpreted run. */
+static int failing_fn(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  pd_tensor *arr = pd_create_array(PD_FLOAT64, NULL, 0), *i = pd_full(1, SHAPE(1), 3, PD_INT64);
+  pd_tensor *e = pd_array_read(arr, i);
+  out[0] = e ? pd_add(e, user) : NULL;
+  pd_tensor_release(arr);
+  pd_tensor_release(i);
+  pd_tensor_release(e);
+  return out[0] ? 1 : -1;
+}
+
+static void test_cond_runs_the_branch_taken_only(void **state) {
+  (void)state;
+  cond_prog c;
+  build_cond(&c, failing_fn);
+  pd_program *main = c.main;
+  assert_int_equal(pd_program_num_blocks(main), 3); /* a block per branch */
+  pd_static_block *gb = pd_program_global_block(main);
+  bool has_cond = false;
+  for (int k = 0; k < pd_static_block_num_ops(gb); k++)
+    has_cond |= strcmp(pd_static_block_op_type(gb, k), "conditional_block") == 0;
+  assert_true(has_cond);
+  pd_tensor *fetch[2] = {c.y, c.gx};
+  double got[2];
+  for (int interp = 0; interp < 2; interp++) {
+    run(main, interp, 3.0, -1, fetch, 2, got);
+    assert_true(got[0] == 9.0 && got[1] == 6.0);
+    pd_executor *exe = pd_static_executor(PD_CPU);
+    pd_executor_set_interpret(exe, interp);
+    pd_tensor *xv = scalar(-2.0, PD_FLOAT64), *out[2] = {0};
+    pd_static_feed feed[1] = {{"x", xv}};
+    assert_int_not_equal(pd_executor_run(exe, main, feed, 1, fetch, 1, out, NULL), PD_OK);
+    assert_non_null(strstr(pd_last_error(), "index 3 of an array of length 0 is out of range"));
+    pd_tensor_release(xv);
+    pd_executor_release(exe);
+  }
+  /* from its Program file: the same value and gradient */
+  size_t size = 0;
+  char *text = pd_static_serialize_program(main, &size);
+  pd_program *back = text ? pd_static_deserialize_program(text, size) : NULL;
+  free(text);
+  if (!back) fail_msg("%s", pd_last_error());
+  pd_tensor *bf[2];
+  for (int i = 0; i < 2; i++)
+    assert_non_null(bf[i] = pd_static_block_var(pd_program_global_block(back), pd_tensor_name(fetch[i])));
+  run(back, false, 3.0, -1, bf, 2, got);
+  assert_true(got[0] == 9.0 && got[1] == 6.0);
+  pd_program_release(back);
+  free_cond(&c);
+}
+
+/* A cond capturing w, inside a while_loop: four times s = cond(s > 5,
+ * s * w, 3 s) from s = x = 1 with w = 0.5 gives 3, 9, 4.5, 13.5; the
+ * gradient is the product of the factors taken, ds/dx = 3 * 3 * 0.5 * 3
+ * = 13.5, and ds/dw = s / w over the one step that took w: 27. */
+typedef struct step_ctx {
+  pd_tensor *w, *s;
+} step_ctx;
+static int times_w(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  step_ctx *c = user;
+  out[0] = pd_multiply(c->s, c->w);
+  return out[0] ? 1 : -1;
+}
+static int times_3(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_scale(((step_ctx *)user)->s, 3.0, 0.0, true);
+  return out[0] ? 1 : -1;
+}
+static pd_tensor *below_4(void *user, pd_tensor *const *v, int n) {
+  (void)n;
+  (void)user;
+  pd_tensor *four = scalar(4, PD_INT64), *c = pd_less_than(v[0], four);
+  pd_tensor_release(four);
+  return c;
+}
+static pd_status cond_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)n;
+  step_ctx c = {((step_ctx *)user)->w, v[1]};
+  pd_tensor *five = scalar(5, PD_FLOAT64), *big = pd_greater_than(v[1], five);
+  next[0] = pd_increment(v[0], 1);
+  int k = pd_static_nn_cond(big, times_w, times_3, &c, &next[1], 1);
+  pd_tensor_release(five);
+  pd_tensor_release(big);
+  return k == 1 && next[0] ? PD_OK : pd_last_status();
+}
+
+static void test_cond_inside_while_loop(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *half = scalar(-0.5, PD_FLOAT64), *w = pd_add(x, half); /* 0.5 at x = 1 */
+  pd_tensor *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0};
+  step_ctx c = {w, NULL};
+  assert_int_equal(pd_static_nn_while_loop(below_4, cond_body, &c, vars, 2, out), PD_OK);
+  pd_tensor *gs[2] = {0}, *wrt[2] = {x, w};
+  assert_int_equal(pd_static_gradients(&out[1], 1, wrt, 2, NULL, NULL, 0, gs), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *fetch[3] = {out[1], gs[0], gs[1]};
+  double got[3];
+  run(main, false, 1.0, -1, fetch, 3, got);
+  /* ds/dx counts w's own dependence on x too: 13.5 + 27 */
+  assert_true(got[0] == 13.5 && got[1] == 13.5 + 27.0 && got[2] == 27.0);
+  pd_tensor_release(x);
+  pd_tensor_release(half);
+  pd_tensor_release(w);
+  pd_tensor_release(i0);
+  for (int i = 0; i < 2; i++) {
+    pd_tensor_release(out[i]);
+    pd_tensor_release(gs[i]);
   }
   pd_program_release(main);
 }
@@ -164,10 +298,20 @@ static void test_while_loop_repeated_squaring(void **state) {
   run(copy, false, 1.5, 3, fetch, 3, got);
   assert_true(got[1] == pow(1.5, 8) && got[2] == 8 * pow(1.5, 7));
   pd_program_release(copy);
-  /* Program files do not hold loops yet: a clear error, no file */
+  /* its Program file holds the loop and its grad op: read back, it runs the same */
   size_t size = 0;
-  assert_null(pd_static_serialize_program(main, &size));
-  assert_non_null(strstr(pd_last_error(), "while op"));
+  char *text = pd_static_serialize_program(main, &size);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "\"version\":2"));
+  pd_program *back = pd_static_deserialize_program(text, size);
+  free(text);
+  if (!back) fail_msg("%s", pd_last_error());
+  pd_tensor *bf[3];
+  for (int i = 0; i < 3; i++)
+    assert_non_null(bf[i] = pd_static_block_var(pd_program_global_block(back), pd_tensor_name(fetch[i])));
+  run(back, false, 1.5, 3, bf, 3, got);
+  assert_true(got[0] == 3.0 && got[1] == pow(1.5, 8) && got[2] == 8 * pow(1.5, 7));
+  pd_program_release(back);
   pd_tensor_release(x);
   pd_tensor_release(k);
   pd_tensor_release(i0);
@@ -310,6 +454,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cond_value_and_gradient),
       cmocka_unit_test(test_case_value_and_gradient),
+      cmocka_unit_test(test_cond_runs_the_branch_taken_only),
+      cmocka_unit_test(test_cond_inside_while_loop),
       cmocka_unit_test(test_while_loop_repeated_squaring),
       cmocka_unit_test(test_while_loop_gradient_of_captured_variable),
       cmocka_unit_test(test_while_loop_counter),

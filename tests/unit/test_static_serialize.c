@@ -223,8 +223,8 @@ static void test_bad_files_are_clear_errors(void **state) {
   }
   expect_bad("{\"magic\":\"other\",\"version\":1}", "not a Program file");
   expect_bad("[1,2]", "not a Program file");
-  expect_bad("{\"magic\":\"paddle.c program\",\"version\":2,\"is_test\":false,\"blocks\":[]}",
-             "version 2, newer than this build reads (1)");
+  expect_bad("{\"magic\":\"paddle.c program\",\"version\":3,\"is_test\":false,\"blocks\":[]}",
+             "version 3, newer than this build reads (2)");
   expect_bad("{\"magic\":\"paddle.c program\",\"version\":1,\"is_test\":false,\"blocks\":[]}", "'blocks'");
   const char *head =
       "{\"magic\":\"paddle.c program\",\"version\":1,\"is_test\":false,\"blocks\":[{\"idx\":0,"
@@ -258,6 +258,22 @@ static void test_bad_files_are_clear_errors(void **state) {
            "\"data\":\"0000\"}}]}]}",
            head);
   expect_bad(buf, "'value' data does not hold");
+  /* control flow: a loop whose body is its own block would never return */
+  snprintf(buf, sizeof buf,
+           "%s{\"type\":\"while\",\"inputs\":[\"a\"],\"outputs\":[\"a\"],\"role\":0,"
+           "\"name_scope\":\"\",\"control_attrs\":{\"i\":[0,1,0],\"s\":\"w\",\"dtype\":\"float32\"}}]}]}",
+           head);
+  expect_bad(buf, "block 0, op 0 (while): names a sub-block that is not a block nested in this one");
+  snprintf(buf, sizeof buf,
+           "%s{\"type\":\"while\",\"inputs\":[\"a\"],\"outputs\":[\"a\"],\"role\":0,"
+           "\"name_scope\":\"\"}]}]}",
+           head);
+  expect_bad(buf, "'control_attrs' is missing");
+  snprintf(buf, sizeof buf,
+           "%s{\"type\":\"conditional_block\",\"inputs\":[\"a\"],\"outputs\":[\"a\"],\"role\":0,"
+           "\"name_scope\":\"\",\"control_attrs\":{\"i\":[1,1,2],\"s\":\"c\",\"dtype\":\"float32\"}}]}]}",
+           head);
+  expect_bad(buf, "output count differs from its attributes");
   free(text);
   release_trainer(&t);
 }

@@ -1,0 +1,359 @@
+/* Running the control-flow ops: while and conditional_block run their
+ * sub-blocks on the values the executor hands them, and their grad ops
+ * run the same sub-block again with the eager tape on and differentiate
+ * it (Paddle's while_grad walks the step scopes it saved the same way;
+ * here the tape keeps every step's values). Only the branch taken runs,
+ * forward and backward. The tensor array ops run in tensor_array.c.
+ *
+ * A sub-block sees its own Variables and the values the op captured: the
+ * op's inputs from index cap0 on, by name. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/tensor_impl.h"
+#include "control_internal.h"
+#include "paddlec/autograd.h"
+#include "paddlec/creation.h"
+#include "paddlec/manipulation.h"
+
+bool pd_static_is_control_type(const char *type) {
+  static const char *const types[] = {
+      PD_STATIC_WHILE,           PD_STATIC_WHILE_GRAD,  PD_STATIC_COND,       PD_STATIC_COND_GRAD,
+      PD_STATIC_CREATE_ARRAY,    PD_STATIC_WRITE_ARRAY, PD_STATIC_READ_ARRAY, PD_STATIC_ARRAY_LENGTH,
+      PD_STATIC_ARRAY_TO_TENSOR, PD_STATIC_ASSIGN_ARRAY};
+  for (size_t i = 0; type && i < sizeof types / sizeof *types; i++)
+    if (strcmp(type, types[i]) == 0) return true;
+  return false;
+}
+
+static bool is_type(const pd_operator *op, const char *type) { return strcmp(op->type, type) == 0; }
+
+/* ---- running a sub-block ------------------------------------------------------- */
+typedef struct block_run {
+  const pd_program *p;
+  const pd_operator *op; /* the control op */
+  const pd_static_block *sub;
+  pd_tensor **env;        /* per sub-block variable: its value */
+  pd_tensor *const *caps; /* values of op->inputs[cap0 ..] */
+  int cap0, n_caps;
+} block_run;
+
+static int var_index(const pd_static_block *b, const char *name) {
+  for (int i = 0; i < b->n_vars; i++)
+    if (strcmp(b->vars[i]->name, name) == 0) return i;
+  return -1;
+}
+
+static pd_tensor *value_of(const block_run *r, const char *name) {
+  int s = var_index(r->sub, name);
+  if (s >= 0) {
+    if (!r->env[s])
+      pd_set_error(PD_ERR_STATE, "%s: '%s' is read before any op of block %d writes it", r->op->type, name,
+                   r->sub->idx);
+    return r->env[s];
+  }
+  for (int j = 0; j < r->n_caps; j++)
+    if (strcmp(r->op->inputs[r->cap0 + j], name) == 0) return r->caps[j];
+  pd_set_error(PD_ERR_STATE, "%s: '%s' is neither a Variable of block %d nor captured", r->op->type, name,
+               r->sub->idx);
+  return NULL;
+}
+
+static pd_status set_value(block_run *r, const char *name, pd_tensor *t) {
+  int s = var_index(r->sub, name);
+  if (s < 0) {
+    pd_tensor_release(t);
+    return pd_set_error(PD_ERR_STATE, "%s: an op writes '%s', which block %d lacks", r->op->type, name,
+                        r->sub->idx);
+  }
+  pd_tensor_release(r->env[s]);
+  r->env[s] = t;
+  return PD_OK;
+}
+
+static void clear_env(block_run *r) {
+  for (int i = 0; i < r->sub->n_vars; i++) {
+    pd_tensor_release(r->env[i]);
+    r->env[i] = NULL;
+  }
+}
+
+/* Runs ops [from, to) of the sub-block. */
+static pd_status run_ops(block_run *r, int from, int to) {
+  for (int k = from; k < to; k++) {
+    const pd_operator *op = r->sub->ops[k];
+    if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
+      return pd_set_error(PD_ERR_INVALID, "%s: op %s has %d inputs", r->op->type, op->type, op->n_in);
+    pd_tensor *in[3 * PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS] = {0};
+    for (int i = 0; i < op->n_in; i++)
+      if (!(in[i] = value_of(r, op->inputs[i]))) return pd_last_status();
+    int n = 0;
+    pd_status st;
+    if (op->grad_of >= 0) {
+      st = pd_set_error(PD_ERR_INVALID, "%s: grad op %s inside block %d", r->op->type, op->type, r->sub->idx);
+    } else if (op->op_id < 0 && op->value) {
+      st = (out[0] = pd_assign(op->value)) ? PD_OK : pd_last_status();
+      n = 1;
+    } else if (op->op_id < 0) { /* nested control flow, tensor array ops */
+      bool want[PD_MAX_OUTPUTS];
+      for (int j = 0; j < op->n_out; j++) want[j] = true;
+      st = pd_static_run_control(r->p, op, in, want, out);
+      n = op->n_out;
+    } else {
+      st = pd_dispatch((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, &n);
+      if (st == PD_OK && n != op->n_out)
+        st = pd_set_error(PD_ERR_STATE, "%s: op %s produced %d outputs, the program records %d", r->op->type,
+                          op->type, n, op->n_out);
+    }
+    for (int j = 0; j < n; j++) {
+      if (st != PD_OK) {
+        pd_tensor_release(out[j]);
+        continue;
+      }
+      st = set_value(r, op->outputs[j], out[j]);
+    }
+    if (st != PD_OK) {
+      pd_error_prefix("%s: %s", r->op->type, op->type);
+      return st;
+    }
+  }
+  return PD_OK;
+}
+
+/* The sub-block attribute at attrs.i[which], checked: a later block whose
+ * parent holds the op (a Program file may say anything). */
+static pd_status sub_block(const pd_program *p, const pd_operator *op, int which,
+                           const pd_static_block **sub) {
+  int64_t bi = op->attrs.i[which];
+  if (bi <= 0 || bi >= p->n_blocks)
+    return pd_set_error(PD_ERR_INVALID, "%s: sub-block %lld is no block of the program", op->type,
+                        (long long)bi);
+  *sub = p->blocks[bi];
+  return PD_OK;
+}
+
+/* ---- while ----------------------------------------------------------------------- */
+/* Runs the loop from init, writing the final values (new references). */
+static pd_status run_loop(const pd_program *p, const pd_operator *op, pd_tensor *const *init,
+                          pd_tensor **final) {
+  const pd_static_block *sub = NULL;
+  int n = (int)op->attrs.i[1], n_cond = (int)op->attrs.i[2];
+  pd_status st = sub_block(p, op, 0, &sub);
+  if (st != PD_OK) return st;
+  if (n < 1 || n > op->n_in || n > PD_MAX_OUTPUTS || n_cond < 0 || n_cond > sub->n_ops)
+    return pd_set_error(PD_ERR_INVALID, "while: %d loop variables, %d cond ops in block %d: not a loop", n,
+                        n_cond, sub->idx);
+  const char *key = op->attrs.s;
+  block_run r = {.p = p, .op = op, .sub = sub, .caps = init + n, .cap0 = n, .n_caps = op->n_in - n};
+  int in_idx[PD_MAX_OUTPUTS], next_idx[PD_MAX_OUTPUTS], cond_idx;
+  char name[160];
+  snprintf(name, sizeof name, "%s.cond", key);
+  cond_idx = var_index(sub, name);
+  if (cond_idx < 0) st = pd_set_error(PD_ERR_INVALID, "while: block %d lacks '%s'", sub->idx, name);
+  for (int i = 0; i < n && st == PD_OK; i++) {
+    snprintf(name, sizeof name, "%s.in_%d", key, i);
+    in_idx[i] = var_index(sub, name);
+    snprintf(name, sizeof name, "%s.next_%d", key, i);
+    next_idx[i] = var_index(sub, name);
+    if (in_idx[i] < 0 || next_idx[i] < 0)
+      st = pd_set_error(PD_ERR_INVALID, "while: block %d lacks loop variable %d ('%s')", sub->idx, i, name);
+  }
+  if (st != PD_OK) return st;
+  if (!(r.env = calloc((size_t)sub->n_vars + 1, sizeof *r.env)))
+    return pd_set_error(PD_ERR_MEMORY, "while: out of memory");
+  for (int i = 0; i < n; i++) r.env[in_idx[i]] = pd_tensor_retain(init[i]);
+  for (;;) {
+    if ((st = run_ops(&r, 0, n_cond)) != PD_OK) break;
+    pd_tensor *c = r.env[cond_idx];
+    if ((st = pd_ctl_check_bool_scalar(c, "while", "the loop condition")) != PD_OK) break;
+    if (pd_tensor_item(c) == 0.0) break;
+    if ((st = run_ops(&r, n_cond, sub->n_ops)) != PD_OK) break;
+    pd_tensor *next[PD_MAX_OUTPUTS];
+    for (int i = 0; i < n; i++) next[i] = pd_tensor_retain(r.env[next_idx[i]]);
+    clear_env(&r);
+    for (int i = 0; i < n; i++) r.env[in_idx[i]] = next[i];
+  }
+  for (int i = 0; i < n; i++) final[i] = st == PD_OK ? pd_tensor_retain(r.env[in_idx[i]]) : NULL;
+  clear_env(&r);
+  free(r.env);
+  return st;
+}
+
+static pd_status rerun_while(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                             pd_tensor **res) {
+  return run_loop(p, op, in, res);
+}
+
+/* ---- conditional_block ------------------------------------------------------------ */
+/* Runs the branch pred (in[0]) picks, writing its n outputs "<key>.true_i"
+ * or "<key>.false_i" (new references) to res. */
+static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                            pd_tensor **res) {
+  int n = (int)op->attrs.i[2];
+  if (op->n_in < 1 || n != op->n_out || n < 1 || n > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "conditional_block: %d inputs and %d outputs for %d results",
+                        op->n_in, op->n_out, n);
+  pd_status st = pd_ctl_check_bool_scalar(in[0], "conditional_block", "pred");
+  if (st != PD_OK) return st;
+  bool taken = pd_tensor_item(in[0]) != 0.0;
+  const pd_static_block *sub = NULL;
+  if ((st = sub_block(p, op, taken ? 0 : 1, &sub)) != PD_OK) return st;
+  block_run r = {.p = p, .op = op, .sub = sub, .caps = in + 1, .cap0 = 1, .n_caps = op->n_in - 1};
+  if (!(r.env = calloc((size_t)sub->n_vars + 1, sizeof *r.env)))
+    return pd_set_error(PD_ERR_MEMORY, "conditional_block: out of memory");
+  st = run_ops(&r, 0, sub->n_ops);
+  for (int i = 0; i < n; i++) res[i] = NULL;
+  for (int i = 0; i < n && st == PD_OK; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s_%d", op->attrs.s, taken ? "true" : "false", i);
+    int s = var_index(sub, name);
+    if (s < 0 || !r.env[s])
+      st = pd_set_error(PD_ERR_INVALID, "conditional_block: block %d %s '%s'", sub->idx,
+                        s < 0 ? "lacks" : "never writes", name);
+    else
+      res[i] = pd_tensor_retain(r.env[s]);
+  }
+  if (st != PD_OK)
+    for (int i = 0; i < n; i++) {
+      pd_tensor_release(res[i]);
+      res[i] = NULL;
+    }
+  clear_env(&r);
+  free(r.env);
+  return st;
+}
+
+/* ---- the grad ops ----------------------------------------------------------------- */
+typedef pd_status (*rerun_fn)(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                              pd_tensor **res);
+
+/* The grad op of a control op: inputs [forward inputs (fi), forward
+ * outputs (fo), output gradients (fo)], outputs one gradient per forward
+ * input. Reruns the forward (fn) on detached copies of the inputs with the
+ * tape on and differentiates it. Tensor array inputs and outputs take no
+ * part (their gradients are not available). */
+static pd_status rerun_grad(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                            const bool *want, pd_tensor **out, rerun_fn fn) {
+  int fi = op->fwd_n_in, fo = op->fwd_n_out;
+  if (fi < 1 || fo < 1 || fi > 2 * PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS || op->n_in != fi + 2 * fo ||
+      op->n_out != fi)
+    return pd_set_error(PD_ERR_INVALID, "%s: %d inputs, %d outputs for a forward op of %d and %d", op->type,
+                        op->n_in, op->n_out, fi, fo);
+  for (int j = 0; j < fi + fo; j++)
+    if (!in[j]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[j]);
+  pd_tensor *leaf[2 * PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *gout[PD_MAX_OUTPUTS] = {0};
+  pd_tensor *ys[PD_MAX_OUTPUTS], *gys[PD_MAX_OUTPUTS], *xs[2 * PD_MAX_OUTPUTS], *gx[2 * PD_MAX_OUTPUTS] = {0};
+  int xi[2 * PD_MAX_OUTPUTS], nx = 0, ny = 0;
+  pd_status st = PD_OK;
+  for (int j = 0; j < fi && st == PD_OK; j++) {
+    bool diff = want[j] && pd_dtype_is_floating(in[j]->dtype) && !pd_array_is_value(in[j]);
+    if (!(leaf[j] = diff ? pd_detach(in[j]) : pd_tensor_retain(in[j]))) {
+      st = pd_last_status();
+      break;
+    }
+    if (diff) {
+      pd_tensor_set_stop_gradient(leaf[j], false);
+      xi[nx] = j;
+      xs[nx++] = leaf[j];
+    }
+  }
+  bool prev = pd_set_grad_enabled(true);
+  pd_operator fwd = *op; /* the forward op, as its grad op names it */
+  fwd.type = (char *)(strcmp(op->type, PD_STATIC_WHILE_GRAD) == 0 ? PD_STATIC_WHILE : PD_STATIC_COND);
+  fwd.n_in = fi;
+  fwd.n_out = fo;
+  fwd.outputs = op->inputs + fi;
+  if (st == PD_OK && nx > 0) st = fn(p, &fwd, leaf, res);
+  for (int i = 0; i < fo && st == PD_OK && nx > 0; i++) {
+    if (res[i]->stop_gradient || !pd_dtype_is_floating(res[i]->dtype) || pd_array_is_value(res[i])) continue;
+    pd_tensor *g = in[fi + fo + i];
+    gout[i] = g ? pd_tensor_retain(g) : pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype);
+    if (!gout[i]) st = pd_last_status();
+    ys[ny] = res[i];
+    gys[ny++] = gout[i];
+  }
+  if (st == PD_OK && ny > 0) {
+    pd_grad_opts o = {.allow_unused = true};
+    st = pd_grad(ys, ny, xs, nx, gys, &o, gx);
+  }
+  pd_set_grad_enabled(prev);
+  for (int k = 0; k < nx && st == PD_OK; k++) {
+    int j = xi[k];
+    out[j] = gx[k] ? pd_detach(gx[k]) : pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype);
+    if (!out[j]) st = pd_last_status();
+  }
+  for (int j = 0; j < fi && st == PD_OK; j++)
+    if (want[j] && !out[j] && !(out[j] = pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype)))
+      st = pd_last_status();
+  for (int k = 0; k < 2 * PD_MAX_OUTPUTS; k++) {
+    pd_tensor_release(leaf[k]);
+    pd_tensor_release(gx[k]);
+  }
+  for (int k = 0; k < PD_MAX_OUTPUTS; k++) {
+    pd_tensor_release(res[k]);
+    pd_tensor_release(gout[k]);
+  }
+  if (st != PD_OK)
+    for (int j = 0; j < fi; j++) {
+      pd_tensor_release(out[j]);
+      out[j] = NULL;
+    }
+  return st;
+}
+
+pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
+                                           const char *const *outs) {
+  const char *type = is_type(op, PD_STATIC_WHILE)  ? PD_STATIC_WHILE_GRAD
+                     : is_type(op, PD_STATIC_COND) ? PD_STATIC_COND_GRAD
+                                                   : NULL;
+  if (!type) {
+    pd_set_error(PD_ERR_UNIMPLEMENTED,
+                 "append_backward: the gradient through %s ('%s') is not available; differentiate inside a "
+                 "while_loop body, or concatenate the elements with an op",
+                 op->type, op->n_out ? op->outputs[0] : "");
+    return NULL;
+  }
+  pd_operator *g = pd_ir_append_op(b, type, ins, op->n_in + 2 * op->n_out, outs, op->n_in, &op->attrs);
+  if (!g) return NULL;
+  g->fwd_n_in = op->n_in;
+  g->fwd_n_out = op->n_out;
+  g->role = PD_OP_ROLE_BACKWARD;
+  return g;
+}
+
+/* ---- the entry point --------------------------------------------------------------- */
+pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                                const bool *want, pd_tensor **out) {
+  if (is_type(op, PD_STATIC_WHILE_GRAD)) return rerun_grad(p, op, in, want, out, rerun_while);
+  if (is_type(op, PD_STATIC_COND_GRAD)) return rerun_grad(p, op, in, want, out, run_branch);
+  bool loop = is_type(op, PD_STATIC_WHILE);
+  if (!loop && !is_type(op, PD_STATIC_COND)) {
+    if (!pd_static_is_control_type(op->type))
+      return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
+    pd_tensor *res[2] = {0};
+    pd_status st = op->n_out <= 2 ? pd_static_run_array_op(op, in, res)
+                                  : pd_set_error(PD_ERR_INVALID, "%s: %d outputs", op->type, op->n_out);
+    for (int k = 0; k < op->n_out && k < 2; k++) {
+      if (st == PD_OK && want[k])
+        out[k] = res[k];
+      else
+        pd_tensor_release(res[k]);
+    }
+    return st;
+  }
+  if (op->n_out < 1 || op->n_out > PD_MAX_OUTPUTS || op->n_in < 1 ||
+      (loop && (op->n_in < op->n_out || op->attrs.i[1] != op->n_out)))
+    return pd_set_error(PD_ERR_INVALID, "%s: %d inputs, %d outputs", op->type, op->n_in, op->n_out);
+  for (int i = 0; i < op->n_in; i++)
+    if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[i]);
+  pd_tensor *res[PD_MAX_OUTPUTS];
+  pd_status st = loop ? run_loop(p, op, in, res) : run_branch(p, op, in, res);
+  if (st != PD_OK) return st;
+  for (int i = 0; i < op->n_out; i++) {
+    if (want[i])
+      out[i] = res[i];
+    else
+      pd_tensor_release(res[i]);
+  }
+  return PD_OK;
+}
