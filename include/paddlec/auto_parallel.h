@@ -29,6 +29,7 @@
 #include "paddlec/export.h"
 #include "paddlec/io.h"
 #include "paddlec/nn.h"
+#include "paddlec/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -192,6 +193,73 @@ PD_API pd_dist_shard_dataloader *pd_dist_shard_dataloader_new(pd_io_dataset *ds,
 PD_API int pd_dist_shard_dataloader_next(pd_dist_shard_dataloader *l, pd_tensor **batch, int max);
 PD_API int64_t pd_dist_shard_dataloader_len(pd_dist_shard_dataloader *l);
 PD_API void pd_dist_shard_dataloader_release(pd_dist_shard_dataloader *l);
+
+/* ---- pipeline stages and micro-batch schedules ------------------------------ */
+/* Pipeline parallelism over stage meshes (Paddle's pipeline schedules
+ * FThenB and 1F1B, as its pipeline_scheduler_pass and PipelineParallel run
+ * them). Each stage is a layer whose parameters live on the stage's mesh, a
+ * sub-mesh of the global mesh (e.g. get_mesh_with_dim("pp", s)); a step
+ * splits the global batch into accumulate_steps micro-batches, runs each
+ * stage's forward and backward on its own ranks in the schedule's order and
+ * moves activations (forward) and their gradients (backward) between stage
+ * meshes by reshard. The gradients accumulate over the micro-batches, each
+ * micro-batch loss scaled by 1 / accumulate_steps (Paddle's), so a step
+ * equals one process training on the whole batch with a mean loss.
+ *
+ * As everywhere in auto_parallel every rank runs the same program: every
+ * rank walks the same merged order of all stages' actions, runs the forward
+ * of a stage it is not in without gradients (its ops are skipped; it learns
+ * the activation's dist attr) and takes part in every move (a rank outside
+ * both meshes does nothing there). So the sends of one stage meet the
+ * receives of the next without a separate meta exchange. */
+typedef struct pd_dist_pipeline pd_dist_pipeline;
+
+typedef struct pd_dist_pipeline_stage {
+  pd_layer *layer;            /* one input (the activation), one output; borrowed */
+  pd_dist_process_mesh *mesh; /* the stage mesh; borrowed, retained by the pipeline */
+  /* how the activation entering the stage is placed on its mesh (one per
+   * mesh dim); NULL: Replicate on every dim */
+  const pd_dist_placement *input_placements;
+} pd_dist_pipeline_stage;
+
+typedef struct pd_dist_pipeline_opts {
+  /* Strategy.pipeline.schedule_mode: "FThenB" (every micro-batch's forward,
+   * then every backward) or "1F1B" (stage s of S runs min(S - s - 1, A)
+   * forwards, then alternates one forward and one backward, then the
+   * remaining backwards); NULL: "1F1B" */
+  const char *schedule_mode;
+  int accumulate_steps; /* micro-batches per step, >= 1; it must divide the batch */
+  /* the loss layer, called on the last stage as loss(output, label); borrowed */
+  pd_layer *loss_fn;
+  /* how the label is placed on the last stage's mesh; NULL: Replicate */
+  const pd_dist_placement *label_placements;
+} pd_dist_pipeline_opts;
+
+/* A pipeline of n_stages stages on global_mesh. Every still-dense parameter
+ * and buffer of a stage's layer becomes a Replicate DTensor on the stage
+ * mesh (pd_dist_shard_layer); DTensor parameters must already be on it.
+ * Errors name the values: a stage mesh with a process outside the global
+ * mesh, a parameter on another mesh, a schedule_mode other than "FThenB"
+ * and "1F1B", accumulate_steps < 1, placements not one per mesh dim. */
+PD_API pd_dist_pipeline *pd_dist_pipeline_new(pd_dist_process_mesh *global_mesh,
+                                              const pd_dist_pipeline_stage *stages, int n_stages,
+                                              const pd_dist_pipeline_opts *opts);
+/* PipelineParallel.train_batch([input, label], optimizer): one step over the
+ * global batch (input and label: dense tensors, the same on every rank, or
+ * DTensors; dim 0 is the batch). Gradients accumulate into the parameters'
+ * .grad; with opt (NULL: none) the optimizer steps and clears them after the
+ * last micro-batch. Returns the mean micro-batch loss as a dense tensor on
+ * every rank (sent from the last stage), or NULL: a batch that
+ * accumulate_steps does not divide is an error naming both. Collective over
+ * the world. */
+PD_API pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label,
+                                               pd_optimizer *opt);
+/* The most micro-batches whose activations stage `stage` held at once on
+ * this rank during the last train_batch (forward run, backward not yet):
+ * accumulate_steps under FThenB, at most S - stage under 1F1B; -1 when this
+ * rank is not in the stage or no step ran. */
+PD_API int pd_dist_pipeline_peak_live_activations(const pd_dist_pipeline *p, int stage);
+PD_API void pd_dist_pipeline_release(pd_dist_pipeline *p);
 
 #ifdef __cplusplus
 }

@@ -100,6 +100,18 @@ pd_tensor *pd_ap_reshard_submesh(pd_tensor *local, const pd_dist_attr *src, cons
  * replicated on dst's mesh) to dst. New reference. */
 pd_tensor *pd_ap_reshard(pd_tensor *t, const pd_dist_attr *dst);
 
+/* ---- pipeline schedules (pipeline_schedule.c) ---- */
+typedef enum pd_ap_pipe_mode { PD_AP_PIPE_FTHENB, PD_AP_PIPE_1F1B } pd_ap_pipe_mode;
+typedef struct pd_ap_pipe_action {
+  int stage, micro_batch;
+  bool backward;
+} pd_ap_pipe_action;
+/* Every stage's forward and backward of every micro-batch (2 * S * A
+ * actions into out) in one order all ranks follow: the stages' own orders
+ * of `mode` merged round by round (each stage takes its next action when
+ * what it needs is done), so each stage's actions keep their order. */
+pd_status pd_ap_pipe_order(pd_ap_pipe_mode mode, int n_stages, int n_micro, pd_ap_pipe_action *out);
+
 /* ---- SPMD rules (spmd_rules.c) ---- */
 /* The op's rule: its row's, else its family's; NULL when it has none. */
 pd_spmd_fn pd_ap_rule_of(pd_op_id id);

@@ -72,7 +72,10 @@ typedef struct axis_ctx {
   int grank[1 << 10]; /* group rank of each coordinate */
 } axis_ctx;
 
-static pd_status axis_init(axis_ctx *x, pd_dist_process_mesh *m, int axis) {
+/* comm: the step communicates, so it needs the axis group; the local steps
+ * (R->S, R->P) must not make it, as only the mesh's ranks run them and a
+ * group is made by every rank of the world. */
+static pd_status axis_init(axis_ctx *x, pd_dist_process_mesh *m, int axis, bool comm) {
   int64_t co[PD_DIST_MAX_MESH_DIMS];
   pd_ap_mesh_coords(m, pd_ap_my_rank(), co);
   x->mesh = m;
@@ -80,7 +83,7 @@ static pd_status axis_init(axis_ctx *x, pd_dist_process_mesh *m, int axis) {
   x->n = m->shape[axis];
   x->c = co[axis];
   x->g = NULL;
-  if (x->n == 1) return PD_OK;
+  if (x->n == 1 || !comm) return PD_OK;
   if (!(x->g = pd_ap_axis_group(m, axis))) return pd_last_status();
   int64_t st = 1;
   for (int d = m->ndim - 1; d > axis; d--) st *= m->shape[d];
@@ -233,7 +236,7 @@ pd_tensor *pd_ap_reshard_same_mesh(pd_tensor *x, pd_dist_process_mesh *m, const 
   axis_ctx ax;
   /* 1-d S(i) -> S(j): one alltoall */
   if (n == 1 && cur[0].kind == PD_DIST_SHARD && tgt[0].kind == PD_DIST_SHARD && cur[0].dim != tgt[0].dim) {
-    if (axis_init(&ax, m, 0) != PD_OK) goto fail;
+    if (axis_init(&ax, m, 0, true) != PD_OK) goto fail;
     if (ax.n == 1) return x;
     step(&x, s_to_s(&ax, x, cur[0].dim, tgt[0].dim, gs[cur[0].dim], gs[tgt[0].dim]));
     return x;
@@ -242,27 +245,27 @@ pd_tensor *pd_ap_reshard_same_mesh(pd_tensor *x, pd_dist_process_mesh *m, const 
   for (int a = 0; a < n; a++)
     if (is_p(cur[a]) && !(is_p(tgt[a]) && tgt[a].reduce_type == cur[a].reduce_type) &&
         tgt[a].kind != PD_DIST_SHARD) {
-      if (axis_init(&ax, m, a) != PD_OK || !step(&x, p_to_r(&ax, x, cur[a].reduce_type))) goto fail;
+      if (axis_init(&ax, m, a, true) != PD_OK || !step(&x, p_to_r(&ax, x, cur[a].reduce_type))) goto fail;
       cur[a] = pd_dist_replicate();
     }
   /* 2. dims sharded where the target does not shard them: all_gather */
   for (int d = nd - 1; d >= 0; d--)
     for (int a = 0; a < n; a++)
       if (is_s(cur[a], d) && !is_s(tgt[a], d)) {
-        if (axis_init(&ax, m, a) != PD_OK || !step(&x, s_to_r(&ax, x, d, gs[d]))) goto fail;
+        if (axis_init(&ax, m, a, true) != PD_OK || !step(&x, s_to_r(&ax, x, d, gs[d]))) goto fail;
         cur[a] = pd_dist_replicate();
       }
   /* 3. new Partial axes */
   for (int a = 0; a < n; a++)
     if (is_p(tgt[a]) && !is_p(cur[a])) {
-      if (axis_init(&ax, m, a) != PD_OK || !step(&x, r_to_p(&ax, x, tgt[a].reduce_type))) goto fail;
+      if (axis_init(&ax, m, a, false) != PD_OK || !step(&x, r_to_p(&ax, x, tgt[a].reduce_type))) goto fail;
       cur[a] = tgt[a];
     }
   /* 4. new shards: reduce_scatter from Partial, else a local slice */
   for (int d = nd - 1; d >= 0; d--)
     for (int a = 0; a < n; a++)
       if (is_s(tgt[a], d) && !is_s(cur[a], d)) {
-        if (axis_init(&ax, m, a) != PD_OK) goto fail;
+        if (axis_init(&ax, m, a, is_p(cur[a])) != PD_OK) goto fail;
         if (!step(&x, is_p(cur[a]) ? p_to_s(&ax, x, cur[a].reduce_type, d) : r_to_s(&ax, x, d))) goto fail;
         cur[a] = tgt[a];
       }
