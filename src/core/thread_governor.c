@@ -191,8 +191,14 @@ bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long st
   return w->parked;
 }
 
+static bool g_watching; /* the watcher has started (pd_thread_governor_start waits for it) */
+
 static void *watch_main(void *arg) {
   (void)arg;
+  pthread_mutex_lock(&g_mu);
+  g_watching = true;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
   long last = preemptions();
   long long last_stall = cpu_stall_us();
   pd_governor_window w = {0};
@@ -293,7 +299,16 @@ void pd_thread_governor_start(void) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 << 10);
-    if (pthread_create(&t, &attr, watch_main, NULL) != 0) g_policy = PD_WAIT_ACTIVE;
+    if (pthread_create(&t, &attr, watch_main, NULL) != 0) {
+      g_policy = PD_WAIT_ACTIVE;
+    } else {
+      /* A thread being born allocates (the C library and sanitizers set
+       * it up): a fork in that moment would copy an allocator lock held.
+       * Return only once it runs. */
+      pthread_mutex_lock(&g_mu);
+      while (!g_watching) pthread_cond_wait(&g_cv, &g_mu);
+      pthread_mutex_unlock(&g_mu);
+    }
     pthread_attr_destroy(&attr);
   }
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_RUNNING);

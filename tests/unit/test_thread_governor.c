@@ -211,6 +211,14 @@ static int scenario_fork_release(void) {
   return rc;
 }
 
+/* A fork right after the governor starts its watcher thread. */
+static int scenario_start_fork(void) {
+  pd_set_num_threads(2);
+  pd_thread_governor_start();
+  if (pd_thread_governor_policy() != PD_WAIT_AUTO) return 70;
+  return forked_child_runs() ? 0 : 71;
+}
+
 static int scenario_user_policy(void) {
   pd_set_num_threads(2);
   parallel_op();
@@ -292,6 +300,13 @@ static void test_fork_while_parked(void **state) {
   run_scenario("fork_release", "PADDLEC_WAIT_POLICY", "passive");
 }
 
+/* the governor returns only once its watcher runs: a fork right after it
+ * copies no lock of the newborn thread (20 fresh processes) */
+static void test_fork_after_start(void **state) {
+  (void)state;
+  for (int i = 0; i < 20; i++) run_scenario("start_fork", "PADDLEC_WAIT_POLICY", "auto");
+}
+
 static void test_single_thread_then_team(void **state) {
   (void)state;
   run_scenario("single", "PADDLEC_WAIT_POLICY", "passive");
@@ -306,6 +321,7 @@ int main(int argc, char **argv) {
     if (strcmp(s, "user") == 0) return scenario_user_policy();
     if (strcmp(s, "single") == 0) return scenario_single();
     if (strcmp(s, "fork_release") == 0) return scenario_fork_release();
+    if (strcmp(s, "start_fork") == 0) return scenario_start_fork();
     return 99;
   }
   const struct CMUnitTest tests[] = {
@@ -314,6 +330,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_user_wait_policy_wins),
       cmocka_unit_test(test_single_thread_then_team),
       cmocka_unit_test(test_fork_while_parked),
+      cmocka_unit_test(test_fork_after_start),
       cmocka_unit_test(test_auto_parks_under_contention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
