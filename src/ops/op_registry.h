@@ -81,6 +81,14 @@ typedef struct pd_spmd_dist {
  * a dense input arrives replicated) and writes: the distribution each input
  * must be resharded to (in_want, preset to `in`) and each output's (out,
  * preset to replicated), Partial included. */
+struct pd_spmd_local;
+/* A rule's local step (optional): runs the op on this rank's shards where
+ * the plain op on them would be wrong (a vocab-sharded embedding reads
+ * its shard's rows, a class-sharded cross entropy allreduces its row
+ * statistics, dropout draws its shard's part of the global mask). It
+ * writes the local outputs and records the op's grad node as the op
+ * would (ap_internal.h defines the context). */
+typedef pd_status (*pd_spmd_local_fn)(const struct pd_spmd_local *c, pd_tensor **out, int *n_out);
 typedef struct pd_spmd_args {
   const pd_op_def *def;
   const pd_attrs *attrs;
@@ -92,6 +100,7 @@ typedef struct pd_spmd_args {
   const pd_spmd_dist *in;
   pd_spmd_dist *in_want;
   pd_spmd_dist *out;
+  pd_spmd_local_fn local; /* set by the rule where the op needs one; NULL: the op itself */
 } pd_spmd_args;
 typedef pd_status (*pd_spmd_fn)(pd_spmd_args *s);
 

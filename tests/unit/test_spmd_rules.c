@@ -108,6 +108,8 @@ static const pd_op_sample k_extra[] = {
     {"rsqrt_", s_unary_inplace, 0},
     {"reciprocal_", s_unary_inplace, 0},
     {"tanh_", s_unary_inplace, 0},
+    {"floor_", s_unary_inplace, 0},
+    {"ceil_", s_unary_inplace, 0},
     {"relu_", s_unary_inplace, 0},
     {"sgd_", s_sgd, 0},
     {"momentum_", s_momentum, 0},

@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "../../ops/op_registry.h"
 #include "paddlec/auto_parallel.h"
@@ -112,7 +113,49 @@ typedef struct pd_ap_pipe_action {
  * what it needs is done), so each stage's actions keep their order. */
 pd_status pd_ap_pipe_order(pd_ap_pipe_mode mode, int n_stages, int n_micro, pd_ap_pipe_action *out);
 
-/* ---- SPMD rules (spmd_rules.c) ---- */
+/* ---- SPMD rules (spmd_rules.c, spmd_rules_nn.c; local steps in spmd_local.c) ---- */
+/* A distribution with nothing sharded and nothing pending. */
+static inline void pd_spmd_clear(pd_spmd_dist *d) {
+  memset(d->dims_mapping, -1, sizeof d->dims_mapping);
+  memset(d->partial, -1, sizeof d->partial);
+}
+static inline void pd_spmd_drop_partial(pd_spmd_dist *d) { memset(d->partial, -1, sizeof d->partial); }
+/* Unmaps every later dim that reuses a mesh axis (the first dim keeps it). */
+static inline void pd_spmd_dedupe(int nd, int8_t *map) {
+  for (int d = 0; d < nd; d++)
+    for (int e = 0; e < d; e++)
+      if (map[d] >= 0 && map[d] == map[e]) map[d] = -1;
+}
+/* What a rule's local step (pd_spmd_local_fn) gets: the op, its global
+ * attrs and metas, the inputs as the rule placed them (their data is this
+ * rank's shard), the placements the rule chose and this rank's place in
+ * the mesh. It runs with the DTensor hook off, so ops it calls act on the
+ * local shards. */
+typedef struct pd_spmd_local {
+  pd_op_id id;
+  const pd_attrs *attrs;
+  pd_tensor *const *in;
+  int n_in, n_out;
+  const pd_meta *in_meta, *out_meta; /* global */
+  const pd_spmd_dist *in_dist, *out_dist;
+  pd_dist_process_mesh *mesh;
+  const int64_t *coords; /* this rank's coordinates in mesh */
+} pd_spmd_local;
+/* The first global index of this rank's shard of a dim of `global`
+ * elements sharded by mesh axis `axis` (0 when axis < 0). */
+int64_t pd_ap_local_start(const pd_spmd_local *c, int axis, int64_t global);
+/* Records op c->id's grad node over c->in and out (the local step computed
+ * out with other ops, grad off), when grad mode and an input ask for one. */
+pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out);
+/* The nn family's rules (embedding, cross entropy, dropout, attention,
+ * swiglu_grad, slice_grad, index_add, the elementwise losses); NULL for
+ * other ops. */
+pd_spmd_fn pd_ap_rule_nn(pd_op_id id);
+/* Local steps (spmd_local.c). */
+pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* The op's rule: its row's, else its family's; NULL when it has none. */
 pd_spmd_fn pd_ap_rule_of(pd_op_id id);
 /* Whether op id is an optimizer update (sgd_, adam_, ...). */

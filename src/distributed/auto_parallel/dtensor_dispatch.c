@@ -244,6 +244,8 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     if (!owned[i]) s = pd_last_status();
     use[i] = owned[i];
   }
+  /* a local step may use the mesh's axis groups, which every rank makes */
+  if (s == PD_OK && args.local) s = pd_ap_mesh_prepare(mesh);
   if (s == PD_OK && !member) {
     s = skip_op_recorded(def, use, n_in, mesh, gm, dout, nm, out);
     if (s == PD_OK) *n_out = nm;
@@ -251,8 +253,8 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     /* ops whose attrs hold the output's shape get its local shape */
     pd_attrs local_attrs;
     const pd_attrs *a_global = a;
-    if (nm == 1 &&
-        (id == PD_OP_reshape || id == PD_OP_reshape_ || id == PD_OP_expand || id == PD_OP_broadcast_to)) {
+    if (nm == 1 && (id == PD_OP_reshape || id == PD_OP_reshape_ || id == PD_OP_expand ||
+                    id == PD_OP_broadcast_to || id == PD_OP_slice_grad)) {
       pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
       pd_ap_from_spmd(&dout[0], mesh->ndim, gm[0].ndim, p);
       pd_dist_attr *oa = pd_ap_attr_new(mesh, p, gm[0].ndim, gm[0].shape);
@@ -268,7 +270,24 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     pd_dist_fn self = pd_dispatch_get_dist(&hctx);
     pd_dispatch_set_dist(NULL, NULL);
     pd_node *before = (def->flags & PD_OPF_INPLACE) ? in[0]->grad_fn : NULL;
-    s = pd_dispatch(id, use, n_in, a, out, n_out);
+    if (args.local) {
+      int64_t coords[PD_DIST_MAX_MESH_DIMS];
+      pd_ap_mesh_coords(mesh, pd_ap_my_rank(), coords);
+      pd_spmd_local lc = {.id = id,
+                          .attrs = a,
+                          .in = use,
+                          .n_in = n_in,
+                          .n_out = nm,
+                          .in_meta = im,
+                          .out_meta = gm,
+                          .in_dist = want,
+                          .out_dist = dout,
+                          .mesh = mesh,
+                          .coords = coords};
+      s = args.local(&lc, out, n_out);
+    } else {
+      s = pd_dispatch(id, use, n_in, a, out, n_out);
+    }
     pd_dispatch_set_dist(self, hctx);
     /* The grad node keeps the global metas: its backward builds shapes
      * from them (expand to x's shape, reduce to y's), and those ops come

@@ -3,31 +3,20 @@
  * wins; otherwise the op's family gives one, keyed off the meta kind the
  * row shares (same-shape unary, broadcasting elementwise, axis-list
  * reductions, the reshape family) plus matmul, transpose and the optimizer
- * updates. Merging follows Paddle's: a replicated dim takes any mapping, a
- * mesh axis claimed by two dims keeps the first, a dim of size 1 is never
- * sharded, outputs start without Partial and a sharded contracted axis
- * makes the output Partial on that mesh axis. */
+ * updates; the nn ops' rules are in spmd_rules_nn.c, and a few ops
+ * replicate on purpose (see replicates_on_purpose). Merging follows
+ * Paddle's: a replicated dim takes any mapping, a mesh axis claimed by two
+ * dims keeps the first, a dim of size 1 is never sharded, outputs start
+ * without Partial and a sharded contracted axis makes the output Partial
+ * on that mesh axis. */
 #include <string.h>
 
 #include "../../ops/ew_util.h"
 #include "ap_internal.h"
 
-static void clear(pd_spmd_dist *d) {
-  memset(d->dims_mapping, -1, sizeof d->dims_mapping);
-  memset(d->partial, -1, sizeof d->partial);
-}
-static void drop_partial(pd_spmd_dist *d) { memset(d->partial, -1, sizeof d->partial); }
-
-/* Unmaps every later dim that reuses a mesh axis (the first dim keeps it). */
-static void dedupe(int nd, int8_t *map) {
-  for (int d = 0; d < nd; d++)
-    for (int e = 0; e < d; e++)
-      if (map[d] >= 0 && map[d] == map[e]) map[d] = -1;
-}
-
 pd_status pd_ap_rule_replicated(pd_spmd_args *s) {
-  for (int i = 0; i < s->n_in; i++) clear(&s->in_want[i]);
-  for (int k = 0; k < s->n_out; k++) clear(&s->out[k]);
+  for (int i = 0; i < s->n_in; i++) pd_spmd_clear(&s->in_want[i]);
+  for (int k = 0; k < s->n_out; k++) pd_spmd_clear(&s->out[k]);
   return PD_OK;
 }
 
@@ -53,17 +42,17 @@ static bool keeps_partial(const pd_spmd_args *s) {
 static pd_status rule_unary(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0];
   pd_spmd_dist d = s->in[0];
-  if (!keeps_partial(s)) drop_partial(&d);
+  if (!keeps_partial(s)) pd_spmd_drop_partial(&d);
   for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
     bool same = m->ndim == x->ndim && pd_shape_eq(x->ndim, m->shape, x->shape);
     if (same)
       s->in_want[i] = d;
     else
-      clear(&s->in_want[i]);
+      pd_spmd_clear(&s->in_want[i]);
   }
   for (int k = 0; k < s->n_out; k++) {
-    clear(&s->out[k]);
+    pd_spmd_clear(&s->out[k]);
     if (s->out_meta[k].ndim == x->ndim && pd_shape_eq(x->ndim, s->out_meta[k].shape, x->shape)) s->out[k] = d;
   }
   return PD_OK;
@@ -107,17 +96,17 @@ static pd_status rule_broadcast(pd_spmd_args *s) {
       if (map[od] < 0) map[od] = s->in[i].dims_mapping[d];
     }
   }
-  dedupe(on, map);
+  pd_spmd_dedupe(on, map);
   for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
-    clear(&s->in_want[i]);
+    pd_spmd_clear(&s->in_want[i]);
     for (int d = 0; d < m->ndim; d++) {
       int od = d + on - m->ndim;
       if (od >= 0 && m->shape[d] == o->shape[od] && m->shape[d] != 1) s->in_want[i].dims_mapping[d] = map[od];
     }
   }
   for (int k = 0; k < s->n_out; k++) {
-    clear(&s->out[k]);
+    pd_spmd_clear(&s->out[k]);
     if (s->out_meta[k].ndim == on) memcpy(s->out[k].dims_mapping, map, sizeof map);
   }
   if (is_linear_binary(s->def)) keep_common_partial(s);
@@ -152,8 +141,8 @@ static pd_status rule_reduce(pd_spmd_args *s) {
   if (def == &pd_opdef_min) type = PD_REDUCE_MIN;
   if (def == &pd_opdef_prod) type = PD_REDUCE_PROD;
   pd_spmd_dist w = s->in[0];
-  drop_partial(&w);
-  clear(&s->out[0]);
+  pd_spmd_drop_partial(&w);
+  pd_spmd_clear(&s->out[0]);
   for (int d = 0; d < nd; d++) {
     int m = w.dims_mapping[d];
     if (!red[d] || m < 0) continue;
@@ -182,7 +171,7 @@ static pd_status rule_reshape(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0], *o = &s->out_meta[0];
   int ni = x->ndim, no = o->ndim, i = 0, j = 0;
   pd_spmd_dist w = s->in[0], out;
-  clear(&out);
+  pd_spmd_clear(&out);
   memcpy(out.partial, w.partial, sizeof out.partial);
   while (i < ni || j < no) {
     int gi = i, gj = j;
@@ -204,7 +193,7 @@ static pd_status rule_reshape(pd_spmd_args *s) {
     }
   }
   s->in_want[0] = w;
-  for (int k = 1; k < s->n_in; k++) clear(&s->in_want[k]);
+  for (int k = 1; k < s->n_in; k++) pd_spmd_clear(&s->in_want[k]);
   s->out[0] = out;
   return PD_OK;
 }
@@ -213,7 +202,7 @@ static pd_status rule_reshape(pd_spmd_args *s) {
 static pd_status rule_transpose(pd_spmd_args *s) {
   const pd_attrs *a = s->attrs;
   int nd = s->in_meta[0].ndim;
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   memcpy(s->out[0].partial, s->in[0].partial, sizeof s->out[0].partial);
   for (int j = 0; j < a->nv[0] && j < nd; j++) {
     int64_t p = a->v[0][j] < 0 ? a->v[0][j] + nd : a->v[0][j];
@@ -254,13 +243,13 @@ static pd_status rule_matmul(pd_spmd_args *s) {
   all[na++] = m;
   all[na++] = n;
   all[na++] = k;
-  dedupe(na, all);
+  pd_spmd_dedupe(na, all);
   for (int b = 0; b < ob; b++) omap[b] = all[b];
   m = all[ob];
   n = all[ob + 1];
   k = all[ob + 2];
   /* inputs */
-  for (int i = 0; i < 2; i++) clear(&s->in_want[i]);
+  for (int i = 0; i < 2; i++) pd_spmd_clear(&s->in_want[i]);
   for (int b = 0; b < ob; b++) {
     int dx = b - (ob - xb), dy = b - (ob - yb);
     if (dx >= 0 && xm->shape[dx] == om->shape[b] && xm->shape[dx] > 1)
@@ -273,7 +262,7 @@ static pd_status rule_matmul(pd_spmd_args *s) {
   if (ym->shape[yk_d] > 1) s->in_want[1].dims_mapping[yk_d] = k;
   if (yn_d >= 0) s->in_want[1].dims_mapping[yn_d] = n;
   /* output */
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   for (int b = 0; b < ob; b++) s->out[0].dims_mapping[b] = omap[b];
   int od = ob;
   if (xm_d >= 0) s->out[0].dims_mapping[od++] = m;
@@ -301,11 +290,11 @@ static pd_status rule_along_dims(pd_spmd_args *s) {
     if (ax >= 0 && ax < nd) whole[ax] = true;
   }
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   for (int k = 0; k < nd; k++)
     if (whole[k]) d.dims_mapping[k] = -1;
   s->in_want[0] = d;
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   if (s->out_meta[0].ndim == nd) s->out[0] = d;
   return PD_OK;
 }
@@ -318,10 +307,10 @@ static pd_status rule_concat_stack(pd_spmd_args *s) {
   bool stack = s->def == &pd_opdef_stack;
   int64_t lim = stack ? nd + 1 : nd, ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + lim : s->attrs->i[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   if (!stack && ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
   for (int i = 0; i < s->n_in; i++) s->in_want[i] = d;
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   for (int k = 0, od = 0; od < s->out_meta[0].ndim; od++) {
     if (stack && od == ax) continue;
     if (k < nd) s->out[0].dims_mapping[od] = d.dims_mapping[k++];
@@ -336,8 +325,8 @@ static pd_status rule_expand(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0], *o = &s->out_meta[0];
   int ni = x->ndim, on = o->ndim;
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
-  clear(&s->out[0]);
+  pd_spmd_drop_partial(&d);
+  pd_spmd_clear(&s->out[0]);
   for (int k = 0; k < ni; k++) {
     int od = k + on - ni;
     if (od < 0 || x->shape[k] != o->shape[od] || x->shape[k] == 1)
@@ -356,12 +345,12 @@ static pd_status rule_arg(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0];
   int nd = x->ndim;
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   int64_t ax = s->attrs->i[1] < 0 ? s->attrs->i[1] + nd : s->attrs->i[1];
   for (int k = 0; k < nd; k++)
     if (s->attrs->i[2] || k == ax) d.dims_mapping[k] = -1;
   s->in_want[0] = d;
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   if (s->attrs->i[2]) return PD_OK;
   for (int k = 0, od = 0; k < nd && od < s->out_meta[0].ndim; k++) {
     if (k == ax && !s->attrs->i[0]) continue;
@@ -379,7 +368,7 @@ static pd_status rule_norm(pd_spmd_args *s) {
   int nd = x->ndim;
   int64_t begin = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   for (int k = 0; k < nd; k++)
     if (k >= begin) d.dims_mapping[k] = -1;
   bool grad = s->def == &pd_opdef_layer_norm_grad || s->def == &pd_opdef_rms_norm_grad;
@@ -388,11 +377,11 @@ static pd_status rule_norm(pd_spmd_args *s) {
     if (like_x)
       s->in_want[i] = d;
     else
-      clear(&s->in_want[i]);
+      pd_spmd_clear(&s->in_want[i]);
   }
   s->out[0] = d;
   for (int k = 1; k < s->n_out; k++) {
-    clear(&s->out[k]);
+    pd_spmd_clear(&s->out[k]);
     for (int r = 0; r < nd && r < begin; r++)
       if (d.dims_mapping[r] >= 0) s->out[k].partial[d.dims_mapping[r]] = PD_REDUCE_SUM;
   }
@@ -407,11 +396,11 @@ static pd_status rule_gather(pd_spmd_args *s) {
   int nd = x->ndim;
   int64_t ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
   s->in_want[0] = d;
-  for (int i = 1; i < s->n_in; i++) clear(&s->in_want[i]);
-  clear(&s->out[0]);
+  for (int i = 1; i < s->n_in; i++) pd_spmd_clear(&s->in_want[i]);
+  pd_spmd_clear(&s->out[0]);
   bool keeps_axis = s->out_meta[0].ndim == nd;
   for (int k = 0, od = 0; k < nd && od < s->out_meta[0].ndim; k++) {
     if (k == ax && !keeps_axis) continue;
@@ -423,9 +412,9 @@ static pd_status rule_gather(pd_spmd_args *s) {
 /* one_hot: the indices keep their shards, the new class dim is whole. */
 static pd_status rule_one_hot(pd_spmd_args *s) {
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   s->in_want[0] = d;
-  clear(&s->out[0]);
+  pd_spmd_clear(&s->out[0]);
   memcpy(s->out[0].dims_mapping, d.dims_mapping, (size_t)s->in_meta[0].ndim);
   return PD_OK;
 }
@@ -436,8 +425,8 @@ static pd_status rule_tile(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0];
   int nd = x->ndim, on = s->out_meta[0].ndim, nr = s->attrs->nv[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
-  clear(&s->out[0]);
+  pd_spmd_drop_partial(&d);
+  pd_spmd_clear(&s->out[0]);
   for (int k = 0; k < nd; k++) {
     int rd = k + nr - nd, od = k + on - nd;
     int64_t rep = rd >= 0 ? s->attrs->v[0][rd] : 1;
@@ -456,11 +445,11 @@ static pd_status rule_split(pd_spmd_args *s) {
   int nd = s->in_meta[0].ndim;
   int64_t ax = s->attrs->i[0] < 0 ? s->attrs->i[0] + nd : s->attrs->i[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
   s->in_want[0] = d;
   for (int k = 0; k < s->n_out; k++) {
-    clear(&s->out[k]);
+    pd_spmd_clear(&s->out[k]);
     bool keeps_axis = s->out_meta[k].ndim == nd;
     for (int i = 0, od = 0; i < nd && od < s->out_meta[k].ndim; i++) {
       if (i == ax && !keeps_axis) continue;
@@ -475,35 +464,41 @@ static pd_status rule_split(pd_spmd_args *s) {
 static pd_status rule_slice(pd_spmd_args *s) {
   int nd = s->in_meta[0].ndim;
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   for (int k = 0; k < s->attrs->nv[0]; k++) {
     int64_t ax = s->attrs->v[0][k] < 0 ? s->attrs->v[0][k] + nd : s->attrs->v[0][k];
     if (ax >= 0 && ax < nd) d.dims_mapping[ax] = -1;
   }
   s->in_want[0] = d;
-  for (int i = 1; i < s->n_in; i++) clear(&s->in_want[i]);
-  clear(&s->out[0]);
+  for (int i = 1; i < s->n_in; i++) pd_spmd_clear(&s->in_want[i]);
+  pd_spmd_clear(&s->out[0]);
   if (s->out_meta[0].ndim == nd) s->out[0] = d;
   return PD_OK;
 }
 
-/* swiglu: with y, x and y share x's shards; with x alone its last dim
- * holds both halves, so it is gathered. */
+/* swiglu (x, [y]) and swiglu_grad (x, [y], dout -> dx, [dy]): with y,
+ * every operand shares x's shards; with x alone its last dim holds both
+ * halves (and dout's is one half), so the last dim is gathered. */
 static pd_status rule_swiglu(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0];
   int nd = x->ndim;
+  bool grad = s->def == &pd_opdef_swiglu_grad;
+  bool halves = s->n_in == (grad ? 2 : 1);
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
-  if (s->n_in == 1 && nd > 0) d.dims_mapping[nd - 1] = -1;
+  pd_spmd_drop_partial(&d);
+  if (halves && nd > 0) d.dims_mapping[nd - 1] = -1;
   for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
-    if (m->ndim == nd && pd_shape_eq(nd, m->shape, x->shape))
+    bool like_x = m->ndim == nd && (halves || pd_shape_eq(nd, m->shape, x->shape));
+    if (like_x)
       s->in_want[i] = d;
     else
-      clear(&s->in_want[i]);
+      pd_spmd_clear(&s->in_want[i]);
   }
-  clear(&s->out[0]);
-  if (s->out_meta[0].ndim == nd) s->out[0] = d;
+  for (int k = 0; k < s->n_out; k++) {
+    pd_spmd_clear(&s->out[k]);
+    if (s->out_meta[k].ndim == nd) s->out[k] = d;
+  }
   return PD_OK;
 }
 
@@ -513,13 +508,13 @@ static pd_status rule_swiglu(pd_spmd_args *s) {
 static pd_status rule_update(pd_spmd_args *s) {
   const pd_meta *p = &s->in_meta[0];
   pd_spmd_dist d = s->in[0];
-  drop_partial(&d);
+  pd_spmd_drop_partial(&d);
   for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
     if (m->ndim == p->ndim && pd_shape_eq(p->ndim, m->shape, p->shape))
       s->in_want[i] = d;
     else
-      clear(&s->in_want[i]);
+      pd_spmd_clear(&s->in_want[i]);
   }
   for (int k = 0; k < s->n_out; k++) s->out[k] = d;
   return PD_OK;
@@ -541,19 +536,16 @@ bool pd_ap_is_update_op(pd_op_id id) {
   }
 }
 
-/* Ops whose backward builds a tensor from the local shape or data of a
- * gradient or input (zeros_like of the gradient; max/min's tie weights,
- * norm's sign mask, computed outside the graph): the result is dense with
- * the shard's shape, so they run replicated until their backward is
- * written with ops. */
-static bool backward_reads_local_shape(pd_op_id id) {
+/* Replicated on purpose: these ops' backward builds a tensor from the
+ * local data of an input outside the graph (max/min's tie weights count
+ * the ties of the whole reduced extent, norm's and abs_pow's sign masks,
+ * prod_exclusive's zero counts), so on a shard it would be dense with the
+ * shard's shape and miss the ties and zeros of the other shards. Replicated
+ * inputs give every rank the whole extent. */
+static pd_status rule_replicate_on_purpose(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
+
+static bool replicates_on_purpose(pd_op_id id) {
   switch (id) {
-    case PD_OP_sign:
-    case PD_OP_floor:
-    case PD_OP_ceil:
-    case PD_OP_round:
-    case PD_OP_floor_:
-    case PD_OP_ceil_:
     case PD_OP_max:
     case PD_OP_min:
     case PD_OP_norm:
@@ -568,6 +560,9 @@ static bool backward_reads_local_shape(pd_op_id id) {
 pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
   const pd_op_def *def = pd_op_table[id];
   if (def->spmd) return def->spmd;
+  pd_spmd_fn nn = pd_ap_rule_nn(id);
+  if (nn) return nn;
+  if (replicates_on_purpose(id)) return rule_replicate_on_purpose;
   switch (id) {
     case PD_OP_matmul:
     case PD_OP_bmm:
@@ -616,6 +611,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_strided_slice:
       return rule_slice;
     case PD_OP_swiglu:
+    case PD_OP_swiglu_grad:
       return rule_swiglu;
     case PD_OP_layer_norm:
     case PD_OP_rms_norm:
@@ -626,8 +622,9 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       break;
   }
   if (pd_ap_is_update_op(id)) return rule_update;
-  if (backward_reads_local_shape(id)) return NULL;
-  if (def->flags & PD_OPF_RANDOM) return NULL; /* shards would draw different numbers */
+  /* a random op without a rule of its own (dropout has one) would draw
+   * different numbers on each shard: replicated, logged */
+  if (def->flags & PD_OPF_RANDOM) return NULL;
   if (def->infer_meta == pd_meta_unary) return rule_unary;
   if (def->infer_meta == pd_meta_broadcast || def->infer_meta == pd_meta_broadcast_bool)
     return rule_broadcast;

@@ -100,6 +100,10 @@ static pd_status abs_backward(const pd_backward_ctx *c) { /* g * sign(x) */
 
 static pd_status zero_backward(const pd_backward_ctx *c) { /* piecewise constant */
   if (!c->needs_grad[0]) return PD_OK;
+  /* A DTensor gradient goes through an op, which keeps its placements
+   * (zeros of its local shape would read as a replicated tensor of that
+   * shape); Paddle's sign_grad is this scale too. */
+  if (c->grad_out[0]->dist_attr) return pd_ew_set_grad(c, 0, pd_scale(c->grad_out[0], 0.0, 0.0, true));
   return pd_ew_set_grad(c, 0, pd_zeros_like(c->grad_out[0], PD_NUM_DTYPES));
 }
 

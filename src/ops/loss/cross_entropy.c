@@ -253,7 +253,8 @@ static pd_status ceg_backward(const pd_backward_ctx *c) {
     Sy = K(pd_sum(label, &ax, 1, true));
   } else {
     pd_tensor *valid = NULL;
-    Y = K(dense_one_hot(label, axis, x->ndim, x->shape[axis], c->attrs->i[2], x->dtype, &valid));
+    /* the classes from the op's meta: a DTensor's own shape is its shard's */
+    Y = K(dense_one_hot(label, axis, x->ndim, c->in_meta[0].shape[axis], c->attrs->i[2], x->dtype, &valid));
     Sy = K(valid);
   }
   pd_status st = PD_OK;

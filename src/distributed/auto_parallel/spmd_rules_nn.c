@@ -1,0 +1,278 @@
+/* SPMD rules of the nn ops: embedding (a vocab-sharded table gives a
+ * Partial output, as Paddle's c_embedding), softmax cross entropy (a
+ * class-sharded input, as ParallelCrossEntropy), dropout (a shard draws its
+ * part of the global mask), scaled_dot_product_attention (batch and heads
+ * sharded), slice_grad, index_add and mse_loss, with their grad ops. The
+ * ops whose local computation differs from the op on the shards name a
+ * local step (spmd_local.c). Merging is spmd_rules.c's: per dim the first
+ * mapped operand wins, a mesh axis claimed twice keeps its first dim, dims
+ * of size 1 are never sharded. */
+#include "ap_internal.h"
+#include "paddlec/loss.h"
+
+/* The mesh axis sharding dim d of input i, -1 when none or when the dim
+ * has size 1 (never sharded) or does not exist. */
+static int8_t mapped(const pd_spmd_args *s, int i, int d) {
+  if (i >= s->n_in || d < 0 || d >= s->in_meta[i].ndim || s->in_meta[i].shape[d] <= 1) return -1;
+  return s->in[i].dims_mapping[d];
+}
+static int8_t pick(int8_t a, int8_t b) { return a >= 0 ? a : b; }
+
+/* in_want[i] and out[k] from a mapping of their dims. */
+static void want(pd_spmd_args *s, int i, const int8_t *map, int nd) {
+  pd_spmd_clear(&s->in_want[i]);
+  for (int d = 0; d < nd && d < s->in_meta[i].ndim && d < PD_MAX_DIMS; d++)
+    if (s->in_meta[i].shape[d] > 1) s->in_want[i].dims_mapping[d] = map[d];
+}
+static void place_out(pd_spmd_args *s, int k, const int8_t *map, int nd) {
+  pd_spmd_clear(&s->out[k]);
+  for (int d = 0; d < nd && d < s->out_meta[k].ndim && d < PD_MAX_DIMS; d++)
+    s->out[k].dims_mapping[d] = map[d];
+}
+
+static int norm_axis(int64_t ax, int nd) { return (int)(ax < 0 ? ax + nd : ax); }
+
+/* ---- embedding ---------------------------------------------------------- */
+
+/* embedding(ids, weight [V, D]) -> [ids..., D]: the ids keep their shards,
+ * D follows the weight's dim 1; a weight sharded on V (dim 0) leaves each
+ * rank the rows of its vocab range, ids outside it read zeros, and the
+ * output is Partial(sum) on that mesh axis. */
+static pd_status rule_embedding(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  if (nd < 0 || nd >= PD_MAX_DIMS) return pd_ap_rule_replicated(s); /* infer_meta refuses it */
+  int8_t map[PD_MAX_DIMS + 2];
+  for (int d = 0; d < nd; d++) map[d] = mapped(s, 0, d);
+  map[nd] = mapped(s, 1, 1);     /* D */
+  map[nd + 1] = mapped(s, 1, 0); /* V */
+  pd_spmd_dedupe(nd + 2, map);
+  want(s, 0, map, nd);
+  want(s, 1, (const int8_t[]){map[nd + 1], map[nd]}, 2);
+  place_out(s, 0, map, nd + 1);
+  if (map[nd + 1] >= 0) {
+    s->out[0].partial[map[nd + 1]] = PD_REDUCE_SUM;
+    s->local = pd_ap_local_embedding;
+  }
+  return PD_OK;
+}
+
+/* embedding_grad(ids, dout, [weight]) -> dweight [V, D]: placed as the
+ * weight (a vocab shard scatters only its rows); a mesh axis sharding the
+ * ids sums partial tables, so dweight is Partial(sum) on it. */
+static pd_status rule_embedding_grad(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  if (nd < 0 || nd >= PD_MAX_DIMS) return pd_ap_rule_replicated(s); /* infer_meta refuses it */
+  bool has_w = s->n_in == 3;
+  int8_t map[PD_MAX_DIMS + 2];
+  for (int d = 0; d < nd; d++) map[d] = pick(mapped(s, 0, d), mapped(s, 1, d));
+  map[nd] = pick(mapped(s, 1, nd), has_w ? mapped(s, 2, 1) : -1);
+  map[nd + 1] = has_w ? mapped(s, 2, 0) : -1;
+  pd_spmd_dedupe(nd + 2, map);
+  want(s, 0, map, nd);
+  want(s, 1, map, nd + 1);
+  if (has_w) want(s, 2, (const int8_t[]){map[nd + 1], map[nd]}, 2);
+  place_out(s, 0, (const int8_t[]){map[nd + 1], map[nd]}, 2);
+  for (int d = 0; d < nd; d++)
+    if (map[d] >= 0) s->out[0].partial[map[d]] = PD_REDUCE_SUM;
+  if (map[nd + 1] >= 0) s->local = pd_ap_local_embedding;
+  return PD_OK;
+}
+
+/* ---- softmax cross entropy ---------------------------------------------- */
+
+/* cross_entropy_with_softmax(x, label) -> (loss, lse), attrs i0 soft_label,
+ * i1 use_softmax, i3 axis; and its grad op (x, label, lse, dloss) -> dx.
+ * The samples' dims keep their shards. With softmax, a class-sharded x
+ * stays so: the local step allreduces the row max, the sum of exponentials
+ * and the target logit over the class shards (ParallelCrossEntropy), and
+ * the gradient is local given the label's offset. Without softmax (x holds
+ * probabilities) the class dim is gathered. */
+static pd_status rule_cross_entropy(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim, ax = norm_axis(s->attrs->i[3], nd);
+  if (nd < 1 || nd > PD_MAX_DIMS || ax < 0 || ax >= nd) return pd_ap_rule_replicated(s); /* refused */
+  bool grad = s->def == &pd_opdef_cross_entropy_with_softmax_grad, soft = s->attrs->i[0] != 0;
+  int8_t map[PD_MAX_DIMS];
+  memset(map, -1, sizeof map);
+  for (int d = 0; d < nd; d++)
+    for (int i = 0; i < s->n_in; i++) map[d] = pick(map[d], mapped(s, i, d));
+  map[ax] = s->attrs->i[1] ? pick(mapped(s, 0, ax), soft ? mapped(s, 1, ax) : -1) : -1;
+  /* the class shard wins its mesh axis over a sample dim */
+  for (int d = 0; d < nd; d++)
+    if (d != ax && map[d] >= 0 && map[d] == map[ax]) map[d] = -1;
+  pd_spmd_dedupe(nd, map);
+  int8_t rows[PD_MAX_DIMS];
+  memcpy(rows, map, sizeof rows);
+  rows[ax] = -1;
+  want(s, 0, map, nd);
+  want(s, 1, soft ? map : rows, nd);
+  for (int i = 2; i < s->n_in; i++) want(s, i, rows, nd);
+  for (int k = 0; k < s->n_out; k++) place_out(s, k, grad ? map : rows, nd);
+  if (map[ax] >= 0) s->local = grad ? pd_ap_local_cross_entropy_grad : pd_ap_local_cross_entropy;
+  return PD_OK;
+}
+
+/* ---- dropout ------------------------------------------------------------ */
+
+/* dropout(x) -> (out, mask), no shared-mask axes: out and mask as x; the
+ * local step draws, for each element of the shard, the number the whole
+ * tensor's draw gives its global index, so the mask is the unsharded
+ * mask's slice. With axes (one draw shared along the other dims) the mask
+ * has another shape than x and everything is replicated. */
+static pd_status rule_dropout(pd_spmd_args *s) {
+  if (s->attrs->nv[0] > 0) return pd_ap_rule_replicated(s);
+  pd_spmd_dist d = s->in[0];
+  pd_spmd_drop_partial(&d);
+  int nd = s->in_meta[0].ndim;
+  for (int k = 0; k < nd; k++)
+    if (s->in_meta[0].shape[k] <= 1) d.dims_mapping[k] = -1;
+  s->in_want[0] = d;
+  s->out[0] = s->out[1] = d;
+  for (int k = 0; k < nd; k++)
+    if (d.dims_mapping[k] >= 0) s->local = pd_ap_local_dropout;
+  return PD_OK;
+}
+
+/* ---- scaled_dot_product_attention --------------------------------------- */
+
+/* q, k, v [batch, seq, heads, head_dim]: batch and heads keep their shards
+ * (attention is independent per batch and head), seq and head_dim are
+ * gathered; the mask (broadcast to [batch, heads, sq, sk]) follows batch and
+ * heads; out is [b, s, h, d], softmax_lse [b, h, s], seed_offset replicated.
+ * The grad op (q, k, v, [mask], out, lse, seed_offset, dout -> dq, dk, dv)
+ * places the same way. With dropout active the draws follow the local
+ * shapes, so everything is replicated. */
+static pd_status rule_sdpa(pd_spmd_args *s) {
+  if (s->attrs->i[2]) return pd_ap_rule_replicated(s);
+  bool grad = s->def == &pd_opdef_scaled_dot_product_attention_grad, has_mask = s->attrs->i[1] != 0;
+  int8_t b = -1, h = -1;
+  for (int i = 0; i < 3; i++) {
+    b = pick(b, mapped(s, i, 0));
+    h = pick(h, mapped(s, i, 2));
+  }
+  if (h == b) h = -1;
+  const int8_t bshd[4] = {b, -1, h, -1}, bhs[3] = {b, h, -1};
+  for (int i = 0; i < 3; i++) want(s, i, bshd, 4);
+  int next = 3;
+  if (has_mask && s->n_in > 3) {
+    const pd_meta *m = &s->in_meta[3], *q = &s->in_meta[0];
+    int8_t mm[4] = {-1, -1, -1, -1};
+    int r = m->ndim;
+    if (r >= 4 && m->shape[r - 4] == q->shape[0]) mm[r - 4] = b;
+    if (r >= 3 && m->shape[r - 3] == q->shape[2]) mm[r - 3] = h;
+    want(s, 3, mm, r);
+    next = 4;
+  }
+  if (grad) {
+    /* out, lse, seed_offset, dout */
+    if (next < s->n_in) want(s, next, bshd, 4);
+    if (next + 1 < s->n_in) want(s, next + 1, bhs, 3);
+    if (next + 2 < s->n_in) pd_spmd_clear(&s->in_want[next + 2]);
+    if (next + 3 < s->n_in) want(s, next + 3, bshd, 4);
+    for (int k = 0; k < s->n_out; k++) place_out(s, k, bshd, 4);
+  } else {
+    place_out(s, 0, bshd, 4);
+    if (s->n_out > 1) place_out(s, 1, bhs, 3);
+    if (s->n_out > 2) pd_spmd_clear(&s->out[2]);
+  }
+  return PD_OK;
+}
+
+/* ---- manipulation grads and index_add ----------------------------------- */
+
+/* slice_grad(dout; v0 x_shape, v1 starts, v2 steps): a dim the slice took
+ * whole (start 0, step 1, full length) keeps dout's shard, the others are
+ * gathered (the dispatcher gives the op its local x_shape). */
+static pd_status rule_slice_grad(pd_spmd_args *s) {
+  const pd_attrs *a = s->attrs;
+  int nd = s->in_meta[0].ndim;
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd; d++) {
+    bool whole = d < a->nv[0] && a->v[1][d] == 0 && a->v[2][d] == 1 && a->v[0][d] == s->in_meta[0].shape[d];
+    map[d] = whole ? mapped(s, 0, d) : -1;
+  }
+  want(s, 0, map, nd);
+  place_out(s, 0, map, nd);
+  return PD_OK;
+}
+
+/* index_add(x, index, value; i0 axis): the indexed axis is gathered in x
+ * and value, their other dims share one mapping, index is replicated. */
+static pd_status rule_index_add(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim, ax = norm_axis(s->attrs->i[0], nd);
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd; d++) map[d] = d == ax ? -1 : pick(mapped(s, 0, d), mapped(s, 2, d));
+  pd_spmd_dedupe(nd, map);
+  want(s, 0, map, nd);
+  pd_spmd_clear(&s->in_want[1]);
+  want(s, 2, map, nd);
+  place_out(s, 0, map, nd);
+  return PD_OK;
+}
+
+/* ---- elementwise losses --------------------------------------------------- */
+
+/* mse_loss(input, label; i0 reduction), broadcasting: the dims of the
+ * broadcast shape take the first input's mapping that is not broadcast.
+ * 'none' keeps it; 'sum' leaves the scalar Partial(sum) on the mesh axes
+ * used; 'mean' Partial(avg) where the dim splits evenly (each shard's mean
+ * then weighs the same), else the dim is gathered. */
+static pd_status rule_mse_loss(pd_spmd_args *s) {
+  const pd_meta *x = &s->in_meta[0], *y = &s->in_meta[1];
+  int on = x->ndim > y->ndim ? x->ndim : y->ndim;
+  int64_t shape[PD_MAX_DIMS];
+  int8_t map[PD_MAX_DIMS];
+  for (int od = 0; od < on; od++) {
+    int dx = od - (on - x->ndim), dy = od - (on - y->ndim);
+    int64_t sx = dx >= 0 ? x->shape[dx] : 1, sy = dy >= 0 ? y->shape[dy] : 1;
+    shape[od] = sx > sy ? sx : sy;
+    map[od] = -1;
+    if (dx >= 0 && sx == shape[od]) map[od] = mapped(s, 0, dx);
+    if (map[od] < 0 && dy >= 0 && sy == shape[od]) map[od] = mapped(s, 1, dy);
+  }
+  int64_t red = s->attrs->i[0];
+  if (red == PD_REDUCTION_MEAN)
+    for (int od = 0; od < on; od++)
+      if (map[od] >= 0 && shape[od] % s->mesh_shape[map[od]] != 0) map[od] = -1;
+  pd_spmd_dedupe(on, map);
+  for (int i = 0; i < 2; i++) {
+    const pd_meta *m = &s->in_meta[i];
+    pd_spmd_clear(&s->in_want[i]);
+    for (int d = 0; d < m->ndim; d++) {
+      int od = d + on - m->ndim;
+      if (m->shape[d] == shape[od] && m->shape[d] > 1) s->in_want[i].dims_mapping[d] = map[od];
+    }
+  }
+  if (red == PD_REDUCTION_NONE) {
+    place_out(s, 0, map, on);
+    return PD_OK;
+  }
+  pd_spmd_clear(&s->out[0]);
+  for (int od = 0; od < on; od++)
+    if (map[od] >= 0) s->out[0].partial[map[od]] = red == PD_REDUCTION_SUM ? PD_REDUCE_SUM : PD_REDUCE_AVG;
+  return PD_OK;
+}
+
+pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
+  switch (id) {
+    case PD_OP_embedding:
+      return rule_embedding;
+    case PD_OP_embedding_grad:
+      return rule_embedding_grad;
+    case PD_OP_cross_entropy_with_softmax:
+    case PD_OP_cross_entropy_with_softmax_grad:
+      return rule_cross_entropy;
+    case PD_OP_dropout:
+      return rule_dropout;
+    case PD_OP_scaled_dot_product_attention:
+    case PD_OP_scaled_dot_product_attention_grad:
+      return rule_sdpa;
+    case PD_OP_slice_grad:
+      return rule_slice_grad;
+    case PD_OP_index_add:
+      return rule_index_add;
+    case PD_OP_mse_loss:
+      return rule_mse_loss;
+    default:
+      return NULL;
+  }
+}

@@ -1,0 +1,196 @@
+/* The SPMD rules whose shards compute something else than the op on them,
+ * on 2 forked ranks: a vocab-sharded embedding (Partial output, Shard(0)
+ * weight gradient), a class-sharded softmax cross entropy (the logits and
+ * their gradient stay class-sharded), dropout on a shard (the global mask's
+ * slice: exactly the one-process output for the same seed), and the heads
+ * of rotary embedding and attention kept sharded. Each result, unsharded,
+ * equals the one-process result (float64 to 1e-12). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dist_ranks.h"
+#include "op_samples.h"
+#include "test_util.h"
+
+#define CHECK(cond, code)                                                         \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
+      return code;                                                                \
+    }                                                                             \
+  } while (0)
+
+static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
+
+/* Same shape and values to tol (relative), read as float64. */
+static bool close_values(pd_tensor *a, pd_tensor *b, double tol) {
+  if (!a || !b || pd_tensor_ndim(a) != pd_tensor_ndim(b) ||
+      memcmp(pd_tensor_shape(a), pd_tensor_shape(b), sizeof(int64_t) * (size_t)pd_tensor_ndim(a)) != 0)
+    return false;
+  pd_tensor *ca = pd_contiguous(pd_cast(a, PD_FLOAT64)), *cb = pd_contiguous(pd_cast(b, PD_FLOAT64));
+  const double *x = pd_tensor_data(ca), *y = pd_tensor_data(cb);
+  for (int64_t i = 0; i < pd_tensor_numel(ca); i++)
+    if (!(fabs(x[i] - y[i]) <= tol * (1 + fabs(y[i])))) return false;
+  return true;
+}
+
+static bool placed(const pd_tensor *t, pd_dist_placement want) {
+  pd_dist_placement p;
+  return pd_dist_placements(t, &p, 1) == 1 && pd_dist_placement_equal(p, want);
+}
+
+static pd_dist_process_mesh *mesh2(void) {
+  return pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, NULL);
+}
+
+static pd_tensor *input(int ndim, const int64_t *shape) {
+  pd_tensor *t = sample_uniform(ndim, shape, -1, 1);
+  pd_tensor_set_stop_gradient(t, false);
+  return t;
+}
+
+static pd_tensor *sharded(pd_tensor *x, pd_dist_process_mesh *m, pd_dist_placement p) {
+  pd_tensor *d = pd_dist_shard_tensor(x, m, &p, 1);
+  if (d) pd_tensor_set_stop_gradient(d, false);
+  return d;
+}
+
+/* sum(y * w) with fixed weights w, so every output element's gradient differs */
+static pd_tensor *weighted(pd_tensor *y) {
+  int64_t shape[PD_MAX_DIMS], n = 1;
+  int nd = pd_dist_is_dist(y) ? pd_dist_global_shape(y, shape) : pd_tensor_ndim(y);
+  if (!pd_dist_is_dist(y)) memcpy(shape, pd_tensor_shape(y), sizeof(int64_t) * (size_t)nd);
+  for (int d = 0; d < nd; d++) n *= shape[d];
+  pd_tensor *w = pd_arange(1, 1 + (double)n, 1, PD_FLOAT64);
+  return pd_sum(pd_multiply(y, pd_reshape(w, nd, shape)), NULL, 0, false);
+}
+
+/* ---- embedding over a vocab-sharded table (7 rows: shards of 4 and 3) ---- */
+static int rank_embedding(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(3);
+  pd_tensor *w = input(2, SHAPE(7, 3));
+  pd_tensor *ids = pd_tensor_from_f64((const double[]){0, 6, 3, 4, 2, 5}, PD_INT64, 2, SHAPE(2, 3));
+  pd_tensor *ref = pd_embedding(ids, w, 5); /* row 5, on rank 1, is padding */
+  CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+  pd_tensor *dw = sharded(w, m, pd_dist_shard(0));
+  pd_tensor *out = pd_embedding(ids, dw, 5);
+  CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 2);
+  CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 3);
+  CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+  pd_tensor *g = pd_tensor_grad(dw);
+  CHECK(g && placed(g, pd_dist_shard(0)), 5);
+  CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(w), 1e-12), 6);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+/* ---- softmax cross entropy over class-sharded logits --------------------- */
+static int rank_cross_entropy(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(5);
+  for (int soft = 0; soft < 2; soft++) {
+    pd_tensor *x = sample_uniform(2, SHAPE(4, 5), -8, 8); /* wide logits: the max matters */
+    pd_tensor_set_stop_gradient(x, false);
+    pd_tensor *label = soft ? pd_softmax(sample_uniform(2, SHAPE(4, 5), 0, 2), -1)
+                            : pd_tensor_from_f64((const double[]){4, 0, -100, 2}, PD_INT64, 2, SHAPE(4, 1));
+    pd_tensor *ref = pd_cross_entropy(x, label, NULL, -100, PD_REDUCTION_MEAN, soft, -1, true, 0.0);
+    CHECK(pd_backward(ref, NULL, false) == PD_OK, 1);
+    pd_tensor *dx = sharded(x, m, pd_dist_shard(1));
+    pd_tensor *dl = soft ? sharded(label, m, pd_dist_shard(1)) : label;
+    pd_tensor *loss = pd_softmax_with_cross_entropy(dx, dl, soft, -100, -1, NULL);
+    CHECK(loss && placed(loss, pd_dist_replicate()), 2);
+    pd_tensor *mean = pd_cross_entropy(dx, dl, NULL, -100, PD_REDUCTION_MEAN, soft, -1, true, 0.0);
+    CHECK(close_values(pd_dist_unshard_dtensor(mean), ref, 1e-12), 3);
+    CHECK(pd_backward(mean, NULL, false) == PD_OK, 4);
+    pd_tensor *g = pd_tensor_grad(dx);
+    CHECK(g && placed(g, pd_dist_shard(1)), 5); /* no gather of the classes */
+    CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(x), 1e-12), 6);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+/* ---- dropout on a shard: the one-process mask's slice ---------------------- */
+static int rank_dropout(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(9);
+  pd_tensor *x = input(2, SHAPE(5, 7));
+  for (int dim = 0; dim < 2; dim++) {
+    pd_seed(77);
+    pd_tensor *ref = pd_dropout(x, 0.4, 0, NULL, true, NULL);
+    pd_tensor *after_ref = pd_uniform(1, SHAPE(3), PD_FLOAT64, 0, 1, 0);
+    CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+    pd_tensor *gref = pd_clone(pd_tensor_grad(x), PD_FLOAT64);
+    pd_tensor_clear_grad(x, false);
+    pd_seed(77);
+    pd_tensor *dx = sharded(x, m, pd_dist_shard(dim));
+    pd_tensor *out = pd_dropout(dx, 0.4, 0, NULL, true, NULL);
+    CHECK(out && placed(out, pd_dist_shard(dim)), 2);
+    CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+    /* the generators moved as one process's did */
+    CHECK(close_values(pd_uniform(1, SHAPE(3), PD_FLOAT64, 0, 1, 0), after_ref, 0), 4);
+    CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 5);
+    CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), gref, 0), 6);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+/* ---- heads sharded through rotary embedding and attention ------------------ */
+static int rank_heads(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(13);
+  pd_tensor *q = input(4, SHAPE(2, 3, 4, 6)), *k = input(4, SHAPE(2, 3, 4, 6)),
+            *v = input(4, SHAPE(2, 3, 4, 6));
+  pd_tensor *sin = sample_uniform(2, SHAPE(3, 6), -1, 1), *cos = sample_uniform(2, SHAPE(3, 6), -1, 1);
+  pd_tensor *rq = NULL, *rk = NULL;
+  CHECK(pd_fused_rotary_position_embedding(q, k, NULL, sin, cos, NULL, false, &rq, &rk, NULL) == PD_OK, 1);
+  pd_tensor *ref = pd_scaled_dot_product_attention(rq, rk, v, NULL, 0.0, true, true);
+  CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 2);
+  pd_tensor *dq = sharded(q, m, pd_dist_shard(2)), *dk = sharded(k, m, pd_dist_shard(2));
+  pd_tensor *dv = sharded(v, m, pd_dist_shard(2));
+  pd_tensor *sq = NULL, *sk = NULL;
+  CHECK(pd_fused_rotary_position_embedding(dq, dk, NULL, sin, cos, NULL, false, &sq, &sk, NULL) == PD_OK, 3);
+  CHECK(placed(sq, pd_dist_shard(2)) && placed(sk, pd_dist_shard(2)), 4);
+  pd_tensor *out = pd_scaled_dot_product_attention(sq, sk, dv, NULL, 0.0, true, true);
+  CHECK(out && placed(out, pd_dist_shard(2)), 5);
+  CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 6);
+  CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 7);
+  pd_tensor *dense[3] = {q, k, v}, *dist[3] = {dq, dk, dv};
+  for (int i = 0; i < 3; i++) {
+    pd_tensor *g = pd_tensor_grad(dist[i]);
+    CHECK(g && placed(g, pd_dist_shard(2)), 8);
+    CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(dense[i]), 1e-12), 9);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_embedding_vocab_sharded(void **state) {
+  (void)state;
+  run_ranks(2, rank_embedding);
+}
+static void test_cross_entropy_class_sharded(void **state) {
+  (void)state;
+  run_ranks(2, rank_cross_entropy);
+}
+static void test_dropout_shard_is_mask_slice(void **state) {
+  (void)state;
+  run_ranks(2, rank_dropout);
+}
+static void test_heads_sharded_rotary_attention(void **state) {
+  (void)state;
+  run_ranks(2, rank_heads);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_embedding_vocab_sharded),
+      cmocka_unit_test(test_cross_entropy_class_sharded),
+      cmocka_unit_test(test_dropout_shard_is_mask_slice),
+      cmocka_unit_test(test_heads_sharded_rotary_attention),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
