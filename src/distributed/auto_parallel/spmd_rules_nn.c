@@ -2,11 +2,11 @@
  * Partial output, as Paddle's c_embedding), softmax cross entropy (a
  * class-sharded input, as ParallelCrossEntropy), dropout (a shard draws its
  * part of the global mask), scaled_dot_product_attention (batch and heads
- * sharded), slice_grad, index_add and mse_loss, with their grad ops. The
- * ops whose local computation differs from the op on the shards name a
- * local step (spmd_local.c). Merging is spmd_rules.c's: per dim the first
- * mapped operand wins, a mesh axis claimed twice keeps its first dim, dims
- * of size 1 are never sharded. */
+ * sharded), slice_grad, index_add and the elementwise losses, with their
+ * grad ops. The ops whose local computation differs from the op on the
+ * shards name a local step (spmd_local.c). Merging is spmd_rules.c's: per
+ * dim the first mapped operand wins, a mesh axis claimed twice keeps its
+ * first dim, dims of size 1 are never sharded. */
 #include "ap_internal.h"
 #include "paddlec/loss.h"
 
@@ -211,30 +211,38 @@ static pd_status rule_index_add(pd_spmd_args *s) {
 
 /* ---- elementwise losses --------------------------------------------------- */
 
-/* mse_loss(input, label; i0 reduction), broadcasting: the dims of the
- * broadcast shape take the first input's mapping that is not broadcast.
- * 'none' keeps it; 'sum' leaves the scalar Partial(sum) on the mesh axes
- * used; 'mean' Partial(avg) where the dim splits evenly (each shard's mean
- * then weighs the same), else the dim is gathered. */
-static pd_status rule_mse_loss(pd_spmd_args *s) {
-  const pd_meta *x = &s->in_meta[0], *y = &s->in_meta[1];
-  int on = x->ndim > y->ndim ? x->ndim : y->ndim;
+/* The elementwise losses (mse_loss, l1_loss, smooth_l1_loss,
+ * binary_cross_entropy(_with_logits), margin_ranking_loss; i0 reduction),
+ * broadcasting: the dims of the broadcast shape take the first input's
+ * mapping that is not broadcast. 'none' keeps it; 'sum' leaves the scalar
+ * Partial(sum) on the mesh axes used; 'mean' Partial(avg) where the dim
+ * splits evenly (each shard's mean then weighs the same), else the dim is
+ * gathered. */
+static pd_status rule_ew_loss(pd_spmd_args *s) {
+  int on = 0;
+  for (int i = 0; i < s->n_in; i++)
+    if (s->in_meta[i].ndim > on) on = s->in_meta[i].ndim;
+  if (on > PD_MAX_DIMS) return pd_ap_rule_replicated(s);
   int64_t shape[PD_MAX_DIMS];
   int8_t map[PD_MAX_DIMS];
   for (int od = 0; od < on; od++) {
-    int dx = od - (on - x->ndim), dy = od - (on - y->ndim);
-    int64_t sx = dx >= 0 ? x->shape[dx] : 1, sy = dy >= 0 ? y->shape[dy] : 1;
-    shape[od] = sx > sy ? sx : sy;
+    shape[od] = 1;
+    for (int i = 0; i < s->n_in; i++) {
+      int d = od - (on - s->in_meta[i].ndim);
+      if (d >= 0 && s->in_meta[i].shape[d] > shape[od]) shape[od] = s->in_meta[i].shape[d];
+    }
     map[od] = -1;
-    if (dx >= 0 && sx == shape[od]) map[od] = mapped(s, 0, dx);
-    if (map[od] < 0 && dy >= 0 && sy == shape[od]) map[od] = mapped(s, 1, dy);
+    for (int i = 0; i < s->n_in && map[od] < 0; i++) {
+      int d = od - (on - s->in_meta[i].ndim);
+      if (d >= 0 && s->in_meta[i].shape[d] == shape[od]) map[od] = mapped(s, i, d);
+    }
   }
   int64_t red = s->attrs->i[0];
   if (red == PD_REDUCTION_MEAN)
     for (int od = 0; od < on; od++)
       if (map[od] >= 0 && shape[od] % s->mesh_shape[map[od]] != 0) map[od] = -1;
   pd_spmd_dedupe(on, map);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < s->n_in; i++) {
     const pd_meta *m = &s->in_meta[i];
     pd_spmd_clear(&s->in_want[i]);
     for (int d = 0; d < m->ndim; d++) {
@@ -271,7 +279,12 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
     case PD_OP_index_add:
       return rule_index_add;
     case PD_OP_mse_loss:
-      return rule_mse_loss;
+    case PD_OP_l1_loss:
+    case PD_OP_smooth_l1_loss:
+    case PD_OP_binary_cross_entropy:
+    case PD_OP_binary_cross_entropy_with_logits:
+    case PD_OP_margin_ranking_loss:
+      return rule_ew_loss;
     default:
       return NULL;
   }
