@@ -21,12 +21,16 @@ static double next_unit(void) {
   return (double)(g_state >> 11) * (1.0 / 9007199254740992.0);
 }
 
+void sample_draw(double *out, int64_t n, double lo, double hi) {
+  for (int64_t i = 0; i < n; i++) out[i] = lo + (hi - lo) * next_unit();
+}
+
 pd_tensor *sample_uniform(int ndim, const int64_t *shape, double lo, double hi) {
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) n *= shape[d];
   double buf[4096];
   if (n > 4096) return NULL;
-  for (int64_t i = 0; i < n; i++) buf[i] = lo + (hi - lo) * next_unit();
+  sample_draw(buf, n, lo, hi);
   return pd_tensor_from_f64(buf, PD_FLOAT64, ndim, shape);
 }
 

@@ -41,6 +41,8 @@ extern const pd_op_sample *const pd_sample_tables[];
 void sample_reseed(uint64_t seed);
 /* Deterministic float64 tensor with values uniform in [lo, hi). */
 pd_tensor *sample_uniform(int ndim, const int64_t *shape, double lo, double hi);
+/* The n numbers sample_uniform would put in a tensor, into out. */
+void sample_draw(double *out, int64_t n, double lo, double hi);
 /* int64 tensor with values in [0, hi). */
 pd_tensor *sample_indices(int ndim, const int64_t *shape, int64_t hi);
 /* Attr helpers */

@@ -60,12 +60,14 @@ static void norm_attrs(pd_attrs *a, double p, int naxis, const int64_t *axes) {
 /* values with |x| in [0.3, 1.5] and mixed signs (away from 0 for the sign) */
 static pd_tensor *signed_away_from_zero(int nd, const int64_t *shape) {
   pd_tensor *m = sample_uniform(nd, shape, 0.3, 1.5);
-  pd_tensor *s = sample_uniform(nd, shape, -1, 1);
-  double *pm = pd_tensor_data(m);
-  const double *ps = pd_tensor_data(s);
-  for (int64_t i = 0; i < pd_tensor_numel(m); i++)
+  double *pm = pd_tensor_data(m), ps[64];
+  int64_t n = pd_tensor_numel(m);
+  if (n > 64) return m;
+  /* the signs drawn as numbers, not a tensor: a released temporary would be
+   * released again by a scope the caller has open */
+  sample_draw(ps, n, -1, 1);
+  for (int64_t i = 0; i < n; i++)
     if (ps[i] < 0) pm[i] = -pm[i];
-  pd_tensor_release(s);
   return m;
 }
 static int s_norm2(pd_tensor **in, pd_attrs *a) {
