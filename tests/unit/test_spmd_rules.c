@@ -67,6 +67,28 @@ static int s_unary_inplace(pd_tensor **in, pd_attrs *a) {
   in[0] = sample_uniform(2, SHAPE(4, 3), 0.5, 2);
   return 1;
 }
+static int s_clip_inplace(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(4, 3), -2, 2);
+  a->f[0] = -0.5;
+  a->f[1] = 0.7;
+  return 1;
+}
+static int s_reshape_inplace(pd_tensor **in, pd_attrs *a) {
+  /* splits a dim: every shard carries over, as inplace needs */
+  in[0] = sample_uniform(2, SHAPE(4, 6), -1, 1);
+  sample_set_list(a, 0, 3, SHAPE(4, 2, 3));
+  return 1;
+}
+static int s_squeeze_inplace(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(3, SHAPE(4, 1, 3), -1, 1);
+  sample_set_list(a, 0, 1, SHAPE(1));
+  return 1;
+}
+static int s_unsqueeze_inplace(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(4, 3), -1, 1);
+  sample_set_list(a, 0, 1, SHAPE(1));
+  return 1;
+}
 /* param, grad, learning rate, n_acc accumulators like param, n_pow powers */
 static int optim_inputs(pd_tensor **in, pd_attrs *a, int n_acc, int n_pow) {
   int n = 0;
@@ -109,6 +131,10 @@ static const pd_op_sample k_extra[] = {
     {"reciprocal_", s_unary_inplace, 0},
     {"tanh_", s_unary_inplace, 0},
     {"floor_", s_unary_inplace, 0},
+    {"clip_", s_clip_inplace, 0},
+    {"reshape_", s_reshape_inplace, 0},
+    {"squeeze_", s_squeeze_inplace, 0},
+    {"unsqueeze_", s_unsqueeze_inplace, 0},
     {"ceil_", s_unary_inplace, 0},
     {"relu_", s_unary_inplace, 0},
     {"sgd_", s_sgd, 0},

@@ -165,8 +165,9 @@ static pd_status rule_reduce(pd_spmd_args *s) {
 /* The reshape family (reshape, flatten, squeeze, unsqueeze), from the two
  * global shapes: the dims split into groups of equal products; a shard on
  * the first dim of a group carries over to the first dim of its image when
- * both divide evenly by the axis size, any other shard is gathered. Partial
- * is kept (the op is linear). */
+ * both divide evenly by the axis size or the two are the same size (dims
+ * of size 1 skipped), any other shard is gathered. Partial is kept (the op
+ * is linear). */
 static pd_status rule_reshape(pd_spmd_args *s) {
   const pd_meta *x = &s->in_meta[0], *o = &s->out_meta[0];
   int ni = x->ndim, no = o->ndim, i = 0, j = 0;
@@ -182,12 +183,20 @@ static pd_status rule_reshape(pd_spmd_args *s) {
       else
         pj *= o->shape[j++];
     }
+    /* size-1 dims leave the order of the elements as it is: the group's
+     * first dims are its first ones of another size */
+    int fi = gi, fo = gj;
+    while (fi + 1 < i && x->shape[fi] == 1) fi++;
+    while (fo + 1 < j && o->shape[fo] == 1) fo++;
     for (int d = gi; d < i; d++) {
       int m = w.dims_mapping[d];
       if (m < 0) continue;
       int64_t n = s->mesh_shape[m];
-      if (d == gi && gj < no && x->shape[d] % n == 0 && o->shape[gj] % n == 0 && x->shape[d] > 1)
-        out.dims_mapping[gj] = (int8_t)m;
+      /* a dim that only gains or loses size-1 neighbours keeps any shard,
+       * even an uneven one */
+      bool kept = fo < no && x->shape[d] == o->shape[fo];
+      if (d == fi && fo < no && x->shape[d] > 1 && (kept || (x->shape[d] % n == 0 && o->shape[fo] % n == 0)))
+        out.dims_mapping[fo] = (int8_t)m;
       else
         w.dims_mapping[d] = -1;
     }
@@ -566,6 +575,8 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
   switch (id) {
     case PD_OP_matmul:
     case PD_OP_bmm:
+    case PD_OP_mm:
+    case PD_OP_mv:
       return rule_matmul;
     case PD_OP_transpose:
       return rule_transpose;
@@ -573,11 +584,19 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_flatten:
     case PD_OP_squeeze:
     case PD_OP_unsqueeze:
+    case PD_OP_reshape_:
+    case PD_OP_squeeze_:
+    case PD_OP_unsqueeze_:
       return rule_reshape;
     case PD_OP_where:
     case PD_OP_add_: /* x's mapping first, so x (written in place) keeps it */
       return rule_broadcast;
     case PD_OP_cast:
+    case PD_OP_assign:
+    case PD_OP_isnan:
+    case PD_OP_isinf:
+    case PD_OP_isfinite:
+    case PD_OP_logical_not:
       return rule_unary;
     case PD_OP_softmax:
     case PD_OP_log_softmax:
@@ -589,6 +608,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_stack:
       return rule_concat_stack;
     case PD_OP_clip:
+    case PD_OP_clip_:
       return rule_unary;
     case PD_OP_expand:
     case PD_OP_broadcast_to:
@@ -605,6 +625,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_tile:
       return rule_tile;
     case PD_OP_split:
+    case PD_OP_chunk:
     case PD_OP_unbind:
       return rule_split;
     case PD_OP_slice:

@@ -260,6 +260,83 @@ static pd_status rule_ew_loss(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* ---- ops along axes, t, squared_l2_norm ---------------------------------- */
+
+/* Ops that mix the elements along some axes (flip, roll, topk, argsort,
+ * glu): those axes are gathered, the others keep their shards in x and in
+ * every output of x's rank. roll without axes rolls the flattened tensor:
+ * everything is gathered. */
+static pd_status rule_along_axes(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  const pd_attrs *a = s->attrs;
+  bool whole[PD_MAX_DIMS] = {0};
+  const pd_op_def *def = s->def;
+  if (def == &pd_opdef_flip || def == &pd_opdef_roll) {
+    int slot = def == &pd_opdef_roll ? 1 : 0;
+    for (int k = 0; k < a->nv[slot]; k++) {
+      int ax = norm_axis(a->v[slot][k], nd);
+      if (ax >= 0 && ax < nd) whole[ax] = true;
+    }
+    if (def == &pd_opdef_roll && a->nv[1] == 0)
+      for (int d = 0; d < nd; d++) whole[d] = true;
+  } else {
+    int ax = norm_axis(def == &pd_opdef_topk ? a->i[1] : a->i[0], nd);
+    if (ax >= 0 && ax < nd) whole[ax] = true;
+  }
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd && d < PD_MAX_DIMS; d++) map[d] = whole[d] ? -1 : mapped(s, 0, d);
+  want(s, 0, map, nd);
+  for (int k = 0; k < s->n_out; k++) {
+    pd_spmd_clear(&s->out[k]);
+    if (s->out_meta[k].ndim == nd) place_out(s, k, map, nd);
+  }
+  return PD_OK;
+}
+
+/* take_along(x, index; i0 axis) and scatter_along(values, index; i0 axis,
+ * v0 the output's shape; topk's backward): the axis is gathered; another
+ * dim keeps its shard where both inputs and the output have it at one
+ * size (the dispatcher gives scatter_along its local output shape). */
+static pd_status rule_along_index(pd_spmd_args *s) {
+  const pd_meta *o = &s->out_meta[0];
+  int nd = o->ndim, ax = norm_axis(s->attrs->i[0], nd);
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd && d < PD_MAX_DIMS; d++) {
+    bool same = s->in_meta[0].ndim == nd && s->in_meta[1].ndim == nd &&
+                s->in_meta[0].shape[d] == o->shape[d] && s->in_meta[1].shape[d] == o->shape[d];
+    map[d] = d == ax || !same ? -1 : pick(mapped(s, 0, d), mapped(s, 1, d));
+  }
+  want(s, 0, map, nd);
+  want(s, 1, map, nd);
+  place_out(s, 0, map, nd);
+  return PD_OK;
+}
+
+/* t: a 2-D x's dims swap their shards; 0-D and 1-D are the identity. */
+static pd_status rule_t(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  int8_t map[2] = {mapped(s, 0, 0), mapped(s, 0, 1)};
+  want(s, 0, map, nd);
+  if (nd == 2)
+    place_out(s, 0, (const int8_t[]){map[1], map[0]}, 2);
+  else
+    place_out(s, 0, map, nd);
+  return PD_OK;
+}
+
+/* squared_l2_norm (the gradient clippings' sum of squares, 0-D): each
+ * shard's sum is Partial(sum) on the mesh axes that shard x. */
+static pd_status rule_sqnorm(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd && d < PD_MAX_DIMS; d++) map[d] = mapped(s, 0, d);
+  want(s, 0, map, nd);
+  pd_spmd_clear(&s->out[0]);
+  for (int d = 0; d < nd && d < PD_MAX_DIMS; d++)
+    if (map[d] >= 0) s->out[0].partial[map[d]] = PD_REDUCE_SUM;
+  return PD_OK;
+}
+
 pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
   switch (id) {
     case PD_OP_embedding:
@@ -285,6 +362,19 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
     case PD_OP_binary_cross_entropy_with_logits:
     case PD_OP_margin_ranking_loss:
       return rule_ew_loss;
+    case PD_OP_flip:
+    case PD_OP_roll:
+    case PD_OP_topk:
+    case PD_OP_argsort:
+    case PD_OP_glu:
+      return rule_along_axes;
+    case PD_OP_take_along:
+    case PD_OP_scatter_along:
+      return rule_along_index;
+    case PD_OP_t:
+      return rule_t;
+    case PD_OP_squared_l2_norm:
+      return rule_sqnorm;
     default:
       return NULL;
   }
