@@ -8,7 +8,8 @@
  * Under a program guard it is a Variable of type LOD_TENSOR_ARRAY whose
  * dtype and shape are its elements' (dims the writes disagree on are -1),
  * and the functions record ops; inside a while_loop body or a While block
- * an array is a loop variable like any other. */
+ * an array is a loop variable like any other. Gradients flow through the
+ * recorded ops too (append_backward, gradients). */
 #ifndef PADDLEC_TENSOR_ARRAY_H
 #define PADDLEC_TENSOR_ARRAY_H
 

@@ -61,6 +61,7 @@ static pd_variable *new_grad_var(bw *w, const pd_variable *of, const char *suffi
   pd_variable *v = pd_ir_add_var(w->b, name, of->dtype, of->ndim, of->shape, NULL);
   if (v) {
     v->stop_gradient = false;
+    v->is_array = of->is_array; /* an array's gradient is an array of its elements' */
     v->scratch = -1;
   }
   return v;
@@ -104,7 +105,8 @@ static pd_status finalize(bw *w, const pd_variable *v, pd_variable **out) {
       pd_variable *sum = new_grad_var(w, v, k + 1 < s->n ? "@GRAD@SUM" : "@GRAD");
       if (!sum) return pd_last_status();
       const char *ins[2] = {acc->name, s->contrib[k]->name}, *outs[1] = {sum->name};
-      pd_operator *op = pd_ir_append_op(w->b, "add", ins, 2, outs, 1, NULL);
+      pd_operator *op =
+          pd_ir_append_op(w->b, v->is_array ? PD_STATIC_ARRAY_ADD : "add", ins, 2, outs, 1, NULL);
       if (!op) return pd_last_status();
       op->role = PD_OP_ROLE_BACKWARD;
       acc = sum;
@@ -149,7 +151,7 @@ static pd_status seed(bw *w, pd_variable *t, pd_variable *given) {
 /* The grad op of forward op `op`, when a gradient reaches one of its
  * outputs and one of its inputs needs one. */
 static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no_grad, int n_no_grad) {
-  bool ctrl = op->op_id < 0; /* while: its grad op is while_grad (control_flow.c) */
+  bool ctrl = op->op_id < 0; /* control flow and arrays: their grad ops are control_run.c's */
   const pd_op_def *def = ctrl ? NULL : pd_op_table[op->op_id];
   int fi = op->n_in, fo = op->n_out;
   if (fi > PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS)

@@ -15,18 +15,29 @@
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
+#include "paddlec/math.h"
 
-bool pd_static_is_control_type(const char *type) {
-  static const char *const types[] = {
-      PD_STATIC_WHILE,           PD_STATIC_WHILE_GRAD,  PD_STATIC_COND,       PD_STATIC_COND_GRAD,
-      PD_STATIC_CREATE_ARRAY,    PD_STATIC_WRITE_ARRAY, PD_STATIC_READ_ARRAY, PD_STATIC_ARRAY_LENGTH,
-      PD_STATIC_ARRAY_TO_TENSOR, PD_STATIC_ASSIGN_ARRAY};
-  for (size_t i = 0; type && i < sizeof types / sizeof *types; i++)
-    if (strcmp(type, types[i]) == 0) return true;
-  return false;
+static const char *const control_types[] = {
+    PD_STATIC_WHILE,           PD_STATIC_COND,         PD_STATIC_CREATE_ARRAY,
+    PD_STATIC_WRITE_ARRAY,     PD_STATIC_READ_ARRAY,   PD_STATIC_ARRAY_LENGTH,
+    PD_STATIC_ARRAY_TO_TENSOR, PD_STATIC_ASSIGN_ARRAY, PD_STATIC_ARRAY_ADD};
+
+/* The forward type a control type names: itself, or without "_grad"
+ * (grad set); NULL when it is none. */
+static const char *forward_type(const char *type, bool *grad) {
+  size_t n = type ? strlen(type) : 0;
+  *grad = n > 5 && strcmp(type + n - 5, "_grad") == 0;
+  size_t base = *grad ? n - 5 : n;
+  for (size_t i = 0; i < sizeof control_types / sizeof *control_types; i++)
+    if (strlen(control_types[i]) == base && strncmp(type, control_types[i], base) == 0)
+      return control_types[i];
+  return NULL;
 }
 
-static bool is_type(const pd_operator *op, const char *type) { return strcmp(op->type, type) == 0; }
+bool pd_static_is_control_type(const char *type) {
+  bool grad;
+  return forward_type(type, &grad) != NULL;
+}
 
 /* ---- running a sub-block ------------------------------------------------------- */
 typedef struct block_run {
@@ -227,13 +238,100 @@ static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tenso
 typedef pd_status (*rerun_fn)(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
                               pd_tensor **res);
 
-/* The grad op of a control op: inputs [forward inputs (fi), forward
- * outputs (fo), output gradients (fo)], outputs one gradient per forward
- * input. Reruns the forward (fn) on detached copies of the inputs with the
- * tape on and differentiates it. Tensor array inputs and outputs take no
- * part (their gradients are not available). */
-static pd_status rerun_grad(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                            const bool *want, pd_tensor **out, rerun_fn fn) {
+static pd_status rerun_array(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                             pd_tensor **res) {
+  (void)p;
+  if (op->n_out > 2) return pd_set_error(PD_ERR_INVALID, "%s: %d outputs", op->type, op->n_out);
+  return pd_static_run_array_op(op, in, res);
+}
+
+/* What a grad op differentiates for: the tensors it made leaves of (an
+ * input, or an element of an input array), and the gradient of each. */
+typedef struct grad_inputs {
+  pd_tensor *xs[PD_MAX_OUTPUTS];
+  int of[PD_MAX_OUTPUTS], elem[PD_MAX_OUTPUTS]; /* input slot, element (-1: the input itself) */
+  pd_tensor *gx[PD_MAX_OUTPUTS], *direct[PD_MAX_OUTPUTS];
+  int n;
+} grad_inputs;
+
+/* The leaf standing for input j: a detached copy that requires grad (an
+ * array: a new array of such copies of its floating elements). */
+static pd_tensor *make_leaf(pd_tensor *t, int j, bool want, grad_inputs *g) {
+  bool arr = pd_array_is_value(t);
+  if (!want || !pd_dtype_is_floating(t->dtype)) return pd_tensor_retain(t);
+  int n = arr ? pd_array_value_len(t) : 1;
+  pd_tensor *items[PD_MAX_OUTPUTS] = {0};
+  if (n > PD_MAX_OUTPUTS - g->n) {
+    pd_set_error(PD_ERR_INVALID, "gradient: more than %d elements to differentiate for", PD_MAX_OUTPUTS);
+    return NULL;
+  }
+  for (int k = 0; k < n; k++) {
+    pd_tensor *e = arr ? pd_array_value_item(t, k) : t;
+    if (!e) continue;
+    if (!(items[k] = pd_detach(e))) {
+      for (int q = 0; q < k; q++) pd_tensor_release(items[q]);
+      return NULL;
+    }
+    pd_tensor_set_stop_gradient(items[k], false);
+    g->xs[g->n] = items[k];
+    g->of[g->n] = j;
+    g->elem[g->n++] = arr ? k : -1;
+  }
+  if (!arr) return items[0];
+  pd_tensor *r = pd_array_value_new(t->dtype, items, n);
+  for (int k = 0; k < n; k++) pd_tensor_release(items[k]); /* the array and xs hold them */
+  return r;
+}
+
+/* The gradient of input j: dense, or an array (holes where none flows). */
+static pd_tensor *input_grad(const pd_tensor *t, int j, grad_inputs *g) {
+  bool arr = pd_array_is_value(t);
+  int n = arr ? pd_array_value_len(t) : 1;
+  pd_tensor *items[PD_MAX_OUTPUTS] = {0};
+  pd_status st = PD_OK;
+  for (int x = 0; x < g->n && st == PD_OK; x++) {
+    if (g->of[x] != j) continue;
+    int k = arr ? g->elem[x] : 0;
+    pd_tensor *a = g->gx[x], *d = g->direct[x];
+    items[k] = a && d ? pd_add(a, d) : a ? pd_detach(a) : d ? pd_tensor_retain(d) : NULL;
+    if ((a || d) && !items[k]) st = pd_last_status();
+  }
+  pd_tensor *r = NULL;
+  if (st == PD_OK)
+    r = arr        ? pd_array_value_new(t->dtype, items, n)
+        : items[0] ? pd_tensor_retain(items[0])
+                   : pd_zeros(t->ndim, t->shape, t->dtype);
+  for (int k = 0; k < n && k < PD_MAX_OUTPUTS; k++) pd_tensor_release(items[k]);
+  return r;
+}
+
+/* Adds the pair (y, gy) to differentiate: gy straight into the input when y
+ * is one of the leaves (an element an array op passed through). */
+static pd_status add_target(grad_inputs *g, pd_tensor *y, pd_tensor *gy, pd_tensor **ys, pd_tensor **gys,
+                            int *ny) {
+  if (!y || !gy || y->stop_gradient || !pd_dtype_is_floating(y->dtype)) return PD_OK;
+  for (int x = 0; x < g->n; x++)
+    if (g->xs[x] == y) {
+      pd_tensor *d = g->direct[x] ? pd_add(g->direct[x], gy) : pd_tensor_retain(gy);
+      if (!d) return pd_last_status();
+      pd_tensor_release(g->direct[x]);
+      g->direct[x] = d;
+      return PD_OK;
+    }
+  if (*ny >= PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "gradient: more than %d outputs to differentiate", PD_MAX_OUTPUTS);
+  ys[*ny] = y;
+  gys[(*ny)++] = gy;
+  return PD_OK;
+}
+
+/* The grad op of a control or array op: inputs [forward inputs (fi),
+ * forward outputs (fo), output gradients (fo)], outputs one gradient per
+ * forward input. Reruns the forward (fn) on detached copies of the inputs
+ * with the tape on and differentiates it; an array's gradient is an array
+ * of its elements' gradients. */
+static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const char *fwd_type,
+                            pd_tensor *const *in, const bool *want, pd_tensor **out, rerun_fn fn) {
   int fi = op->fwd_n_in, fo = op->fwd_n_out;
   if (fi < 1 || fo < 1 || fi > 2 * PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS || op->n_in != fi + 2 * fo ||
       op->n_out != fi)
@@ -241,57 +339,45 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, pd_tenso
                         op->n_in, op->n_out, fi, fo);
   for (int j = 0; j < fi + fo; j++)
     if (!in[j]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[j]);
-  pd_tensor *leaf[2 * PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *gout[PD_MAX_OUTPUTS] = {0};
-  pd_tensor *ys[PD_MAX_OUTPUTS], *gys[PD_MAX_OUTPUTS], *xs[2 * PD_MAX_OUTPUTS], *gx[2 * PD_MAX_OUTPUTS] = {0};
-  int xi[2 * PD_MAX_OUTPUTS], nx = 0, ny = 0;
+  pd_tensor *leaf[2 * PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *zeros[PD_MAX_OUTPUTS] = {0};
+  pd_tensor *ys[PD_MAX_OUTPUTS], *gys[PD_MAX_OUTPUTS];
+  grad_inputs g = {.n = 0};
+  int ny = 0;
   pd_status st = PD_OK;
-  for (int j = 0; j < fi && st == PD_OK; j++) {
-    bool diff = want[j] && pd_dtype_is_floating(in[j]->dtype) && !pd_array_is_value(in[j]);
-    if (!(leaf[j] = diff ? pd_detach(in[j]) : pd_tensor_retain(in[j]))) {
-      st = pd_last_status();
-      break;
-    }
-    if (diff) {
-      pd_tensor_set_stop_gradient(leaf[j], false);
-      xi[nx] = j;
-      xs[nx++] = leaf[j];
-    }
-  }
-  bool prev = pd_set_grad_enabled(true);
+  for (int j = 0; j < fi && st == PD_OK; j++)
+    if (!(leaf[j] = make_leaf(in[j], j, want[j], &g))) st = pd_last_status();
   pd_operator fwd = *op; /* the forward op, as its grad op names it */
-  fwd.type = (char *)(strcmp(op->type, PD_STATIC_WHILE_GRAD) == 0 ? PD_STATIC_WHILE : PD_STATIC_COND);
+  fwd.type = (char *)fwd_type;
   fwd.n_in = fi;
   fwd.n_out = fo;
   fwd.outputs = op->inputs + fi;
-  if (st == PD_OK && nx > 0) st = fn(p, &fwd, leaf, res);
-  for (int i = 0; i < fo && st == PD_OK && nx > 0; i++) {
-    if (res[i]->stop_gradient || !pd_dtype_is_floating(res[i]->dtype) || pd_array_is_value(res[i])) continue;
-    pd_tensor *g = in[fi + fo + i];
-    gout[i] = g ? pd_tensor_retain(g) : pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype);
-    if (!gout[i]) st = pd_last_status();
-    ys[ny] = res[i];
-    gys[ny++] = gout[i];
+  bool prev = pd_set_grad_enabled(true);
+  if (st == PD_OK && g.n > 0) st = fn(p, &fwd, leaf, res);
+  for (int i = 0; i < fo && st == PD_OK && g.n > 0; i++) {
+    pd_tensor *gy = in[fi + fo + i];
+    if (pd_array_is_value(res[i])) { /* its gradient: an array too (absent: none flows) */
+      for (int k = 0; gy && k < pd_array_value_len(res[i]) && st == PD_OK; k++)
+        st = add_target(&g, pd_array_value_item(res[i], k), pd_array_value_item(gy, k), ys, gys, &ny);
+      continue;
+    }
+    if (!gy && pd_dtype_is_floating(res[i]->dtype) && !res[i]->stop_gradient &&
+        !(gy = zeros[i] = pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype)))
+      st = pd_last_status();
+    if (st == PD_OK) st = add_target(&g, res[i], gy, ys, gys, &ny);
   }
   if (st == PD_OK && ny > 0) {
     pd_grad_opts o = {.allow_unused = true};
-    st = pd_grad(ys, ny, xs, nx, gys, &o, gx);
+    st = pd_grad(ys, ny, g.xs, g.n, gys, &o, g.gx);
   }
   pd_set_grad_enabled(prev);
-  for (int k = 0; k < nx && st == PD_OK; k++) {
-    int j = xi[k];
-    out[j] = gx[k] ? pd_detach(gx[k]) : pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype);
-    if (!out[j]) st = pd_last_status();
-  }
   for (int j = 0; j < fi && st == PD_OK; j++)
-    if (want[j] && !out[j] && !(out[j] = pd_zeros(in[j]->ndim, in[j]->shape, in[j]->dtype)))
-      st = pd_last_status();
-  for (int k = 0; k < 2 * PD_MAX_OUTPUTS; k++) {
-    pd_tensor_release(leaf[k]);
-    pd_tensor_release(gx[k]);
-  }
+    if (want[j] && !(out[j] = input_grad(in[j], j, &g))) st = pd_last_status();
+  for (int k = 0; k < 2 * PD_MAX_OUTPUTS; k++) pd_tensor_release(leaf[k]);
   for (int k = 0; k < PD_MAX_OUTPUTS; k++) {
     pd_tensor_release(res[k]);
-    pd_tensor_release(gout[k]);
+    pd_tensor_release(zeros[k]);
+    pd_tensor_release(g.gx[k]);
+    pd_tensor_release(g.direct[k]);
   }
   if (st != PD_OK)
     for (int j = 0; j < fi; j++) {
@@ -303,16 +389,8 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, pd_tenso
 
 pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
                                            const char *const *outs) {
-  const char *type = is_type(op, PD_STATIC_WHILE)  ? PD_STATIC_WHILE_GRAD
-                     : is_type(op, PD_STATIC_COND) ? PD_STATIC_COND_GRAD
-                                                   : NULL;
-  if (!type) {
-    pd_set_error(PD_ERR_UNIMPLEMENTED,
-                 "append_backward: the gradient through %s ('%s') is not available; differentiate inside a "
-                 "while_loop body, or concatenate the elements with an op",
-                 op->type, op->n_out ? op->outputs[0] : "");
-    return NULL;
-  }
+  char type[96];
+  snprintf(type, sizeof type, "%s_grad", op->type);
   pd_operator *g = pd_ir_append_op(b, type, ins, op->n_in + 2 * op->n_out, outs, op->n_in, &op->attrs);
   if (!g) return NULL;
   g->fwd_n_in = op->n_in;
@@ -324,15 +402,15 @@ pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator
 /* ---- the entry point --------------------------------------------------------------- */
 pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
                                 const bool *want, pd_tensor **out) {
-  if (is_type(op, PD_STATIC_WHILE_GRAD)) return rerun_grad(p, op, in, want, out, rerun_while);
-  if (is_type(op, PD_STATIC_COND_GRAD)) return rerun_grad(p, op, in, want, out, run_branch);
-  bool loop = is_type(op, PD_STATIC_WHILE);
-  if (!loop && !is_type(op, PD_STATIC_COND)) {
-    if (!pd_static_is_control_type(op->type))
-      return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
+  bool grad;
+  const char *fwd = forward_type(op->type, &grad);
+  if (!fwd) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
+  bool loop = strcmp(fwd, PD_STATIC_WHILE) == 0, branch = strcmp(fwd, PD_STATIC_COND) == 0;
+  if (grad)
+    return rerun_grad(p, op, fwd, in, want, out, loop ? rerun_while : branch ? run_branch : rerun_array);
+  if (!loop && !branch) {
     pd_tensor *res[2] = {0};
-    pd_status st = op->n_out <= 2 ? pd_static_run_array_op(op, in, res)
-                                  : pd_set_error(PD_ERR_INVALID, "%s: %d outputs", op->type, op->n_out);
+    pd_status st = rerun_array(p, op, in, res);
     for (int k = 0; k < op->n_out && k < 2; k++) {
       if (st == PD_OK && want[k])
         out[k] = res[k];

@@ -420,7 +420,8 @@ static pd_status read_control_op(reader *r, const cJSON *o, pd_static_block *b, 
   pd_status st = dtype_member(r, ca, &attrs.dtype);
   if (st != PD_OK) return st;
   int64_t fi = 0, fo = 0;
-  bool grad = strcmp(type, PD_STATIC_WHILE_GRAD) == 0 || strcmp(type, PD_STATIC_COND_GRAD) == 0;
+  size_t tn = strlen(type);
+  bool grad = tn > 5 && strcmp(type + tn - 5, "_grad") == 0; /* while_grad, write_to_array_grad, ... */
   if (grad && ((st = int_member(r, o, "fwd_n_in", 1, PD_MAX_OUTPUTS, &fi)) != PD_OK ||
                (st = int_member(r, o, "fwd_n_out", 1, PD_MAX_OUTPUTS, &fo)) != PD_OK))
     return st;

@@ -46,6 +46,7 @@ enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2,
 #define PD_STATIC_ARRAY_LENGTH "lod_array_length"          /* (array) -> int64 [] */
 #define PD_STATIC_ARRAY_TO_TENSOR "tensor_array_to_tensor" /* (array) -> (out, out_index) */
 #define PD_STATIC_ASSIGN_ARRAY "assign_array"              /* (array) -> the same array */
+#define PD_STATIC_ARRAY_ADD "array_add" /* (a, b) -> the sums of their elements (gradients) */
 
 /* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
 #define PD_STATIC_EMPTY_VAR "@EMPTY@"
@@ -230,15 +231,16 @@ size_t pd_executor_arena_bytes(const pd_executor *e);
 const pd_program *pd_executor_lowered_program(const pd_executor *e);
 
 /* ---- control flow (control_flow.c) ------------------------------------------ */
-/* Whether type names a control-flow or tensor array op (see above). */
+/* Whether type names a control-flow or tensor array op (see above), or
+ * the grad op of one ("<type>_grad"). */
 bool pd_static_is_control_type(const char *type);
 /* Runs control-flow op op of p: in holds its inputs (NULL for an absent
  * slot), out gets one new reference per output k with want[k] set. */
 pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
                                 const bool *want, pd_tensor **out);
-/* Appends to b the grad op of control-flow op op: ins and outs laid out as
- * for a registry grad op (see pd_operator). NULL without an error: op has
- * no gradient (the tensor array ops). */
+/* Appends to b the grad op ("<type>_grad") of control-flow or tensor
+ * array op op: ins and outs laid out as for a registry grad op (see
+ * pd_operator); it reruns op on the tape and differentiates it. */
 pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
                                            const char *const *outs);
 /* ---- tensor arrays (tensor_array.c) ------------------------------------------
@@ -246,6 +248,9 @@ pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator
  * storage holds the list of its elements; no kernel reads it. Values the
  * executor passes around are never changed: a write makes a new one. */
 bool pd_array_is_value(const pd_tensor *t);
+/* A new array value of dtype dt holding items[0..n) (retained; items NULL
+ * or a NULL entry: a slot never written). */
+pd_tensor *pd_array_value_new(pd_dtype dt, pd_tensor *const *items, int n);
 int pd_array_value_len(const pd_tensor *t);
 /* Element i (borrowed), NULL for a slot never written. */
 pd_tensor *pd_array_value_item(const pd_tensor *t, int i);

@@ -58,9 +58,8 @@ static bool list_reserve(array_list *l, int n) {
   return true;
 }
 
-/* A new array value of dtype dt holding items[0..n) (retained; NULL
- * entries are holes); not tracked by any scope. */
-static pd_tensor *value_new(pd_dtype dt, pd_tensor *const *items, int n) {
+/* Not tracked by any scope. */
+pd_tensor *pd_array_value_new(pd_dtype dt, pd_tensor *const *items, int n) {
   array_list *l = calloc(1, sizeof *l);
   if (!l || !list_reserve(l, n)) {
     free(l);
@@ -160,6 +159,28 @@ static pd_status to_tensor(const pd_tensor *a, int64_t axis, bool use_stack, pd_
 }
 
 /* ---- the ops the executor runs ----------------------------------------------- */
+/* array_add: element k of the result is a_k + b_k, or the one present. */
+static pd_status add_arrays(const pd_tensor *a, const pd_tensor *b, pd_tensor **out) {
+  const char *fn = PD_STATIC_ARRAY_ADD;
+  if (need_value(a, fn) != PD_OK || need_value(b, fn) != PD_OK) return pd_last_status();
+  const array_list *la = list_of(a), *lb = list_of(b);
+  int n = la->n > lb->n ? la->n : lb->n;
+  pd_tensor *r = pd_array_value_new(a->dtype, NULL, n);
+  if (!r) return pd_last_status();
+  array_list *l = list_of(r);
+  for (int k = 0; k < n; k++) {
+    pd_tensor *x = k < la->n ? la->items[k] : NULL, *y = k < lb->n ? lb->items[k] : NULL;
+    l->items[k] = x && y ? pd_add(x, y) : pd_tensor_retain(x ? x : y);
+    if (x && y && !l->items[k]) {
+      pd_tensor_release(r);
+      pd_error_prefix("%s: element %d", fn, k);
+      return pd_last_status();
+    }
+  }
+  *out = r;
+  return PD_OK;
+}
+
 pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd_tensor **out) {
   const char *t = op->type;
   for (int i = 0; i < op->n_in; i++)
@@ -175,12 +196,14 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
     want_in = 1;
   else if (strcmp(t, PD_STATIC_ARRAY_TO_TENSOR) == 0)
     want_in = 1, want_out = 2;
+  else if (strcmp(t, PD_STATIC_ARRAY_ADD) == 0)
+    want_in = 2;
   if (want_in < 0) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no tensor array op", t);
   if (op->n_in != want_in || op->n_out != want_out)
     return pd_set_error(PD_ERR_INVALID, "%s: %d inputs and %d outputs, expected %d and %d", t, op->n_in,
                         op->n_out, want_in, want_out);
   if (want_in == 0) {
-    out[0] = value_new(op->attrs.dtype < PD_NUM_DTYPES ? op->attrs.dtype : PD_FLOAT32, NULL, 0);
+    out[0] = pd_array_value_new(op->attrs.dtype < PD_NUM_DTYPES ? op->attrs.dtype : PD_FLOAT32, NULL, 0);
     return out[0] ? PD_OK : pd_last_status();
   }
   if (strcmp(t, PD_STATIC_WRITE_ARRAY) == 0) { /* (x, i, array): a new list */
@@ -190,7 +213,7 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
     if (k > (int64_t)1 << 24)
       return pd_set_error(PD_ERR_INVALID, "%s: index %lld is too large", t, (long long)k);
     array_list *l = list_of(in[2]);
-    pd_tensor *r = value_new(in[2]->dtype, l->items, l->n);
+    pd_tensor *r = pd_array_value_new(in[2]->dtype, l->items, l->n);
     if (!r) return pd_last_status();
     if (list_set(list_of(r), k, in[0]) != PD_OK) {
       pd_tensor_release(r);
@@ -203,6 +226,7 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
     return (out[0] = read_at(in[0], in[1], t)) ? PD_OK : pd_last_status();
   if (strcmp(t, PD_STATIC_ARRAY_LENGTH) == 0)
     return (out[0] = length_of(in[0], t)) ? PD_OK : pd_last_status();
+  if (strcmp(t, PD_STATIC_ARRAY_ADD) == 0) return add_arrays(in[0], in[1], out);
   if (strcmp(t, PD_STATIC_ASSIGN_ARRAY) == 0) { /* values never change: share it */
     if (need_value(in[0], t) != PD_OK) return pd_last_status();
     out[0] = pd_tensor_retain(in[0]);
@@ -350,7 +374,7 @@ pd_tensor *pd_create_array(pd_dtype dtype, pd_tensor *const *initialized_list, i
       return NULL;
     }
   pd_program *p = pd_static_current_main();
-  if (!p) return pd_scope_track(value_new(dtype, initialized_list, n));
+  if (!p) return pd_scope_track(pd_array_value_new(dtype, initialized_list, n));
   pd_variable *v = new_array_var(p, "array", dtype);
   if (!v) return NULL;
   pd_tensor *h = pd_tensor_retain(v->tensor);
@@ -391,7 +415,7 @@ pd_tensor *pd_array_write(pd_tensor *x, pd_tensor *i, pd_tensor *array) {
                  len);
     return NULL;
   }
-  pd_tensor *a = array ? pd_tensor_retain(array) : value_new(x->dtype, NULL, 0);
+  pd_tensor *a = array ? pd_tensor_retain(array) : pd_array_value_new(x->dtype, NULL, 0);
   if (!a || list_set(list_of(a), k, x) != PD_OK) {
     pd_tensor_release(a);
     return NULL;

@@ -271,6 +271,81 @@ static void test_while_block_gradient(void **state) {
   pd_program_release(main);
 }
 
+/* Gradients across recorded array ops: arr = [2x, 3x]; loss = sum(concat
+ * (arr)) + sum(arr[1]) gives dloss/dx = 2 + 3 + 3 = 8 per element. */
+static void test_array_gradient(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(2), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *x2 = pd_scale(x, 2, 0, true), *x3 = pd_scale(x, 3, 0, true);
+  pd_tensor *i0 = pd_full(1, SHAPE(1), 0, PD_INT64), *i1 = pd_full(1, SHAPE(1), 1, PD_INT64);
+  pd_tensor *arr = pd_array_write(x2, i0, NULL), *w = pd_array_write(x3, i1, arr);
+  pd_tensor *cat = pd_tensor_array_to_tensor(arr, 0, false, NULL), *r = pd_array_read(arr, i1);
+  pd_tensor *s1 = pd_sum(cat, NULL, 0, false), *s2 = pd_sum(r, NULL, 0, false), *loss = pd_add(s1, s2);
+  pd_tensor *gx = NULL;
+  assert_int_equal(pd_static_gradients(&loss, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *xv = T(PD_FLOAT64, 1, SHAPE(2), 1, -1);
+  pd_static_feed feed[1] = {{"x", xv}};
+  pd_tensor *fetch[2] = {loss, gx};
+  pd_tensor **o = run(main, false, feed, 1, fetch, 2);
+  assert_true(pd_tensor_item(o[0]) == 0.0);
+  EXPECT_VALUES(o[1], 0, 8, 8);
+  release_all(o, 2);
+  pd_tensor *all[] = {x, x2, x3, i0, i1, arr, w, cat, r, s1, s2, loss, gx, xv};
+  release_all(all, 14);
+  pd_program_release(main);
+}
+
+/* The fluid pattern differentiated: loss = sum(stack([x, 2x, 3x])) written
+ * by the While gives dloss/dx = 6 per element; the same through a
+ * while_loop carrying the array ([0, x, 2x]): 3. */
+static void test_while_array_gradient(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(2), PD_FLOAT64),
+            *n = pd_static_data("n", 1, SHAPE(1), PD_INT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *i = pd_full(1, SHAPE(1), 0, PD_INT64), *arr = pd_create_array(PD_FLOAT64, NULL, 0);
+  pd_tensor *cond = pd_less_than(i, n);
+  assert_int_equal(pd_static_while_begin(cond), PD_OK);
+  {
+    pd_tensor *i1 = pd_increment(i, 1), *fi = pd_cast(i1, PD_FLOAT64), *y = pd_multiply(x, fi);
+    pd_tensor *w = pd_array_write(y, i, arr), *c = pd_less_than(i1, n);
+    assert_int_equal(pd_static_assign_to(i1, i), PD_OK);
+    assert_int_equal(pd_static_assign_to(c, cond), PD_OK);
+    pd_tensor *tmp[] = {i1, fi, y, w, c};
+    release_all(tmp, 5);
+  }
+  assert_int_equal(pd_static_while_end(), PD_OK);
+  pd_tensor *st = pd_tensor_array_to_tensor(arr, 0, true, NULL), *loss = pd_sum(st, NULL, 0, false),
+            *gx = NULL;
+  assert_int_equal(pd_static_gradients(&loss, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  /* the same through while_loop */
+  pd_tensor *i0 = scalar(0, PD_INT64), *a0 = pd_create_array(PD_FLOAT64, NULL, 0), *vars[2] = {i0, a0},
+            *out[2];
+  arr_ctx c = {x};
+  assert_int_equal(pd_static_nn_while_loop(below_3, write_body, &c, vars, 2, out), PD_OK);
+  pd_tensor *cat = pd_tensor_array_to_tensor(out[1], 0, false, NULL), *loss2 = pd_sum(cat, NULL, 0, false);
+  pd_tensor *gx2 = NULL;
+  assert_int_equal(pd_static_gradients(&loss2, 1, &x, 1, NULL, NULL, 0, &gx2), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *xv = T(PD_FLOAT64, 1, SHAPE(2), 1, -2), *nv = scalar(3, PD_INT64);
+  pd_static_feed feed[2] = {{"x", xv}, {"n", nv}};
+  pd_tensor *fetch[4] = {loss, gx, loss2, gx2};
+  pd_tensor **o = run(main, false, feed, 2, fetch, 4);
+  assert_true(pd_tensor_item(o[0]) == -6.0 && pd_tensor_item(o[2]) == -3.0);
+  EXPECT_VALUES(o[1], 0, 6, 6);
+  EXPECT_VALUES(o[3], 0, 3, 3);
+  release_all(o, 4);
+  pd_tensor *all[] = {x, n, i, arr, cond, st, loss, gx, i0, a0, out[0], out[1], cat, loss2, gx2, xv, nv};
+  release_all(all, 17);
+  pd_program_release(main);
+}
+
 /* ---- bad input -------------------------------------------------------------------- */
 static int writes_outer(void *user, pd_tensor **out, int cap) {
   (void)cap;
@@ -312,6 +387,8 @@ int main(void) {
       cmocka_unit_test(test_while_block_fills_array),
       cmocka_unit_test(test_while_loop_carries_array),
       cmocka_unit_test(test_while_block_gradient),
+      cmocka_unit_test(test_array_gradient),
+      cmocka_unit_test(test_while_array_gradient),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
