@@ -10,15 +10,20 @@
  *   while ((n = pd_dist_data_loader_next(dl, batch, 2)) > 0)
  *     pd_dist_model_call(m, batch, n, &loss, 1);
  *
- * A step runs the layer's ops on the DTensor parameters through the
- * dispatcher's DTensor handler (the SPMD rules choose the placements and the
- * reshards); the step is not recorded into a partitioned Program yet. */
+ * A mode's step is a static Program: at the first call in a mode the
+ * layer's forward (and the loss, the backward and the optimizer update) is
+ * recorded with the parameters' placements, the placements of every value
+ * are completed by the SPMD rules, and each rank gets its partitioned
+ * Program (local shapes, collectives where placements change), which the
+ * Executor runs from then on (docs/auto_parallel.md). */
+
 #include "paddlec/auto_parallel.h"
 #include "paddlec/dist_sharding.h"
 #include "paddlec/export.h"
 #include "paddlec/io.h"
 #include "paddlec/nn.h"
 #include "paddlec/optim.h"
+#include "paddlec/static.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +65,14 @@ PD_API pd_dist_model_mode pd_dist_model_get_mode(const pd_dist_model *m);
  * to the innermost scope when one is open. A negative status on error. */
 PD_API int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out,
                               int max_out);
+/* dist_main_program(mode) / serial_main_program(mode): this rank's
+ * partitioned Program of a mode (local shapes, the reshards as c_allreduce,
+ * c_allgather, slice and scale ops), or the serial one before partitioning
+ * (global shapes, grad ops whole); print them with pd_program_to_string.
+ * Borrowed, valid until the model is released or rebuilds the mode. Mode
+ * NONE: the current mode. NULL with an error before the first call in that
+ * mode, which builds it from the batch's shapes and placements. */
+PD_API pd_program *pd_dist_model_main_program(pd_dist_model *m, pd_dist_model_mode mode, bool serial);
 /* The name of predict output i: "out0" for the first. */
 PD_API const char *pd_dist_model_output_name(int i, char *buf, size_t cap);
 

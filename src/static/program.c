@@ -250,6 +250,12 @@ pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v) {
   return nv;
 }
 
+pd_status pd_ir_alias_handle(pd_program *p, const pd_tensor *t, pd_variable *v) {
+  if (!map_put(&p->map, t, v))
+    return pd_set_error(PD_ERR_MEMORY, "Program: out of memory adding a handle of '%s'", v->name);
+  return PD_OK;
+}
+
 pd_tensor *pd_static_block_var(pd_static_block *b, const char *name) {
   if (!b || !name) {
     pd_set_error(PD_ERR_INVALID, "Block.var: %s is NULL", b ? "name" : "block");

@@ -113,6 +113,9 @@ struct pd_program {
 pd_variable *pd_ir_add_var(pd_static_block *b, const char *name, pd_dtype dt, int ndim, const int64_t *shape,
                            pd_tensor *handle);
 pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name);
+/* Makes t a second handle of v: ops recorded on t name v (a distributed
+ * parameter whose Variable has the global shape, t being its local shard). */
+pd_status pd_ir_alias_handle(pd_program *p, const pd_tensor *t, pd_variable *v);
 /* Appends an empty block whose parent is block parent_idx (-1: none). */
 pd_static_block *pd_ir_add_block(pd_program *p, int parent_idx);
 /* Looks the name up in b, then in its ancestors. */

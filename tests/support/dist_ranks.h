@@ -22,4 +22,14 @@ int dist_run_rank_fn(int n, int (*fn)(int rank), double kill_after_s, int *codes
  * status is not 0. */
 void dist_run_ranks_or_fail(int n, int (*fn)(int rank), double kill_after_s);
 
+/* In a rank's function (with `rank` in scope): unless cond holds, prints
+ * the condition and the last error naming the rank, and returns code. */
+#define DIST_CHECK(cond, code)                                                    \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
+      return code;                                                                \
+    }                                                                             \
+  } while (0)
+
 #endif

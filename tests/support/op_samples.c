@@ -2,13 +2,12 @@
 
 #include <string.h>
 
-const pd_op_sample *const pd_sample_tables[] = {pd_samples_core,         pd_samples_creation,
-                                                pd_samples_elementwise,  pd_samples_activation,
-                                                pd_samples_reduction,    pd_samples_linalg,
-                                                pd_samples_manipulation, pd_samples_nn,
-                                                pd_samples_norm,         pd_samples_conv,
-                                                pd_samples_loss,         pd_samples_attention,
-                                                pd_samples_optim,        NULL};
+const pd_op_sample *const pd_sample_tables[] = {
+    pd_samples_core,         pd_samples_creation,  pd_samples_elementwise,
+    pd_samples_activation,   pd_samples_reduction, pd_samples_linalg,
+    pd_samples_manipulation, pd_samples_nn,        pd_samples_norm,
+    pd_samples_conv,         pd_samples_loss,      pd_samples_attention,
+    pd_samples_optim,        pd_samples_comm,      NULL};
 
 static uint64_t g_state = 0x9e3779b97f4a7c15ULL;
 

@@ -33,6 +33,7 @@ extern const pd_op_sample pd_samples_conv[];
 extern const pd_op_sample pd_samples_loss[];
 extern const pd_op_sample pd_samples_attention[];
 extern const pd_op_sample pd_samples_optim[];
+extern const pd_op_sample pd_samples_comm[];
 /* Every family's table above, NULL-terminated: loops over all samples. */
 extern const pd_op_sample *const pd_sample_tables[];
 

@@ -125,14 +125,6 @@ static void test_placement_errors(void **state) {
 }
 
 /* ---- forked ranks -------------------------------------------------------- */
-#define CHECK(cond, code)                                                         \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
-      return code;                                                                \
-    }                                                                             \
-  } while (0)
-
 static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
 
 /* The helpers below run inside a scope (each rank's, or a check's): the
@@ -262,8 +254,8 @@ static int rank_transitions_1d(int rank) {
   /* a mesh naming a process the world lacks: an error naming it, on every rank */
   pd_dist_process_mesh *bad = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 5}, NULL);
   pd_tensor *x = pd_dist_shard_tensor(global_value(2, SHAPE(4, 2), PD_FLOAT32), m, &k_kinds[1], 1);
-  CHECK(x && !pd_dist_reshard(x, bad, &k_kinds[1], 1), 20);
-  CHECK(strstr(pd_last_error(), "names process 5 but the world has 2"), 21);
+  DIST_CHECK(x && !pd_dist_reshard(x, bad, &k_kinds[1], 1), 20);
+  DIST_CHECK(strstr(pd_last_error(), "names process 5 but the world has 2"), 21);
   pd_clear_error();
   pd_dist_process_mesh_release(bad);
   pd_dist_process_mesh_release(m);
@@ -347,13 +339,13 @@ static int rank_pipeline_grad(int rank) {
   pd_tensor_set_stop_gradient(xs, false);
   pd_tensor *h = pd_dist_reshard(pd_scale(xs, 2.0, 0.0, true), s1, &r, 1);
   pd_tensor *loss = pd_sum(pd_multiply(h, ws), NULL, 0, false);
-  CHECK(loss && pd_backward(loss, NULL, false) == PD_OK, 1);
+  DIST_CHECK(loss && pd_backward(loss, NULL, false) == PD_OK, 1);
   pd_tensor *g = pd_tensor_grad(xs);
-  CHECK(g && pd_dist_is_dist(g), 2);
+  DIST_CHECK(g && pd_dist_is_dist(g), 2);
   if (rank == 0)
-    CHECK(same_values(pd_dist_local_value(g), pd_scale(w, 2.0, 0.0, true)), 3);
+    DIST_CHECK(same_values(pd_dist_local_value(g), pd_scale(w, 2.0, 0.0, true)), 3);
   else
-    CHECK(pd_tensor_numel(g) == 0, 4);
+    DIST_CHECK(pd_tensor_numel(g) == 0, 4);
   pd_dist_process_mesh_release(s0);
   pd_dist_process_mesh_release(s1);
   return 0;
@@ -374,17 +366,17 @@ static int rank_outside_mesh(int rank) {
   pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
   pd_tensor *g = global_value(2, SHAPE(4, 2), PD_FLOAT32);
   pd_tensor *x = pd_dist_shard_tensor(g, m, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
-  CHECK(x, 1);
+  DIST_CHECK(x, 1);
   pd_tensor *y = pd_exp(x);
-  CHECK(y && pd_dist_is_dist(y), 2);
+  DIST_CHECK(y && pd_dist_is_dist(y), 2);
   pd_tensor *r = pd_dist_reshard(y, m, (pd_dist_placement[]){pd_dist_replicate()}, 1);
-  CHECK(r, 3);
+  DIST_CHECK(r, 3);
   pd_tensor *loc = pd_dist_local_value(r);
   if (rank == 2) {
-    CHECK(pd_tensor_numel(loc) == 0, 4);
+    DIST_CHECK(pd_tensor_numel(loc) == 0, 4);
   } else {
     pd_tensor *want = pd_exp(g);
-    CHECK(same_values(loc, want), 5);
+    DIST_CHECK(same_values(loc, want), 5);
   }
   pd_dist_process_mesh_release(m);
   return 0;
@@ -412,14 +404,14 @@ static int rank_matmul(int rank) {
           pd_tensor_set_stop_gradient(y, false);
           pd_tensor *z = pd_matmul(x, y, tx, ty);
           pd_tensor *l = pd_sum(pd_multiply(z, z), NULL, 0, false);
-          CHECK(pd_backward(l, NULL, false) == PD_OK, 1);
+          DIST_CHECK(pd_backward(l, NULL, false) == PD_OK, 1);
           pd_tensor *dx = pd_dist_shard_tensor(x, m, &k_kinds[px], 1);
           pd_tensor *dy = pd_dist_shard_tensor(y, m, &k_kinds[py], 1);
           pd_tensor_set_stop_gradient(dx, false);
           pd_tensor_set_stop_gradient(dy, false);
           pd_tensor *dz = pd_matmul(dx, dy, tx, ty);
           pd_tensor *dl = pd_sum(pd_multiply(dz, dz), NULL, 0, false);
-          CHECK(dl && pd_backward(dl, NULL, false) == PD_OK, 2);
+          DIST_CHECK(dl && pd_backward(dl, NULL, false) == PD_OK, 2);
           pd_tensor *gx = pd_dist_unshard_dtensor(pd_tensor_grad(dx));
           pd_tensor *gy = pd_dist_unshard_dtensor(pd_tensor_grad(dy));
           if (!close_values(pd_dist_unshard_dtensor(dz), z, 1e-12) ||
@@ -444,17 +436,17 @@ static int rank_partial_add(int rank) {
   pd_tensor *la = pd_full(2, SHAPE(3, 4), 1.0 + rank, PD_FLOAT64),
             *lb = pd_full(1, SHAPE(4), 10.0 * (rank + 1), PD_FLOAT64);
   pd_tensor *a = pd_dist_dtensor_from_local(la, m, &p, 1), *b = pd_dist_dtensor_from_local(lb, m, &p, 1);
-  CHECK(a && b, 1);
+  DIST_CHECK(a && b, 1);
   pd_tensor *c = pd_add(a, b), *d = pd_subtract(a, b);
-  CHECK(c && d, 2);
+  DIST_CHECK(c && d, 2);
   pd_dist_placement got;
-  CHECK(pd_dist_placements(c, &got, 1) == 1 && pd_dist_placement_equal(got, p), 3);
+  DIST_CHECK(pd_dist_placements(c, &got, 1) == 1 && pd_dist_placement_equal(got, p), 3);
   /* dense: a = 1 + 2 = 3, b = 10 + 20 = 30 */
-  CHECK(same_values(pd_dist_unshard_dtensor(c), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 4);
-  CHECK(same_values(pd_dist_unshard_dtensor(d), pd_full(2, SHAPE(3, 4), -27.0, PD_FLOAT64)), 5);
-  CHECK(pd_add_(a, b) == a, 6);
-  CHECK(pd_dist_placements(a, &got, 1) == 1 && pd_dist_placement_equal(got, p), 7);
-  CHECK(same_values(pd_dist_unshard_dtensor(a), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 8);
+  DIST_CHECK(same_values(pd_dist_unshard_dtensor(c), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 4);
+  DIST_CHECK(same_values(pd_dist_unshard_dtensor(d), pd_full(2, SHAPE(3, 4), -27.0, PD_FLOAT64)), 5);
+  DIST_CHECK(pd_add_(a, b) == a, 6);
+  DIST_CHECK(pd_dist_placements(a, &got, 1) == 1 && pd_dist_placement_equal(got, p), 7);
+  DIST_CHECK(same_values(pd_dist_unshard_dtensor(a), pd_full(2, SHAPE(3, 4), 33.0, PD_FLOAT64)), 8);
   pd_dist_process_mesh_release(m);
   return 0;
 }
@@ -589,16 +581,16 @@ static int demo_losses(pd_dist_process_mesh *mesh, double *losses) {
 
 static int rank_demo_net(int rank) {
   double ref[STEPS], got[STEPS];
-  CHECK(demo_losses(NULL, ref) == 0, 1);
+  DIST_CHECK(demo_losses(NULL, ref) == 0, 1);
   pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, (const char *[]){"x"});
   int rc = demo_losses(m, got);
-  CHECK(rc == 0, 10 + rc);
+  DIST_CHECK(rc == 0, 10 + rc);
   for (int s = 0; s < STEPS; s++)
     if (fabs(got[s] - ref[s]) > 1e-6) {
       fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
       return 4;
     }
-  CHECK(ref[STEPS - 1] < ref[0], 5); /* it trains */
+  DIST_CHECK(ref[STEPS - 1] < ref[0], 5); /* it trains */
   pd_dist_process_mesh_release(m);
   return 0;
 }
@@ -612,11 +604,11 @@ static void test_demo_net_two_ranks(void **state) {
  * on mp; the weight gradients are Partial on dp, reduced by the update. */
 static int rank_demo_net_2d(int rank) {
   double ref[STEPS], got[STEPS];
-  CHECK(demo_losses(NULL, ref) == 0, 1);
+  DIST_CHECK(demo_losses(NULL, ref) == 0, 1);
   pd_dist_process_mesh *m =
       pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, (const char *[]){"dp", "mp"});
   int rc = demo_losses(m, got);
-  CHECK(rc == 0, 10 + rc);
+  DIST_CHECK(rc == 0, 10 + rc);
   for (int s = 0; s < STEPS; s++)
     if (fabs(got[s] - ref[s]) > 1e-6) {
       fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
@@ -630,18 +622,18 @@ static int rank_demo_net_2d(int rank) {
  * Replicate DTensors, input_fn runs before every forward. */
 static int rank_shard_layer(int rank) {
   double ref[STEPS], got[STEPS];
-  CHECK(demo_losses(NULL, ref) == 0, 1);
+  DIST_CHECK(demo_losses(NULL, ref) == 0, 1);
   pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, (const char *[]){"x"});
   g_use_shard_layer = true;
   int rc = demo_losses(m, got);
-  CHECK(rc == 0, 10 + rc);
-  CHECK(g_input_fn_calls == STEPS, 2);
+  DIST_CHECK(rc == 0, 10 + rc);
+  DIST_CHECK(g_input_fn_calls == STEPS, 2);
   for (int s = 0; s < STEPS; s++)
     if (fabs(got[s] - ref[s]) > 1e-6) {
       fprintf(stderr, "rank %d: step %d loss %.9g, one process %.9g\n", rank, s, got[s], ref[s]);
       return 4;
     }
-  CHECK(pd_dist_shard_layer(NULL, m, NULL) == PD_ERR_INVALID, 3);
+  DIST_CHECK(pd_dist_shard_layer(NULL, m, NULL) == PD_ERR_INVALID, 3);
   pd_dist_process_mesh_release(m);
   return 0;
 }
@@ -663,26 +655,28 @@ static int rank_shard_dataloader(int rank) {
   pd_dist_shard_dataloader_opts so = {.meshes = &m, .n_meshes = 1, .shard_dim = "dp"};
   pd_dist_shard_dataloader *l =
       pd_dist_shard_dataloader_new(ds, &(pd_io_data_loader_opts){.batch_size = 4}, &so);
-  CHECK(l && pd_dist_shard_dataloader_len(l) == 3, 1);
+  DIST_CHECK(l && pd_dist_shard_dataloader_len(l) == 3, 1);
   const int64_t rows[3][2] = {{0, 4}, {4, 8}, {8, 10}};
   for (int k = 0; k < 3; k++) {
     pd_tensor *b[2];
-    CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 2, 2);
-    CHECK(pd_tensor_shape(b[0])[0] == (k < 2 ? 2 : 1), 3); /* this rank's slice */
+    DIST_CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 2, 2);
+    DIST_CHECK(pd_tensor_shape(b[0])[0] == (k < 2 ? 2 : 1), 3); /* this rank's slice */
     pd_tensor *want = pd_slice(x, 1, SHAPE(0), &rows[k][0], &rows[k][1]);
     pd_tensor *want_y = pd_slice(y, 1, SHAPE(0), &rows[k][0], &rows[k][1]);
-    CHECK(same_values(pd_dist_unshard_dtensor(b[0]), want), 4);
-    CHECK(same_values(pd_dist_unshard_dtensor(b[1]), want_y), 5);
+    DIST_CHECK(same_values(pd_dist_unshard_dtensor(b[0]), want), 4);
+    DIST_CHECK(same_values(pd_dist_unshard_dtensor(b[1]), want_y), 5);
   }
   pd_tensor *b[2];
-  CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 0, 6);
+  DIST_CHECK(pd_dist_shard_dataloader_next(l, b, 2) == 0, 6);
   pd_dist_shard_dataloader_release(l);
   /* a global batch the dp ranks cannot split */
-  CHECK(!pd_dist_shard_dataloader_new(ds, &(pd_io_data_loader_opts){.batch_size = 3}, &so), 7);
-  CHECK(strstr(pd_last_error(), "global batch size 3 must be a positive multiple of the 2 ranks along 'dp'"),
-        8);
+  DIST_CHECK(!pd_dist_shard_dataloader_new(ds, &(pd_io_data_loader_opts){.batch_size = 3}, &so), 7);
+  DIST_CHECK(
+      strstr(pd_last_error(), "global batch size 3 must be a positive multiple of the 2 ranks along 'dp'"),
+      8);
   so.shard_dim = "mp";
-  CHECK(!pd_dist_shard_dataloader_new(ds, NULL, &so) && strstr(pd_last_error(), "has no dim named mp"), 9);
+  DIST_CHECK(!pd_dist_shard_dataloader_new(ds, NULL, &so) && strstr(pd_last_error(), "has no dim named mp"),
+             9);
   pd_clear_error();
   pd_io_dataset_release(ds);
   pd_dist_process_mesh_release(m);

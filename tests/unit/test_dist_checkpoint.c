@@ -18,14 +18,6 @@
 #include "paddlec/dist_checkpoint.h"
 #include "test_util.h"
 
-#define CHECK(cond, code)                                                         \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
-      return code;                                                                \
-    }                                                                             \
-  } while (0)
-
 static char g_dir[256];
 
 static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
@@ -58,7 +50,7 @@ static bool same_values(pd_tensor *a, pd_tensor *b) {
 static int rank_save(int rank) {
   pd_dist_process_mesh *m =
       pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, (const char *[]){"dp", "mp"});
-  CHECK(m, 1);
+  DIST_CHECK(m, 1);
   pd_dist_placement pl[N_KEYS][2] = {
       {pd_dist_replicate(), pd_dist_shard(1)}, /* w1: 5 columns over 2, uneven */
       {pd_dist_shard(0), pd_dist_shard(1)},    /* w2: 7 rows over 2, uneven */
@@ -78,11 +70,11 @@ static int rank_save(int rank) {
     } else {
       sd.tensors[k] = pd_dist_shard_tensor(g, m, pl[k], 2);
     }
-    CHECK(sd.tensors[k], 2);
+    DIST_CHECK(sd.tensors[k], 2);
   }
-  CHECK(pd_dist_save_state_dict(&sd, g_dir) == PD_OK, 3);
+  DIST_CHECK(pd_dist_save_state_dict(&sd, g_dir) == PD_OK, 3);
   /* a second save replaces the first: one generation of files remains */
-  CHECK(pd_dist_save_state_dict(&sd, g_dir) == PD_OK, 4);
+  DIST_CHECK(pd_dist_save_state_dict(&sd, g_dir) == PD_OK, 4);
   free(sd.tensors);
   pd_dist_process_mesh_release(m);
   return 0;
@@ -100,9 +92,9 @@ static int rank_load_two(int rank) {
     pd_dtype dt = k == 5 ? PD_FLOAT32 : k_dtype[k];
     pd_tensor *z = pd_zeros(k_ndim[k], k_shape[k], dt);
     sd.tensors[k] = k == 4 ? z : pd_dist_shard_tensor(z, m, &pl[k], 1);
-    CHECK(sd.tensors[k], 1);
+    DIST_CHECK(sd.tensors[k], 1);
   }
-  CHECK(pd_dist_load_state_dict(&sd, g_dir) == PD_OK, 2);
+  DIST_CHECK(pd_dist_load_state_dict(&sd, g_dir) == PD_OK, 2);
   for (int k = 0; k < N_KEYS; k++) {
     pd_tensor *got = pd_dist_unshard_dtensor(sd.tensors[k]);
     if (!same_values(got, global_value(k, k_dtype[k]))) {
@@ -111,7 +103,7 @@ static int rank_load_two(int rank) {
     }
   }
   /* the shards are the tensors' own storage: a parameter sees them */
-  CHECK(pd_tensor_numel(sd.tensors[0]) == 3 * 5, 3);
+  DIST_CHECK(pd_tensor_numel(sd.tensors[0]) == 3 * 5, 3);
   free(sd.tensors);
   pd_dist_process_mesh_release(m);
   return 0;

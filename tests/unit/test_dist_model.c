@@ -1,12 +1,18 @@
-/* dist.to_static in one process: the default mode from the loss and the
+/* dist.to_static: in one process, the default mode from the loss and the
  * optimizer given, the errors of calling in a mode that lacks them or with
  * the wrong number of inputs (naming the feed names), a train step that
  * updates the parameters and returns the loss, eval returning the same loss
  * as a hand-computed MSE, predict's "out0", and strategy passes refused by
- * name. */
+ * name; on 2 processes, seed 000 (DemoNet with linear_0.weight Shard(1) and
+ * linear_1.weight Shard(0)) equal to the same model trained eagerly in one
+ * process, and its partitioned Program op by op; on 4 processes, a 2-d mesh
+ * (dp x mp) equal to one process. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "dist_ranks.h"
 #include "paddlec.h"
 #include "test_util.h"
 
@@ -90,8 +96,10 @@ static void test_default_modes_and_errors(void **state) {
   assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl), PD_ERR_UNIMPLEMENTED);
   assert_non_null(strstr(pd_last_error(), "recompute"));
 
-  /* the wrong number of inputs names the feeds */
+  /* the wrong number of inputs names the feeds; no Program before a call */
   assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, NULL, &m, &dl), PD_OK);
+  assert_null(pd_dist_model_main_program(m, PD_DIST_MODE_NONE, false));
+  assert_non_null(strstr(pd_last_error(), "first call"));
   pd_scope_begin();
   pd_tensor *batch[2], *loss = NULL;
   assert_int_equal(pd_dist_data_loader_next(dl, batch, 2), 2);
@@ -193,11 +201,250 @@ static void test_state_dict(void **state) {
   fixture_free(&b);
 }
 
+/* ---- seed 000 on several processes against one process, eagerly ---------- */
+enum { SB = 4, SN = 4, IMG = 16, CLS = 8 };
+
+/* Batch b of the seed's RandomDataset: images [SB, IMG], labels [SB, CLS]. */
+static void seed_batch(int b, pd_tensor **x, pd_tensor **y) {
+  double xs[SB * IMG], ys[SB * CLS];
+  for (int i = 0; i < SB; i++) {
+    int r = b * SB + i;
+    for (int j = 0; j < IMG; j++) xs[i * IMG + j] = 0.5 + 0.5 * sin(0.37 * (r * IMG + j + 1));
+    for (int j = 0; j < CLS; j++) ys[i * CLS + j] = 0.5 + 0.5 * sin(0.53 * (r * CLS + j + 1));
+  }
+  *x = pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){SB, IMG});
+  *y = pd_tensor_from_f64(ys, PD_FLOAT32, 2, (const int64_t[]){SB, CLS});
+}
+
+/* DemoNet: Linear(16, 16), ReLU, Linear(16, 8), the same weights on every
+ * rank; with a mesh, the weights placed as w0 and w1 say. */
+static pd_layer *demo_net(pd_dist_process_mesh *mesh, const pd_dist_placement *w0,
+                          const pd_dist_placement *w1) {
+  pd_seed(2024);
+  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_relu(), pd_nn_linear(IMG, CLS, NULL)};
+  pd_layer *net = pd_nn_sequential(ls, 3);
+  if (!net || !mesh) return net;
+  pd_tensor *s0 =
+      pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, w0, pd_dist_process_mesh_ndim(mesh));
+  pd_tensor *s1 =
+      pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, w1, pd_dist_process_mesh_ndim(mesh));
+  pd_tensor_release(s0);
+  pd_tensor_release(s1);
+  return net;
+}
+
+/* What a run gives: SN train losses, SN eval losses, SN predict outputs. */
+typedef struct seed_result {
+  double train[SN], eval[SN];
+  float pred[SN][SB * CLS];
+} seed_result;
+
+/* The seed's loops run eagerly on dense tensors in this process. */
+static int seed_eager(int rank, seed_result *r) {
+  pd_layer *net = demo_net(NULL, NULL, NULL), *mse = pd_nn_mse_loss(NULL);
+  pd_named_tensors ps;
+  DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 1);
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  for (int phase = 0; phase < 3; phase++)
+    for (int b = 0; b < SN; b++) {
+      pd_scope_begin();
+      pd_tensor *x, *y;
+      seed_batch(b, &x, &y);
+      pd_tensor *out = pd_layer_call1(net, x);
+      DIST_CHECK(out, 2);
+      if (phase == 2) {
+        pd_tensor_copy_to(out, r->pred[b], SB * CLS, PD_FLOAT32);
+      } else {
+        pd_tensor *loss = NULL;
+        pd_layer_call(mse, (pd_tensor *[]){out, y}, 2, &loss, 1);
+        DIST_CHECK(loss, 3);
+        (phase == 0 ? r->train : r->eval)[b] = pd_tensor_item(loss);
+        if (phase == 0) {
+          DIST_CHECK(pd_backward(loss, NULL, false) == PD_OK && pd_optimizer_step(opt) == PD_OK, 4);
+          pd_optimizer_clear_grad(opt, false);
+        }
+      }
+      pd_scope_end();
+    }
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  pd_layer_release(net);
+  return 0;
+}
+
+/* The seed's loops through dist.to_static with net's placements; the input
+ * is the global batch, or, with dp_axis >= 0, sharded on that mesh axis. */
+static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp_axis, seed_result *r,
+                     pd_dist_model **keep) {
+  pd_layer *mse = pd_nn_mse_loss(NULL);
+  pd_named_tensors ps;
+  DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 11);
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_io_dataset *ds = dataset_new(); /* any loader: the batches are made here */
+  pd_io_loader *loader = pd_io_data_loader(ds, NULL);
+  pd_dist_model *m = NULL;
+  pd_dist_data_loader *dl = NULL;
+  DIST_CHECK(pd_dist_to_static(net, loader, NULL, mse, opt, NULL, &m, &dl) == PD_OK, 12);
+  pd_status (*modes[3])(pd_dist_model *) = {pd_dist_model_train, pd_dist_model_eval, pd_dist_model_predict};
+  for (int phase = 0; phase < 3; phase++) {
+    DIST_CHECK(modes[phase](m) == PD_OK, 13);
+    for (int b = 0; b < SN; b++) {
+      pd_scope_begin();
+      pd_tensor *in[2], *out = NULL;
+      seed_batch(b, &in[0], &in[1]);
+      if (dp_axis >= 0)
+        for (int i = 0; i < 2; i++) {
+          pd_dist_placement p[2] = {pd_dist_replicate(), pd_dist_replicate()};
+          p[dp_axis] = pd_dist_shard(0);
+          in[i] = pd_dist_shard_tensor(in[i], mesh, p, pd_dist_process_mesh_ndim(mesh));
+        }
+      DIST_CHECK(pd_dist_model_call(m, in, phase == 2 ? 1 : 2, &out, 1) == 1, 14);
+      DIST_CHECK(!pd_dist_is_dist(out), 15);
+      if (phase == 2)
+        pd_tensor_copy_to(out, r->pred[b], SB * CLS, PD_FLOAT32);
+      else
+        (phase == 0 ? r->train : r->eval)[b] = pd_tensor_item(out);
+      pd_scope_end();
+    }
+  }
+  pd_dist_data_loader_release(dl);
+  pd_io_loader_release(loader);
+  pd_io_dataset_release(ds);
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  if (keep)
+    *keep = m;
+  else
+    pd_dist_model_release(m);
+  return 0;
+}
+
+static int seed_compare(int rank, const seed_result *a, const seed_result *b) {
+  for (int s = 0; s < SN; s++) {
+    if (fabs(a->train[s] - b->train[s]) > 1e-6 || fabs(a->eval[s] - b->eval[s]) > 1e-6) {
+      fprintf(stderr, "rank %d: step %d: losses %.9g %.9g, eagerly %.9g %.9g\n", rank, s, a->train[s],
+              a->eval[s], b->train[s], b->eval[s]);
+      return 21;
+    }
+    for (int i = 0; i < SB * CLS; i++)
+      if (fabs((double)a->pred[s][i] - b->pred[s][i]) > 1e-6) {
+        fprintf(stderr, "rank %d: predict %d [%d] %.9g, eagerly %.9g\n", rank, s, i, a->pred[s][i],
+                b->pred[s][i]);
+        return 22;
+      }
+  }
+  DIST_CHECK(a->train[SN - 1] < a->train[0], 23);
+  return 0;
+}
+
+/* The op types of p's global block, space-separated, the collectives with
+ * their attributes: "c_allreduce(ring, n, op)", "c_allgather(ring, n, axis)". */
+static char *op_list(pd_program *p) {
+  pd_static_block *b = pd_program_global_block(p);
+  size_t cap = 8192, len = 0;
+  char *s = calloc(cap, 1);
+  for (int i = 0; s && i < pd_static_block_num_ops(b); i++)
+    len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? " " : "", pd_static_block_op_type(b, i));
+  return s;
+}
+
+/* What each rank runs in the seed's train step: the column-parallel
+ * linear_0 (its replicated bias sliced to this rank's columns before the
+ * add), the row-parallel linear_1 whose Partial output is all-reduced before
+ * its replicated bias is added, the loss and its gradient (replicated), the
+ * backward matmuls following the weights' shards (relu's gradient as
+ * greater_than and where), and linear_0's bias gradient, sharded like its
+ * columns, all-gathered just before its replicated update. */
+static const char *const k_seed_train_ops =
+    "matmul slice add relu matmul c_allreduce add mse_loss full scale subtract scale multiply sum reshape "
+    "matmul matmul full greater_than full where sum reshape matmul sgd_ c_allgather sgd_ sgd_ sgd_";
+
+/* Whether the printed Program holds `what`. */
+static bool program_has(pd_program *p, const char *what) {
+  char *s = pd_program_to_string(p);
+  bool has = s && strstr(s, what);
+  free(s);
+  return has;
+}
+
+static int rank_seed(int rank) {
+  seed_result eager, dist;
+  int rc = seed_eager(rank, &eager);
+  if (rc) return rc;
+  pd_dist_process_mesh *mesh =
+      pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"x"});
+  pd_layer *net =
+      demo_net(mesh, (pd_dist_placement[]){pd_dist_shard(1)}, (pd_dist_placement[]){pd_dist_shard(0)});
+  pd_dist_model *m = NULL;
+  if ((rc = seed_dist(rank, net, mesh, -1, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager))) return rc;
+  char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+  DIST_CHECK(ops, 30);
+  if (strcmp(ops, k_seed_train_ops) != 0) {
+    fprintf(stderr, "rank %d: the partitioned train Program runs\n  %s\nnot\n  %s\n", rank, ops,
+            k_seed_train_ops);
+    char *full = pd_program_to_string(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+    fprintf(stderr, "%s\n", full ? full : "");
+    free(full);
+    rc = 31;
+  }
+  free(ops);
+  /* the slice is this rank's half; sum over the mesh's 2 ranks, gather on dim 0 */
+  pd_program *dp = pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false);
+  char slice[64];
+  snprintf(slice, sizeof slice, "starts = [%d], ends = [%d]", 8 * rank, 8 * rank + 8);
+  DIST_CHECK(program_has(dp, slice), 32);
+  DIST_CHECK(program_has(dp, "nranks = 2, reduce_type = 0"), 33);
+  DIST_CHECK(program_has(dp, "nranks = 2, axis = 0"), 34);
+  /* eval: forward and loss only, the one all_reduce; predict: the forward */
+  char *eval = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_EVAL, false));
+  char *pred = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_PREDICT, false));
+  DIST_CHECK(eval && strcmp(eval, "matmul slice add relu matmul c_allreduce add mse_loss") == 0, 35);
+  DIST_CHECK(pred && strcmp(pred, "matmul slice add relu matmul c_allreduce add") == 0, 36);
+  free(eval);
+  free(pred);
+  /* the serial Program: global shapes, grad ops whole */
+  pd_program *sp = pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, true);
+  DIST_CHECK(program_has(sp, "matmul_grad") && program_has(sp, "shape(16, 16)"), 37);
+  DIST_CHECK(!program_has(sp, "c_allreduce"), 38);
+  pd_dist_model_release(m);
+  pd_layer_release(net);
+  pd_dist_process_mesh_release(mesh);
+  return rc;
+}
+
+static void test_seed_on_two_processes(void **state) {
+  (void)state;
+  dist_run_ranks_or_fail(2, rank_seed, 120);
+}
+
+static int rank_mesh_2d(int rank) {
+  seed_result eager, dist;
+  int rc = seed_eager(rank, &eager);
+  if (rc) return rc;
+  pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(2, (const int64_t[]){2, 2}, (const int[]){0, 1, 2, 3},
+                                                        (const char *[]){"dp", "mp"});
+  pd_layer *net = demo_net(mesh, (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(1)},
+                           (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(0)});
+  if ((rc = seed_dist(rank, net, mesh, 0, &dist, NULL)) == 0) rc = seed_compare(rank, &dist, &eager);
+  pd_layer_release(net);
+  pd_dist_process_mesh_release(mesh);
+  return rc;
+}
+
+static void test_mesh_2d_on_four_processes(void **state) {
+  (void)state;
+  dist_run_ranks_or_fail(4, rank_mesh_2d, 120);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_modes_and_errors),
       cmocka_unit_test(test_train_eval_predict),
       cmocka_unit_test(test_state_dict),
+      cmocka_unit_test(test_seed_on_two_processes),
+      cmocka_unit_test(test_mesh_2d_on_four_processes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,14 +13,6 @@
 #include "paddlec/dist_sharding.h"
 #include "test_util.h"
 
-#define CHECK(cond, code)                                                         \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
-      return code;                                                                \
-    }                                                                             \
-  } while (0)
-
 enum { BATCH = 4, IN = 8, HID = 6, OUT = 4, STEPS = 10, N_PARAMS = 4 };
 
 static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
@@ -91,8 +83,8 @@ static int train(pd_dist_process_mesh *mesh, int stage, pd_tensor **final, int64
 static int rank_stages(int rank) {
   pd_tensor *ref[N_PARAMS], *got[N_PARAMS];
   int64_t ref_bytes, bytes;
-  CHECK(train(NULL, 0, ref, &ref_bytes) == 0, 1);
-  CHECK(ref_bytes == 2 * 4 * (IN * HID + HID + HID * OUT + OUT), 2);
+  DIST_CHECK(train(NULL, 0, ref, &ref_bytes) == 0, 1);
+  DIST_CHECK(ref_bytes == 2 * 4 * (IN * HID + HID + HID * OUT + OUT), 2);
   for (int stage = 0; stage <= 3; stage++) {
     pd_dist_process_mesh *m =
         pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"dp"});
@@ -110,7 +102,7 @@ static int rank_stages(int rank) {
     for (int i = 0; i < N_PARAMS; i++) {
       pd_tensor *a = pd_contiguous(pd_cast(got[i], PD_FLOAT64)),
                 *b = pd_contiguous(pd_cast(ref[i], PD_FLOAT64));
-      CHECK(a && b && a->numel == b->numel, 3);
+      DIST_CHECK(a && b && a->numel == b->numel, 3);
       for (int64_t k = 0; k < a->numel; k++) {
         double x = ((double *)pd_tensor_data(a))[k], y = ((double *)pd_tensor_data(b))[k];
         if (fabs(x - y) > 1e-6) {

@@ -1,19 +1,38 @@
 /* paddle.distributed.to_static: DistModel and DistributedDataLoader.
  *
- * A DistModel call runs one step of the layer on its DTensor parameters:
- * every op goes through the dispatcher's DTensor handler, whose SPMD rules
- * pick the output placements and insert the reshards; the loss is unsharded
- * before it is returned, so every rank returns the global value. */
+ * A DistModel call runs one step of its mode's Program, this rank's part of
+ * it, on the Executor (lowered plan, planned arena). The Program of a mode
+ * is built at the first call, when the batch gives the feeds' global shapes
+ * and placements (again when they change): record -> complete ->
+ * partition (dist_program.h). The parameters' local shards are the scope's
+ * values (aliases of the layer's DTensors, so updates show in the layer);
+ * other persistables (the learning rate, accumulators) come from the
+ * startup program, this rank's part of them. The fetches are replicated,
+ * so every rank returns the global loss and outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist_program.h"
 #include "paddlec.h"
+
+/* A mode's Programs and the feeds they were built for. */
+typedef struct mode_programs {
+  bool built;
+  int n_feed;
+  pd_dist_attr *feed_attr[2];
+  pd_dtype feed_dtype[2];
+  pd_ap_program serial, dist;
+} mode_programs;
 
 struct pd_dist_model {
   pd_layer *layer, *loss;
   pd_optimizer *opt;
   pd_dist_model_mode mode;
+  pd_dist_process_mesh *mesh; /* the parameters' (NULL until known) */
+  mode_programs progs[4];
+  pd_var_scope *scope;
+  pd_executor *exe;
 };
 
 struct pd_dist_data_loader {
@@ -58,6 +77,19 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->layer = layer;
   m->loss = loss;
   m->opt = opt;
+  m->scope = pd_static_scope();
+  m->exe = pd_static_executor(PD_CPU);
+  pd_named_tensors ps = {0};
+  st = m->scope && m->exe ? pd_layer_parameters(layer, &ps) : pd_last_status();
+  for (int i = 0; st == PD_OK && i < ps.n && !m->mesh; i++)
+    if (pd_dist_is_dist(ps.tensors[i]))
+      m->mesh = pd_dist_process_mesh_retain(pd_dist_process_mesh_of(ps.tensors[i]));
+  pd_named_tensors_free(&ps);
+  if (st != PD_OK) {
+    pd_dist_model_release(m);
+    free(l);
+    return st;
+  }
   m->mode = loss && opt ? PD_DIST_MODE_TRAIN : loss ? PD_DIST_MODE_EVAL : PD_DIST_MODE_PREDICT;
   l->loader = loader;
   l->shard_loader = shard_loader;
@@ -66,7 +98,21 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   return PD_OK;
 }
 
-void pd_dist_model_release(pd_dist_model *m) { free(m); }
+static void mode_programs_clear(mode_programs *mp) {
+  for (int i = 0; i < 2; i++) pd_ap_attr_free(mp->feed_attr[i]);
+  pd_ap_program_free(&mp->serial);
+  pd_ap_program_free(&mp->dist);
+  memset(mp, 0, sizeof *mp);
+}
+
+void pd_dist_model_release(pd_dist_model *m) {
+  if (!m) return;
+  for (int i = 0; i < 4; i++) mode_programs_clear(&m->progs[i]);
+  pd_var_scope_release(m->scope);
+  pd_executor_release(m->exe);
+  pd_dist_process_mesh_release(m->mesh);
+  free(m);
+}
 
 pd_status pd_dist_model_train(pd_dist_model *m) {
   if (!m) return pd_set_error(PD_ERR_INVALID, "DistModel.train: model is NULL");
@@ -101,10 +147,139 @@ const char *pd_dist_model_output_name(int i, char *buf, size_t cap) {
   return buf;
 }
 
-/* A dense global copy of t, moved out of the step's scope. */
-static pd_tensor *global_value(pd_tensor *t) {
-  pd_tensor *v = pd_dist_is_dist(t) ? pd_dist_unshard_dtensor(t) : t;
-  return v ? pd_keep(v) : NULL;
+/* The model's mesh: the parameters', else the first distributed input's,
+ * else this process alone. */
+static pd_dist_process_mesh *model_mesh(pd_dist_model *m, pd_tensor *const *inputs, int n) {
+  if (m->mesh) return m->mesh;
+  for (int i = 0; i < n; i++)
+    if (pd_dist_is_dist(inputs[i]))
+      return m->mesh = pd_dist_process_mesh_retain(pd_dist_process_mesh_of(inputs[i]));
+  int me = pd_ap_my_rank();
+  return m->mesh = pd_dist_process_mesh_new(1, (const int64_t[]){1}, &me, (const char *[]){"x"});
+}
+
+/* The global meta and placements of feed t on mesh (a dense t is the
+ * global value, replicated). */
+static pd_dist_attr *feed_attr(pd_tensor *t, pd_dist_process_mesh *mesh) {
+  const pd_dist_attr *a = pd_ap_attr(t);
+  if (a) {
+    if (pd_dist_process_mesh_equal(a->mesh, mesh)) return pd_ap_attr_copy(a);
+    char b1[256], b2[256];
+    pd_set_error(PD_ERR_INVALID, "DistModel.__call__: an input is on mesh %s, the model on %s",
+                 pd_ap_mesh_str(a->mesh, b1, sizeof b1), pd_ap_mesh_str(mesh, b2, sizeof b2));
+    return NULL;
+  }
+  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
+  for (int i = 0; i < mesh->ndim; i++) p[i] = pd_dist_replicate();
+  return pd_ap_attr_new(mesh, p, t->ndim, t->shape);
+}
+
+static bool same_attr(const pd_dist_attr *a, const pd_dist_attr *b) {
+  return a->ndim == b->ndim && pd_shape_eq(a->ndim, a->shape, b->shape) &&
+         pd_ap_placements_equal(a->p, b->p, a->n);
+}
+
+/* The scope's value of persistable `name` of the rank's Program: the
+ * layer's parameter (its local shard), or this rank's part of the startup
+ * program's value. */
+static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_variable *v) {
+  pd_named_tensors ps;
+  pd_status st = pd_layer_parameters(m->layer, &ps);
+  if (st != PD_OK) return st;
+  pd_tensor *value = NULL;
+  for (int i = 0; i < ps.n && !value; i++) {
+    const char *tn = pd_tensor_name(ps.tensors[i]);
+    if (strcmp(tn && *tn ? tn : ps.names[i], v->name) == 0 && !(value = pd_ap_local_alias(ps.tensors[i])))
+      st = pd_last_status();
+  }
+  pd_named_tensors_free(&ps);
+  if (!value && st == PD_OK) {
+    pd_var_scope *tmp = pd_static_scope();
+    st = tmp ? pd_executor_run(m->exe, mp->serial.startup, NULL, 0, NULL, 0, NULL, tmp) : pd_last_status();
+    pd_tensor *g = st == PD_OK ? pd_var_scope_find_var(tmp, v->name) : NULL;
+    if (st == PD_OK && !g)
+      st = pd_set_error(PD_ERR_STATE, "DistModel: no initial value of persistable '%s'", v->name);
+    const pd_dist_attr *a = pd_ap_var_attr(v);
+    if (g && a) {
+      pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
+      for (int i = 0; i < a->n; i++) p[i] = pd_dist_replicate();
+      pd_dist_attr *rep = pd_ap_attr_new(a->mesh, p, a->ndim, a->shape);
+      value = rep ? pd_ap_reshard_local(g, rep, a) : NULL;
+      pd_ap_attr_free(rep);
+      if (!value) st = pd_last_status();
+    } else if (g) {
+      value = pd_tensor_retain(g);
+    }
+    pd_var_scope_release(tmp);
+  }
+  if (st == PD_OK) st = pd_var_scope_set_var(m->scope, v->name, value);
+  pd_tensor_release(value);
+  return st;
+}
+
+/* The Programs of the current mode for these feeds, built when missing or
+ * built for other feed shapes or placements. */
+static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, int n) {
+  mode_programs *mp = &m->progs[m->mode];
+  pd_dist_process_mesh *mesh = model_mesh(m, inputs, n);
+  if (!mesh) return NULL;
+  pd_dist_attr *fa[2] = {0};
+  bool same = mp->built && mp->n_feed == n;
+  for (int i = 0; i < n; i++) {
+    if (!(fa[i] = feed_attr(inputs[i], mesh))) {
+      pd_ap_attr_free(fa[0]);
+      return NULL;
+    }
+    same = same && same_attr(fa[i], mp->feed_attr[i]) && inputs[i]->dtype == mp->feed_dtype[i];
+  }
+  if (same) {
+    for (int i = 0; i < n; i++) pd_ap_attr_free(fa[i]);
+    return mp;
+  }
+  mode_programs_clear(mp);
+  mp->n_feed = n;
+  for (int i = 0; i < n; i++) {
+    mp->feed_attr[i] = fa[i];
+    mp->feed_dtype[i] = inputs[i]->dtype;
+  }
+  pd_ap_record_args ra = {.layer = m->layer,
+                          .loss = m->loss,
+                          .opt = m->opt,
+                          .mode = m->mode,
+                          .mesh = mesh,
+                          .n_feed = n,
+                          .feed_attr = {fa[0], fa[1]},
+                          .feed_dtype = {mp->feed_dtype[0], mp->feed_dtype[1]}};
+  pd_ap_program completed;
+  pd_ap_completion c;
+  pd_status st = pd_ap_record(&ra, &mp->serial);
+  if (st == PD_OK && (st = pd_ap_complete(&mp->serial, &completed, &c)) == PD_OK) {
+    st = pd_ap_partition(&completed, &c, &mp->dist);
+    pd_ap_program_free(&completed);
+    pd_ap_completion_free(&c);
+  }
+  const pd_static_block *b = st == PD_OK ? mp->dist.main->blocks[0] : NULL;
+  for (int s = 0; b && s < b->n_vars && st == PD_OK; s++)
+    if (b->vars[s]->persistable && !pd_var_scope_find_var(m->scope, b->vars[s]->name))
+      st = init_persistable(m, mp, b->vars[s]);
+  if (st != PD_OK) {
+    mode_programs_clear(mp);
+    return NULL;
+  }
+  mp->built = true;
+  return mp;
+}
+
+/* This rank's part of feed t placed as a. New reference. */
+static pd_tensor *local_feed(pd_tensor *t, const pd_dist_attr *a) {
+  if (pd_ap_attr(t)) return pd_ap_local_alias(t);
+  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
+  for (int i = 0; i < a->n; i++) p[i] = pd_dist_replicate();
+  if (pd_ap_placements_equal(p, a->p, a->n)) return pd_tensor_retain(t);
+  pd_dist_attr *rep = pd_ap_attr_new(a->mesh, p, a->ndim, a->shape);
+  pd_tensor *r = rep ? pd_ap_reshard_local(t, rep, a) : NULL;
+  pd_ap_attr_free(rep);
+  return r;
 }
 
 int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs, pd_tensor **out,
@@ -120,32 +295,52 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
     return pd_set_error(PD_ERR_INVALID,
                         "DistModel.__call__ in %s mode: expects %d inputs (feed names: %s), got %d",
                         names[m->mode], want, want == 1 ? "input0" : "input0, label0", n_inputs);
-  int rc = 0;
-  pd_scope_begin();
-  pd_tensor *outs[16];
-  int n_out = pd_layer_call(m->layer, inputs, 1, outs, 16);
-  if (n_out < 1) {
-    rc = n_out < 0 ? n_out : pd_set_error(PD_ERR_STATE, "DistModel.__call__: the layer returned no output");
-  } else if (m->mode == PD_DIST_MODE_PREDICT) {
-    if (n_out > max_out) n_out = max_out;
-    for (int i = 0; i < n_out && rc == 0; i++)
-      if (!(out[i] = global_value(outs[i]))) rc = PD_ERR_STATE;
-    if (rc == 0) rc = n_out;
-  } else {
-    pd_tensor *loss = NULL;
-    int nl = pd_layer_call(m->loss, (pd_tensor *[]){outs[0], inputs[1]}, 2, &loss, 1);
-    if (nl < 1)
-      rc = nl < 0 ? nl : pd_set_error(PD_ERR_STATE, "DistModel.__call__: the loss returned nothing");
-    if (rc == 0 && m->mode == PD_DIST_MODE_TRAIN) {
-      pd_status st = pd_backward(loss, NULL, false);
-      if (st == PD_OK) st = pd_optimizer_step(m->opt);
-      if (st == PD_OK) pd_optimizer_clear_grad(m->opt, false);
-      rc = st;
-    }
-    if (rc == 0) rc = (out[0] = global_value(loss)) ? 1 : PD_ERR_STATE;
+  for (int i = 0; i < n_inputs; i++)
+    if (!inputs[i]) return pd_set_error(PD_ERR_INVALID, "DistModel.__call__: input %d is NULL", i);
+  /* the library's own tensors stay out of the caller's scope */
+  pd_internal_enter();
+  int rc = 0, n_fetch = 0;
+  mode_programs *mp = programs_for(m, inputs, n_inputs);
+  if (!mp) rc = pd_last_status();
+  pd_static_feed feeds[2];
+  pd_tensor *local[2] = {0}, *fetch[PD_AP_MAX_FETCH], *got[PD_AP_MAX_FETCH] = {0};
+  for (int i = 0; i < n_inputs && rc == 0; i++) {
+    local[i] = local_feed(inputs[i], mp->feed_attr[i]);
+    feeds[i] = (pd_static_feed){mp->dist.feed[i], local[i]};
+    if (!local[i]) rc = pd_last_status();
   }
-  pd_scope_end();
-  return rc;
+  if (rc == 0) n_fetch = mp->dist.n_fetch < max_out ? mp->dist.n_fetch : max_out;
+  for (int k = 0; k < n_fetch && rc == 0; k++) {
+    pd_variable *v = pd_ir_find_var(mp->dist.main->blocks[0], mp->dist.fetch[k]);
+    fetch[k] = v ? v->tensor : NULL;
+    if (!v) rc = pd_set_error(PD_ERR_STATE, "DistModel: no fetch Variable '%s'", mp->dist.fetch[k]);
+  }
+  if (rc == 0) rc = pd_executor_run(m->exe, mp->dist.main, feeds, n_inputs, fetch, n_fetch, got, m->scope);
+  pd_internal_leave();
+  for (int i = 0; i < 2; i++) pd_tensor_release(local[i]);
+  for (int k = 0; k < n_fetch; k++) {
+    if (rc == 0)
+      out[k] = pd_scope_track(got[k]);
+    else
+      pd_tensor_release(got[k]);
+  }
+  return rc < 0 ? rc : n_fetch;
+}
+
+pd_program *pd_dist_model_main_program(pd_dist_model *m, pd_dist_model_mode mode, bool serial) {
+  if (!m) {
+    pd_set_error(PD_ERR_INVALID, "DistModel.dist_main_program: model is NULL");
+    return NULL;
+  }
+  if (mode == PD_DIST_MODE_NONE) mode = m->mode;
+  if (mode < PD_DIST_MODE_TRAIN || mode > PD_DIST_MODE_PREDICT || !m->progs[mode].built) {
+    pd_set_error(PD_ERR_STATE,
+                 "DistModel.%s_main_program: no Program for mode %d yet (it is built at the first call in "
+                 "that mode)",
+                 serial ? "serial" : "dist", (int)mode);
+    return NULL;
+  }
+  return serial ? m->progs[mode].serial.main : m->progs[mode].dist.main;
 }
 
 /* Appends src's entries to dst (names copied). */

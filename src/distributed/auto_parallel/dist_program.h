@@ -1,0 +1,83 @@
+/* dist.to_static's pipeline, one stage per file, each taking the previous
+ * stage's result:
+ *
+ *   record     (dist_record.c)    the layer's forward (+ loss, backward and
+ *              optimizer update, per mode) into a serial Program of global
+ *              shapes whose parameters and data carry their dist attrs;
+ *   complete   (dist_complete.c)  the serial Program lowered to registry
+ *              ops (grad ops become the ops of their backward rules, as
+ *              eager runs them) and every op's SPMD rule run on the global
+ *              metas, forward and backward: each Variable gets its dist
+ *              attr, each op input the placements its rule wants;
+ *   partition  (dist_partition.c) one rank's Program: local shapes, and
+ *              where an input's placements differ from the wanted ones the
+ *              reshard as ops (c_allreduce, c_allgather, slice, scale);
+ *   run        (dist_model.c)     the rank's Program on the Executor.
+ *
+ * Program rewrites (gradient merge, sharding, recompute) belong between
+ * record and complete (on the serial Program, whose grad ops are still
+ * whole) or between complete and partition (placements known, no
+ * communication yet). */
+#ifndef PADDLEC_AP_DIST_PROGRAM_H
+#define PADDLEC_AP_DIST_PROGRAM_H
+
+#include "../../static/static_internal.h"
+#include "ap_internal.h"
+#include "paddlec/dist_model.h"
+
+#define PD_AP_MAX_FETCH 16
+#define PD_AP_NAME_LEN 128
+
+/* A Program with its feeds (data Variables, in call order) and fetches
+ * (the loss, or the layer's outputs). */
+typedef struct pd_ap_program {
+  pd_program *main, *startup; /* startup: values of non-parameter persistables (may be NULL) */
+  pd_dist_process_mesh *mesh; /* a reference */
+  int n_feed, n_fetch;
+  char feed[2][PD_AP_NAME_LEN];
+  char fetch[PD_AP_MAX_FETCH][PD_AP_NAME_LEN];
+} pd_ap_program;
+void pd_ap_program_free(pd_ap_program *p);
+
+/* What record takes: the model, the mode, the mesh, and the feeds' global
+ * metas and placements (the layer's input, then the label). */
+typedef struct pd_ap_record_args {
+  pd_layer *layer, *loss;
+  pd_optimizer *opt;
+  pd_dist_model_mode mode;
+  pd_dist_process_mesh *mesh;
+  int n_feed;
+  const pd_dist_attr *feed_attr[2];
+  pd_dtype feed_dtype[2];
+} pd_ap_record_args;
+
+/* record: the serial Program of a mode. */
+pd_status pd_ap_record(const pd_ap_record_args *a, pd_ap_program *out);
+
+/* What complete adds: per op of out->main, the placements each input must
+ * have (want[want_off[k] + i], in the rules' form). */
+typedef struct pd_ap_completion {
+  pd_spmd_dist *want;
+  int *want_off;
+  int n_ops;
+} pd_ap_completion;
+void pd_ap_completion_free(pd_ap_completion *c);
+
+/* complete: serial (global shapes) -> out, registry ops only, every
+ * Variable with a dist attr (pd_dist_attr). */
+pd_status pd_ap_complete(const pd_ap_program *serial, pd_ap_program *out, pd_ap_completion *c);
+
+/* partition: this rank's Program of completed program c. */
+pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion *c, pd_ap_program *out);
+
+/* The dist attr of a Program's Variable (NULL: replicated). */
+static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {
+  return (const pd_dist_attr *)v->dist_attr;
+}
+/* Sets v's dist attr (v takes a). */
+void pd_ap_var_set_attr(pd_variable *v, pd_dist_attr *a);
+
+/* Installs the kernels of the communication ops (comm_op_kernels.c). */
+void pd_ap_install_comm_ops(void);
+
+#endif

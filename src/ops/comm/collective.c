@@ -1,0 +1,73 @@
+/* c_allreduce and c_allgather: the collectives a partitioned distributed
+ * Program runs where placements change (Partial -> Replicate, Shard ->
+ * Replicate). Attributes: ring_id (the process group's id), nranks (its
+ * size), and the reduce op or the gather dim. With nranks 1 they copy. */
+#include <stdatomic.h>
+
+#include "comm_ops.h"
+
+static _Atomic(pd_comm_op_fn) g_comm;
+
+void pd_comm_ops_install(pd_comm_op_fn fn) { atomic_store(&g_comm, fn); }
+
+static pd_status check_group(const pd_op_def *def, const pd_attrs *a) {
+  if (a->i[1] < 1)
+    return pd_set_error(PD_ERR_INVALID, "%s: nranks is %lld (at least 1)", def->name, (long long)a->i[1]);
+  return PD_OK;
+}
+
+static pd_status allreduce_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_meta *out, int *n_out) {
+  (void)n_in;
+  pd_status st = check_group(def, a);
+  if (st != PD_OK) return st;
+  if (a->i[2] < 0 || a->i[2] > 4)
+    return pd_set_error(PD_ERR_INVALID, "%s: reduce_type %lld is none of sum, max, min, prod, avg", def->name,
+                        (long long)a->i[2]);
+  pd_meta_of(in[0], &out[0]);
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status allgather_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_meta *out, int *n_out) {
+  (void)n_in;
+  pd_status st = check_group(def, a);
+  if (st != PD_OK) return st;
+  const pd_tensor *x = in[0];
+  if (a->i[2] < 0 || a->i[2] >= x->ndim)
+    return pd_set_error(PD_ERR_INVALID, "%s: axis %lld is out of range for a tensor of rank %d", def->name,
+                        (long long)a->i[2], x->ndim);
+  pd_meta_of(x, &out[0]);
+  out[0].shape[a->i[2]] = pd_dim_mul(x->shape[a->i[2]], a->i[1]);
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status comm_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
+  const pd_attrs *a = ctx->attrs;
+  pd_tensor *x = ctx->in[0], *out = ctx->out[0];
+  if (a->i[1] == 1) return pd_write_copy(out, x);
+  pd_comm_op_fn fn = atomic_load(&g_comm);
+  if (!fn)
+    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
+                        ctx->def->name);
+  return fn(kind, a->i[0], a->i[1], a->i[2], x, out);
+}
+
+static pd_status allreduce_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLREDUCE); }
+static pd_status allgather_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLGATHER); }
+
+const pd_op_def pd_opdef_c_allreduce = {.name = "c_allreduce",
+                                        .n_in = 1,
+                                        .n_out = 1,
+                                        .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type",
+                                        .infer_meta = allreduce_meta,
+                                        .kernel = {[PD_PLACE_CPU] = allreduce_kernel}};
+
+const pd_op_def pd_opdef_c_allgather = {.name = "c_allgather",
+                                        .n_in = 1,
+                                        .n_out = 1,
+                                        .attr_names = "i0:ring_id,i1:nranks,i2:axis",
+                                        .infer_meta = allgather_meta,
+                                        .kernel = {[PD_PLACE_CPU] = allgather_kernel}};

@@ -1,0 +1,20 @@
+/* The communication ops of the registry (c_allreduce, c_allgather): their
+ * kernels run a collective over the process group whose id is the op's
+ * ring_id attribute. The collectives live in the distributed layer, above
+ * the registry, which installs them here (as autograd installs its hook). */
+#ifndef PADDLEC_OPS_COMM_OPS_H
+#define PADDLEC_OPS_COMM_OPS_H
+
+#include "../op_registry.h"
+
+typedef enum pd_comm_op_kind { PD_COMM_OP_ALLREDUCE, PD_COMM_OP_ALLGATHER } pd_comm_op_kind;
+
+/* Runs collective `kind` of group ring_id with nranks members on x into out
+ * (allocated, contiguous): allreduce with reduce op `arg` (a pd_reduce_op),
+ * allgather concatenating the members' x along dim `arg`, in group-rank
+ * order. */
+typedef pd_status (*pd_comm_op_fn)(pd_comm_op_kind kind, int64_t ring_id, int64_t nranks, int64_t arg,
+                                   pd_tensor *x, pd_tensor *out);
+void pd_comm_ops_install(pd_comm_op_fn fn);
+
+#endif
