@@ -224,12 +224,15 @@ static pd_layer *demo_net(pd_dist_process_mesh *mesh, const pd_dist_placement *w
   pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_relu(), pd_nn_linear(IMG, CLS, NULL)};
   pd_layer *net = pd_nn_sequential(ls, 3);
   if (!net || !mesh) return net;
-  pd_tensor *s0 =
-      pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, w0, pd_dist_process_mesh_ndim(mesh));
-  pd_tensor *s1 =
-      pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, w1, pd_dist_process_mesh_ndim(mesh));
-  pd_tensor_release(s0);
-  pd_tensor_release(s1);
+  pd_scope_begin(); /* the weights are sharded in place; the scope takes the handles returned */
+  int n = pd_dist_process_mesh_ndim(mesh);
+  bool ok = pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, w0, n) &&
+            pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, w1, n);
+  pd_scope_end();
+  if (!ok) {
+    pd_layer_release(net);
+    return NULL;
+  }
   return net;
 }
 
@@ -282,7 +285,11 @@ static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp
   DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 11);
   pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
   pd_named_tensors_free(&ps);
-  pd_io_dataset *ds = dataset_new(); /* any loader: the batches are made here */
+  pd_scope_begin(); /* any loader will do: the batches are made below */
+  pd_tensor *x0, *y0;
+  seed_batch(0, &x0, &y0);
+  pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x0, y0}, 2);
+  pd_scope_end();
   pd_io_loader *loader = pd_io_data_loader(ds, NULL);
   pd_dist_model *m = NULL;
   pd_dist_data_loader *dl = NULL;

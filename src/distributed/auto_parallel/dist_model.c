@@ -252,7 +252,10 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
                           .feed_dtype = {mp->feed_dtype[0], mp->feed_dtype[1]}};
   pd_ap_program completed;
   pd_ap_completion c;
+  /* record runs the layer as a user's code would (its handles in a scope of
+   * its own); the later stages keep their tensors out of any scope */
   pd_status st = pd_ap_record(&ra, &mp->serial);
+  pd_internal_enter();
   if (st == PD_OK && (st = pd_ap_complete(&mp->serial, &completed, &c)) == PD_OK) {
     st = pd_ap_partition(&completed, &c, &mp->dist);
     pd_ap_program_free(&completed);
@@ -262,6 +265,7 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   for (int s = 0; b && s < b->n_vars && st == PD_OK; s++)
     if (b->vars[s]->persistable && !pd_var_scope_find_var(m->scope, b->vars[s]->name))
       st = init_persistable(m, mp, b->vars[s]);
+  pd_internal_leave();
   if (st != PD_OK) {
     mode_programs_clear(mp);
     return NULL;
@@ -297,11 +301,11 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
                         names[m->mode], want, want == 1 ? "input0" : "input0, label0", n_inputs);
   for (int i = 0; i < n_inputs; i++)
     if (!inputs[i]) return pd_set_error(PD_ERR_INVALID, "DistModel.__call__: input %d is NULL", i);
-  /* the library's own tensors stay out of the caller's scope */
-  pd_internal_enter();
   int rc = 0, n_fetch = 0;
   mode_programs *mp = programs_for(m, inputs, n_inputs);
-  if (!mp) rc = pd_last_status();
+  if (!mp) return pd_last_status();
+  /* the library's own tensors stay out of the caller's scope */
+  pd_internal_enter();
   pd_static_feed feeds[2];
   pd_tensor *local[2] = {0}, *fetch[PD_AP_MAX_FETCH], *got[PD_AP_MAX_FETCH] = {0};
   for (int i = 0; i < n_inputs && rc == 0; i++) {
@@ -326,6 +330,8 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
   }
   return rc < 0 ? rc : n_fetch;
 }
+
+pd_executor *pd_ap_model_executor(pd_dist_model *m) { return m ? m->exe : NULL; }
 
 pd_program *pd_dist_model_main_program(pd_dist_model *m, pd_dist_model_mode mode, bool serial) {
   if (!m) {

@@ -77,6 +77,10 @@ static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {
 /* Sets v's dist attr (v takes a). */
 void pd_ap_var_set_attr(pd_variable *v, pd_dist_attr *a);
 
+/* The Executor a DistModel runs its Programs with (for the bench's arena
+ * figure). */
+pd_executor *pd_ap_model_executor(pd_dist_model *m);
+
 /* Installs the kernels of the communication ops (comm_op_kernels.c). */
 void pd_ap_install_comm_ops(void);
 
