@@ -243,11 +243,15 @@ typedef struct seed_result {
 } seed_result;
 
 /* The seed's loops run eagerly on dense tensors in this process. */
-static int seed_eager(int rank, seed_result *r) {
+static pd_optimizer *seed_optimizer(bool adam, pd_tensor *const *ps, int n) {
+  return adam ? pd_optimizer_adam_w(0.05, ps, n, NULL) : pd_optimizer_sgd(0.1, ps, n, NULL);
+}
+
+static int seed_eager(int rank, bool adam, seed_result *r) {
   pd_layer *net = demo_net(NULL, NULL, NULL), *mse = pd_nn_mse_loss(NULL);
   pd_named_tensors ps;
   DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 1);
-  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_optimizer *opt = seed_optimizer(adam, ps.tensors, ps.n);
   pd_named_tensors_free(&ps);
   for (int phase = 0; phase < 3; phase++)
     for (int b = 0; b < SN; b++) {
@@ -278,12 +282,12 @@ static int seed_eager(int rank, seed_result *r) {
 
 /* The seed's loops through dist.to_static with net's placements; the input
  * is the global batch, or, with dp_axis >= 0, sharded on that mesh axis. */
-static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp_axis, seed_result *r,
-                     pd_dist_model **keep) {
+static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp_axis, bool adam,
+                     seed_result *r, pd_dist_model **keep) {
   pd_layer *mse = pd_nn_mse_loss(NULL);
   pd_named_tensors ps;
   DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 11);
-  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_optimizer *opt = seed_optimizer(adam, ps.tensors, ps.n);
   pd_named_tensors_free(&ps);
   pd_scope_begin(); /* any loader will do: the batches are made below */
   pd_tensor *x0, *y0;
@@ -378,14 +382,15 @@ static bool program_has(pd_program *p, const char *what) {
 
 static int rank_seed(int rank) {
   seed_result eager, dist;
-  int rc = seed_eager(rank, &eager);
+  int rc = seed_eager(rank, false, &eager);
   if (rc) return rc;
   pd_dist_process_mesh *mesh =
       pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"x"});
   pd_layer *net =
       demo_net(mesh, (pd_dist_placement[]){pd_dist_shard(1)}, (pd_dist_placement[]){pd_dist_shard(0)});
   pd_dist_model *m = NULL;
-  if ((rc = seed_dist(rank, net, mesh, -1, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager))) return rc;
+  if ((rc = seed_dist(rank, net, mesh, -1, false, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager)))
+    return rc;
   char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
   DIST_CHECK(ops, 30);
   if (strcmp(ops, k_seed_train_ops) != 0) {
@@ -426,15 +431,16 @@ static void test_seed_on_two_processes(void **state) {
   dist_run_ranks_or_fail(2, rank_seed, 120);
 }
 
+/* AdamW here: its moments take the weights' placements on the 2-d mesh. */
 static int rank_mesh_2d(int rank) {
   seed_result eager, dist;
-  int rc = seed_eager(rank, &eager);
+  int rc = seed_eager(rank, true, &eager);
   if (rc) return rc;
   pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(2, (const int64_t[]){2, 2}, (const int[]){0, 1, 2, 3},
                                                         (const char *[]){"dp", "mp"});
   pd_layer *net = demo_net(mesh, (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(1)},
                            (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(0)});
-  if ((rc = seed_dist(rank, net, mesh, 0, &dist, NULL)) == 0) rc = seed_compare(rank, &dist, &eager);
+  if ((rc = seed_dist(rank, net, mesh, 0, true, &dist, NULL)) == 0) rc = seed_compare(rank, &dist, &eager);
   pd_layer_release(net);
   pd_dist_process_mesh_release(mesh);
   return rc;

@@ -181,22 +181,27 @@ static bool same_attr(const pd_dist_attr *a, const pd_dist_attr *b) {
 
 /* The scope's value of persistable `name` of the rank's Program: the
  * layer's parameter (its local shard), or this rank's part of the startup
- * program's value. */
-static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_variable *v) {
+ * program's value (*initial: the startup program's values, run on first
+ * need). */
+static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_variable *v,
+                                  pd_var_scope **initial) {
   pd_named_tensors ps;
   pd_status st = pd_layer_parameters(m->layer, &ps);
   if (st != PD_OK) return st;
   pd_tensor *value = NULL;
   for (int i = 0; i < ps.n && !value; i++) {
-    const char *tn = pd_tensor_name(ps.tensors[i]);
-    if (strcmp(tn && *tn ? tn : ps.names[i], v->name) == 0 && !(value = pd_ap_local_alias(ps.tensors[i])))
+    if (strcmp(pd_ap_param_var_name(ps.tensors[i], ps.names[i]), v->name) == 0 &&
+        !(value = pd_ap_local_alias(ps.tensors[i])))
       st = pd_last_status();
   }
   pd_named_tensors_free(&ps);
   if (!value && st == PD_OK) {
-    pd_var_scope *tmp = pd_static_scope();
-    st = tmp ? pd_executor_run(m->exe, mp->serial.startup, NULL, 0, NULL, 0, NULL, tmp) : pd_last_status();
-    pd_tensor *g = st == PD_OK ? pd_var_scope_find_var(tmp, v->name) : NULL;
+    if (!*initial) {
+      *initial = pd_static_scope();
+      st = *initial ? pd_executor_run(m->exe, mp->serial.startup, NULL, 0, NULL, 0, NULL, *initial)
+                    : pd_last_status();
+    }
+    pd_tensor *g = st == PD_OK ? pd_var_scope_find_var(*initial, v->name) : NULL;
     if (st == PD_OK && !g)
       st = pd_set_error(PD_ERR_STATE, "DistModel: no initial value of persistable '%s'", v->name);
     const pd_dist_attr *a = pd_ap_var_attr(v);
@@ -210,7 +215,6 @@ static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_
     } else if (g) {
       value = pd_tensor_retain(g);
     }
-    pd_var_scope_release(tmp);
   }
   if (st == PD_OK) st = pd_var_scope_set_var(m->scope, v->name, value);
   pd_tensor_release(value);
@@ -262,9 +266,11 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
     pd_ap_completion_free(&c);
   }
   const pd_static_block *b = st == PD_OK ? mp->dist.main->blocks[0] : NULL;
+  pd_var_scope *initial = NULL;
   for (int s = 0; b && s < b->n_vars && st == PD_OK; s++)
     if (b->vars[s]->persistable && !pd_var_scope_find_var(m->scope, b->vars[s]->name))
-      st = init_persistable(m, mp, b->vars[s]);
+      st = init_persistable(m, mp, b->vars[s], &initial);
+  pd_var_scope_release(initial);
   pd_internal_leave();
   if (st != PD_OK) {
     mode_programs_clear(mp);

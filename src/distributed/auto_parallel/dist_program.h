@@ -77,6 +77,13 @@ static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {
 /* Sets v's dist attr (v takes a). */
 void pd_ap_var_set_attr(pd_variable *v, pd_dist_attr *a);
 
+/* The name of a layer parameter's Variable: the tensor's name (Paddle's
+ * "linear_0.w_0"), else its structured name. */
+static inline const char *pd_ap_param_var_name(const pd_tensor *t, const char *structured) {
+  const char *tn = pd_tensor_name(t);
+  return tn && *tn ? tn : structured;
+}
+
 /* The Executor a DistModel runs its Programs with (for the bench's arena
  * figure). */
 pd_executor *pd_ap_model_executor(pd_dist_model *m);

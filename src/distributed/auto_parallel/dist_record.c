@@ -87,8 +87,7 @@ static pd_status add_params(pd_program *main, pd_layer *layer, pd_dist_process_m
                         pd_ap_mesh_str(mesh, b2, sizeof b2));
       break;
     }
-    const char *tn = pd_tensor_name(t);
-    const char *name = tn && *tn ? tn : ps.names[i];
+    const char *name = pd_ap_param_var_name(t, ps.names[i]);
     int ndim = ta ? ta->ndim : t->ndim;
     const int64_t *shape = ta ? ta->shape : t->shape;
     pd_variable *v = pd_ir_add_var(gb, name, t->dtype, ndim, shape, NULL);
