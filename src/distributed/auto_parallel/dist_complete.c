@@ -136,6 +136,11 @@ static pd_status complete_op(const pd_static_block *b, const pd_operator *op, pd
                        .out = dout};
   pd_spmd_fn rule = pd_ap_rule_of(id);
   if ((st = (rule ? rule : pd_ap_rule_replicated)(&args)) != PD_OK) return st;
+  if (args.local) /* the plain op on these shards would be wrong; the Program has no op for the step */
+    return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                        "dist.to_static: %s on these placements needs its rule's local step (as eager runs "
+                        "it), which a static Program cannot hold yet",
+                        op->type);
   for (int k = 0; k < op->n_out; k++) {
     if (k == 0 && (def->flags & PD_OPF_INPLACE)) continue; /* x keeps its attr */
     pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
