@@ -48,10 +48,8 @@ PD_API pd_status pd_fused_rotary_position_embedding(pd_tensor *q, pd_tensor *k, 
                                                     pd_tensor **out_k, pd_tensor **out_v);
 
 /* ---- layers ----------------------------------------------------------------
- * Dropout probabilities in the options: 0 means the layer's Paddle default
- * (and, for attn_dropout / act_dropout, "same as dropout"); a negative value
- * means p = 0. Dropout acts only in training mode. Incremental-decoding
- * caches (Paddle's `cache` argument) are not supported. */
+ * Dropout acts only in training mode. Incremental-decoding caches (Paddle's
+ * `cache` argument) are not supported. */
 
 typedef struct pd_nn_multi_head_attention_opts {
   double dropout;                   /* on the attention weights; 0: 0.0 */
@@ -78,18 +76,35 @@ PD_API pd_tensor *pd_nn_multi_head_attention_call(pd_layer *mha, pd_tensor *quer
                                                   pd_tensor *value, pd_tensor *attn_mask,
                                                   pd_tensor **weights);
 
+/* attn_dropout / act_dropout: Paddle's None, the same probability as dropout. */
+#define PD_NN_SAME_AS_DROPOUT (-1.0)
+
+/* The Transformer layers' options. Paddle's dropout default is 0.1, and 0 is
+ * a probability a user may mean, so the struct follows the options rule
+ * (docs/architecture.md): NULL means every default, and a struct given must
+ * start from pd_nn_transformer_defaults(), after which every field means
+ * what it says:
+ *   pd_nn_transformer_opts o = pd_nn_transformer_defaults();
+ *   o.dropout = 0; // no dropout (attn_dropout and act_dropout follow it)
+ * A struct literal is refused with an error naming the function. */
 typedef struct pd_nn_transformer_opts {
-  double dropout;                   /* 0: 0.1 */
+  double dropout;                   /* 0.1 */
   const char *activation;           /* "relu" (NULL) or "gelu" */
-  double attn_dropout;              /* 0: dropout */
-  double act_dropout;               /* 0: dropout */
+  double attn_dropout;              /* PD_NN_SAME_AS_DROPOUT or a probability */
+  double act_dropout;               /* PD_NN_SAME_AS_DROPOUT or a probability */
   bool normalize_before;            /* pre-norm */
   const pd_param_attr *weight_attr; /* every Linear; default XavierUniform */
   const pd_param_attr *bias_attr;
   bool no_bias;
-  double layer_norm_eps; /* 0: 1e-5 */
+  double layer_norm_eps; /* 1e-5 (0 reads as 1e-5, as LayerNorm's epsilon) */
   pd_dtype dtype;
+  bool explicit_zero; /* set by pd_nn_transformer_defaults(): every field as written */
 } pd_nn_transformer_opts;
+
+/* Paddle's defaults for the Transformer layers (dropout 0.1, attn_dropout
+ * and act_dropout the same as dropout, ReLU, post-norm, layer_norm_eps 1e-5),
+ * explicit_zero set. */
+PD_API pd_nn_transformer_opts pd_nn_transformer_defaults(void);
 
 /* paddle.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward):
  * sublayers self_attn, linear1, dropout (after the activation), linear2,

@@ -25,6 +25,12 @@ void pd_hook_list_free(pd_hook *h);
  * whose forward failed, the op whose output could not be allocated). */
 void pd_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The options rule (docs/architecture.md "Options structs"): a struct whose
+ * Paddle defaults are not all zero must start from its defaults function,
+ * which sets explicit_zero. Sets and returns the PD_ERR_INVALID error for
+ * one that did not: "<cls>: options must start from <defaults_fn> (...)". */
+pd_status pd_opts_not_from_defaults(const char *cls, const char *defaults_fn);
+
 /* The autograd layer registers how a tensor drops its grad_fn. */
 void pd_core_set_node_release(void (*fn)(pd_node *));
 

@@ -45,6 +45,13 @@ pd_status pd_set_error(pd_status code, const char *fmt, ...) {
   return g_status;
 }
 
+pd_status pd_opts_not_from_defaults(const char *cls, const char *defaults_fn) {
+  return pd_set_error(PD_ERR_INVALID,
+                      "%s: options must start from %s (a struct literal would take every field it leaves "
+                      "out as 0, not Paddle's default; NULL options mean every default)",
+                      cls, defaults_fn);
+}
+
 void pd_error_prefix(const char *fmt, ...) {
   char pre[512], tmp[sizeof g_msg];
   va_list ap;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
 #include "paddlec/creation.h"
 #include "paddlec/layers.h"
@@ -40,8 +41,6 @@ static pd_tensor *additive_mask(pd_tensor *m, pd_dtype dt) {
     return md == dt ? m : pd_cast(m, dt);
   return pd_scale(pd_cast(m, dt), 1e9, -1.0, false);
 }
-
-static double resolve_p(double p, double dflt) { return p == 0.0 ? dflt : p < 0.0 ? 0.0 : p; }
 
 /* ---- MultiHeadAttention ------------------------------------------------------------------------ */
 
@@ -190,13 +189,20 @@ typedef struct tcfg {
   pd_initializer wi, bi;
 } tcfg;
 
+pd_nn_transformer_opts pd_nn_transformer_defaults(void) {
+  return (pd_nn_transformer_opts){.dropout = 0.1,
+                                  .attn_dropout = PD_NN_SAME_AS_DROPOUT,
+                                  .act_dropout = PD_NN_SAME_AS_DROPOUT,
+                                  .layer_norm_eps = 1e-5,
+                                  .explicit_zero = true};
+}
+
 static void cfg_init(tcfg *c, int64_t d_model, int64_t nhead, int64_t dff, const pd_nn_transformer_opts *o) {
-  static const pd_nn_transformer_opts defaults;
   memset(c, 0, sizeof *c);
   c->d_model = d_model;
   c->nhead = nhead;
   c->dff = dff;
-  c->o = o ? *o : defaults;
+  c->o = o ? *o : pd_nn_transformer_defaults();
   if (c->o.weight_attr) {
     c->wa = *c->o.weight_attr;
     c->wa.name = NULL;
@@ -320,15 +326,21 @@ static pd_layer *new_tlayer(bool decoder, int64_t d_model, int64_t nhead, int64_
     return NULL;
   }
   cfg_init(c, d_model, nhead, dff, opts);
+  if (!c->o.explicit_zero) {
+    pd_opts_not_from_defaults(name, "pd_nn_transformer_defaults()");
+    free(c);
+    return NULL;
+  }
   const char *act = c->o.activation ? c->o.activation : "relu";
-  double p = resolve_p(c->o.dropout, 0.1);
-  double pa = c->o.attn_dropout == 0.0 ? p : resolve_p(c->o.attn_dropout, 0.0);
-  double pf = c->o.act_dropout == 0.0 ? p : resolve_p(c->o.act_dropout, 0.0);
+  double p = c->o.dropout;
+  double pa = c->o.attn_dropout == PD_NN_SAME_AS_DROPOUT ? p : c->o.attn_dropout;
+  double pf = c->o.act_dropout == PD_NN_SAME_AS_DROPOUT ? p : c->o.act_dropout;
   if (d_model <= 0 || nhead <= 0 || dff <= 0 || d_model % nhead != 0 ||
-      (strcmp(act, "relu") != 0 && strcmp(act, "gelu") != 0) || p > 1.0 || pa > 1.0 || pf > 1.0) {
+      (strcmp(act, "relu") != 0 && strcmp(act, "gelu") != 0) || !(p >= 0.0 && p <= 1.0) ||
+      !(pa >= 0.0 && pa <= 1.0) || !(pf >= 0.0 && pf <= 1.0)) {
     pd_set_error(PD_ERR_INVALID,
                  "%s: d_model %lld, nhead %lld, dim_feedforward %lld must be positive with d_model "
-                 "divisible by nhead; activation '%s' must be relu or gelu; dropout %g, %g, %g <= 1",
+                 "divisible by nhead; activation '%s' must be relu or gelu; dropout %g, %g, %g in [0, 1]",
                  name, (long long)d_model, (long long)nhead, (long long)dff, act, p, pa, pf);
     free(c);
     return NULL;
@@ -488,8 +500,12 @@ static const pd_layer_type transformer_type = {"Transformer", transformer_forwar
 
 pd_layer *pd_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers, int num_decoder_layers,
                             int64_t dim_feedforward, const pd_nn_transformer_opts *opts) {
+  if (opts && !opts->explicit_zero) {
+    pd_opts_not_from_defaults("Transformer", "pd_nn_transformer_defaults()");
+    return NULL;
+  }
   pd_dtype dt = pd_nn_layer_dtype(opts ? opts->dtype : PD_BOOL);
-  pd_nn_layer_norm_opts no = {.epsilon = opts ? opts->layer_norm_eps : 0.0, .dtype = dt};
+  pd_nn_layer_norm_opts no = {.epsilon = opts ? opts->layer_norm_eps : 1e-5, .dtype = dt};
   transformer *t = pd_layer_new(sizeof *t, &transformer_type);
   if (!t) return NULL;
   pd_layer *enc =

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/core_internal.h"
 #include "optim_internal.h"
 
 typedef enum lr_kind {
@@ -484,8 +485,10 @@ pd_optimizer_lr_one_cycle_lr_opts pd_optimizer_lr_one_cycle_lr_defaults(void) {
 pd_lr_scheduler *pd_optimizer_lr_one_cycle_lr(double max_learning_rate, int64_t total_steps,
                                               const pd_optimizer_lr_one_cycle_lr_opts *opts) {
   pd_optimizer_lr_one_cycle_lr_opts o = opts ? *opts : pd_optimizer_lr_one_cycle_lr_defaults();
-  CHECK(o.explicit_zero, "OneCycleLR: options must start from pd_optimizer_lr_one_cycle_lr_defaults() (%s)",
-        PD_OPTS_RULE);
+  if (!o.explicit_zero) {
+    pd_opts_not_from_defaults("OneCycleLR", "pd_optimizer_lr_one_cycle_lr_defaults()");
+    return NULL;
+  }
   CHECK(isfinite(max_learning_rate) && max_learning_rate >= 0,
         "OneCycleLR: max_learning_rate must be >= 0, got %g", max_learning_rate);
   CHECK(total_steps > 0, "OneCycleLR: total_steps must be a positive integer, got %lld",
@@ -533,9 +536,10 @@ pd_optimizer_lr_reduce_on_plateau_opts pd_optimizer_lr_reduce_on_plateau_default
 pd_lr_scheduler *pd_optimizer_lr_reduce_on_plateau(double learning_rate,
                                                    const pd_optimizer_lr_reduce_on_plateau_opts *opts) {
   pd_optimizer_lr_reduce_on_plateau_opts o = opts ? *opts : pd_optimizer_lr_reduce_on_plateau_defaults();
-  CHECK(o.explicit_zero,
-        "ReduceOnPlateau: options must start from pd_optimizer_lr_reduce_on_plateau_defaults() (%s)",
-        PD_OPTS_RULE);
+  if (!o.explicit_zero) {
+    pd_opts_not_from_defaults("ReduceOnPlateau", "pd_optimizer_lr_reduce_on_plateau_defaults()");
+    return NULL;
+  }
   CHECK(o.factor < 1.0, "ReduceOnPlateau: new_lr = origin_lr * factor and factor should be < 1.0, got %g",
         o.factor);
   CHECK(o.patience >= 0 && o.cooldown >= 0,

@@ -43,12 +43,6 @@ typedef struct pd_optim_spec {
   pd_status (*read)(const void *opts, pd_optim_hyper *h);
 } pd_optim_spec;
 
-/* Why an options struct that did not start from its pd_*_defaults() is
- * refused (optim.h), for the error messages. */
-#define PD_OPTS_RULE                                                                                \
-  "a struct literal would take every field it leaves out as 0, not Paddle's default; NULL options " \
-  "mean every default"
-
 pd_optimizer *pd_optim_create(const pd_optim_spec *spec, double learning_rate, pd_tensor *const *params,
                               int n_params, const void *opts);
 

@@ -151,9 +151,7 @@ static pd_status add_slot(pd_optimizer *o, pd_tensor *p, int gi, int cap) {
 static pd_status read_opts(const pd_optim_spec *spec, const char *cls, const void *opts, pd_optim_hyper *h) {
   if (!opts) opts = spec->defaults;
   const pd_optimizer_common_opts *c = opts;
-  if (spec->defaults_fn && !c->explicit_zero)
-    return pd_set_error(PD_ERR_INVALID, "%s: options must start from %s (%s)", cls, spec->defaults_fn,
-                        PD_OPTS_RULE);
+  if (spec->defaults_fn && !c->explicit_zero) return pd_opts_not_from_defaults(cls, spec->defaults_fn);
   if (c->grad_clip) h->clip = *c->grad_clip;
   return spec->read(opts, h);
 }

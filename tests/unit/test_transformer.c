@@ -24,6 +24,16 @@ static pd_tensor *rand_t(pd_dtype dt, int nd, const int64_t *shape, double lo, d
   return t;
 }
 
+/* Paddle's defaults with the given dropout, norm placement, activation and dtype. */
+static pd_nn_transformer_opts topts(double dropout, bool pre, const char *act, pd_dtype dt) {
+  pd_nn_transformer_opts o = pd_nn_transformer_defaults();
+  o.dropout = dropout;
+  o.normalize_before = pre;
+  o.activation = act;
+  o.dtype = dt;
+  return o;
+}
+
 /* The parameter at a dotted path ("self_attn.q_proj.weight"). */
 static pd_tensor *par(pd_layer *l, const char *path) {
   char buf[128];
@@ -140,8 +150,7 @@ static void test_encoder_layer_against_composed(void **state) {
   (void)state;
   pd_scope_begin();
   for (int pre = 0; pre < 2; pre++) {
-    pd_nn_transformer_opts o = {
-        .dropout = -1, .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
+    pd_nn_transformer_opts o = topts(0, pre, pre ? "gelu" : NULL, PD_FLOAT64);
     pd_layer *l = pd_nn_transformer_encoder_layer(8, 2, 16, &o);
     assert_non_null(l);
     randomize_norms(l);
@@ -219,7 +228,7 @@ static void test_parameter_names_and_counts(void **state) {
 static void test_decoder_and_transformer_run(void **state) {
   (void)state;
   pd_scope_begin();
-  pd_nn_transformer_opts o = {.dropout = -1, .dtype = PD_FLOAT64};
+  pd_nn_transformer_opts o = topts(0, false, NULL, PD_FLOAT64);
   pd_layer *d = pd_nn_transformer_decoder_layer(8, 2, 16, &o);
   randomize_norms(d);
   pd_tensor *tgt = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 4, 8}, -1, 1);
@@ -300,8 +309,7 @@ static void test_decoder_stack_against_composed(void **state) {
   (void)state;
   pd_scope_begin();
   for (int pre = 0; pre < 2; pre++) {
-    pd_nn_transformer_opts o = {
-        .dropout = -1, .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
+    pd_nn_transformer_opts o = topts(0, pre, pre ? "gelu" : NULL, PD_FLOAT64);
     pd_layer *d0 = pd_nn_transformer_decoder_layer(8, 2, 16, &o);
     pd_layer *norm = pd_nn_layer_norm(1, (int64_t[]){8}, &(pd_nn_layer_norm_opts){.dtype = PD_FLOAT64});
     pd_layer *dec = pd_nn_transformer_decoder(d0, 3, norm);
@@ -348,7 +356,7 @@ static void test_decoder_stack_against_composed(void **state) {
     pd_layer_release(dec);
   }
   /* without a final norm the stack ends with the last layer */
-  pd_nn_transformer_opts o = {.dropout = -1, .dtype = PD_FLOAT64};
+  pd_nn_transformer_opts o = topts(0, false, NULL, PD_FLOAT64);
   pd_layer *dec = pd_nn_transformer_decoder(pd_nn_transformer_decoder_layer(8, 2, 16, &o), 2, NULL);
   randomize_norms(dec);
   pd_tensor *tgt = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 3, 8}, -1, 1);
@@ -386,8 +394,7 @@ static void test_transformer_against_composed(void **state) {
   pd_scope_begin();
   for (int pre = 0; pre < 2; pre++) {
     /* Paddle's default dropout 0.1: eval() turns it off */
-    pd_nn_transformer_opts o = {
-        .normalize_before = pre, .activation = pre ? "gelu" : NULL, .dtype = PD_FLOAT64};
+    pd_nn_transformer_opts o = topts(0.1, pre, pre ? "gelu" : NULL, PD_FLOAT64);
     pd_layer *t = pd_nn_transformer(8, 2, 2, 3, 16, &o);
     assert_non_null(t);
     randomize_norms(t);
@@ -414,7 +421,8 @@ static void test_transformer_against_composed(void **state) {
     pd_layer_release(t);
   }
   /* float32, post-norm, to 1e-5 */
-  pd_layer *t = pd_nn_transformer(8, 2, 1, 2, 16, &(pd_nn_transformer_opts){.dropout = -1});
+  pd_nn_transformer_opts o32 = topts(0, false, NULL, PD_BOOL);
+  pd_layer *t = pd_nn_transformer(8, 2, 1, 2, 16, &o32);
   randomize_norms(t);
   pd_tensor *src = rand_t(PD_FLOAT32, 3, (int64_t[]){3, 5, 8}, -1, 1);
   pd_tensor *tgt = rand_t(PD_FLOAT32, 3, (int64_t[]){3, 4, 8}, -1, 1);
@@ -447,6 +455,69 @@ static void test_square_subsequent_mask(void **state) {
   expect_no_live_tensors();
 }
 
+/* The p of Dropout sublayer `name` of l, from its repr "Dropout(p=0.1, ...)". */
+static double dropout_p(pd_layer *l, const char *name) {
+  char *r = pd_layer_to_string(pd_layer_sublayer(l, name));
+  assert_non_null(r);
+  const char *at = strstr(r, "p=");
+  assert_non_null(at);
+  double p = atof(at + 2);
+  free(r);
+  return p;
+}
+
+/* The options rule: from pd_nn_transformer_defaults() every field means what
+ * it says, 0 included (Paddle accepts dropout 0), attn_dropout and
+ * act_dropout follow dropout unless set; a struct literal is refused. */
+static void test_transformer_options_mean_what_they_say(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_nn_transformer_opts d = pd_nn_transformer_defaults();
+  assert_true(d.explicit_zero && d.dropout == 0.1 && d.layer_norm_eps == 1e-5);
+  assert_true(d.attn_dropout == PD_NN_SAME_AS_DROPOUT && d.act_dropout == PD_NN_SAME_AS_DROPOUT);
+  /* NULL: Paddle's 0.1 everywhere */
+  pd_layer *l = pd_nn_transformer_encoder_layer(8, 2, 16, NULL);
+  assert_true(dropout_p(l, "dropout") == 0.1 && dropout_p(l, "dropout1") == 0.1);
+  pd_layer_release(l);
+  /* dropout = 0 means 0, and the two that follow it are 0 too */
+  pd_nn_transformer_opts o = pd_nn_transformer_defaults();
+  o.dropout = 0;
+  o.dtype = PD_FLOAT64;
+  l = pd_nn_transformer_decoder_layer(8, 2, 16, &o);
+  assert_non_null(l);
+  assert_true(dropout_p(l, "dropout") == 0 && dropout_p(l, "dropout1") == 0 && dropout_p(l, "dropout3") == 0);
+  pd_tensor *x = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 4, 8}, -1, 1);
+  pd_tensor *mem = rand_t(PD_FLOAT64, 3, (int64_t[]){2, 3, 8}, -1, 1);
+  pd_layer_train(l); /* training mode, yet nothing is dropped */
+  pd_tensor *tr = pd_nn_transformer_decoder_call(l, x, mem, NULL, NULL);
+  pd_layer_eval(l);
+  expect_close(tr, pd_nn_transformer_decoder_call(l, x, mem, NULL, NULL), 0, 0);
+  pd_layer_release(l);
+  /* attn_dropout and act_dropout 0 with dropout 0.5 */
+  o = pd_nn_transformer_defaults();
+  o.dropout = 0.5;
+  o.attn_dropout = 0;
+  o.act_dropout = 0;
+  l = pd_nn_transformer_encoder_layer(8, 2, 16, &o);
+  assert_true(dropout_p(l, "dropout") == 0 && dropout_p(l, "dropout1") == 0.5);
+  char *r = pd_layer_to_string(pd_layer_sublayer(l, "self_attn"));
+  assert_non_null(strstr(r, "dropout=0"));
+  free(r);
+  pd_layer_release(l);
+  /* out of range */
+  o.attn_dropout = -0.5;
+  assert_null(pd_nn_transformer_encoder_layer(8, 2, 16, &o));
+  assert_non_null(strstr(pd_last_error(), "-0.5"));
+  /* a literal (here {.activation = "gelu"}, whose dropout would read 0) is refused */
+  pd_nn_transformer_opts lit = {.activation = "gelu"};
+  assert_null(pd_nn_transformer_encoder_layer(8, 2, 16, &lit));
+  assert_non_null(strstr(pd_last_error(), "must start from pd_nn_transformer_defaults()"));
+  assert_null(pd_nn_transformer(8, 2, 1, 1, 16, &lit));
+  assert_non_null(strstr(pd_last_error(), "Transformer: options must start from"));
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_transformer_bad_inputs(void **state) {
   (void)state;
   pd_scope_begin();
@@ -455,7 +526,8 @@ static void test_transformer_bad_inputs(void **state) {
   assert_non_null(strstr(pd_last_error(), "num_heads (3)"));
   assert_null(pd_nn_transformer_encoder_layer(8, 3, 16, NULL));
   assert_non_null(strstr(pd_last_error(), "nhead 3"));
-  assert_null(pd_nn_transformer_encoder_layer(8, 2, 16, &(pd_nn_transformer_opts){.activation = "tanh"}));
+  pd_nn_transformer_opts tanh_o = topts(0.1, false, "tanh", PD_FLOAT32);
+  assert_null(pd_nn_transformer_encoder_layer(8, 2, 16, &tanh_o));
   assert_non_null(strstr(pd_last_error(), "tanh"));
   pd_layer *m = pd_nn_multi_head_attention(8, 2, NULL);
   pd_tensor *q = pd_full(3, (int64_t[]){2, 3, 6}, 0.5, PD_FLOAT32);
@@ -482,6 +554,7 @@ int main(void) {
       cmocka_unit_test(test_decoder_stack_against_composed),
       cmocka_unit_test(test_transformer_against_composed),
       cmocka_unit_test(test_square_subsequent_mask),
+      cmocka_unit_test(test_transformer_options_mean_what_they_say),
       cmocka_unit_test(test_transformer_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
