@@ -346,6 +346,88 @@ static void test_while_array_gradient(void **state) {
   pd_program_release(main);
 }
 
+/* Nested While blocks with a cond inside: for i < 3: j = 0; for j < 2:
+ * acc += cond(i > 0, x * i, x); so acc = 2 (x + x + 2x) = 8x, d acc/dx = 8,
+ * and j, i end at 2 and 3. */
+typedef struct nest_ctx {
+  pd_tensor *x, *i;
+} nest_ctx;
+static int times_i(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  nest_ctx *c = user;
+  pd_tensor *fi = pd_cast(c->i, PD_FLOAT64);
+  out[0] = pd_multiply(c->x, fi);
+  pd_tensor_release(fi);
+  return out[0] ? 1 : -1;
+}
+static int just_x(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  out[0] = pd_assign(((nest_ctx *)user)->x);
+  return out[0] ? 1 : -1;
+}
+
+static void test_nested_while_blocks(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *acc = pd_full(1, SHAPE(1), 0, PD_FLOAT64), *i = pd_full(1, SHAPE(1), 0, PD_INT64);
+  pd_tensor *j = pd_full(1, SHAPE(1), 0, PD_INT64), *three = scalar(3, PD_INT64), *two = scalar(2, PD_INT64);
+  pd_tensor *zero = scalar(0, PD_INT64), *ci = pd_less_than(i, three), *cj = pd_less_than(j, two);
+  assert_int_equal(pd_static_while_begin(ci), PD_OK);
+  {
+    pd_tensor *j0 = pd_full(1, SHAPE(1), 0, PD_INT64), *c0 = pd_less_than(j0, two);
+    assert_int_equal(pd_static_assign_to(j0, j), PD_OK);
+    assert_int_equal(pd_static_assign_to(c0, cj), PD_OK);
+    assert_int_equal(pd_static_while_begin(cj), PD_OK);
+    {
+      pd_tensor *pos = pd_greater_than(i, zero), *term = NULL;
+      nest_ctx c = {x, i};
+      assert_int_equal(pd_static_nn_cond(pos, times_i, just_x, &c, &term, 1), 1);
+      pd_tensor *sum = pd_add(acc, term), *j1 = pd_increment(j, 1), *c1 = pd_less_than(j1, two);
+      assert_int_equal(pd_static_assign_to(sum, acc), PD_OK);
+      assert_int_equal(pd_static_assign_to(j1, j), PD_OK);
+      assert_int_equal(pd_static_assign_to(c1, cj), PD_OK);
+      pd_tensor *tmp[] = {pos, term, sum, j1, c1};
+      release_all(tmp, 5);
+    }
+    assert_int_equal(pd_static_while_end(), PD_OK);
+    pd_tensor *i1 = pd_increment(i, 1), *c2 = pd_less_than(i1, three);
+    assert_int_equal(pd_static_assign_to(i1, i), PD_OK);
+    assert_int_equal(pd_static_assign_to(c2, ci), PD_OK);
+    pd_tensor *tmp[] = {j0, c0, i1, c2};
+    release_all(tmp, 4);
+  }
+  assert_int_equal(pd_static_while_end(), PD_OK);
+  pd_tensor *gx = NULL;
+  assert_int_equal(pd_static_gradients(&acc, 1, &x, 1, NULL, NULL, 0, &gx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_tensor *xv = scalar(1.5, PD_FLOAT64);
+  pd_static_feed feed[1] = {{"x", xv}};
+  pd_tensor *fetch[4] = {acc, gx, i, j};
+  pd_tensor **o = run(main, false, feed, 1, fetch, 4);
+  assert_true(pd_tensor_item(o[0]) == 8 * 1.5 && pd_tensor_item(o[1]) == 8.0);
+  assert_true(pd_tensor_item(o[2]) == 3.0 && pd_tensor_item(o[3]) == 2.0);
+  release_all(o, 4);
+  /* the nested blocks from the Program file, interpreted the same */
+  size_t size = 0;
+  char *file = pd_static_serialize_program(main, &size);
+  pd_program *back = file ? pd_static_deserialize_program(file, size) : NULL;
+  free(file);
+  if (!back) fail_msg("%s", pd_last_error());
+  pd_tensor *bf[2];
+  for (int k = 0; k < 2; k++)
+    assert_non_null(bf[k] = pd_static_block_var(pd_program_global_block(back), pd_tensor_name(fetch[k])));
+  o = run(back, true, feed, 1, bf, 2);
+  assert_true(pd_tensor_item(o[0]) == 8 * 1.5 && pd_tensor_item(o[1]) == 8.0);
+  release_all(o, 2);
+  pd_program_release(back);
+  pd_tensor *all[] = {x, acc, i, j, three, two, zero, ci, cj, gx, xv};
+  release_all(all, 11);
+  pd_program_release(main);
+}
+
 /* ---- bad input -------------------------------------------------------------------- */
 static int writes_outer(void *user, pd_tensor **out, int cap) {
   (void)cap;
@@ -389,6 +471,7 @@ int main(void) {
       cmocka_unit_test(test_while_block_gradient),
       cmocka_unit_test(test_array_gradient),
       cmocka_unit_test(test_while_array_gradient),
+      cmocka_unit_test(test_nested_while_blocks),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
