@@ -337,6 +337,49 @@ static pd_status rule_sqnorm(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* ---- batch-parallel ops (Paddle's default_data_parallel) ---------------- */
+
+/* Whether input i (of n) of a batch-parallel op holds samples on dim 0
+ * (the others, weights and biases, are replicated). */
+static bool batch_major(const pd_op_def *def, int i, int n) {
+  if (def == &pd_opdef_conv_grad_filter || def == &pd_opdef_max_pool_grad || def == &pd_opdef_max_pool_gather)
+    return i < 2;
+  if (def == &pd_opdef_group_norm_grad) return i == 0 || i == n - 1; /* x, [weight], dy */
+  return i == 0;
+}
+
+/* Whether output k is a weight's gradient (a sum over the samples). */
+static bool weight_grad(const pd_op_def *def, int k) {
+  return def == &pd_opdef_conv_grad_filter || (def == &pd_opdef_group_norm_grad && k >= 1);
+}
+
+/* Convolutions, pooling, interpolation, group and instance norm (and their
+ * grad ops) work sample by sample: a shard of the batch (dim 0) stays,
+ * every other dim is gathered, weights are replicated; outputs keep the
+ * batch shard, and a weight's gradient, summed over the samples, is
+ * Partial(sum) on the batch's mesh axis. */
+static pd_status rule_batch_parallel(pd_spmd_args *s) {
+  int64_t batch = s->in_meta[0].ndim > 0 ? s->in_meta[0].shape[0] : 0;
+  int8_t b = -1;
+  for (int i = 0; i < s->n_in; i++)
+    if (batch_major(s->def, i, s->n_in) && s->in_meta[i].ndim > 0 && s->in_meta[i].shape[0] == batch)
+      b = pick(b, mapped(s, i, 0));
+  for (int i = 0; i < s->n_in; i++) {
+    pd_spmd_clear(&s->in_want[i]);
+    if (batch_major(s->def, i, s->n_in) && s->in_meta[i].ndim > 0 && s->in_meta[i].shape[0] == batch)
+      want(s, i, &b, 1);
+  }
+  for (int k = 0; k < s->n_out; k++) {
+    pd_spmd_clear(&s->out[k]);
+    if (weight_grad(s->def, k)) {
+      if (b >= 0) s->out[k].partial[b] = PD_REDUCE_SUM;
+    } else if (s->out_meta[k].ndim > 0 && s->out_meta[k].shape[0] == batch) {
+      place_out(s, k, &b, 1);
+    }
+  }
+  return PD_OK;
+}
+
 pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
   switch (id) {
     case PD_OP_embedding:
@@ -375,6 +418,36 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
       return rule_t;
     case PD_OP_squared_l2_norm:
       return rule_sqnorm;
+    case PD_OP_conv1d:
+    case PD_OP_conv2d:
+    case PD_OP_conv3d:
+    case PD_OP_conv1d_transpose:
+    case PD_OP_conv2d_transpose:
+    case PD_OP_conv3d_transpose:
+    case PD_OP_conv_grad_filter:
+    case PD_OP_max_pool1d:
+    case PD_OP_max_pool2d:
+    case PD_OP_max_pool3d:
+    case PD_OP_adaptive_max_pool1d:
+    case PD_OP_adaptive_max_pool2d:
+    case PD_OP_adaptive_max_pool3d:
+    case PD_OP_max_pool_grad:
+    case PD_OP_max_pool_gather:
+    case PD_OP_avg_pool1d:
+    case PD_OP_avg_pool2d:
+    case PD_OP_avg_pool3d:
+    case PD_OP_adaptive_avg_pool1d:
+    case PD_OP_adaptive_avg_pool2d:
+    case PD_OP_adaptive_avg_pool3d:
+    case PD_OP_avg_pool_grad:
+    case PD_OP_nearest_interp:
+    case PD_OP_nearest_interp_grad:
+    case PD_OP_bilinear_interp:
+    case PD_OP_bilinear_interp_grad:
+    case PD_OP_group_norm:
+    case PD_OP_instance_norm:
+    case PD_OP_group_norm_grad:
+      return rule_batch_parallel;
     default:
       return NULL;
   }
