@@ -357,14 +357,13 @@ pd_tensor *pd_tensor_from_blob(void *data, pd_dtype dt, int ndim, const int64_t 
   return pd_scope_track(t);
 }
 
-pd_tensor *pd_tensor_retain(pd_tensor *t) {
-  if (t && atomic_fetch_add(&t->refcount, 1) <= 0) { /* a released tensor: undo, report */
-    atomic_fetch_sub(&t->refcount, 1);
-    pd_tensor_check_live(t, "tensor_retain");
-    return NULL;
-  }
-  return t;
+pd_tensor *pd_tensor_retain_released(pd_tensor *t) { /* a released tensor: undo, report */
+  atomic_fetch_sub(&t->refcount, 1);
+  pd_tensor_check_live(t, "tensor_retain");
+  return NULL;
 }
+
+pd_tensor *(pd_tensor_retain)(pd_tensor *t) { return pd_tensor_retain(t); }
 
 static void release_extras(pd_tensor *t) {
   if (t->grad) pd_tensor_release(t->grad);
@@ -376,21 +375,26 @@ static void release_extras(pd_tensor *t) {
   if (t->param_info) free(t->param_info);
 }
 
-void pd_tensor_release(pd_tensor *t) {
-  if (!t) return;
-  int rc = atomic_load_explicit(&t->refcount, memory_order_acquire);
-  if (rc != 1) {
-    if (rc <= 0) { /* released before: leave the cached struct alone */
-      pd_tensor_check_live(t, "tensor_release");
-      return;
-    }
-    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
-  }
+/* The last reference is gone: everything the tensor owns goes. Out of
+ * line, so that dropping a reference that is not the last costs no frame. */
+static __attribute__((noinline)) void tensor_destroy(pd_tensor *t) {
   if (((uintptr_t)t->grad | (uintptr_t)t->grad_fn | (uintptr_t)t->hooks | (uintptr_t)t->post_hooks |
        (uintptr_t)t->dist_attr | (uintptr_t)t->param_info | (uintptr_t)t->name) != 0)
     release_extras(t);
   storage_release(t->storage);
   tensor_free_struct(t);
+}
+
+void pd_tensor_release(pd_tensor *t) {
+  if (!t) return;
+  int rc = atomic_load_explicit(&t->refcount, memory_order_acquire);
+  if (rc == 1) {
+    tensor_destroy(t);
+  } else if (rc > 0) {
+    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) == 1) tensor_destroy(t);
+  } else { /* released before: leave the cached struct alone */
+    pd_tensor_check_live(t, "tensor_release");
+  }
 }
 
 /* ---- accessors --------------------------------------------------------- */

@@ -152,6 +152,16 @@ static inline pd_tensor *pd_scope_track_inline(pd_tensor *t) {
 }
 #define pd_scope_track(t) pd_scope_track_inline(t)
 
+/* pd_tensor_retain inline for the library's own calls (a few per op): a
+ * released tensor (refcount <= 0) goes to the out-of-line report. */
+pd_tensor *pd_tensor_retain_released(pd_tensor *t);
+static inline pd_tensor *pd_tensor_retain_inline(pd_tensor *t) {
+  if (t && __builtin_expect(atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed) <= 0, 0))
+    return pd_tensor_retain_released(t);
+  return t;
+}
+#define pd_tensor_retain(t) pd_tensor_retain_inline(t)
+
 #define PD_SHAPE_STR(t) pd_shape_str((t)->ndim, (t)->shape, (char[160]){0}, 160)
 
 #endif
