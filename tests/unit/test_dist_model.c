@@ -242,12 +242,13 @@ typedef struct seed_result {
   float pred[SN][SB * CLS];
 } seed_result;
 
-/* The seed's loops run eagerly on dense tensors in this process. */
 static pd_optimizer *seed_optimizer(bool adam, pd_tensor *const *ps, int n) {
   return adam ? pd_optimizer_adam_w(0.05, ps, n, NULL) : pd_optimizer_sgd(0.1, ps, n, NULL);
 }
 
-static int seed_eager(int rank, bool adam, seed_result *r) {
+/* The seed's loops run eagerly on dense tensors in this process, on the
+ * global batches xs, ys (NULL: seed_batch's). */
+static int seed_eager(int rank, bool adam, pd_tensor *const *xs, pd_tensor *const *ys, seed_result *r) {
   pd_layer *net = demo_net(NULL, NULL, NULL), *mse = pd_nn_mse_loss(NULL);
   pd_named_tensors ps;
   DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 1);
@@ -257,7 +258,10 @@ static int seed_eager(int rank, bool adam, seed_result *r) {
     for (int b = 0; b < SN; b++) {
       pd_scope_begin();
       pd_tensor *x, *y;
-      seed_batch(b, &x, &y);
+      if (xs)
+        x = xs[b], y = ys[b];
+      else
+        seed_batch(b, &x, &y);
       pd_tensor *out = pd_layer_call1(net, x);
       DIST_CHECK(out, 2);
       if (phase == 2) {
@@ -280,37 +284,61 @@ static int seed_eager(int rank, bool adam, seed_result *r) {
   return 0;
 }
 
-/* The seed's loops through dist.to_static with net's placements; the input
- * is the global batch, or, with dp_axis >= 0, sharded on that mesh axis. */
-static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp_axis, bool adam,
+/* The whole RandomDataset of the seed: 16 images and labels. */
+static pd_io_dataset *seed_dataset(void) {
+  pd_scope_begin();
+  double xs[SN * SB * IMG], ys[SN * SB * CLS];
+  for (int b = 0; b < SN; b++) {
+    pd_tensor *x, *y;
+    seed_batch(b, &x, &y);
+    pd_tensor_copy_to(x, xs + b * SB * IMG, SB * IMG, PD_FLOAT64);
+    pd_tensor_copy_to(y, ys + b * SB * CLS, SB * CLS, PD_FLOAT64);
+  }
+  pd_tensor *t[2] = {pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){SN * SB, IMG}),
+                     pd_tensor_from_f64(ys, PD_FLOAT32, 2, (const int64_t[]){SN * SB, CLS})};
+  pd_io_dataset *ds = pd_io_tensor_dataset(t, 2);
+  pd_scope_end();
+  return ds;
+}
+
+/* A ShardDataloader of the seed's dataset, its global batch of SB split
+ * along mesh dim shard_dim. */
+static pd_dist_shard_dataloader *seed_shard_loader(pd_io_dataset *ds, pd_dist_process_mesh *mesh,
+                                                   const char *shard_dim) {
+  return pd_dist_shard_dataloader_new(
+      ds, &(pd_io_data_loader_opts){.batch_size = SB},
+      &(pd_dist_shard_dataloader_opts){.meshes = &mesh, .n_meshes = 1, .shard_dim = shard_dim});
+}
+
+/* The seed's loops through dist.to_static with net's placements: the
+ * batches of a DataLoader (the global batch, replicated), or with
+ * shard_dim of a ShardDataloader (each rank's part, Shard(0) on that mesh
+ * dim), through the DistributedDataLoader. */
+static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, const char *shard_dim, bool adam,
                      seed_result *r, pd_dist_model **keep) {
   pd_layer *mse = pd_nn_mse_loss(NULL);
   pd_named_tensors ps;
   DIST_CHECK(net && mse && pd_layer_parameters(net, &ps) == PD_OK, 11);
   pd_optimizer *opt = seed_optimizer(adam, ps.tensors, ps.n);
   pd_named_tensors_free(&ps);
-  pd_scope_begin(); /* any loader will do: the batches are made below */
-  pd_tensor *x0, *y0;
-  seed_batch(0, &x0, &y0);
-  pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x0, y0}, 2);
-  pd_scope_end();
-  pd_io_loader *loader = pd_io_data_loader(ds, NULL);
+  pd_io_dataset *ds = seed_dataset();
+  pd_io_loader *loader =
+      shard_dim ? NULL : pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = SB});
+  pd_dist_shard_dataloader *sl = shard_dim ? seed_shard_loader(ds, mesh, shard_dim) : NULL;
   pd_dist_model *m = NULL;
   pd_dist_data_loader *dl = NULL;
-  DIST_CHECK(pd_dist_to_static(net, loader, NULL, mse, opt, NULL, &m, &dl) == PD_OK, 12);
+  DIST_CHECK(ds && (loader || sl), 10);
+  DIST_CHECK(pd_dist_to_static(net, loader, sl, mse, opt, NULL, &m, &dl) == PD_OK, 12);
   pd_status (*modes[3])(pd_dist_model *) = {pd_dist_model_train, pd_dist_model_eval, pd_dist_model_predict};
   for (int phase = 0; phase < 3; phase++) {
     DIST_CHECK(modes[phase](m) == PD_OK, 13);
     for (int b = 0; b < SN; b++) {
       pd_scope_begin();
       pd_tensor *in[2], *out = NULL;
-      seed_batch(b, &in[0], &in[1]);
-      if (dp_axis >= 0)
-        for (int i = 0; i < 2; i++) {
-          pd_dist_placement p[2] = {pd_dist_replicate(), pd_dist_replicate()};
-          p[dp_axis] = pd_dist_shard(0);
-          in[i] = pd_dist_shard_tensor(in[i], mesh, p, pd_dist_process_mesh_ndim(mesh));
-        }
+      int n = pd_dist_data_loader_next(dl, in, 2);
+      if (n == 0) n = pd_dist_data_loader_next(dl, in, 2); /* the previous loop's epoch ended */
+      DIST_CHECK(n == 2, 16);
+      DIST_CHECK(pd_dist_is_dist(in[0]) == (shard_dim != NULL), 17);
       DIST_CHECK(pd_dist_model_call(m, in, phase == 2 ? 1 : 2, &out, 1) == 1, 14);
       DIST_CHECK(!pd_dist_is_dist(out), 15);
       if (phase == 2)
@@ -322,6 +350,7 @@ static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, int dp
   }
   pd_dist_data_loader_release(dl);
   pd_io_loader_release(loader);
+  pd_dist_shard_dataloader_release(sl);
   pd_io_dataset_release(ds);
   pd_optimizer_release(opt);
   pd_layer_release(mse);
@@ -382,14 +411,14 @@ static bool program_has(pd_program *p, const char *what) {
 
 static int rank_seed(int rank) {
   seed_result eager, dist;
-  int rc = seed_eager(rank, false, &eager);
+  int rc = seed_eager(rank, false, NULL, NULL, &eager);
   if (rc) return rc;
   pd_dist_process_mesh *mesh =
       pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"x"});
   pd_layer *net =
       demo_net(mesh, (pd_dist_placement[]){pd_dist_shard(1)}, (pd_dist_placement[]){pd_dist_shard(0)});
   pd_dist_model *m = NULL;
-  if ((rc = seed_dist(rank, net, mesh, -1, false, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager)))
+  if ((rc = seed_dist(rank, net, mesh, NULL, false, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager)))
     return rc;
   char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
   DIST_CHECK(ops, 30);
@@ -431,17 +460,32 @@ static void test_seed_on_two_processes(void **state) {
   dist_run_ranks_or_fail(2, rank_seed, 120);
 }
 
-/* AdamW here: its moments take the weights' placements on the 2-d mesh. */
+/* A ShardDataloader splits each batch along "dp"; AdamW's moments take the
+ * weights' placements on the 2-d mesh. The eager run trains on the same
+ * global batches, gathered from the loader. */
 static int rank_mesh_2d(int rank) {
-  seed_result eager, dist;
-  int rc = seed_eager(rank, true, &eager);
-  if (rc) return rc;
   pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(2, (const int64_t[]){2, 2}, (const int[]){0, 1, 2, 3},
                                                         (const char *[]){"dp", "mp"});
+  pd_io_dataset *ds = seed_dataset();
+  pd_dist_shard_dataloader *sl = seed_shard_loader(ds, mesh, "dp");
+  DIST_CHECK(sl, 40);
+  pd_tensor *xs[SN], *ys[SN];
+  for (int b = 0; b < SN; b++) {
+    pd_tensor *batch[2];
+    DIST_CHECK(pd_dist_shard_dataloader_next(sl, batch, 2) == 2, 41);
+    xs[b] = pd_dist_unshard_dtensor(batch[0]); /* the rank's scope holds them */
+    ys[b] = pd_dist_unshard_dtensor(batch[1]);
+    DIST_CHECK(xs[b] && ys[b] && pd_tensor_shape(xs[b])[0] == SB, 42);
+  }
+  seed_result eager, dist;
+  int rc = seed_eager(rank, true, xs, ys, &eager);
   pd_layer *net = demo_net(mesh, (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(1)},
                            (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(0)});
-  if ((rc = seed_dist(rank, net, mesh, 0, true, &dist, NULL)) == 0) rc = seed_compare(rank, &dist, &eager);
+  if (rc == 0 && (rc = seed_dist(rank, net, mesh, "dp", true, &dist, NULL)) == 0)
+    rc = seed_compare(rank, &dist, &eager);
   pd_layer_release(net);
+  pd_dist_shard_dataloader_release(sl);
+  pd_io_dataset_release(ds);
   pd_dist_process_mesh_release(mesh);
   return rc;
 }
