@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../core/core_internal.h"
+#include "../comm/group_internal.h"
 #include "ap_internal.h"
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"
@@ -47,20 +48,13 @@ static pd_tensor *pad_dim(pd_tensor *x, int d, int64_t to) {
   return r;
 }
 
-/* x with dim d moved to the front (back = false) or the front moved back to
- * d (back = true), contiguous. Takes x. */
-static pd_tensor *move_dim(pd_tensor *x, int d, bool back) {
-  if (!x || d == 0) return dense(x);
-  int64_t perm[PD_MAX_DIMS];
-  for (int i = 0; i < x->ndim; i++) {
-    if (!back)
-      perm[i] = i == 0 ? d : i <= d ? i - 1 : i;
-    else
-      perm[i] = i < d ? i + 1 : i == d ? 0 : i;
-  }
-  pd_tensor *t = pd_transpose(x, x->ndim, perm);
-  pd_tensor_release(x);
-  return dense(t);
+/* An uninitialised tensor of x's shape with dim d of `len` elements (a
+ * buffer a collective fills). */
+static pd_tensor *buffer_like(const pd_tensor *x, int d, int64_t len) {
+  int64_t shape[PD_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  shape[d] = len;
+  return pd_empty(x->ndim, shape, x->dtype);
 }
 
 /* ---- one mesh axis ------------------------------------------------------- */
@@ -70,6 +64,7 @@ typedef struct axis_ctx {
   int64_t n, c;       /* axis size, this rank's coordinate */
   pd_dist_group *g;   /* the axis group (n > 1) */
   int grank[1 << 10]; /* group rank of each coordinate */
+  bool in_order;      /* grank[k] == k: the group's order is the mesh's */
 } axis_ctx;
 
 /* comm: the step communicates, so it needs the axis group; the local steps
@@ -88,27 +83,39 @@ static pd_status axis_init(axis_ctx *x, pd_dist_process_mesh *m, int axis, bool 
   int64_t st = 1;
   for (int d = m->ndim - 1; d > axis; d--) st *= m->shape[d];
   int64_t base = pd_ap_mesh_index_of(m, pd_ap_my_rank()) - x->c * st;
-  for (int64_t k = 0; k < x->n; k++) x->grank[k] = pd_dist_group_get_group_rank(x->g, m->ids[base + k * st]);
+  x->in_order = true;
+  for (int64_t k = 0; k < x->n; k++) {
+    x->grank[k] = pd_dist_group_get_group_rank(x->g, m->ids[base + k * st]);
+    x->in_order &= x->grank[k] == k;
+  }
   return PD_OK;
 }
 
-/* Shard(d) -> Replicate: all_gather of the padded shards, trimmed. */
+/* Shard(d) -> Replicate: all_gather of the padded shards, trimmed. Dim 0
+ * gathers straight into the result (one buffer, the group in mesh order);
+ * another dim concatenates the gathered shards along d (no transposes). */
 static pd_tensor *s_to_r(const axis_ctx *ax, pd_tensor *x, int d, int64_t global) {
   if (ax->n == 1) return pd_tensor_retain(x);
   int64_t chunk = (global + ax->n - 1) / ax->n;
-  pd_tensor *f = move_dim(pad_dim(x, d, chunk), d, false);
+  pd_tensor *f = dense(pad_dim(x, d, chunk));
   if (!f) return NULL;
-  pd_tensor *list[1 << 10] = {0};
   pd_dist_opts o = {.group = ax->g};
   pd_tensor *r = NULL;
+  if (d == 0 && ax->in_order) {
+    pd_tensor *all = buffer_like(f, 0, chunk * ax->n);
+    if (all && pd_dist_all_gather_into_tensor(all, f, &o) == PD_OK) r = dense(narrow(all, 0, 0, global));
+    pd_tensor_release(all);
+    pd_tensor_release(f);
+    return r;
+  }
+  pd_tensor *list[1 << 10] = {0};
   if (pd_dist_all_gather(list, f, &o) == PD_OK) {
     pd_tensor *ordered[1 << 10];
     for (int64_t k = 0; k < ax->n; k++) ordered[k] = list[ax->grank[k]];
-    pd_tensor *cat = pd_concat(ordered, (int)ax->n, 0);
+    pd_tensor *cat = pd_concat(ordered, (int)ax->n, d);
     if (cat) {
-      pd_tensor *t = narrow(cat, 0, 0, global);
+      r = cat->shape[d] == global ? pd_tensor_retain(cat) : dense(narrow(cat, d, 0, global));
       pd_tensor_release(cat);
-      r = move_dim(t, d, true);
     }
   }
   for (int64_t k = 0; k < ax->n; k++) pd_tensor_release(list[k]);
@@ -123,15 +130,18 @@ static pd_tensor *r_to_s(const axis_ctx *ax, pd_tensor *x, int d) {
   return dense(narrow(x, d, s, l));
 }
 
-/* Partial(op) -> Replicate: all_reduce. */
+/* Partial(op) -> Replicate: all_reduce into a new buffer (the input is
+ * kept as it is without a copy of it first). */
 static pd_tensor *p_to_r(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op) {
-  pd_tensor *y = pd_clone(x, x->dtype);
-  if (!y || ax->n == 1) return y;
+  if (ax->n == 1) return pd_clone(x, x->dtype);
+  pd_tensor *src = dense(pd_tensor_retain(x));
+  pd_tensor *y = src ? pd_empty(x->ndim, x->shape, x->dtype) : NULL;
   pd_dist_opts o = {.group = ax->g};
-  if (pd_dist_all_reduce(y, op, &o) != PD_OK) {
+  if (y && pd_dist_all_reduce_into(y, src, op, &o) != PD_OK) {
     pd_tensor_release(y);
-    return NULL;
+    y = NULL;
   }
+  pd_tensor_release(src);
   return y;
 }
 
@@ -143,26 +153,24 @@ static pd_tensor *r_to_p(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op) {
   return pd_full_like(x, op == PD_REDUCE_PROD ? 1.0 : 0.0, x->dtype);
 }
 
-/* Partial(op) -> Shard(d): reduce_scatter of the padded value, trimmed. */
+/* Partial(op) -> Shard(d): reduce_scatter of the padded value's blocks
+ * along d (views for d = 0, row-block copies otherwise), trimmed. */
 static pd_tensor *p_to_s(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op, int d) {
   if (ax->n == 1) return pd_clone(x, x->dtype);
   int64_t global = x->shape[d], chunk = (global + ax->n - 1) / ax->n, s, l;
-  pd_tensor *f = move_dim(pad_dim(x, d, chunk * ax->n), d, false);
+  pd_tensor *f = pad_dim(x, d, chunk * ax->n);
   if (!f) return NULL;
   pd_tensor *list[1 << 10] = {0};
   pd_tensor *out = NULL, *r = NULL;
   bool ok = true;
   for (int64_t k = 0; k < ax->n && ok; k++)
-    ok = (list[ax->grank[k]] = dense(narrow(f, 0, k * chunk, chunk))) != NULL;
+    ok = (list[ax->grank[k]] = dense(narrow(f, d, k * chunk, chunk))) != NULL;
   if (ok) {
-    int64_t shape[PD_MAX_DIMS];
-    memcpy(shape, f->shape, sizeof(int64_t) * (size_t)f->ndim);
-    shape[0] = chunk;
-    out = pd_zeros(f->ndim, shape, f->dtype);
+    out = buffer_like(f, d, chunk);
     pd_dist_opts o = {.group = ax->g};
     if (out && pd_dist_reduce_scatter(out, list, op, &o) == PD_OK) {
       pd_ap_shard_range(global, ax->n, ax->c, &s, &l);
-      r = move_dim(narrow(out, 0, 0, l), d, true);
+      r = l == chunk ? pd_tensor_retain(out) : dense(narrow(out, d, 0, l));
     }
   }
   for (int64_t k = 0; k < ax->n; k++) pd_tensor_release(list[k]);
@@ -188,7 +196,13 @@ static pd_tensor *s_to_s(const axis_ctx *ax, pd_tensor *x, int i, int j, int64_t
     ok = (in[ax->grank[k]] = dense(bij)) != NULL;
   }
   pd_dist_opts o = {.group = ax->g};
-  if (ok && pd_dist_alltoall(out, in, &o) == PD_OK) {
+  if (ok && i == 0 && gi % ax->n == 0 && gj % ax->n == 0) { /* the blocks land in the result's rows */
+    pd_tensor *res = buffer_like(in[0], 0, gi);
+    for (int64_t k = 0; res && k < ax->n && ok; k++)
+      ok = (out[ax->grank[k]] = narrow(res, 0, k * ci, ci)) != NULL;
+    if (res && ok && pd_dist_alltoall(out, in, &o) == PD_OK) r = pd_tensor_retain(res);
+    pd_tensor_release(res);
+  } else if (ok && pd_dist_alltoall(out, in, &o) == PD_OK) {
     int64_t sj, lj;
     pd_ap_shard_range(gj, ax->n, ax->c, &sj, &lj);
     for (int64_t k = 0; k < ax->n && ok; k++) {
@@ -299,7 +313,7 @@ static pd_tensor *move_mesh(pd_tensor *x, const pd_dist_attr *src, const pd_dist
       int64_t shape[PD_MAX_DIMS];
       int nd = moved ? pd_ap_local_shape(moved, shape) : 0;
       pd_ap_attr_free(moved);
-      r = moved ? pd_zeros(nd, shape, x->dtype) : NULL;
+      r = moved ? pd_empty(nd, shape, x->dtype) : NULL; /* the receive fills it */
       pd_dist_opts o = {0};
       if (!r || pd_dist_recv(r, src->mesh->ids[i_dst], &o) != PD_OK) {
         pd_tensor_release(r);

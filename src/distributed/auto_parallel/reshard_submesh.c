@@ -82,7 +82,7 @@ static pd_tensor *to_global(pd_tensor *local, const pd_dist_attr *src, const pd_
     int64_t at = pd_ap_mesh_index_of(big, me);
     int64_t shape[PD_MAX_DIMS];
     int nd = pd_ap_local_shape(m, shape);
-    x = pd_zeros(nd, shape, local->dtype);
+    x = pd_empty(nd, shape, local->dtype); /* the receive fills it */
     pd_dist_opts o = {0};
     if (!x || pd_dist_recv(x, big->ids[at + (index - co[a]) * st], &o) != PD_OK) s = pd_last_status();
   } else {

@@ -220,6 +220,26 @@ pd_status pd_dist_all_reduce(pd_tensor *tensor, pd_reduce_op op, const pd_dist_o
   return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
 }
 
+pd_status pd_dist_all_reduce_into(pd_tensor *out, pd_tensor *in, pd_reduce_op op, const pd_dist_opts *opts) {
+  pd_status st;
+  coll_call *c = tensor_call(PD_COMM_ALL_REDUCE, "all_reduce", in, (int)op, 0, NULL, opts, &st);
+  if (!c) return st;
+  if (check_tensor(out, "all_reduce", "out") < 0)
+    st = pd_last_status();
+  else if (out->dtype != in->dtype || out->numel != in->numel)
+    st = pd_set_error(
+        PD_ERR_SHAPE, "all_reduce: out has dtype %s and %lld elements but the tensor has %s and %lld",
+        pd_dtype_name(out->dtype), (long long)out->numel, pd_dtype_name(in->dtype), (long long)in->numel);
+  if (st != PD_OK) {
+    call_free(c);
+    return st;
+  }
+  c->in = pd_data_ptr(in);
+  c->out = pd_data_ptr(out);
+  call_keep(c, 1, out);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
 pd_status pd_dist_broadcast(pd_tensor *tensor, int src, const pd_dist_opts *opts) {
   pd_status st;
   coll_call *c = tensor_call(PD_COMM_BROADCAST, "broadcast", tensor, -1, src, "src", opts, &st);

@@ -54,6 +54,12 @@ pd_status pd_dist_submit(pd_dist_group *g, int lane, struct pd_dist_task *t, pd_
 struct pd_dist_task *pd_dist_task_new(pd_status (*run)(struct pd_dist_task *),
                                       void (*cleanup)(struct pd_dist_task *), void *call);
 
+/* collective_api.c */
+/* all_reduce out of place: out (contiguous, in's dtype and element count)
+ * receives the reduction of every rank's `in`, which is left as it was
+ * (saves the copy an in-place all_reduce of a value to keep needs). */
+pd_status pd_dist_all_reduce_into(pd_tensor *out, pd_tensor *in, pd_reduce_op op, const pd_dist_opts *opts);
+
 /* group.c */
 /* The world group (NULL when not initialised). */
 pd_dist_group *pd_dist_world(void);
