@@ -170,6 +170,26 @@ PD_API pd_status pd_static_gradients(pd_tensor *const *targets, int n_targets, p
  * built may be given no parameters (NULL, 0): minimize then updates every trainable parameter of the Program.
  */
 
+/* ---- py_func ----------------------------------------------------------------
+ * A user function as an op. It is given the n_in input tensors and writes
+ * n_out new tensors (references it hands over) to out; PD_OK or an error. */
+typedef pd_status (*pd_py_func_fn)(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out);
+/* paddle.static.py_func(func, x, out, backward_func): a py_func op over the
+ * n_x inputs x whose n_out outputs are described by out_specs (dtype, shape;
+ * a -1 dim is the size of the same dim of x[0], the batch), written to out
+ * (new references). Under program_guard it is recorded and the Executor
+ * calls func on each run's values; eagerly it runs at once. backward_func
+ * (NULL: no gradient flows through the op, as in Paddle) is given x...,
+ * out..., then the gradient of each out (2 n_out + n_x tensors) and writes
+ * one gradient per x (NULL for none), each shaped as its x. A result of
+ * another dtype or shape than its spec is an error naming the output. The
+ * callbacks are kept for the life of the process: a Program holding
+ * py_func runs only in the process that built it (up to 256 different
+ * callback sets). */
+PD_API pd_status pd_static_py_func(pd_py_func_fn func, void *user, pd_tensor *const *x, int n_x,
+                                   const pd_input_spec *out_specs, int n_out, pd_tensor **out,
+                                   pd_py_func_fn backward_func);
+
 /* ---- scopes ---------------------------------------------------------------
  * paddle.static.Scope(): a pd_var_scope, name -> tensor, where persistable
  * Variables (parameters, optimizer state) live between Executor runs.

@@ -1,5 +1,6 @@
 /* Gradcheck samples for the core ops (cast, arithmetic, scale, sum, views). */
 #include "op_samples.h"
+#include "ops/core/py_func.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -59,7 +60,31 @@ static int s_fill_(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+/* py_func over a C cube: y = x^3, dy/dx = 3 x^2. */
+static pd_status cube(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  (void)user, (void)n_in, (void)n_out;
+  pd_tensor *sq = pd_multiply(in[0], in[0]);
+  out[0] = pd_multiply(sq, in[0]);
+  pd_tensor_release(sq);
+  return out[0] ? PD_OK : pd_last_status();
+}
+static pd_status cube_grad(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  (void)user, (void)n_in, (void)n_out; /* in: x, y, dy */
+  pd_tensor *sq = pd_multiply(in[0], in[0]), *t = pd_scale(sq, 3.0, 0.0, true);
+  out[0] = pd_multiply(t, in[2]);
+  pd_tensor_release(sq);
+  pd_tensor_release(t);
+  return out[0] ? PD_OK : pd_last_status();
+}
+static int s_py_func(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, S(2, 3), -1, 1);
+  pd_input_spec spec = {.ndim = 2, .shape = {-1, 3}, .dtype = in[0]->dtype};
+  a->i[0] = pd_py_func_register(cube, NULL, cube_grad, &spec, 1);
+  return 1;
+}
+
 const pd_op_sample pd_samples_core[] = {
+    {"py_func", s_py_func, 0},
     {"transpose", s_transpose, 0},
     {"cast", s_cast, 0},
     {"add", s_binary_bcast, 0},
