@@ -124,7 +124,10 @@ static pd_status run_ops(block_run *r, int from, int to) {
       st = set_value(r, op->outputs[j], out[j]);
     }
     if (st != PD_OK) {
-      pd_error_prefix("%s: %s", r->op->type, op->type);
+      if (op->op_id < 0 && !op->value) /* a control or array op's message names it already */
+        pd_error_prefix("%s", r->op->type);
+      else
+        pd_error_prefix("%s: %s", r->op->type, op->type);
       return st;
     }
   }
@@ -245,70 +248,118 @@ static pd_status rerun_array(const pd_program *p, const pd_operator *op, pd_tens
   return pd_static_run_array_op(op, in, res);
 }
 
-/* What a grad op differentiates for: the tensors it made leaves of (an
- * input, or an element of an input array), and the gradient of each. */
-typedef struct grad_inputs {
-  pd_tensor *xs[PD_MAX_OUTPUTS];
-  int of[PD_MAX_OUTPUTS], elem[PD_MAX_OUTPUTS]; /* input slot, element (-1: the input itself) */
-  pd_tensor *gx[PD_MAX_OUTPUTS], *direct[PD_MAX_OUTPUTS];
-  int n;
-} grad_inputs;
+/* What a grad op differentiates: the tensors it made leaves of (an input,
+ * or an element of an input array) with their gradients, and the outputs
+ * (an output, or an element of an output array) with theirs. Arrays make
+ * the counts unbounded (one element per loop step). */
+typedef struct grad_set {
+  pd_tensor **xs, **gx, **direct; /* per leaf: borrowed, owned, owned */
+  int *of, *elem;                 /* per leaf: input slot, element (-1: the input itself) */
+  int n, cap;
+  pd_tensor **ys, **gys; /* borrowed */
+  int ny, ycap;
+} grad_set;
+
+static bool grow(void **p, size_t size, int cap) {
+  void *q = realloc(*p, size * (size_t)cap);
+  if (q) *p = q;
+  return q != NULL;
+}
+
+static pd_status add_leaf(grad_set *g, pd_tensor *x, int j, int k) {
+  if (g->n == g->cap) {
+    int c = g->cap ? 2 * g->cap : 16;
+    if (!grow((void **)&g->xs, sizeof *g->xs, c) || !grow((void **)&g->gx, sizeof *g->gx, c) ||
+        !grow((void **)&g->direct, sizeof *g->direct, c) || !grow((void **)&g->of, sizeof *g->of, c) ||
+        !grow((void **)&g->elem, sizeof *g->elem, c))
+      return pd_set_error(PD_ERR_MEMORY, "gradient: out of memory");
+    g->cap = c;
+  }
+  g->xs[g->n] = x;
+  g->gx[g->n] = g->direct[g->n] = NULL;
+  g->of[g->n] = j;
+  g->elem[g->n++] = k;
+  return PD_OK;
+}
+
+static void grad_set_free(grad_set *g) {
+  for (int x = 0; x < g->n; x++) {
+    pd_tensor_release(g->gx[x]);
+    pd_tensor_release(g->direct[x]);
+  }
+  free(g->xs), free(g->gx), free(g->direct), free(g->of), free(g->elem), free(g->ys), free(g->gys);
+}
 
 /* The leaf standing for input j: a detached copy that requires grad (an
- * array: a new array of such copies of its floating elements). */
-static pd_tensor *make_leaf(pd_tensor *t, int j, bool want, grad_inputs *g) {
+ * array: a new array of such copies of its elements). */
+static pd_tensor *make_leaf(pd_tensor *t, int j, bool want, grad_set *g) {
   bool arr = pd_array_is_value(t);
   if (!want || !pd_dtype_is_floating(t->dtype)) return pd_tensor_retain(t);
-  int n = arr ? pd_array_value_len(t) : 1;
-  pd_tensor *items[PD_MAX_OUTPUTS] = {0};
-  if (n > PD_MAX_OUTPUTS - g->n) {
-    pd_set_error(PD_ERR_INVALID, "gradient: more than %d elements to differentiate for", PD_MAX_OUTPUTS);
-    return NULL;
-  }
-  for (int k = 0; k < n; k++) {
-    pd_tensor *e = arr ? pd_array_value_item(t, k) : t;
-    if (!e) continue;
-    if (!(items[k] = pd_detach(e))) {
-      for (int q = 0; q < k; q++) pd_tensor_release(items[q]);
+  if (!arr) {
+    pd_tensor *x = pd_detach(t);
+    if (x) pd_tensor_set_stop_gradient(x, false);
+    if (x && add_leaf(g, x, j, -1) != PD_OK) {
+      pd_tensor_release(x);
       return NULL;
     }
-    pd_tensor_set_stop_gradient(items[k], false);
-    g->xs[g->n] = items[k];
-    g->of[g->n] = j;
-    g->elem[g->n++] = arr ? k : -1;
+    return x;
   }
-  if (!arr) return items[0];
-  pd_tensor *r = pd_array_value_new(t->dtype, items, n);
-  for (int k = 0; k < n; k++) pd_tensor_release(items[k]); /* the array and xs hold them */
+  int n = pd_array_value_len(t);
+  pd_tensor *r = pd_array_value_new(t->dtype, NULL, 0);
+  pd_status st = r ? PD_OK : pd_last_status();
+  for (int k = 0; k < n && st == PD_OK; k++) { /* appended one by one: r holds each leaf */
+    pd_tensor *e = pd_array_value_item(t, k), *x = e ? pd_detach(e) : NULL;
+    if (e && !x) {
+      st = pd_last_status();
+      break;
+    }
+    if (x) pd_tensor_set_stop_gradient(x, false);
+    st = pd_array_value_set(r, k, x);
+    pd_tensor_release(x);
+    if (st == PD_OK && x) st = add_leaf(g, x, j, k);
+  }
+  if (st != PD_OK) {
+    pd_tensor_release(r);
+    return NULL;
+  }
   return r;
 }
 
 /* The gradient of input j: dense, or an array (holes where none flows). */
-static pd_tensor *input_grad(const pd_tensor *t, int j, grad_inputs *g) {
+static pd_tensor *input_grad(const pd_tensor *t, int j, grad_set *g) {
   bool arr = pd_array_is_value(t);
-  int n = arr ? pd_array_value_len(t) : 1;
-  pd_tensor *items[PD_MAX_OUTPUTS] = {0};
-  pd_status st = PD_OK;
-  for (int x = 0; x < g->n && st == PD_OK; x++) {
-    if (g->of[x] != j) continue;
-    int k = arr ? g->elem[x] : 0;
-    pd_tensor *a = g->gx[x], *d = g->direct[x];
-    items[k] = a && d ? pd_add(a, d) : a ? pd_detach(a) : d ? pd_tensor_retain(d) : NULL;
-    if ((a || d) && !items[k]) st = pd_last_status();
+  pd_tensor *r = arr ? pd_array_value_new(t->dtype, NULL, 0) : NULL;
+  if (arr && !r) return NULL;
+  if (arr && pd_array_value_len(t) > 0 && pd_array_value_set(r, pd_array_value_len(t) - 1, NULL) != PD_OK) {
+    pd_tensor_release(r);
+    return NULL;
   }
-  pd_tensor *r = NULL;
-  if (st == PD_OK)
-    r = arr        ? pd_array_value_new(t->dtype, items, n)
-        : items[0] ? pd_tensor_retain(items[0])
-                   : pd_zeros(t->ndim, t->shape, t->dtype);
-  for (int k = 0; k < n && k < PD_MAX_OUTPUTS; k++) pd_tensor_release(items[k]);
-  return r;
+  for (int x = 0; x < g->n; x++) {
+    if (g->of[x] != j) continue;
+    pd_tensor *a = g->gx[x], *d = g->direct[x];
+    pd_tensor *v = a && d ? pd_add(a, d) : a ? pd_detach(a) : d ? pd_tensor_retain(d) : NULL;
+    if ((a || d) && !v) {
+      pd_tensor_release(r);
+      return NULL;
+    }
+    if (!arr) {
+      pd_tensor_release(r);
+      r = v;
+      continue;
+    }
+    pd_status st = pd_array_value_set(r, g->elem[x], v);
+    pd_tensor_release(v);
+    if (st != PD_OK) {
+      pd_tensor_release(r);
+      return NULL;
+    }
+  }
+  return r ? r : pd_zeros(t->ndim, t->shape, t->dtype);
 }
 
 /* Adds the pair (y, gy) to differentiate: gy straight into the input when y
  * is one of the leaves (an element an array op passed through). */
-static pd_status add_target(grad_inputs *g, pd_tensor *y, pd_tensor *gy, pd_tensor **ys, pd_tensor **gys,
-                            int *ny) {
+static pd_status add_target(grad_set *g, pd_tensor *y, pd_tensor *gy) {
   if (!y || !gy || y->stop_gradient || !pd_dtype_is_floating(y->dtype)) return PD_OK;
   for (int x = 0; x < g->n; x++)
     if (g->xs[x] == y) {
@@ -318,10 +369,14 @@ static pd_status add_target(grad_inputs *g, pd_tensor *y, pd_tensor *gy, pd_tens
       g->direct[x] = d;
       return PD_OK;
     }
-  if (*ny >= PD_MAX_OUTPUTS)
-    return pd_set_error(PD_ERR_INVALID, "gradient: more than %d outputs to differentiate", PD_MAX_OUTPUTS);
-  ys[*ny] = y;
-  gys[(*ny)++] = gy;
+  if (g->ny == g->ycap) {
+    int c = g->ycap ? 2 * g->ycap : 16;
+    if (!grow((void **)&g->ys, sizeof *g->ys, c) || !grow((void **)&g->gys, sizeof *g->gys, c))
+      return pd_set_error(PD_ERR_MEMORY, "gradient: out of memory");
+    g->ycap = c;
+  }
+  g->ys[g->ny] = y;
+  g->gys[g->ny++] = gy;
   return PD_OK;
 }
 
@@ -340,9 +395,7 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const ch
   for (int j = 0; j < fi + fo; j++)
     if (!in[j]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[j]);
   pd_tensor *leaf[2 * PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *zeros[PD_MAX_OUTPUTS] = {0};
-  pd_tensor *ys[PD_MAX_OUTPUTS], *gys[PD_MAX_OUTPUTS];
-  grad_inputs g = {.n = 0};
-  int ny = 0;
+  grad_set g = {0};
   pd_status st = PD_OK;
   for (int j = 0; j < fi && st == PD_OK; j++)
     if (!(leaf[j] = make_leaf(in[j], j, want[j], &g))) st = pd_last_status();
@@ -357,17 +410,17 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const ch
     pd_tensor *gy = in[fi + fo + i];
     if (pd_array_is_value(res[i])) { /* its gradient: an array too (absent: none flows) */
       for (int k = 0; gy && k < pd_array_value_len(res[i]) && st == PD_OK; k++)
-        st = add_target(&g, pd_array_value_item(res[i], k), pd_array_value_item(gy, k), ys, gys, &ny);
+        st = add_target(&g, pd_array_value_item(res[i], k), pd_array_value_item(gy, k));
       continue;
     }
     if (!gy && pd_dtype_is_floating(res[i]->dtype) && !res[i]->stop_gradient &&
         !(gy = zeros[i] = pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype)))
       st = pd_last_status();
-    if (st == PD_OK) st = add_target(&g, res[i], gy, ys, gys, &ny);
+    if (st == PD_OK) st = add_target(&g, res[i], gy);
   }
-  if (st == PD_OK && ny > 0) {
+  if (st == PD_OK && g.ny > 0) {
     pd_grad_opts o = {.allow_unused = true};
-    st = pd_grad(ys, ny, g.xs, g.n, gys, &o, g.gx);
+    st = pd_grad(g.ys, g.ny, g.xs, g.n, g.gys, &o, g.gx);
   }
   pd_set_grad_enabled(prev);
   for (int j = 0; j < fi && st == PD_OK; j++)
@@ -376,9 +429,8 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const ch
   for (int k = 0; k < PD_MAX_OUTPUTS; k++) {
     pd_tensor_release(res[k]);
     pd_tensor_release(zeros[k]);
-    pd_tensor_release(g.gx[k]);
-    pd_tensor_release(g.direct[k]);
   }
+  grad_set_free(&g);
   if (st != PD_OK)
     for (int j = 0; j < fi; j++) {
       pd_tensor_release(out[j]);

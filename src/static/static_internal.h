@@ -254,6 +254,9 @@ bool pd_array_is_value(const pd_tensor *t);
 /* A new array value of dtype dt holding items[0..n) (retained; items NULL
  * or a NULL entry: a slot never written). */
 pd_tensor *pd_array_value_new(pd_dtype dt, pd_tensor *const *items, int n);
+/* Sets slot k of array value t to x (retained; NULL: a hole), growing it
+ * with holes up to k: only for a value nothing else has seen yet. */
+pd_status pd_array_value_set(pd_tensor *t, int64_t k, pd_tensor *x);
 int pd_array_value_len(const pd_tensor *t);
 /* Element i (borrowed), NULL for a slot never written. */
 pd_tensor *pd_array_value_item(const pd_tensor *t, int i);

@@ -85,6 +85,12 @@ static pd_status list_set(array_list *l, int64_t k, pd_tensor *x) {
   return PD_OK;
 }
 
+pd_status pd_array_value_set(pd_tensor *t, int64_t k, pd_tensor *x) {
+  if (!pd_array_is_value(t) || k < 0)
+    return pd_set_error(PD_ERR_INVALID, "array: slot %lld of no array", (long long)k);
+  return list_set(list_of(t), k, x);
+}
+
 /* The integer an index tensor holds: one element of an integer dtype. */
 static pd_status index_of(const pd_tensor *i, const char *fn, int64_t *k) {
   if (!i) return pd_set_error(PD_ERR_INVALID, "%s: the index i is NULL", fn);

@@ -300,8 +300,8 @@ static void test_array_gradient(void **state) {
 }
 
 /* The fluid pattern differentiated: loss = sum(stack([x, 2x, 3x])) written
- * by the While gives dloss/dx = 6 per element; the same through a
- * while_loop carrying the array ([0, x, 2x]): 3. */
+ * by the While gives dloss/dx = 6 per element (5050 for 100 steps); the
+ * same through a while_loop carrying the array ([0, x, 2x]): 3. */
 static void test_while_array_gradient(void **state) {
   (void)state;
   pd_program *main = pd_static_program();
@@ -341,6 +341,13 @@ static void test_while_array_gradient(void **state) {
   EXPECT_VALUES(o[1], 0, 6, 6);
   EXPECT_VALUES(o[3], 0, 3, 3);
   release_all(o, 4);
+  /* 100 steps: an array of 100 elements, the gradient 1 + 2 + ... + 100 */
+  pd_tensor_release(nv);
+  nv = feed[1].value = scalar(100, PD_INT64);
+  o = run(main, false, feed, 2, fetch, 2);
+  assert_true(pd_tensor_item(o[0]) == -5050.0);
+  EXPECT_VALUES(o[1], 0, 5050, 5050);
+  release_all(o, 2);
   pd_tensor *all[] = {x, n, i, arr, cond, st, loss, gx, i0, a0, out[0], out[1], cat, loss2, gx2, xv, nv};
   release_all(all, 17);
   pd_program_release(main);
