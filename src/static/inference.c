@@ -34,9 +34,13 @@ static pd_program *prune(const pd_program *p, char *const *fetch, int n_fetch) {
     for (int j = 0; j < op->n_out && !keep[o]; j++)
       for (int k = 0; k < b->n_vars && !keep[o]; k++)
         keep[o] = need_var[k] && strcmp(b->vars[k]->name, op->outputs[j]) == 0;
-    for (int i = 0; keep[o] && i < op->n_in; i++)
+    /* a kept op keeps all its variables: its other outputs (max_pool2d's
+     * indices) too, which the file names */
+    for (int i = 0; keep[o] && i < op->n_in + op->n_out; i++) {
+      const char *name = i < op->n_in ? op->inputs[i] : op->outputs[i - op->n_in];
       for (int k = 0; k < b->n_vars; k++)
-        if (strcmp(b->vars[k]->name, op->inputs[i]) == 0) need_var[k] = true;
+        if (strcmp(b->vars[k]->name, name) == 0) need_var[k] = true;
+    }
   }
   if (!(out = pd_static_program())) goto done;
   out->is_test = true;

@@ -153,10 +153,44 @@ static void test_inference_model_is_the_test_form(void **state) {
   release_net(&n);
 }
 
+/* An op with an output no fetch needs (max_pool2d's indices) keeps it in
+ * the saved model: the file names every output of the ops it holds. */
+static void test_inference_model_keeps_unfetched_outputs(void **state) {
+  (void)state;
+  double v[16];
+  for (int i = 0; i < 16; i++) v[i] = (i * 7) % 11 - 5.0;
+  pd_tensor *xv = pd_tensor_from_f64(v, PD_FLOAT64, 4, SHAPE(1, 1, 4, 4));
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 4, SHAPE(-1, 1, 4, 4), PD_FLOAT64);
+  pd_tensor *y = pd_max_pool2d(x, 1, SHAPE(2), NULL);
+  assert_non_null(y);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  const char *prefix = temp_path("pool_model");
+  assert_int_equal(pd_static_save_inference_model(prefix, &x, 1, &y, 1, main, NULL), PD_OK);
+  pd_var_scope *scope = pd_static_scope();
+  pd_inference_model m;
+  assert_int_equal(pd_static_load_inference_model(prefix, scope, &m), PD_OK);
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_static_feed feed = {"x", xv};
+  pd_tensor *fv = pd_static_block_var(pd_program_global_block(m.program), m.fetch_names[0]), *got;
+  assert_int_equal(pd_executor_run(exe, m.program, &feed, 1, &fv, 1, &got, scope), PD_OK);
+  pd_tensor *want = pd_max_pool2d(xv, 1, SHAPE(2), NULL);
+  assert_true(same_bits(got, want));
+  pd_tensor *ts[] = {xv, x, y, got, want};
+  for (int i = 0; i < 5; i++) pd_tensor_release(ts[i]);
+  pd_inference_model_free(&m);
+  pd_executor_release(exe);
+  pd_var_scope_release(scope);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_clone_for_test_switches_dropout_and_batch_norm),
       cmocka_unit_test(test_inference_model_is_the_test_form),
+      cmocka_unit_test(test_inference_model_keeps_unfetched_outputs),
   };
   return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }
