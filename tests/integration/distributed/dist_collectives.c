@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../../src/distributed/comm/group_internal.h"
 #include "dist_ranks.h"
 #include "paddlec.h"
 #include "paddlec/distributed.h"
@@ -144,7 +145,24 @@ static void test_reductions(pd_dtype dt, int64_t n, int *world) {
     snprintf(what, sizeof what, "all_reduce %s", pd_reduce_op_name((pd_reduce_op)op));
     check_values(t, n, what, dt, ref_reduce, &c);
     pd_tensor_release(t);
+    /* out of place (reshard's Partial -> Replicate): the input is kept (the
+     * sizes of scenario all; the big one's take long to check) */
+    if (n > 100003) continue;
+    pd_tensor *in = make(g_rank, n, dt, op), *out = pd_empty(1, (const int64_t[]){n}, dt);
+    CHECK_OK(pd_dist_all_reduce_into(out, in, (pd_reduce_op)op, NULL));
+    check_values(out, n, what, dt, ref_reduce, &c);
+    val_ctx v = {g_rank, dt, op};
+    check_values(in, n, "all_reduce_into (input kept)", dt, ref_value, &v);
+    pd_tensor_release(in);
+    pd_tensor_release(out);
   }
+  /* out of place into a tensor of another size: an error naming both */
+  pd_tensor *in = make(g_rank, n, dt, 0), *small = pd_empty(1, (const int64_t[]){n + 1}, dt);
+  if (pd_dist_all_reduce_into(small, in, PD_REDUCE_SUM, NULL) == PD_OK ||
+      !strstr(pd_last_error(), "out has dtype"))
+    FAIL("all_reduce_into of %lld elements into %lld: %s", (long long)n, (long long)n + 1, pd_last_error());
+  pd_tensor_release(in);
+  pd_tensor_release(small);
   /* reduce to the last rank: only it changes */
   int dst = g_n - 1;
   pd_tensor *t = make(g_rank, n, dt, 11);
