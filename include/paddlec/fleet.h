@@ -12,14 +12,15 @@
  *   pd_optimizer_clear_grad(opt, true);
  *
  * DistributedStrategy: every field of Paddle's (fleet/base/distributed_strategy.py
- * and its proto), grouped as there. Encoding, as the options structs of
- * optim.h: an all-zero struct (or NULL) means Paddle's defaults, and a field
- * left 0 / false / NULL takes Paddle's default. To set a field to 0 or false
- * where Paddle's default is not (fuse_all_reduce_ops = false,
- * gradient_merge_configs.avg = false, ...), start from
- * pd_fleet_distributed_strategy_default(): it fills every default and sets
- * `explicit_zero`, after which every field is taken as written. The default
- * of each field is given in its comment.
+ * and its proto), grouped as there. The options rule of optim.h: NULL means
+ * Paddle's defaults, and a struct given must start from
+ * pd_fleet_distributed_strategy_default(), which fills every default and
+ * sets `explicit_zero`; every field is then taken as written, so
+ * `s.fuse_all_reduce_ops = false` or `s.gradient_merge_configs.avg = false`
+ * means false. A struct that did not (a literal, whose fields left out would
+ * read 0 rather than Paddle's defaults) is refused with PD_ERR_INVALID naming
+ * the function. A NULL string or list is its default. The default of each
+ * field is given in its comment.
  *
  * What paddle.c acts on (collective mode, data parallelism):
  *   hybrid_configs.dp_degree   -1 (the world size) or the world size
@@ -265,8 +266,9 @@ typedef struct pd_fleet_distributed_strategy {
 
 /* fleet.DistributedStrategy(): every field at Paddle's default, explicit_zero set. */
 PD_API pd_fleet_distributed_strategy pd_fleet_distributed_strategy_default(void);
-/* *out = s with every default filled in (NULL s: the defaults); explicit_zero
- * set. The strings and lists of out point at s's or at static defaults. */
+/* *out = s as written, its NULL strings and lists given their defaults
+ * (NULL s: the defaults). The strings and lists of out point at s's or at
+ * static defaults. */
 PD_API void pd_fleet_distributed_strategy_resolve(const pd_fleet_distributed_strategy *s,
                                                   pd_fleet_distributed_strategy *out);
 /* Checks s against what paddle.c supports with `world_size` ranks in

@@ -1,5 +1,5 @@
-/* paddle.distributed.fleet: DistributedStrategy defaults and the
- * zero-means-default encoding, the rejection of what paddle.c does not do
+/* paddle.distributed.fleet: DistributedStrategy defaults and the options
+ * rule (fields as written from the defaults, literals refused), the rejection of what paddle.c does not do
  * yet, fleet.init and the worker queries in a one-rank world,
  * distributed_model, and the distributed optimizer's gradient merge against
  * hand-computed SGD updates. */
@@ -31,6 +31,9 @@ static void expect_msg(pd_status st, pd_status want, const char *frag) {
   assert_int_equal(st, want);
   if (!strstr(pd_last_error(), frag)) fail_msg("error '%s' lacks '%s'", pd_last_error(), frag);
 }
+
+/* Paddle's defaults, as a user starts from them. */
+static pd_fleet_distributed_strategy dflt(void) { return pd_fleet_distributed_strategy_default(); }
 
 static void test_strategy_defaults(void **state) {
   (void)state;
@@ -71,63 +74,90 @@ static void test_strategy_defaults(void **state) {
   assert_int_equal(d.execution_strategy.num_iteration_per_drop_scope, 10);
   assert_int_equal(d.conv_workspace_size_limit, 512);
 
-  /* all-zero and NULL mean the defaults */
-  pd_fleet_distributed_strategy zero, r;
-  memset(&zero, 0, sizeof zero);
-  pd_fleet_distributed_strategy_resolve(&zero, &r);
+  /* NULL means the defaults */
+  pd_fleet_distributed_strategy r;
+  pd_fleet_distributed_strategy_resolve(NULL, &r);
   assert_true(r.fuse_all_reduce_ops && r.fuse_grad_size_in_MB == 32.0 && r.hybrid_configs.dp_degree == -1);
   assert_true(r.gradient_merge_configs.avg && r.a_sync && r.adam_d2sum);
-  pd_fleet_distributed_strategy_resolve(NULL, &r);
   assert_int_equal(r.gradient_merge_configs.k_steps, 1);
-  /* without explicit_zero a false that defaults to true is the default ... */
-  zero.fuse_all_reduce_ops = false;
-  zero.fuse_grad_size_in_MB = 4;
-  pd_fleet_distributed_strategy_resolve(&zero, &r);
-  assert_true(r.fuse_all_reduce_ops);
-  assert_true(r.fuse_grad_size_in_MB == 4.0);
-  /* ... from the defaults every field is as written */
+  assert_int_equal(pd_fleet_distributed_strategy_check(NULL, 4), PD_OK);
+  /* from the defaults every field is as written: false and 0 where Paddle's
+   * default is true or not 0 */
   d.fuse_all_reduce_ops = false;
   d.gradient_merge_configs.avg = false;
+  d.a_sync = false;
+  d.amp_configs.incr_ratio = 0;
+  d.hybrid_configs.order[0] = NULL; /* a partly NULL order is as written too */
   pd_fleet_distributed_strategy_resolve(&d, &r);
   assert_false(r.fuse_all_reduce_ops);
   assert_false(r.gradient_merge_configs.avg);
-  assert_int_equal(pd_fleet_distributed_strategy_check(NULL, 4), PD_OK);
-  assert_int_equal(pd_fleet_distributed_strategy_check(&zero, 1), PD_OK);
+  assert_false(r.a_sync);
+  assert_true(r.amp_configs.incr_ratio == 0);
+  assert_null(r.hybrid_configs.order[0]);
+  /* a struct that did not start from the defaults (a literal, all-zero
+   * included) is refused by name: its zeros would not be Paddle's defaults */
+  pd_fleet_distributed_strategy zero;
+  memset(&zero, 0, sizeof zero);
+  expect_msg(pd_fleet_distributed_strategy_check(&zero, 1), PD_ERR_INVALID,
+             "DistributedStrategy: options must start from pd_fleet_distributed_strategy_default()");
+  pd_fleet_distributed_strategy lit = {.fuse_all_reduce_ops = false, .fuse_grad_size_in_MB = 4};
+  expect_msg(pd_fleet_distributed_strategy_check(&lit, 1), PD_ERR_INVALID, "must start from");
+  /* NULL strings and lists of a struct from the defaults are the defaults */
+  d = dflt();
+  d.gradient_scale_configs.scale_strategy = NULL;
+  memset(d.hybrid_configs.order, 0, sizeof d.hybrid_configs.order);
+  pd_fleet_distributed_strategy_resolve(&d, &r);
+  assert_string_equal(r.gradient_scale_configs.scale_strategy, "avg");
+  assert_string_equal(r.hybrid_configs.order[4], "mp");
+  assert_int_equal(pd_fleet_distributed_strategy_check(&d, 1), PD_OK);
 }
 
 static void test_strategy_rejections(void **state) {
   (void)state;
-  pd_fleet_distributed_strategy s = {.amp = true};
+  pd_fleet_distributed_strategy s = dflt();
+  s.amp = true;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED,
              "DistributedStrategy.amp is not supported yet by paddle.c");
-  s = (pd_fleet_distributed_strategy){.recompute = true};
+  s = dflt();
+  s.recompute = true;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED,
              "DistributedStrategy.recompute is not supported yet by paddle.c");
-  s = (pd_fleet_distributed_strategy){.sharding = true};
+  s = dflt();
+  s.sharding = true;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED,
              "DistributedStrategy.sharding ");
-  s = (pd_fleet_distributed_strategy){.lamb = true};
+  s = dflt();
+  s.lamb = true;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED, "DistributedStrategy.lamb ");
-  s = (pd_fleet_distributed_strategy){.nccl_comm_num = 2};
+  s = dflt();
+  s.nccl_comm_num = 2;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED,
              "nccl_comm_num is not supported");
-  s = (pd_fleet_distributed_strategy){.hybrid_configs = {.mp_degree = 2}};
+  s = dflt();
+  s.hybrid_configs.mp_degree = 2;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED,
              "DistributedStrategy.hybrid_configs.mp_degree is not supported yet by paddle.c (set to 2)");
-  s = (pd_fleet_distributed_strategy){.hybrid_configs = {.pp_degree = 2}};
+  s = dflt();
+  s.hybrid_configs.pp_degree = 2;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_UNIMPLEMENTED, "hybrid_configs.pp_degree");
-  s = (pd_fleet_distributed_strategy){.hybrid_configs = {.dp_degree = 3}};
+  s = dflt();
+  s.hybrid_configs.dp_degree = 3;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_INVALID,
              "hybrid_configs.dp_degree = 3 but the world has 2 ranks");
   s.hybrid_configs.dp_degree = 2;
   assert_int_equal(pd_fleet_distributed_strategy_check(&s, 2), PD_OK);
-  s = (pd_fleet_distributed_strategy){.hybrid_configs = {.order = {"dp", "pp", "mp", "sep", "mp"}}};
+  s = dflt();
+  s.hybrid_configs.order[2] = "mp";
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_INVALID, "order names 'mp' twice");
-  s = (pd_fleet_distributed_strategy){.hybrid_configs = {.order = {"dp", "pp", "tp", "sep", "mp"}}};
+  s = dflt();
+  s.hybrid_configs.order[2] = "tp";
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_INVALID, "order[2] = 'tp'");
-  s = (pd_fleet_distributed_strategy){.gradient_merge = true, .gradient_merge_configs = {.k_steps = -2}};
+  s = dflt();
+  s.gradient_merge = true;
+  s.gradient_merge_configs.k_steps = -2;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_INVALID, "k_steps must be >= 1, got -2");
-  s = (pd_fleet_distributed_strategy){.fuse_grad_size_in_MB = -1};
+  s = dflt();
+  s.fuse_grad_size_in_MB = -1;
   expect_msg(pd_fleet_distributed_strategy_check(&s, 2), PD_ERR_INVALID, "fuse_grad_size_in_MB must be > 0");
   /* explicit_zero: switching off a default-on feature is named too */
   s = pd_fleet_distributed_strategy_default();
@@ -160,13 +190,19 @@ static void test_init_and_workers(void **state) {
   assert_non_null(strstr(pd_last_error(), "call fleet.init"));
   /* rejections at init, before the environment is touched */
   expect_msg(pd_fleet_init(false, NULL), PD_ERR_UNIMPLEMENTED, "parameter-server mode is not supported");
-  pd_fleet_distributed_strategy bad = {.recompute = true};
+  pd_fleet_distributed_strategy bad = dflt();
+  bad.recompute = true;
   expect_msg(pd_fleet_init(true, &bad), PD_ERR_UNIMPLEMENTED,
              "DistributedStrategy.recompute is not supported");
+  pd_fleet_distributed_strategy lit = {.find_unused_parameters = true};
+  expect_msg(pd_fleet_init(true, &lit), PD_ERR_INVALID,
+             "must start from pd_fleet_distributed_strategy_default()");
   assert_false(pd_fleet_is_initialized());
   assert_false(pd_dist_is_initialized());
 
-  pd_fleet_distributed_strategy s = {.fuse_grad_size_in_MB = 8, .find_unused_parameters = true};
+  pd_fleet_distributed_strategy s = dflt();
+  s.fuse_grad_size_in_MB = 8;
+  s.find_unused_parameters = true;
   assert_int_equal(pd_fleet_init(true, &s), PD_OK);
   assert_true(pd_fleet_is_initialized());
   assert_true(pd_dist_is_initialized());
@@ -254,9 +290,13 @@ static void test_gradient_merge(void **state) {
   /* the strategy is checked here too; the inner optimizer stays the caller's */
   pd_tensor *p = T(PD_FLOAT32, 1, SHAPE(1), 0);
   pd_optimizer *sgd = pd_optimizer_sgd(0.1, &p, 1, NULL);
-  pd_fleet_distributed_strategy bad = {.dgc = true};
+  pd_fleet_distributed_strategy bad = dflt();
+  bad.dgc = true;
   assert_null(pd_fleet_distributed_optimizer(sgd, &bad));
   assert_non_null(strstr(pd_last_error(), "DistributedStrategy.dgc is not supported yet"));
+  pd_fleet_distributed_strategy lit = {.gradient_merge = true, .gradient_merge_configs = {.k_steps = 2}};
+  assert_null(pd_fleet_distributed_optimizer(sgd, &lit));
+  assert_non_null(strstr(pd_last_error(), "must start from pd_fleet_distributed_strategy_default()"));
   assert_null(pd_fleet_distributed_optimizer(NULL, NULL));
   assert_null(pd_fleet_inner_optimizer(sgd));
   pd_optimizer_release(sgd);

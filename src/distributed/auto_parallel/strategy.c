@@ -2,6 +2,7 @@
  * every enabled feature paddle.c does not have yet. */
 #include <string.h>
 
+#include "../../core/core_internal.h"
 #include "paddlec/dist_sharding.h"
 
 pd_dist_strategy pd_dist_strategy_default(void) {
@@ -27,11 +28,7 @@ static pd_status missing(const char *field, const char *what) {
 
 pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
   if (!s) return PD_OK;
-  if (!s->explicit_zero)
-    return pd_set_error(
-        PD_ERR_INVALID,
-        "Strategy: the struct did not start from pd_dist_strategy_default() (a struct literal "
-        "would take every field it leaves out as 0, not Paddle's default)");
+  if (!s->explicit_zero) return pd_opts_not_from_defaults("Strategy", "pd_dist_strategy_default()");
   if (s->sharding.enable) {
     if (s->sharding.stage < 1 || s->sharding.stage > 3)
       return pd_set_error(PD_ERR_INVALID, "Strategy.sharding.stage: %d (1, 2 or 3)", s->sharding.stage);

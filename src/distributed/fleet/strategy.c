@@ -1,124 +1,121 @@
-/* fleet.DistributedStrategy: Paddle's defaults, the zero-means-default
- * resolution and the check of what paddle.c acts on. */
+/* fleet.DistributedStrategy: Paddle's defaults and the check of what
+ * paddle.c acts on. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../../core/core_internal.h"
 #include "paddlec/fleet.h"
 
 static const char *const k_default_order[5] = {"dp", "pp", "sharding", "sep", "mp"};
 static const double k_default_sparsity[1] = {0.999};
 
-/* Fills `field` with Paddle's default unless the caller asked for every
- * field as written (explicit_zero) or set it. */
-#define DEF(field, value)                                      \
-  do {                                                         \
-    if (!explicit_zero && !(out->field)) out->field = (value); \
-  } while (0)
+/* fleet.DistributedStrategy(): Paddle's default of every field. */
+pd_fleet_distributed_strategy pd_fleet_distributed_strategy_default(void) {
+  pd_fleet_distributed_strategy s;
+  memset(&s, 0, sizeof s);
+  s.amp_configs.init_loss_scaling = 32768.0;
+  s.amp_configs.incr_every_n_steps = 1000;
+  s.amp_configs.decr_every_n_nan_or_inf = 2;
+  s.amp_configs.incr_ratio = 2.0;
+  s.amp_configs.decr_ratio = 0.8;
+  s.amp_configs.use_dynamic_loss_scaling = true;
+  s.amp_configs.use_fp16_guard = true;
+
+  s.sharding_configs.sharding_segment_strategy = "segment_broadcast_MB";
+  s.sharding_configs.segment_broadcast_MB = 32.0;
+  s.sharding_configs.sharding_degree = 8;
+  s.sharding_configs.mp_degree = 1;
+  s.sharding_configs.dp_degree = 1;
+  s.sharding_configs.gradient_merge_acc_step = 1;
+  s.sharding_configs.pp_degree = 1;
+  s.sharding_configs.stage = 1;
+
+  s.pipeline_configs.micro_batch_size = 1;
+  s.pipeline_configs.accumulate_steps = 1;
+  s.pipeline_configs.schedule_mode = "1F1B";
+  s.pipeline_configs.p2p_cache_shape = true;
+
+  s.tensor_parallel_configs.tensor_parallel_degree = 1;
+  s.tensor_parallel_configs.tensor_init_seed = -1;
+
+  s.hybrid_configs.dp_degree = -1;
+  s.hybrid_configs.mp_degree = 1;
+  s.hybrid_configs.pp_degree = 1;
+  s.hybrid_configs.sharding_degree = 1;
+  s.hybrid_configs.sep_degree = 1;
+
+  s.gradient_merge_configs.k_steps = 1;
+  s.gradient_merge_configs.avg = true;
+  s.localsgd_configs.k_steps = 1;
+  s.localsgd_configs.begin_step = 1;
+  s.adaptive_localsgd_configs.init_k_steps = 1;
+  s.adaptive_localsgd_configs.begin_step = 1;
+  s.dgc_configs.rampup_step = 1;
+  s.lars_configs.lars_coeff = 0.001;
+  s.lars_configs.lars_weight_decay = 0.0005;
+  s.lamb_configs.lamb_weight_decay = 0.01;
+
+  s.a_sync = true;
+  s.a_sync_configs.k_steps = -1;
+  s.a_sync_configs.max_merge_var_num = 1;
+  s.a_sync_configs.send_queue_size = 16;
+  s.a_sync_configs.min_send_grad_num_before_recv = 1;
+  s.a_sync_configs.thread_pool_size = 1;
+  s.a_sync_configs.send_wait_times = 1;
+  s.a_sync_configs.launch_barrier = true;
+  s.a_sync_configs.heter_worker_device_guard = "cpu";
+  s.a_sync_configs.lr_decay_steps = 10;
+
+  s.gradient_scale_configs.scale_strategy = "avg";
+  s.build_strategy.enable_backward_optimizer_op_deps = true;
+  s.build_strategy.fuse_bn_add_act_ops = true;
+  s.execution_strategy.num_threads = 1;
+  s.execution_strategy.num_iteration_per_drop_scope = 10;
+  s.execution_strategy.num_iteration_per_run = 1;
+
+  s.sync_nccl_allreduce = true;
+  s.nccl_comm_num = 1;
+  s.hierarchical_allreduce_inter_nranks = 1;
+  s.fuse_all_reduce_ops = true;
+  s.fuse_grad_size_in_MB = 32.0;
+  s.fuse_grad_size_in_TFLOPS = 50.0;
+  s.fuse_grad_size_in_num = 8;
+  s.last_comm_group_size_MB = 1.0;
+  s.adam_d2sum = true;
+  s.conv_workspace_size_limit = 512;
+  memcpy(s.hybrid_configs.order, k_default_order, sizeof s.hybrid_configs.order);
+  s.dgc_configs.sparsity = k_default_sparsity;
+  s.dgc_configs.n_sparsity = 1;
+  s.explicit_zero = true;
+  return s;
+}
 
 void pd_fleet_distributed_strategy_resolve(const pd_fleet_distributed_strategy *s,
                                            pd_fleet_distributed_strategy *out) {
   if (!out) return;
-  if (s)
-    *out = *s;
-  else
-    memset(out, 0, sizeof *out);
-  bool explicit_zero = s && s->explicit_zero;
-
-  DEF(amp_configs.init_loss_scaling, 32768.0);
-  DEF(amp_configs.incr_every_n_steps, 1000);
-  DEF(amp_configs.decr_every_n_nan_or_inf, 2);
-  DEF(amp_configs.incr_ratio, 2.0);
-  DEF(amp_configs.decr_ratio, 0.8);
-  DEF(amp_configs.use_dynamic_loss_scaling, true);
-  DEF(amp_configs.use_fp16_guard, true);
-
-  DEF(sharding_configs.sharding_segment_strategy, "segment_broadcast_MB");
-  DEF(sharding_configs.segment_broadcast_MB, 32.0);
-  DEF(sharding_configs.sharding_degree, 8);
-  DEF(sharding_configs.mp_degree, 1);
-  DEF(sharding_configs.dp_degree, 1);
-  DEF(sharding_configs.gradient_merge_acc_step, 1);
-  DEF(sharding_configs.pp_degree, 1);
-  DEF(sharding_configs.stage, 1);
-
-  DEF(pipeline_configs.micro_batch_size, 1);
-  DEF(pipeline_configs.accumulate_steps, 1);
-  DEF(pipeline_configs.schedule_mode, "1F1B");
-  DEF(pipeline_configs.p2p_cache_shape, true);
-
-  DEF(tensor_parallel_configs.tensor_parallel_degree, 1);
-  DEF(tensor_parallel_configs.tensor_init_seed, -1);
-
-  DEF(hybrid_configs.dp_degree, -1);
-  DEF(hybrid_configs.mp_degree, 1);
-  DEF(hybrid_configs.pp_degree, 1);
-  DEF(hybrid_configs.sharding_degree, 1);
-  DEF(hybrid_configs.sep_degree, 1);
-  /* The order is a list: all-NULL means the default in either encoding. */
+  pd_fleet_distributed_strategy d = pd_fleet_distributed_strategy_default();
+  if (!s) {
+    *out = d;
+    return;
+  }
+  *out = *s;
+  /* A NULL string or list has no meaning of its own: it is the default. */
   bool no_order = true;
   for (int i = 0; i < 5; i++) no_order = no_order && !out->hybrid_configs.order[i];
-  if (no_order)
-    for (int i = 0; i < 5; i++) out->hybrid_configs.order[i] = k_default_order[i];
-
-  DEF(gradient_merge_configs.k_steps, 1);
-  DEF(gradient_merge_configs.avg, true);
-  DEF(localsgd_configs.k_steps, 1);
-  DEF(localsgd_configs.begin_step, 1);
-  DEF(adaptive_localsgd_configs.init_k_steps, 1);
-  DEF(adaptive_localsgd_configs.begin_step, 1);
-  DEF(dgc_configs.rampup_step, 1);
+  if (no_order) memcpy(out->hybrid_configs.order, d.hybrid_configs.order, sizeof d.hybrid_configs.order);
   if (!out->dgc_configs.sparsity && out->dgc_configs.n_sparsity == 0) {
-    out->dgc_configs.sparsity = k_default_sparsity;
-    out->dgc_configs.n_sparsity = 1;
+    out->dgc_configs.sparsity = d.dgc_configs.sparsity;
+    out->dgc_configs.n_sparsity = d.dgc_configs.n_sparsity;
   }
-  DEF(lars_configs.lars_coeff, 0.001);
-  DEF(lars_configs.lars_weight_decay, 0.0005);
-  DEF(lamb_configs.lamb_weight_decay, 0.01);
-
-  DEF(a_sync, true);
-  DEF(a_sync_configs.k_steps, -1);
-  DEF(a_sync_configs.max_merge_var_num, 1);
-  DEF(a_sync_configs.send_queue_size, 16);
-  DEF(a_sync_configs.min_send_grad_num_before_recv, 1);
-  DEF(a_sync_configs.thread_pool_size, 1);
-  DEF(a_sync_configs.send_wait_times, 1);
-  DEF(a_sync_configs.launch_barrier, true);
-  DEF(a_sync_configs.heter_worker_device_guard, "cpu");
-  DEF(a_sync_configs.lr_decay_steps, 10);
-
-  DEF(gradient_scale_configs.scale_strategy, "avg");
-  DEF(build_strategy.enable_backward_optimizer_op_deps, true);
-  DEF(build_strategy.fuse_bn_add_act_ops, true);
-  DEF(execution_strategy.num_threads, 1);
-  DEF(execution_strategy.num_iteration_per_drop_scope, 10);
-  DEF(execution_strategy.num_iteration_per_run, 1);
-
-  DEF(sync_nccl_allreduce, true);
-  DEF(nccl_comm_num, 1);
-  DEF(hierarchical_allreduce_inter_nranks, 1);
-  DEF(fuse_all_reduce_ops, true);
-  DEF(fuse_grad_size_in_MB, 32.0);
-  DEF(fuse_grad_size_in_TFLOPS, 50.0);
-  DEF(fuse_grad_size_in_num, 8);
-  DEF(last_comm_group_size_MB, 1.0);
-  DEF(adam_d2sum, true);
-  DEF(conv_workspace_size_limit, 512);
-  /* Strings stay NULL only when explicit_zero asked for it: give them their
-   * defaults too, NULL has no other meaning. */
-  if (!out->gradient_scale_configs.scale_strategy) out->gradient_scale_configs.scale_strategy = "avg";
-  if (!out->pipeline_configs.schedule_mode) out->pipeline_configs.schedule_mode = "1F1B";
+  if (!out->gradient_scale_configs.scale_strategy)
+    out->gradient_scale_configs.scale_strategy = d.gradient_scale_configs.scale_strategy;
+  if (!out->pipeline_configs.schedule_mode)
+    out->pipeline_configs.schedule_mode = d.pipeline_configs.schedule_mode;
   if (!out->sharding_configs.sharding_segment_strategy)
-    out->sharding_configs.sharding_segment_strategy = "segment_broadcast_MB";
-  if (!out->a_sync_configs.heter_worker_device_guard) out->a_sync_configs.heter_worker_device_guard = "cpu";
-  out->explicit_zero = true;
-}
-#undef DEF
-
-pd_fleet_distributed_strategy pd_fleet_distributed_strategy_default(void) {
-  pd_fleet_distributed_strategy s;
-  pd_fleet_distributed_strategy_resolve(NULL, &s);
-  return s;
+    out->sharding_configs.sharding_segment_strategy = d.sharding_configs.sharding_segment_strategy;
+  if (!out->a_sync_configs.heter_worker_device_guard)
+    out->a_sync_configs.heter_worker_device_guard = d.a_sync_configs.heter_worker_device_guard;
 }
 
 static pd_status unsupported(const char *field, const char *value) {
@@ -160,6 +157,8 @@ static pd_status check_order(const pd_fleet_hybrid_configs *h) {
 }
 
 pd_status pd_fleet_distributed_strategy_check(const pd_fleet_distributed_strategy *s, int world_size) {
+  if (s && !s->explicit_zero)
+    return pd_opts_not_from_defaults("DistributedStrategy", "pd_fleet_distributed_strategy_default()");
   pd_fleet_distributed_strategy r;
   pd_fleet_distributed_strategy_resolve(s, &r);
   if (world_size < 1)
