@@ -183,6 +183,53 @@ static void test_cond_runs_the_branch_taken_only(void **state) {
   free_cond(&c);
 }
 
+/* The same with counters: each branch calls a py_func that counts its
+ * calls; a run at x = 3 calls the true branch's once and the false
+ * branch's never, a run at x = -2 the other way round. */
+static int calls[2];
+static pd_status count_call(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  (void)n_in;
+  (void)n_out;
+  calls[*(int *)user]++;
+  out[0] = pd_assign(in[0]);
+  return out[0] ? PD_OK : pd_last_status();
+}
+static int counted(int which, pd_tensor *x, pd_tensor **out) {
+  static int ids[2] = {0, 1};
+  pd_input_spec spec = {.name = "counted", .ndim = 1, .shape = {1}, .dtype = PD_FLOAT64};
+  if (pd_static_py_func(count_call, &ids[which], &x, 1, &spec, 1, out, NULL) != PD_OK) return -1;
+  return 1;
+}
+static int count_true(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  return counted(0, user, out);
+}
+static int count_false(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  return counted(1, user, out);
+}
+
+static void test_cond_counts_calls(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(1), PD_FLOAT64);
+  pd_tensor *zero = scalar(0, PD_FLOAT64), *pred = pd_greater_than(x, zero), *y = NULL;
+  assert_int_equal(pd_static_nn_cond(pred, count_true, count_false, x, &y, 1), 1);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  calls[0] = calls[1] = 0;
+  double got;
+  run(main, false, 3.0, -1, &y, 1, &got);
+  assert_true(got == 3.0 && calls[0] == 1 && calls[1] == 0);
+  run(main, true, -2.0, -1, &y, 1, &got);
+  assert_true(got == -2.0 && calls[0] == 1 && calls[1] == 1);
+  pd_tensor_release(x);
+  pd_tensor_release(zero);
+  pd_tensor_release(pred);
+  pd_tensor_release(y);
+  pd_program_release(main);
+}
+
 /* A cond capturing w, inside a while_loop: four times s = cond(s > 5,
  * s * w, 3 s) from s = x = 1 with w = 0.5 gives 3, 9, 4.5, 13.5; the
  * gradient is the product of the factors taken, ds/dx = 3 * 3 * 0.5 * 3
@@ -455,6 +502,7 @@ int main(void) {
       cmocka_unit_test(test_cond_value_and_gradient),
       cmocka_unit_test(test_case_value_and_gradient),
       cmocka_unit_test(test_cond_runs_the_branch_taken_only),
+      cmocka_unit_test(test_cond_counts_calls),
       cmocka_unit_test(test_cond_inside_while_loop),
       cmocka_unit_test(test_while_loop_repeated_squaring),
       cmocka_unit_test(test_while_loop_gradient_of_captured_variable),
