@@ -212,12 +212,14 @@ static pd_status rule_index_add(pd_spmd_args *s) {
 /* ---- elementwise losses --------------------------------------------------- */
 
 /* The elementwise losses (mse_loss, l1_loss, smooth_l1_loss,
- * binary_cross_entropy(_with_logits), margin_ranking_loss; i0 reduction),
+ * binary_cross_entropy(_with_logits), margin_ranking_loss, kl_div; i0
+ * reduction),
  * broadcasting: the dims of the broadcast shape take the first input's
  * mapping that is not broadcast. 'none' keeps it; 'sum' leaves the scalar
  * Partial(sum) on the mesh axes used; 'mean' Partial(avg) where the dim
  * splits evenly (each shard's mean then weighs the same), else the dim is
- * gathered. */
+ * gathered; kl_div's 'batchmean' (the sum over the batch's size) gathers
+ * the batch dim and leaves the rest Partial(sum). */
 static pd_status rule_ew_loss(pd_spmd_args *s) {
   int on = 0;
   for (int i = 0; i < s->n_in; i++)
@@ -238,6 +240,7 @@ static pd_status rule_ew_loss(pd_spmd_args *s) {
     }
   }
   int64_t red = s->attrs->i[0];
+  if (red == PD_REDUCTION_BATCHMEAN && on > 0) map[0] = -1; /* the sum over the whole batch's size */
   if (red == PD_REDUCTION_MEAN)
     for (int od = 0; od < on; od++)
       if (map[od] >= 0 && shape[od] % s->mesh_shape[map[od]] != 0) map[od] = -1;
@@ -256,7 +259,22 @@ static pd_status rule_ew_loss(pd_spmd_args *s) {
   }
   pd_spmd_clear(&s->out[0]);
   for (int od = 0; od < on; od++)
-    if (map[od] >= 0) s->out[0].partial[map[od]] = red == PD_REDUCTION_SUM ? PD_REDUCE_SUM : PD_REDUCE_AVG;
+    if (map[od] >= 0) s->out[0].partial[map[od]] = red == PD_REDUCTION_MEAN ? PD_REDUCE_AVG : PD_REDUCE_SUM;
+  return PD_OK;
+}
+
+/* pad and pad_grad (v0, v1 the pads before and after each dim): a dim
+ * without pads keeps its shard, a padded one is gathered. */
+static pd_status rule_pad(pd_spmd_args *s) {
+  const pd_attrs *a = s->attrs;
+  int nd = s->in_meta[0].ndim;
+  int8_t map[PD_MAX_DIMS];
+  for (int d = 0; d < nd && d < PD_MAX_DIMS; d++) {
+    bool unpadded = d < a->nv[0] && d < a->nv[1] && a->v[0][d] == 0 && a->v[1][d] == 0;
+    map[d] = unpadded ? mapped(s, 0, d) : -1;
+  }
+  want(s, 0, map, nd);
+  place_out(s, 0, map, nd);
   return PD_OK;
 }
 
@@ -404,7 +422,11 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
     case PD_OP_binary_cross_entropy:
     case PD_OP_binary_cross_entropy_with_logits:
     case PD_OP_margin_ranking_loss:
+    case PD_OP_kl_div:
       return rule_ew_loss;
+    case PD_OP_pad:
+    case PD_OP_pad_grad:
+      return rule_pad;
     case PD_OP_flip:
     case PD_OP_roll:
     case PD_OP_topk:
