@@ -3,7 +3,7 @@
  * process group's id (pd_dist_group_id). */
 #include <string.h>
 
-#include "../../ops/comm/comm_ops.h"
+#include "../../ops/comm/comm_util.h"
 #include "ap_internal.h"
 #include "paddlec/distributed.h"
 #include "paddlec/manipulation.h"

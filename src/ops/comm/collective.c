@@ -4,7 +4,7 @@
  * size), and the reduce op or the gather dim. With nranks 1 they copy. */
 #include <stdatomic.h>
 
-#include "comm_ops.h"
+#include "comm_util.h"
 
 static _Atomic(pd_comm_op_fn) g_comm;
 
@@ -58,16 +58,8 @@ static pd_status comm_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
 static pd_status allreduce_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLREDUCE); }
 static pd_status allgather_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLGATHER); }
 
-const pd_op_def pd_opdef_c_allreduce = {.name = "c_allreduce",
-                                        .n_in = 1,
-                                        .n_out = 1,
-                                        .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type",
-                                        .infer_meta = allreduce_meta,
-                                        .kernel = {[PD_PLACE_CPU] = allreduce_kernel}};
+PD_OPDEF(c_allreduce, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type",
+         .infer_meta = allreduce_meta, .kernel = {[PD_PLACE_CPU] = allreduce_kernel});
 
-const pd_op_def pd_opdef_c_allgather = {.name = "c_allgather",
-                                        .n_in = 1,
-                                        .n_out = 1,
-                                        .attr_names = "i0:ring_id,i1:nranks,i2:axis",
-                                        .infer_meta = allgather_meta,
-                                        .kernel = {[PD_PLACE_CPU] = allgather_kernel}};
+PD_OPDEF(c_allgather, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:axis",
+         .infer_meta = allgather_meta, .kernel = {[PD_PLACE_CPU] = allgather_kernel});

@@ -2,8 +2,8 @@
  * kernels run a collective over the process group whose id is the op's
  * ring_id attribute. The collectives live in the distributed layer, above
  * the registry, which installs them here (as autograd installs its hook). */
-#ifndef PADDLEC_OPS_COMM_OPS_H
-#define PADDLEC_OPS_COMM_OPS_H
+#ifndef PADDLEC_OPS_COMM_UTIL_H
+#define PADDLEC_OPS_COMM_UTIL_H
 
 #include "../op_registry.h"
 
