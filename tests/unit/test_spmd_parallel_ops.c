@@ -2,8 +2,9 @@
  * on 2 forked ranks: a vocab-sharded embedding (Partial output, Shard(0)
  * weight gradient), a class-sharded softmax cross entropy (the logits and
  * their gradient stay class-sharded), dropout on a shard (the global mask's
- * slice: exactly the one-process output for the same seed), and the heads
- * of rotary embedding and attention kept sharded. Each result, unsharded,
+ * slice: exactly the one-process output for the same seed), the heads of
+ * rotary embedding and attention kept sharded, and max/min over a sharded
+ * dim (Partial) splitting the gradient over ties on both shards. Each result, unsharded,
  * equals the one-process result (float64 to 1e-12). */
 #include <math.h>
 #include <stdio.h>
@@ -168,6 +169,29 @@ static int rank_heads(int rank) {
   return 0;
 }
 
+/* ---- max / min with ties on both shards: the gradient splits over all ---- */
+static int rank_max_ties(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  const double v[] = {3, 1, 0, 3, -2, 1, 3, 0}; /* column 0's max 3 in rows 0, 1 (rank 0) and 3 (rank 1) */
+  for (int full = 0; full < 2; full++)
+    for (int is_min = 0; is_min < 2; is_min++) {
+      pd_tensor *x = pd_tensor_from_f64(v, PD_FLOAT64, 2, SHAPE(4, 2));
+      if (is_min) x = pd_neg(x);
+      pd_tensor_set_stop_gradient(x, false);
+      int64_t ax = 0;
+      pd_tensor *ref = is_min ? pd_min(x, &ax, full ? 0 : 1, false) : pd_max(x, &ax, full ? 0 : 1, false);
+      CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+      pd_tensor *dx = sharded(x, m, pd_dist_shard(0));
+      pd_tensor *out = is_min ? pd_min(dx, &ax, full ? 0 : 1, false) : pd_max(dx, &ax, full ? 0 : 1, false);
+      CHECK(out && placed(out, pd_dist_partial(is_min ? PD_REDUCE_MIN : PD_REDUCE_MAX)), 2);
+      CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+      CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+      CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-15), 5);
+    }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
 static void test_embedding_vocab_sharded(void **state) {
   (void)state;
   run_ranks(2, rank_embedding);
@@ -180,6 +204,10 @@ static void test_dropout_shard_is_mask_slice(void **state) {
   (void)state;
   run_ranks(2, rank_dropout);
 }
+static void test_max_min_ties_across_shards(void **state) {
+  (void)state;
+  run_ranks(2, rank_max_ties);
+}
 static void test_heads_sharded_rotary_attention(void **state) {
   (void)state;
   run_ranks(2, rank_heads);
@@ -191,6 +219,7 @@ int main(void) {
       cmocka_unit_test(test_cross_entropy_class_sharded),
       cmocka_unit_test(test_dropout_shard_is_mask_slice),
       cmocka_unit_test(test_heads_sharded_rotary_attention),
+      cmocka_unit_test(test_max_min_ties_across_shards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

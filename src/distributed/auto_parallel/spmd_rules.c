@@ -546,17 +546,15 @@ bool pd_ap_is_update_op(pd_op_id id) {
 }
 
 /* Replicated on purpose: these ops' backward builds a tensor from the
- * local data of an input outside the graph (max/min's tie weights count
- * the ties of the whole reduced extent, norm's and abs_pow's sign masks,
- * prod_exclusive's zero counts), so on a shard it would be dense with the
- * shard's shape and miss the ties and zeros of the other shards. Replicated
- * inputs give every rank the whole extent. */
+ * local data of an input outside the graph (norm's and abs_pow's sign
+ * masks, prod_exclusive's zero counts), so on a shard it would be dense
+ * with the shard's shape and miss the zeros of the other shards.
+ * Replicated inputs give every rank the whole extent. (max and min count
+ * their ties with ops on a DTensor, so they take the reduction rule.) */
 static pd_status rule_replicate_on_purpose(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
 
 static bool replicates_on_purpose(pd_op_id id) {
   switch (id) {
-    case PD_OP_max:
-    case PD_OP_min:
     case PD_OP_norm:
     case PD_OP_abs_pow:
     case PD_OP_prod_exclusive:

@@ -21,12 +21,33 @@ static pd_status min_kernel(const pd_kernel_ctx *ctx) {
 }
 
 /* dx = expand(dy) * (x == out) / count(x == out) */
+/* The tie weights (x == out) / count(x == out) with ops, for a DTensor x:
+ * the count then spans every shard of the reduced dims (the dense helper
+ * counts the local data only). */
+static pd_tensor *tie_weights_by_ops(pd_tensor *x, pd_tensor *out, const pd_meta *xm, const bool *mask) {
+  int64_t axes[PD_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < xm->ndim; d++)
+    if (mask[d]) axes[n++] = d;
+  pd_tensor *o = pd_reduce_unsqueeze(out, xm, mask);
+  pd_tensor *eq = o ? pd_equal(x, o) : NULL;
+  pd_tensor *e = eq ? pd_cast(eq, x->dtype) : NULL;
+  pd_tensor *cnt = e ? pd_sum(e, axes, n, true) : NULL;
+  pd_tensor *w = cnt ? pd_divide(e, cnt) : NULL;
+  pd_tensor_release(o);
+  pd_tensor_release(eq);
+  pd_tensor_release(e);
+  pd_tensor_release(cnt);
+  return w;
+}
+
 static pd_status ext_backward(const pd_backward_ctx *c, const char *op) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   bool mask[PD_MAX_DIMS];
   pd_reduce_mask(xm->ndim, c->attrs, mask);
-  pd_tensor *w = pd_reduce_tie_weights(op, c->inputs[0], c->outputs[0], mask);
+  pd_tensor *w = c->inputs[0]->dist_attr ? tie_weights_by_ops(c->inputs[0], c->outputs[0], xm, mask)
+                                         : pd_reduce_tie_weights(op, c->inputs[0], c->outputs[0], mask);
   pd_tensor *g = w ? pd_reduce_unsqueeze(c->grad_out[0], xm, mask) : NULL;
   c->grad_in[0] = g ? pd_multiply(g, w) : NULL;
   pd_tensor_release(g);
