@@ -5,7 +5,7 @@
  *  - the files of kernels.def are compiled once per variant with the
  *    variant's -m flags and their symbols suffixed (_baseline, _avx2,
  *    _avx512); kdispatch.c forwards each call through the chosen table;
- *  - the 1-D elementwise loops (PD_EW_* / PD_EWV_* and the optimizer
+ *  - the 1-D elementwise loops (PD_EW_* and the optimizer
  *    rules), which live in many op files, are copied at function level by
  *    PD_KCLONES with GCC target attributes and pick their copy by
  *    pd_kvariant_level (a load and a predictable branch per run of

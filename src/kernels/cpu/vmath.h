@@ -14,10 +14,6 @@
 
 #include "elementwise.h"
 
-#define PD_SIMD _Pragma("omp simd")
-/* Forced inlining: a call left in a loop body keeps it scalar. */
-#define PD_VINLINE static inline __attribute__((always_inline))
-
 /* c ? a : b without a branch. */
 PD_VINLINE float pd_self(int c, float a, float b) {
   uint32_t ua, ub, m = 0u - (uint32_t)(c != 0);
@@ -124,61 +120,5 @@ PD_VINLINE float pd_vtanhf(float x) {
 /* 1 / (1 + e^-x): stable at both ends (e^-x overflowing to inf gives 0). */
 PD_VINLINE float pd_vsigmoidf(float x) { return 1.0f / (1.0f + pd_vexpf(-x)); }
 PD_VINLINE double pd_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
-
-/* Generators like PD_EW_UNARY / PD_EW_BINARY whose unit-stride loops are
- * `omp simd` (GCC's -O2 cost model does not vectorise plain loops of
- * unknown trip count). */
-#define PD_EWV_UNARY(fname, T, OT, EXPR)                                                        \
-  PD_VINLINE void fname##_body(int64_t n, char *const *p_, const int64_t *s_, const void *pp) { \
-    OT *o = (OT *)p_[0];                                                                        \
-    const T *a = (const T *)p_[1];                                                              \
-    const double *P = (const double *)pp;                                                       \
-    (void)P;                                                                                    \
-    if (s_[0] == 1 && s_[1] == 1) {                                                             \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
-        T x = a[i];                                                                             \
-        o[i] = (OT)(EXPR);                                                                      \
-      }                                                                                         \
-    } else {                                                                                    \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T x = a[i * s_[1]];                                                                     \
-        o[i * s_[0]] = (OT)(EXPR);                                                              \
-      }                                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  PD_KCLONES(fname, (int64_t n, char *const *p_, const int64_t *s_, const void *pp), (n, p_, s_, pp))
-
-#define PD_EWV_BINARY(fname, T, OT, EXPR)                                                       \
-  PD_VINLINE void fname##_body(int64_t n, char *const *p_, const int64_t *s_, const void *pp) { \
-    OT *o = (OT *)p_[0];                                                                        \
-    const T *a = (const T *)p_[1];                                                              \
-    const T *b = (const T *)p_[2];                                                              \
-    const double *P = (const double *)pp;                                                       \
-    (void)P;                                                                                    \
-    if (s_[0] == 1 && s_[1] == 1 && s_[2] == 1) {                                               \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
-        T x = a[i], y = b[i];                                                                   \
-        o[i] = (OT)(EXPR);                                                                      \
-      }                                                                                         \
-    } else if (s_[0] == 1 && s_[1] == 1 && s_[2] == 0) {                                        \
-      const T y = b[0];                                                                         \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
-        T x = a[i];                                                                             \
-        o[i] = (OT)(EXPR);                                                                      \
-      }                                                                                         \
-    } else if (s_[0] == 1 && s_[1] == 0 && s_[2] == 1) {                                        \
-      const T x = a[0];                                                                         \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                 \
-        T y = b[i];                                                                             \
-        o[i] = (OT)(EXPR);                                                                      \
-      }                                                                                         \
-    } else {                                                                                    \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T x = a[i * s_[1]], y = b[i * s_[2]];                                                   \
-        o[i * s_[0]] = (OT)(EXPR);                                                              \
-      }                                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  PD_KCLONES(fname, (int64_t n, char *const *p_, const int64_t *s_, const void *pp), (n, p_, s_, pp))
 
 #endif

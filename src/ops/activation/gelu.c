@@ -8,11 +8,11 @@
 #define GELU_K 0.79788456080286535588 /* sqrt(2/pi) */
 #define GELU_C 0.044715
 
-PD_EWV_UNARY(gelu_erf_f32, float, float, x *pd_vnormcdff(x))
-PD_EWV_UNARY(gelu_erf_f64, double, double, 0.5 * x * erfc(-x * M_SQRT1_2))
-PD_EWV_UNARY(gelu_tanh_f32, float, float,
-             x / (1.0f + pd_vexpf(-2.0f * (float)GELU_K * (x + (float)GELU_C * x * x * x))))
-PD_EWV_UNARY(gelu_tanh_f64, double, double, x / (1.0 + exp(-2.0 * GELU_K * (x + GELU_C * x * x * x))))
+PD_EW_UNARY(gelu_erf_f32, float, float, x *pd_vnormcdff(x))
+PD_EW_UNARY(gelu_erf_f64, double, double, 0.5 * x * erfc(-x * M_SQRT1_2))
+PD_EW_UNARY(gelu_tanh_f32, float, float,
+            x / (1.0f + pd_vexpf(-2.0f * (float)GELU_K * (x + (float)GELU_C * x * x * x))))
+PD_EW_UNARY(gelu_tanh_f64, double, double, x / (1.0 + exp(-2.0 * GELU_K * (x + GELU_C * x * x * x))))
 static const pd_ew_fn k_gelu_erf[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_erf);
 static const pd_ew_fn k_gelu_tanh[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gelu_tanh);
 

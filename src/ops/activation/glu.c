@@ -5,8 +5,8 @@
 #include "../elementwise/elementwise_util.h"
 #include "paddlec/manipulation.h"
 
-PD_EWV_BINARY(glu_f32, float, float, x *pd_vsigmoidf(y))
-PD_EWV_BINARY(glu_f64, double, double, x *pd_sigmoidd(y))
+PD_EW_BINARY(glu_f32, float, float, x *pd_vsigmoidf(y))
+PD_EW_BINARY(glu_f64, double, double, x *pd_sigmoidd(y))
 static const pd_ew_fn k_glu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(glu);
 
 /* The axis in [0, rank) with an even size there; error names the values. */

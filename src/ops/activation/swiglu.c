@@ -5,8 +5,8 @@
 
 #include "../elementwise/elementwise_util.h"
 
-PD_EWV_BINARY(swiglu_f32, float, float, x / (1.0f + pd_vexpf(-x)) * y)
-PD_EWV_BINARY(swiglu_f64, double, double, x / (1.0 + exp(-x)) * y)
+PD_EW_BINARY(swiglu_f32, float, float, x / (1.0f + pd_vexpf(-x)) * y)
+PD_EW_BINARY(swiglu_f64, double, double, x / (1.0 + exp(-x)) * y)
 static const pd_ew_fn k_swiglu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(swiglu);
 
 /* grad of the gate: g y s (1 + a (1 - s)), s = sigmoid(a) (operands: out, a, b, g) */
@@ -31,8 +31,8 @@ GATE_GRAD(f32, float, pd_vsigmoidf)
 GATE_GRAD(f64, double, pd_sigmoidd)
 static const pd_ew_fn k_gate_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gate_grad);
 /* grad of the value: g silu(a) (operands: out, a, g) */
-PD_EWV_BINARY(value_grad_f32, float, float, y *(x / (1.0f + pd_vexpf(-x))))
-PD_EWV_BINARY(value_grad_f64, double, double, y *(x / (1.0 + exp(-x))))
+PD_EW_BINARY(value_grad_f32, float, float, y *(x / (1.0f + pd_vexpf(-x))))
+PD_EW_BINARY(value_grad_f64, double, double, y *(x / (1.0 + exp(-x))))
 static const pd_ew_fn k_value_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(value_grad);
 
 /* Views of the two halves of t's last dim (new references). */

@@ -87,27 +87,27 @@ PD_EW_UNARY(pow_f64, double, double, pow(x, P[0]))
 PD_FOR_INT_TYPES(G)
 #undef G
 static const pd_ew_fn k_pow[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(pow);
-PD_EWV_UNARY(pow2_f32, float, float, x *x)
-PD_EWV_UNARY(pow2_f64, double, double, x *x)
-PD_EWV_UNARY(pow3_f32, float, float, x *x *x)
-PD_EWV_UNARY(pow3_f64, double, double, x *x *x)
-PD_EWV_UNARY(powh_f32, float, float, sqrtf(x))
-PD_EWV_UNARY(powh_f64, double, double, sqrt(x))
-PD_EWV_UNARY(powm1_f32, float, float, 1.0f / x)
-PD_EWV_UNARY(powm1_f64, double, double, 1.0 / x)
+PD_EW_UNARY(pow2_f32, float, float, x *x)
+PD_EW_UNARY(pow2_f64, double, double, x *x)
+PD_EW_UNARY(pow3_f32, float, float, x *x *x)
+PD_EW_UNARY(pow3_f64, double, double, x *x *x)
+PD_EW_UNARY(powh_f32, float, float, sqrtf(x))
+PD_EW_UNARY(powh_f64, double, double, sqrt(x))
+PD_EW_UNARY(powm1_f32, float, float, 1.0f / x)
+PD_EW_UNARY(powm1_f64, double, double, 1.0 / x)
 static const pd_ew_fn k_pow2[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(pow2);
 static const pd_ew_fn k_pow3[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(pow3);
 static const pd_ew_fn k_powh[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(powh);
 static const pd_ew_fn k_powm1[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(powm1);
 
 /* ---- maximum / minimum ------------------------------------------------- */
-PD_EWV_BINARY(maximum_f32, float, float, pd_self(x > y, x, y))
-PD_EWV_BINARY(maximum_f64, double, double, pd_seld(x > y, x, y))
-PD_EWV_BINARY(minimum_f32, float, float, pd_self(x < y, x, y))
-PD_EWV_BINARY(minimum_f64, double, double, pd_seld(x < y, x, y))
-#define G(sfx, T)                                   \
-  PD_EWV_BINARY(maximum_##sfx, T, T, x > y ? x : y) \
-  PD_EWV_BINARY(minimum_##sfx, T, T, x < y ? x : y)
+PD_EW_BINARY(maximum_f32, float, float, pd_self(x > y, x, y))
+PD_EW_BINARY(maximum_f64, double, double, pd_seld(x > y, x, y))
+PD_EW_BINARY(minimum_f32, float, float, pd_self(x < y, x, y))
+PD_EW_BINARY(minimum_f64, double, double, pd_seld(x < y, x, y))
+#define G(sfx, T)                                  \
+  PD_EW_BINARY(maximum_##sfx, T, T, x > y ? x : y) \
+  PD_EW_BINARY(minimum_##sfx, T, T, x < y ? x : y)
 PD_FOR_INT_TYPES(G)
 #undef G
 static const pd_ew_fn k_maximum[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(maximum);

@@ -12,9 +12,9 @@ static inline double clampd(double x, double lo, double hi) {
   double r = pd_seld(x < lo, lo, x);
   return pd_seld(x > hi, hi, r);
 }
-PD_EWV_UNARY(clip_f32, float, float, clampf(x, (float)P[0], (float)P[1]))
-PD_EWV_UNARY(clip_f64, double, double, clampd(x, P[0], P[1]))
-#define G(sfx, T) PD_EWV_UNARY(clip_##sfx, T, T, x < (T)P[0] ? (T)P[0] : (x > (T)P[1] ? (T)P[1] : x))
+PD_EW_UNARY(clip_f32, float, float, clampf(x, (float)P[0], (float)P[1]))
+PD_EW_UNARY(clip_f64, double, double, clampd(x, P[0], P[1]))
+#define G(sfx, T) PD_EW_UNARY(clip_##sfx, T, T, x < (T)P[0] ? (T)P[0] : (x > (T)P[1] ? (T)P[1] : x))
 PD_FOR_INT_TYPES(G)
 #undef G
 static const pd_ew_fn k_clip[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(clip);

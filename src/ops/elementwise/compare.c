@@ -17,15 +17,15 @@
   FOR_ALL_TYPES(BIN_##name)                                        \
   static const pd_ew_fn k_##name[PD_NUM_DTYPES] = TABLE_ALL(name); \
   PD_EW_KERNEL(name, k_##name)
-#define BIN_equal(sfx, T) PD_EWV_BINARY(equal_##sfx, T, uint8_t, x == y)
-#define BIN_not_equal(sfx, T) PD_EWV_BINARY(not_equal_##sfx, T, uint8_t, x != y)
-#define BIN_less_than(sfx, T) PD_EWV_BINARY(less_than_##sfx, T, uint8_t, x < y)
-#define BIN_less_equal(sfx, T) PD_EWV_BINARY(less_equal_##sfx, T, uint8_t, x <= y)
-#define BIN_greater_than(sfx, T) PD_EWV_BINARY(greater_than_##sfx, T, uint8_t, x > y)
-#define BIN_greater_equal(sfx, T) PD_EWV_BINARY(greater_equal_##sfx, T, uint8_t, x >= y)
-#define BIN_logical_and(sfx, T) PD_EWV_BINARY(logical_and_##sfx, T, uint8_t, (x != 0) & (y != 0))
-#define BIN_logical_or(sfx, T) PD_EWV_BINARY(logical_or_##sfx, T, uint8_t, (x != 0) | (y != 0))
-#define BIN_logical_xor(sfx, T) PD_EWV_BINARY(logical_xor_##sfx, T, uint8_t, (x != 0) ^ (y != 0))
+#define BIN_equal(sfx, T) PD_EW_BINARY(equal_##sfx, T, uint8_t, x == y)
+#define BIN_not_equal(sfx, T) PD_EW_BINARY(not_equal_##sfx, T, uint8_t, x != y)
+#define BIN_less_than(sfx, T) PD_EW_BINARY(less_than_##sfx, T, uint8_t, x < y)
+#define BIN_less_equal(sfx, T) PD_EW_BINARY(less_equal_##sfx, T, uint8_t, x <= y)
+#define BIN_greater_than(sfx, T) PD_EW_BINARY(greater_than_##sfx, T, uint8_t, x > y)
+#define BIN_greater_equal(sfx, T) PD_EW_BINARY(greater_equal_##sfx, T, uint8_t, x >= y)
+#define BIN_logical_and(sfx, T) PD_EW_BINARY(logical_and_##sfx, T, uint8_t, (x != 0) & (y != 0))
+#define BIN_logical_or(sfx, T) PD_EW_BINARY(logical_or_##sfx, T, uint8_t, (x != 0) | (y != 0))
+#define BIN_logical_xor(sfx, T) PD_EW_BINARY(logical_xor_##sfx, T, uint8_t, (x != 0) ^ (y != 0))
 BIN(equal)
 BIN(not_equal)
 BIN(less_than)
@@ -36,26 +36,26 @@ BIN(logical_and)
 BIN(logical_or)
 BIN(logical_xor)
 
-#define G(sfx, T) PD_EWV_UNARY(logical_not_##sfx, T, uint8_t, x == 0)
+#define G(sfx, T) PD_EW_UNARY(logical_not_##sfx, T, uint8_t, x == 0)
 FOR_ALL_TYPES(G)
 #undef G
 static const pd_ew_fn k_logical_not[PD_NUM_DTYPES] = TABLE_ALL(logical_not);
 PD_EW_KERNEL(logical_not, k_logical_not)
 
 /* isnan / isinf / isfinite: constant for integers and bool */
-#define G(sfx, T)                                     \
-  PD_EWV_UNARY(isnan_##sfx, T, uint8_t, ((void)x, 0)) \
-  PD_EWV_UNARY(isinf_##sfx, T, uint8_t, ((void)x, 0)) \
-  PD_EWV_UNARY(isfinite_##sfx, T, uint8_t, ((void)x, 1))
+#define G(sfx, T)                                    \
+  PD_EW_UNARY(isnan_##sfx, T, uint8_t, ((void)x, 0)) \
+  PD_EW_UNARY(isinf_##sfx, T, uint8_t, ((void)x, 0)) \
+  PD_EW_UNARY(isfinite_##sfx, T, uint8_t, ((void)x, 1))
 PD_FOR_INT_TYPES(G)
 G(b, uint8_t)
 #undef G
-PD_EWV_UNARY(isnan_f32, float, uint8_t, x != x)
-PD_EWV_UNARY(isnan_f64, double, uint8_t, x != x)
-PD_EWV_UNARY(isinf_f32, float, uint8_t, fabsf(x) == INFINITY)
-PD_EWV_UNARY(isinf_f64, double, uint8_t, fabs(x) == INFINITY)
-PD_EWV_UNARY(isfinite_f32, float, uint8_t, fabsf(x) <= FLT_MAX)
-PD_EWV_UNARY(isfinite_f64, double, uint8_t, fabs(x) <= DBL_MAX)
+PD_EW_UNARY(isnan_f32, float, uint8_t, x != x)
+PD_EW_UNARY(isnan_f64, double, uint8_t, x != x)
+PD_EW_UNARY(isinf_f32, float, uint8_t, fabsf(x) == INFINITY)
+PD_EW_UNARY(isinf_f64, double, uint8_t, fabs(x) == INFINITY)
+PD_EW_UNARY(isfinite_f32, float, uint8_t, fabsf(x) <= FLT_MAX)
+PD_EW_UNARY(isfinite_f64, double, uint8_t, fabs(x) <= DBL_MAX)
 static const pd_ew_fn k_isnan[PD_NUM_DTYPES] = TABLE_ALL(isnan);
 static const pd_ew_fn k_isinf[PD_NUM_DTYPES] = TABLE_ALL(isinf);
 static const pd_ew_fn k_isfinite[PD_NUM_DTYPES] = TABLE_ALL(isfinite);

@@ -4,51 +4,51 @@
 #include "elementwise_util.h"
 
 /* abs */
-PD_EWV_UNARY(abs_f32, float, float, fabsf(x))
-PD_EWV_UNARY(abs_f64, double, double, fabs(x))
-PD_EWV_UNARY(abs_u8, uint8_t, uint8_t, x)
-#define G(sfx, T, UT) PD_EWV_UNARY(abs_##sfx, T, T, x < 0 ? (T)(0u - (UT)x) : x)
+PD_EW_UNARY(abs_f32, float, float, fabsf(x))
+PD_EW_UNARY(abs_f64, double, double, fabs(x))
+PD_EW_UNARY(abs_u8, uint8_t, uint8_t, x)
+#define G(sfx, T, UT) PD_EW_UNARY(abs_##sfx, T, T, x < 0 ? (T)(0u - (UT)x) : x)
 PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_abs[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(abs);
 
 /* sign: -1, 0, 1 (NaN gives 0) */
-#define G(sfx, T) PD_EWV_UNARY(sign_##sfx, T, T, (T)((x > 0) - (x < 0)))
+#define G(sfx, T) PD_EW_UNARY(sign_##sfx, T, T, (T)((x > 0) - (x < 0)))
 PD_FOR_FLOAT_TYPES(G)
 G(i8, int8_t)
 G(i16, int16_t)
 G(i32, int32_t)
 G(i64, int64_t)
 #undef G
-PD_EWV_UNARY(sign_u8, uint8_t, uint8_t, x != 0)
+PD_EW_UNARY(sign_u8, uint8_t, uint8_t, x != 0)
 static const pd_ew_fn k_sign[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(sign);
 
 /* neg */
-PD_EWV_UNARY(neg_f32, float, float, -x)
-PD_EWV_UNARY(neg_f64, double, double, -x)
-PD_EWV_UNARY(neg_u8, uint8_t, uint8_t, 0u - (uint32_t)x)
-#define G(sfx, T, UT) PD_EWV_UNARY(neg_##sfx, T, T, (T)(0u - (UT)x))
+PD_EW_UNARY(neg_f32, float, float, -x)
+PD_EW_UNARY(neg_f64, double, double, -x)
+PD_EW_UNARY(neg_u8, uint8_t, uint8_t, 0u - (uint32_t)x)
+#define G(sfx, T, UT) PD_EW_UNARY(neg_##sfx, T, T, (T)(0u - (UT)x))
 PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_neg[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(neg);
 
 /* square */
-PD_EWV_UNARY(square_f32, float, float, x *x)
-PD_EWV_UNARY(square_f64, double, double, x *x)
-PD_EWV_UNARY(square_u8, uint8_t, uint8_t, (uint32_t)x *(uint32_t)x)
-#define G(sfx, T, UT) PD_EWV_UNARY(square_##sfx, T, T, (T)((UT)x * (UT)x))
+PD_EW_UNARY(square_f32, float, float, x *x)
+PD_EW_UNARY(square_f64, double, double, x *x)
+PD_EW_UNARY(square_u8, uint8_t, uint8_t, (uint32_t)x *(uint32_t)x)
+#define G(sfx, T, UT) PD_EW_UNARY(square_##sfx, T, T, (T)((UT)x * (UT)x))
 PD_FOR_SIGNED_TYPES(G)
 #undef G
 static const pd_ew_fn k_square[PD_NUM_DTYPES] = PD_EW_TABLE_NUMERIC(square);
 
 /* floor, ceil; integers pass through */
-#define G(sfx, T) PD_EWV_UNARY(ident_##sfx, T, T, x)
+#define G(sfx, T) PD_EW_UNARY(ident_##sfx, T, T, x)
 PD_FOR_INT_TYPES(G)
 #undef G
-PD_EWV_UNARY(floor_f32, float, float, floorf(x))
-PD_EWV_UNARY(floor_f64, double, double, floor(x))
-PD_EWV_UNARY(ceil_f32, float, float, ceilf(x))
-PD_EWV_UNARY(ceil_f64, double, double, ceil(x))
+PD_EW_UNARY(floor_f32, float, float, floorf(x))
+PD_EW_UNARY(floor_f64, double, double, floor(x))
+PD_EW_UNARY(ceil_f32, float, float, ceilf(x))
+PD_EW_UNARY(ceil_f64, double, double, ceil(x))
 #define INT_IDENT                                                                              \
   [PD_UINT8] = ident_u8, [PD_INT8] = ident_i8, [PD_INT16] = ident_i16, [PD_INT32] = ident_i32, \
   [PD_INT64] = ident_i64
@@ -62,12 +62,12 @@ static inline float round_half_away_f(float x) {
   float t = truncf(x);
   return t + pd_self(fabsf(x - t) >= 0.5f, copysignf(1.0f, x), 0.0f);
 }
-PD_EWV_UNARY(round_f32, float, float, round_half_away_f(x))
-PD_EWV_UNARY(round_f64, double, double, round(x))
-PD_EWV_UNARY(roundm_f32, float, float, round_half_away_f(x *(float)P[0]) / (float)P[0])
-PD_EWV_UNARY(roundm_f64, double, double, round(x *P[0]) / P[0])
-PD_EWV_UNARY(roundd_f32, float, float, round_half_away_f(x / (float)P[0]) * (float)P[0])
-PD_EWV_UNARY(roundd_f64, double, double, round(x / P[0]) * P[0])
+PD_EW_UNARY(round_f32, float, float, round_half_away_f(x))
+PD_EW_UNARY(round_f64, double, double, round(x))
+PD_EW_UNARY(roundm_f32, float, float, round_half_away_f(x *(float)P[0]) / (float)P[0])
+PD_EW_UNARY(roundm_f64, double, double, round(x *P[0]) / P[0])
+PD_EW_UNARY(roundd_f32, float, float, round_half_away_f(x / (float)P[0]) * (float)P[0])
+PD_EW_UNARY(roundd_f64, double, double, round(x / P[0]) * P[0])
 static const pd_ew_fn k_round[PD_NUM_DTYPES] = {
     [PD_FLOAT32] = round_f32, [PD_FLOAT64] = round_f64, INT_IDENT};
 static const pd_ew_fn k_roundm[PD_NUM_DTYPES] = {

@@ -5,8 +5,8 @@
 #include "elementwise_util.h"
 
 #define GEN(name, EXPR_F, EXPR_D)                                          \
-  PD_EWV_UNARY(name##_f32, float, float, EXPR_F)                           \
-  PD_EWV_UNARY(name##_f64, double, double, EXPR_D)                         \
+  PD_EW_UNARY(name##_f32, float, float, EXPR_F)                            \
+  PD_EW_UNARY(name##_f64, double, double, EXPR_D)                          \
   static const pd_ew_fn k_##name[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(name); \
   PD_EW_KERNEL(name, k_##name)
 
