@@ -254,6 +254,11 @@ PD_API pd_dist_pipeline *pd_dist_pipeline_new(pd_dist_process_mesh *global_mesh,
  * the world. */
 PD_API pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label,
                                                pd_optimizer *opt);
+/* PipelineParallel.eval_batch([input, label], compute_loss=True): the mean
+ * micro-batch loss of the forwards alone (no gradient, no update), micro-
+ * batch by micro-batch, as a dense tensor on every rank; NULL on the errors
+ * of train_batch. Collective over the world. */
+PD_API pd_tensor *pd_dist_pipeline_eval_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label);
 /* The most micro-batches whose activations stage `stage` held at once on
  * this rank during the last train_batch (forward run, backward not yet):
  * accumulate_steps under FThenB, at most S - stage under 1F1B; -1 when this

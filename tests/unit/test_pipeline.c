@@ -2,8 +2,8 @@
  * schedules: the merged orders, an MLP cut into 2 stages on 2 processes
  * and 4 stages on 4 (losses and parameters after several steps equal one
  * process training on the whole batch, 1F1B holding fewer live activations
- * per stage than FThenB), 2 stages of 2 tensor-parallel processes each,
- * and the errors. */
+ * per stage than FThenB; eval_batch gives the loss without gradients), 2
+ * stages of 2 tensor-parallel processes each, and the errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +183,14 @@ static int run_case(int rank, const pipe_case *c) {
   CHECK(p, 2);
   pd_optimizer *opt = sgd_of(layers, S);
   int me = rank / c->mp;
+  /* eval_batch before any step: the first step's loss, and no gradient */
+  pd_scope_begin();
+  pd_tensor *eval = pd_dist_pipeline_eval_batch(p, batch_data(0, HIDDEN, 0.37), batch_data(0, OUT, 0.53));
+  double ev = eval ? pd_tensor_item(eval) : NAN;
+  pd_tensor *w_me = pd_layer_parameter(pd_nn_sequential_get(layers[me], 0), "weight");
+  pd_scope_end();
+  CHECK(eval && fabs(ev - ref[0]) <= 1e-6, 9);
+  CHECK(pd_tensor_grad(w_me) == NULL && pd_dist_pipeline_peak_live_activations(p, me) == -1, 9);
   for (int step = 0; step < STEPS; step++) {
     pd_scope_begin();
     pd_tensor *loss =
@@ -329,6 +337,8 @@ static void test_errors(void **state) {
   pd_tensor *y = pd_tensor_from_f64(v, PD_FLOAT32, 2, SHAPE(6, OUT));
   assert_null(pd_dist_pipeline_train_batch(p, x, y, NULL));
   expect_msg("a batch of 6 samples (label: 6) does not split into accumulate_steps=4 micro-batches");
+  assert_null(pd_dist_pipeline_eval_batch(p, x, y));
+  expect_msg("pipeline eval_batch: a batch of 6 samples");
   assert_int_equal(pd_dist_pipeline_peak_live_activations(p, 0), -1); /* no step ran */
   /* a batch of 8 trains, both stages on this process */
   pd_tensor *loss =

@@ -155,6 +155,7 @@ typedef struct step_state {
   pd_tensor **mb_in, **mb_label; /* A each */
   pd_tensor **in, **out, **gin;  /* S * A each: the stage input (a leaf), its output (last stage: the
                                     scaled loss), the input's gradient placed as the input */
+  bool train;                    /* false: eval_batch (forwards only, no gradient) */
   double loss_sum;
   pd_dtype loss_dtype;
   int loss_ndim;
@@ -229,7 +230,7 @@ static pd_status forward(step_state *ss, int s, int i) {
   if (st == PD_OK) {
     ss->in[k] = pd_tensor_retain(x);
     ss->out[k] = pd_tensor_retain(y);
-    if (g->member && ++g->live > g->peak) g->peak = g->live;
+    if (ss->train && g->member && ++g->live > g->peak) g->peak = g->live;
   }
   return st;
 }
@@ -314,10 +315,37 @@ static int64_t batch_rows(const pd_tensor *t) {
   return gn > 0 ? gs[0] : -1;
 }
 
-pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label,
-                                        pd_optimizer *opt) {
+/* eval_batch: micro-batch by micro-batch through every stage, without
+ * gradient; each activation is dropped once the next stage has it. */
+static pd_status run_forwards(step_state *ss) {
+  pd_dist_pipeline *p = ss->p;
+  pd_status st = PD_OK;
+  pd_no_grad_begin();
+  for (int i = 0; i < p->A && st == PD_OK; i++)
+    for (int s = 0; s < p->S && st == PD_OK; s++) {
+      pd_scope_begin();
+      st = forward(ss, s, i);
+      pd_scope_end();
+      size_t k = (size_t)s * (size_t)p->A + (size_t)i;
+      if (s > 0) {
+        drop(&ss->in[k - (size_t)p->A]);
+        drop(&ss->out[k - (size_t)p->A]);
+      }
+      if (s == p->S - 1) {
+        drop(&ss->in[k]);
+        drop(&ss->out[k]);
+      }
+    }
+  pd_no_grad_end();
+  return st;
+}
+
+/* One step of train_batch (train) or eval_batch. */
+static pd_tensor *run_step(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label, pd_optimizer *opt,
+                           bool train) {
+  const char *what = train ? "train_batch" : "eval_batch";
   if (!p || !input || !label) {
-    pd_set_error(PD_ERR_INVALID, "pipeline train_batch: %s is NULL",
+    pd_set_error(PD_ERR_INVALID, "pipeline %s: %s is NULL", what,
                  !p       ? "pipeline"
                  : !input ? "input"
                           : "label");
@@ -326,13 +354,14 @@ pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, p
   int64_t rows = batch_rows(input), lrows = batch_rows(label);
   if (rows < 1 || rows % p->A != 0 || lrows != rows) {
     pd_set_error(PD_ERR_INVALID,
-                 "pipeline train_batch: a batch of %lld samples (label: %lld) does not split into "
+                 "pipeline %s: a batch of %lld samples (label: %lld) does not split into "
                  "accumulate_steps=%d micro-batches",
-                 (long long)rows, (long long)lrows, p->A);
+                 what, (long long)rows, (long long)lrows, p->A);
     return NULL;
   }
   size_t n = (size_t)p->S * (size_t)p->A;
   step_state ss = {.p = p,
+                   .train = train,
                    .mb_in = calloc((size_t)p->A, sizeof(pd_tensor *)),
                    .mb_label = calloc((size_t)p->A, sizeof(pd_tensor *)),
                    .in = calloc(n, sizeof(pd_tensor *)),
@@ -340,13 +369,13 @@ pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, p
                    .gin = calloc(n, sizeof(pd_tensor *))};
   pd_status st = ss.mb_in && ss.mb_label && ss.in && ss.out && ss.gin
                      ? PD_OK
-                     : pd_set_error(PD_ERR_MEMORY, "pipeline train_batch: out of memory");
+                     : pd_set_error(PD_ERR_MEMORY, "pipeline %s: out of memory", what);
   /* the groups of every mesh, made on every rank in one order */
   if (st == PD_OK) st = pd_ap_mesh_prepare(p->global);
   for (int s = 0; s < p->S && st == PD_OK; s++) {
     st = pd_ap_mesh_prepare(p->st[s].mesh);
     p->st[s].member = pd_dist_process_mesh_contains(p->st[s].mesh, pd_ap_my_rank());
-    p->st[s].live = p->st[s].peak = 0;
+    if (train) p->st[s].live = p->st[s].peak = 0;
   }
   pd_scope_begin();
   for (int i = 0; i < p->A && st == PD_OK; i++)
@@ -354,13 +383,14 @@ pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, p
         !(ss.mb_label[i] = micro_batch(label, rows, p->A, i)))
       st = pd_last_status();
   pd_scope_end();
-  for (size_t a = 0; a < 2 * n && st == PD_OK; a++) {
+  if (st == PD_OK && !train) st = run_forwards(&ss);
+  for (size_t a = 0; train && a < 2 * n && st == PD_OK; a++) {
     pd_ap_pipe_action act = p->order[a];
     pd_scope_begin();
     st = act.backward ? backward(&ss, act.stage, act.micro_batch) : forward(&ss, act.stage, act.micro_batch);
     pd_scope_end();
   }
-  p->stepped = st == PD_OK;
+  if (train) p->stepped = st == PD_OK;
   pd_tensor *loss = NULL;
   if (st == PD_OK) {
     pd_scope_begin();
@@ -387,4 +417,13 @@ pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, p
   }
   free(ss.mb_in), free(ss.mb_label), free(ss.in), free(ss.out), free(ss.gin);
   return loss ? pd_scope_track(loss) : NULL;
+}
+
+pd_tensor *pd_dist_pipeline_train_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label,
+                                        pd_optimizer *opt) {
+  return run_step(p, input, label, opt, true);
+}
+
+pd_tensor *pd_dist_pipeline_eval_batch(pd_dist_pipeline *p, pd_tensor *input, pd_tensor *label) {
+  return run_step(p, input, label, NULL, false);
 }
