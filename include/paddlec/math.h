@@ -12,6 +12,14 @@ extern "C" {
 #endif
 
 PD_API pd_tensor *pd_add(pd_tensor *x, pd_tensor *y);
+/* paddle.add_n(inputs) (fluid.layers.sums, fluid.layers.sum): the sum of
+ * n >= 1 tensors of one dtype and shape (no broadcasting), a new tensor;
+ * recorded and differentiated as a chain of adds. */
+PD_API pd_tensor *pd_add_n(pd_tensor *const *inputs, int n);
+/* paddle.numel(x) (fluid.layers.size): x's element count, an int64 0-D
+ * tensor; under program_guard an op, so a -1 batch is counted when the
+ * Program runs. */
+PD_API pd_tensor *pd_numel(pd_tensor *x);
 PD_API pd_tensor *pd_subtract(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_multiply(pd_tensor *x, pd_tensor *y);
 PD_API pd_tensor *pd_divide(pd_tensor *x, pd_tensor *y);

@@ -83,7 +83,14 @@ static int s_py_func(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+static int s_numel(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(3, S(2, 3, 4), -1, 1);
+  return 1;
+}
+
 const pd_op_sample pd_samples_core[] = {
+    {"numel", s_numel, 0},
     {"py_func", s_py_func, 0},
     {"transpose", s_transpose, 0},
     {"cast", s_cast, 0},
