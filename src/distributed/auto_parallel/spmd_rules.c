@@ -545,18 +545,16 @@ bool pd_ap_is_update_op(pd_op_id id) {
   }
 }
 
-/* Replicated on purpose: these ops' backward builds a tensor from the
- * local data of an input outside the graph (norm's and abs_pow's sign
- * masks, prod_exclusive's zero counts), so on a shard it would be dense
- * with the shard's shape and miss the zeros of the other shards.
- * Replicated inputs give every rank the whole extent. (max and min count
- * their ties with ops on a DTensor, so they take the reduction rule.) */
+/* Replicated on purpose: prod_exclusive (prod's backward) counts the
+ * zeros of the reduced extent from the local data outside the graph, so
+ * on a shard it would miss the other shards' zeros. Replicated inputs
+ * give every rank the whole extent. (max, min, norm and abs_pow compute
+ * their masks with ops on a DTensor, so they take the reduction and
+ * unary rules.) */
 static pd_status rule_replicate_on_purpose(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
 
 static bool replicates_on_purpose(pd_op_id id) {
   switch (id) {
-    case PD_OP_norm:
-    case PD_OP_abs_pow:
     case PD_OP_prod_exclusive:
       return true;
     default:

@@ -54,7 +54,14 @@ static pd_status norm_backward(const pd_backward_ctx *c) {
     pd_tensor_release(g);
     return c->grad_in[0] ? PD_OK : pd_last_status();
   }
-  if (isinf(p)) {
+  if (isinf(p) && x->dist_attr) { /* with ops, which keep the shards' placements */
+    pd_tensor *ok = pd_reduce_unsqueeze(out, xm, mask), *ab = ok ? pd_abs(x) : NULL;
+    pd_tensor *eq = ab ? pd_equal(ab, ok) : NULL, *m = eq ? pd_cast(eq, x->dtype) : NULL;
+    pd_tensor *sg = m ? pd_sign(x) : NULL;
+    w = sg ? pd_multiply(sg, m) : NULL;
+    pd_tensor *tmp[] = {ok, ab, eq, m, sg};
+    for (int i = 0; i < 5; i++) pd_tensor_release(tmp[i]);
+  } else if (isinf(p)) {
     w = pd_reduce_absmax_sign(x, out, mask); /* sign(x) where |x| == norm */
   } else if (p == 2.0) {
     pd_tensor *ok = pd_reduce_unsqueeze(out, xm, mask);

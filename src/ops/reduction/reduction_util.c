@@ -225,6 +225,9 @@ pd_tensor *pd_reduce_tie_weights(const char *op, const pd_tensor *x, const pd_te
 }
 
 pd_tensor *pd_reduce_sign(const pd_tensor *x) {
+  /* a DTensor's sign through the op keeps its placements (a dense tensor
+   * of the shard's shape would read as a replicated one of that shape) */
+  if (x->dist_attr) return pd_sign((pd_tensor *)x);
   pd_tensor *o = pd_tensor_new(x->dtype, x->ndim, x->shape);
   if (!o) return NULL;
   pd_tensor *in[1] = {(pd_tensor *)x};
