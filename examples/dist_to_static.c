@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "world_mesh.h"
+
 enum { BATCH_SIZE = 4, BATCH_NUM = 4, IMAGE_SIZE = 16, CLASS_NUM = 8 };
 
 /* RandomDataset(images, labels, num_samples) */
@@ -142,16 +144,9 @@ static int run(pd_dist_process_mesh *mesh, pd_io_dataset *ds, double *losses, in
 }
 
 int main(void) {
-  pd_dist_group *world = pd_dist_init_parallel_env(NULL);
-  if (!world) {
-    fprintf(stderr, "init_parallel_env: %s\n", pd_last_error());
-    return 1;
-  }
-  int rank = pd_dist_get_rank(NULL), n = pd_dist_get_world_size(NULL);
-  int *ids = malloc((size_t)n * sizeof *ids);
-  for (int i = 0; i < n; i++) ids[i] = i;
-  pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(1, (const int64_t[]){n}, ids, (const char *[]){"x"});
-  free(ids);
+  pd_dist_process_mesh *mesh = world_mesh_init();
+  if (!mesh) return 1;
+  int rank = pd_dist_get_rank(NULL);
   /* images = np.random.rand(...), the same on every rank */
   static random_dataset data = {.num_samples = BATCH_SIZE * BATCH_NUM};
   for (int i = 0; i < BATCH_SIZE * BATCH_NUM; i++) {
@@ -160,22 +155,11 @@ int main(void) {
   }
   pd_io_dataset *ds = pd_io_dataset_new(&(pd_io_dataset_fns){.len = ds_len, .get_item = ds_get_item}, &data);
   double sharded[2 * BATCH_NUM], single[2 * BATCH_NUM];
-  int rc = mesh && ds ? run(mesh, ds, sharded, rank, true) : 1;
+  int rc = ds ? run(mesh, ds, sharded, rank, true) : 1;
   if (rc == 0) rc = run(NULL, ds, single, rank, false);
   if (rc != 0) fprintf(stderr, "rank %d: %s\n", rank, pd_last_error());
-  for (int s = 0; s < 2 * BATCH_NUM && rc == 0; s++)
-    if (fabs(sharded[s] - single[s]) > 1e-6) {
-      fprintf(stderr, "rank %d: loss %d is %.9g on %d processes, %.9g on one\n", rank, s, sharded[s], n,
-              single[s]);
-      rc = 1;
-    }
-  if (rc == 0 && sharded[BATCH_NUM - 1] >= sharded[0]) {
-    fprintf(stderr, "rank %d: the train loss did not decrease\n", rank);
-    rc = 1;
-  }
   if (rc == 0)
-    printf("rank %d: %d train and eval losses equal the one-process run to 1e-6 (mesh of %d processes)\n",
-           rank, 2 * BATCH_NUM, n);
+    rc = world_mesh_check_losses(sharded, single, 2 * BATCH_NUM, BATCH_NUM, "train and eval losses");
   pd_io_dataset_release(ds);
   pd_dist_process_mesh_release(mesh);
   pd_dist_destroy_process_group(NULL);

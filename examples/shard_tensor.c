@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "world_mesh.h"
+
 enum { BATCH_SIZE = 4, IMAGE_SIZE = 16, CLASS_NUM = 8, STEPS = 8 };
 
 static pd_layer *demo_net(void) {
@@ -85,32 +87,14 @@ static int train(pd_dist_process_mesh *mesh, double *losses, int rank, bool prin
 }
 
 int main(void) {
-  pd_dist_group *world = pd_dist_init_parallel_env(NULL);
-  if (!world) {
-    fprintf(stderr, "init_parallel_env: %s\n", pd_last_error());
-    return 1;
-  }
-  int rank = pd_dist_get_rank(NULL), n = pd_dist_get_world_size(NULL);
-  int *ids = malloc((size_t)n * sizeof *ids);
-  for (int i = 0; i < n; i++) ids[i] = i;
-  pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(1, (const int64_t[]){n}, ids, (const char *[]){"x"});
-  free(ids);
+  pd_dist_process_mesh *mesh = world_mesh_init();
+  if (!mesh) return 1;
+  int rank = pd_dist_get_rank(NULL);
   double sharded[STEPS], single[STEPS];
-  int rc = mesh ? train(mesh, sharded, rank, true) : 1;
+  int rc = train(mesh, sharded, rank, true);
   if (rc == 0) rc = train(NULL, single, rank, false);
   if (rc != 0) fprintf(stderr, "rank %d: %s\n", rank, pd_last_error());
-  for (int s = 0; s < STEPS && rc == 0; s++)
-    if (fabs(sharded[s] - single[s]) > 1e-6) {
-      fprintf(stderr, "rank %d: step %d loss %.9g on %d processes, %.9g on one\n", rank, s, sharded[s], n,
-              single[s]);
-      rc = 1;
-    }
-  if (rc == 0 && sharded[STEPS - 1] >= sharded[0]) {
-    fprintf(stderr, "rank %d: the loss did not decrease\n", rank);
-    rc = 1;
-  }
-  if (rc == 0)
-    printf("rank %d: %d losses equal the one-process run to 1e-6 (mesh of %d processes)\n", rank, STEPS, n);
+  if (rc == 0) rc = world_mesh_check_losses(sharded, single, STEPS, STEPS, "losses");
   pd_dist_process_mesh_release(mesh);
   pd_dist_destroy_process_group(NULL);
   return rc;
