@@ -26,7 +26,17 @@ static void slot_name(int i, char *out, size_t cap) {
 /* One "name = value" per attribute the row names (op_attrs.h). */
 static void print_attrs(pd_strbuf *b, const pd_operator *op) {
   int id = op->op_id >= 0 ? op->op_id : op->grad_of;
-  if (id < 0) return;
+  if (id < 0) { /* control flow and arrays: their sub-blocks, as Paddle prints sub_block */
+    const pd_attrs *a = &op->attrs;
+    if (strncmp(op->type, PD_STATIC_WHILE, strlen(PD_STATIC_WHILE)) == 0)
+      pd_sb_printf(b, ", sub_block = block[%lld]", (long long)a->i[0]);
+    else if (strncmp(op->type, PD_STATIC_COND, strlen(PD_STATIC_COND)) == 0)
+      pd_sb_printf(b, ", true_block = block[%lld], false_block = block[%lld]", (long long)a->i[0],
+                   (long long)a->i[1]);
+    else if (strncmp(op->type, PD_STATIC_ARRAY_TO_TENSOR, strlen(PD_STATIC_ARRAY_TO_TENSOR)) == 0)
+      pd_sb_printf(b, ", axis = %lld, use_stack = %lld", (long long)a->i[0], (long long)a->i[1]);
+    return;
+  }
   pd_attr v[PD_MAX_ATTRS];
   int n = pd_op_attrs_list(pd_op_table[id], &op->attrs, v, PD_MAX_ATTRS);
   if (n < 0) pd_clear_error(); /* printing shows what it can; test_op_attrs checks every row */

@@ -158,6 +158,9 @@ static void test_while_block_fills_array(void **state) {
   pd_program_release(copy);
   char *text = pd_program_to_string(f.main);
   assert_non_null(strstr(text, "LOD_TENSOR_ARRAY"));
+  assert_non_null(strstr(text, "= while(inputs="));
+  assert_non_null(strstr(text, "sub_block = block[1]"));
+  assert_non_null(strstr(text, "axis = 0, use_stack = 1"));
   free(text);
   /* from its Program file: the same values, fetched by name */
   size_t size = 0;
