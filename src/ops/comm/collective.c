@@ -3,6 +3,7 @@
  * Replicate). Attributes: ring_id (the process group's id), nranks (its
  * size), and the reduce op or the gather dim. With nranks 1 they copy. */
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "comm_util.h"
 
@@ -38,8 +39,12 @@ static pd_status allgather_meta(const pd_op_def *def, pd_tensor *const *in, int 
   if (a->i[2] < 0 || a->i[2] >= x->ndim)
     return pd_set_error(PD_ERR_INVALID, "%s: axis %lld is out of range for a tensor of rank %d", def->name,
                         (long long)a->i[2], x->ndim);
+  int64_t d = x->shape[a->i[2]];
+  if (d > INT64_MAX / a->i[1])
+    return pd_set_error(PD_ERR_SHAPE, "%s: dim %lld gathered from %lld ranks overflows int64", def->name,
+                        (long long)d, (long long)a->i[1]);
   pd_meta_of(x, &out[0]);
-  out[0].shape[a->i[2]] = pd_dim_mul(x->shape[a->i[2]], a->i[1]);
+  out[0].shape[a->i[2]] = pd_dim_mul(d, a->i[1]);
   *n_out = 1;
   return PD_OK;
 }
