@@ -506,6 +506,13 @@ static pd_tensor *ones_like_root(pd_tensor *t, const char *op) {
                  op, PD_SHAPE_STR(t));
     return NULL;
   }
+  /* eagerly, the seed is one element set to 1, made without an op; a
+   * Variable or a traced backward records the op */
+  if (!t->is_meta && !t->dist_attr && !pd_dispatch_get_tracer(NULL)) {
+    pd_tensor *g = pd_tensor_new_untracked(t->dtype, t->ndim, t->shape);
+    if (g) pd_store_from_f64(pd_data_ptr(g), g->dtype, 1.0);
+    return g;
+  }
   return pd_ones(t->ndim, t->shape, t->dtype);
 }
 

@@ -321,6 +321,26 @@ static void test_promotion(void **state) {
   expect_no_live_tensors();
 }
 
+/* The implicit seed of backward is a one of the loss's dtype and shape, for
+ * a loss of one element of any rank. */
+static void test_backward_seed(void **state) {
+  (void)state;
+  const pd_dtype dts[] = {PD_FLOAT32, PD_FLOAT64, PD_FLOAT16};
+  for (int k = 0; k < 3; k++) {
+    pd_tensor *x = T(dts[k], 2, SHAPE(1, 1), 2);
+    pd_tensor_set_stop_gradient(x, false);
+    pd_tensor *y = pd_scale(x, 3.0, 0.0, true);
+    assert_int_equal(pd_backward(y, NULL, false), PD_OK);
+    pd_tensor *g = pd_tensor_grad(x);
+    assert_non_null(g);
+    assert_int_equal(pd_tensor_dtype(g), dts[k]);
+    assert_int_equal(pd_tensor_ndim(g), 2);
+    assert_true(pd_tensor_item(g) == 3.0);
+    pd_tensor_release(y);
+    pd_tensor_release(x);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backward_broadcast_mul),
@@ -336,6 +356,7 @@ int main(void) {
       cmocka_unit_test(test_double_backward_mse),
       cmocka_unit_test(test_backward_errors),
       cmocka_unit_test(test_promotion),
+      cmocka_unit_test(test_backward_seed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
