@@ -229,6 +229,69 @@ PD_API pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_s
                                  pd_tensor *const *fetch_list, int n_fetch, pd_tensor **fetched,
                                  pd_var_scope *scope);
 
+/* ---- CompiledProgram, BuildStrategy, ExecutionStrategy ----------------------
+ * (docs/static.md, "Compile passes"). A run lowers the Program for its feed
+ * shapes into a flat plan, then runs compile passes over it; BuildStrategy
+ * says which. pd_static_build_strategy() gives the defaults, which are
+ * paddle.c's (every pass on: each keeps the results), not Paddle's (where
+ * most fusions are off). Fields marked "accepted" have no meaning on CPU
+ * and change nothing. */
+typedef struct pd_build_strategy {
+  /* the passes */
+  bool fuse_elewise_add_act_ops; /* chains of elementwise ops (add + relu, and longer) as one pass */
+  bool enable_auto_fusion;       /* the same fusion (Paddle's CINN pass); either field turns it on */
+  bool fuse_gemm_epilogue;       /* matmul + bias add + activation; a weight gradient into its SGD update */
+  bool enable_inplace;           /* an elementwise op may write over an input that dies there */
+  bool memory_optimize;          /* liveness-based buffer planning: every value in one arena */
+  bool constant_folding;         /* paddle.c: ops of constants run once, when the plan is made */
+  bool remove_dead_ops;          /* paddle.c: ops no fetch or update needs are dropped */
+  /* accepted: no meaning on CPU (batch norm and depthwise conv fusions are
+   * cuDNN's; all-reduce fusion, sync batch norm and the reduce strategy are
+   * multi-device; graphviz output is not written) */
+  bool fuse_bn_act_ops, fuse_bn_add_act_ops, fuse_relu_depthwise_conv, fuse_broadcast_ops;
+  bool fuse_all_optimizer_ops, fuse_all_reduce_ops, sync_batch_norm, enable_sequential_execution;
+  bool enable_addto, fuse_dot_product_attention, fuse_resunit, allow_cuda_graph_capture;
+  int reduce_strategy;         /* 0 AllReduce, 1 Reduce */
+  int gradient_scale_strategy; /* 0 CoeffNumDevice, 1 One, 2 Customized */
+  const char *debug_graphviz_path;
+  int num_trainers, trainer_id;
+} pd_build_strategy;
+
+/* paddle.static.BuildStrategy(): the defaults (every pass on). */
+PD_API pd_build_strategy pd_static_build_strategy(void);
+
+/* paddle.static.ExecutionStrategy. num_threads > 0: the OpenMP threads the
+ * runs use (pd_set_num_threads for the run's duration); 0 leaves the
+ * process's setting. The rest are accepted: the Executor keeps no per-step
+ * local scopes and runs one iteration per call. */
+typedef struct pd_execution_strategy {
+  int num_threads;
+  int num_iteration_per_drop_scope;
+  int num_iteration_per_run;
+  bool use_thread_barrier;
+} pd_execution_strategy;
+
+/* paddle.static.ExecutionStrategy(): num_threads 0, one iteration per run,
+ * drop scope every 100 iterations (Paddle's defaults). */
+PD_API pd_execution_strategy pd_static_execution_strategy(void);
+
+typedef struct pd_compiled_program pd_compiled_program;
+
+/* paddle.static.CompiledProgram(program, build_strategy): program (retained
+ * by reference: it must outlive the compiled program) with the strategies
+ * (NULL: the defaults; copied). Run it with pd_executor_run_compiled. */
+PD_API pd_compiled_program *pd_static_compiled_program(pd_program *program, const pd_build_strategy *build,
+                                                       const pd_execution_strategy *exec);
+PD_API void pd_compiled_program_release(pd_compiled_program *cp);
+
+/* Executor.run(compiled_program, ...): pd_executor_run on the compiled
+ * program's Program with its passes and threads. The executor keeps the
+ * plan it made until the program, the feed shapes, the fetches or the
+ * strategy change. */
+PD_API pd_status pd_executor_run_compiled(pd_executor *e, pd_compiled_program *cp, const pd_static_feed *feed,
+                                          int n_feed, pd_tensor *const *fetch_list, int n_fetch,
+                                          pd_tensor **fetched, pd_var_scope *scope);
+
 /* ---- Program files (docs/static.md, "Program files") ----------------------
  * A Program file is JSON: {"magic": "paddle.c program", "version": 1,
  * "is_test": ..., "blocks": [{"idx", "parent_idx", "vars": [{"name",

@@ -5,6 +5,7 @@
 
 #include "../core/core_internal.h"
 #include "../core/tensor_impl.h"
+#include "../kernels/cpu/elementwise.h"
 #include "meta_util.h"
 #include "paddlec/core.h"
 
@@ -103,6 +104,11 @@ typedef struct pd_spmd_args {
   pd_spmd_local_fn local; /* set by the rule where the op needs one; NULL: the op itself */
 } pd_spmd_args;
 typedef pd_status (*pd_spmd_fn)(pd_spmd_args *s);
+/* An elementwise op's kernel as a 1-D function (the static graph's chain
+ * fusion runs several over one block of memory): the function the kernel
+ * runs for inputs of these dtypes, its params written to params[0..3];
+ * NULL where the kernel has none for them. */
+typedef pd_ew_fn (*pd_ew_fn_of)(const pd_attrs *a, const pd_dtype *in_dtypes, double *params);
 
 enum {
   PD_OPF_DIFF = 1u << 0,         /* has a backward */
@@ -133,6 +139,7 @@ struct pd_op_def {
   pd_backward_fn backward;
   pd_spmd_fn spmd;
   pd_flops_fn flops;
+  pd_ew_fn_of ew_fn; /* elementwise ops only; NULL otherwise */
 };
 
 /* The op ids: PD_OP_add, PD_OP_matmul, ... */

@@ -21,6 +21,7 @@
 #include "../core/alloc.h"
 #include "memory_plan.h"
 #include "paddlec/creation.h"
+#include "passes.h"
 #include "paddlec/manipulation.h"
 #include "static_internal.h"
 
@@ -53,14 +54,16 @@ typedef struct lowered {
   int *feed_slots, *fetch_slots; /* in prog */
   bool failed;                   /* lowering refused this program: interpret it */
   struct arena *arena;           /* NULL: the plan runs without one */
+  pd_pass_stats stats;           /* what the compile passes did */
 } lowered;
 
 struct pd_executor {
   pd_place place;
-  bool interpret; /* never lower (tests compare both ways) */
-  bool no_arena;  /* lowered plans run without an arena (the bench compares) */
-  plan cache;     /* the source program's */
-  lowered low;    /* the last lowered form */
+  bool interpret;         /* never lower (tests compare both ways) */
+  bool no_arena;          /* lowered plans run without an arena (the bench compares) */
+  pd_pass_options passes; /* the compile passes lowered plans get */
+  plan cache;             /* the source program's */
+  lowered low;            /* the last lowered form */
 };
 
 pd_executor *pd_static_executor(pd_place place) {
@@ -74,6 +77,7 @@ pd_executor *pd_static_executor(pd_place place) {
     return NULL;
   }
   e->place = place;
+  e->passes = pd_pass_options_all();
   return e;
 }
 
@@ -303,15 +307,47 @@ static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_
   return st;
 }
 
+/* A fused op (passes.h): its inputs from env; outputs given (the arena's)
+ * or, with out NULL, allocated from their Variables and stored in env. */
+static pd_status run_fused(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env,
+                           bool into) {
+  const pd_operator *op = po->op;
+  if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
+    return pd_set_error(PD_ERR_INVALID, "Executor: %s has %d inputs, %d outputs", op->type, op->n_in,
+                        op->n_out);
+  pd_tensor *in[3 * PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS] = {0};
+  pd_status st = PD_OK;
+  for (int i = 0; i < op->n_in && st == PD_OK; i++)
+    if ((st = load(b, scope, env, po->in[i])) == PD_OK) in[i] = env[po->in[i]];
+  for (int j = 0; j < op->n_out && st == PD_OK; j++) {
+    const pd_variable *v = b->vars[po->out[j]];
+    out[j] = into ? pd_tensor_retain(env[po->out[j]]) : pd_empty(v->ndim, v->shape, v->dtype);
+    if (!out[j]) st = pd_last_status();
+  }
+  if (st == PD_OK) st = op->fused->run(op->fused, in, op->n_in, out, op->n_out);
+  for (int j = 0; j < op->n_out; j++) {
+    int s = po->out[j];
+    if (st == PD_OK && !into) {
+      pd_tensor_release(env[s]);
+      env[s] = pd_tensor_retain(out[j]);
+      if (b->vars[s]->persistable) st = pd_var_scope_set_var(scope, b->vars[s]->name, out[j]);
+    }
+    pd_tensor_release(out[j]);
+  }
+  if (st != PD_OK) pd_error_prefix("%s", op->type);
+  return st;
+}
+
 static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
   const pd_operator *op = po->op;
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
   pd_status st;
   if (op->grad_of >= 0) return run_grad_op(po, b, scope, env);
+  if (op->fused) return run_fused(po, b, scope, env, false);
   if (op->op_id < 0 && !op->value) return run_control_op(po, b, scope, env);
-  if (op->op_id < 0) { /* assign_value */
-    out[0] = pd_assign(op->value);
+  if (op->op_id < 0) { /* assign_value: a copy, unless no one can modify the constant */
+    out[0] = op->shared_value ? pd_tensor_retain(op->value) : pd_assign(op->value);
     if (!out[0]) return pd_last_status();
     n = 1;
   } else {
@@ -386,7 +422,8 @@ static void arena_free(arena *a) {
 /* Plans the arena of the lowered plan pl (fetches in fetch_slots). Returns
  * NULL (no error) where a plan cannot be made; the plan then runs as the
  * interpreter does. */
-static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_slots, int n_fetch) {
+static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_slots, int n_fetch,
+                          bool inplace) {
   const pd_static_block *b = pl->block;
   int nv = b->n_vars, no = pl->n_ops;
   arena *a = calloc(1, sizeof *a);
@@ -406,10 +443,11 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
    * alias their input 0 */
   for (int k = 0; ok && k < no; k++) {
     const pd_operator *op = pl->ops[k].op;
-    if (op->op_id < 0 || op->grad_of >= 0 || op->n_out > PD_MAX_OUTPUTS || op->n_in > PD_MAX_OUTPUTS)
+    if ((op->op_id < 0 && !op->fused) || op->grad_of >= 0 || op->n_out > PD_MAX_OUTPUTS ||
+        op->n_in > PD_MAX_OUTPUTS)
       continue;
-    const pd_op_def *def = pd_op_table[op->op_id];
-    if (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) {
+    const pd_op_def *def = op->fused ? NULL : pd_op_table[op->op_id];
+    if (def && (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) {
       for (int j = 0; j < op->n_out && op->n_in > 0; j++)
         if (pl->ops[k].out[j] >= 0 && pl->ops[k].in[0] >= 0) root[pl->ops[k].out[j]] = root[pl->ops[k].in[0]];
       continue;
@@ -437,8 +475,14 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
     pd_plan_op *po = &ops[k];
     po->inplace_in = -1;
     po->in = cur;
-    for (int i = 0; i < op->n_in && i < PD_MAX_OUTPUTS; i++)
-      if (pl->ops[k].in[i] >= 0) *cur++ = root[pl->ops[k].in[i]];
+    /* in place: output 0 over input ip, when the planner finds it dying here */
+    int ip = inplace && a->into[k] ? pd_pass_inplace_input(b, op, pl->ops[k].in, pl->ops[k].out) : -1;
+    for (int i = 0; i < op->n_in && i < PD_MAX_OUTPUTS; i++) {
+      if (pl->ops[k].in[i] < 0) continue;
+      int r = root[pl->ops[k].in[i]]; /* not a view: a transposed view over the output is no elementwise op */
+      if (i == ip && r == pl->ops[k].in[i] && planned[r]) po->inplace_in = (int)(cur - po->in);
+      *cur++ = root[pl->ops[k].in[i]];
+    }
     po->n_in = (int)(cur - po->in);
     po->out = cur;
     if (a->into[k])
@@ -477,6 +521,7 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
 /* An arena op: its inputs from env, written into its planned tensors. */
 static pd_status run_into(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
   const pd_operator *op = po->op;
+  if (op->fused) return run_fused(po, b, scope, env, true);
   pd_tensor *in[PD_MAX_OUTPUTS], *out[PD_MAX_OUTPUTS];
   pd_status st = PD_OK;
   for (int i = 0; i < op->n_in && st == PD_OK; i++)
@@ -597,12 +642,15 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
     free(names);
     return PD_OK;
   }
-  st = compile(&l->plan, l->prog);
+  st = pd_static_run_passes(l->prog, &e->passes, names, n_fetch, &l->stats);
+  if (st == PD_OK) st = compile(&l->plan, l->prog);
   for (int i = 0; i < n_feed && st == PD_OK; i++)
     l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */
   for (int i = 0; i < n_fetch && st == PD_OK; i++) l->fetch_slots[i] = slot_of(l->plan.block, names[i]);
   free(names);
-  if (st == PD_OK && !e->no_arena) l->arena = arena_build(&l->plan, scope, l->fetch_slots, n_fetch);
+  if (st == PD_OK && !e->no_arena)
+    l->arena = arena_build(&l->plan, scope, l->fetch_slots, n_fetch, e->passes.inplace);
+  if (l->arena) l->stats.inplace = l->arena->mp.n_inplace;
   if (st != PD_OK) lowered_clear(l);
   return st;
 }
@@ -615,6 +663,18 @@ void pd_executor_set_arena(pd_executor *e, bool on) {
 
 size_t pd_executor_arena_bytes(const pd_executor *e) {
   return e && !e->low.failed && e->low.arena ? e->low.arena->bytes : 0;
+}
+
+void pd_executor_set_passes(pd_executor *e, const pd_pass_options *o) {
+  if (!e) return;
+  pd_pass_options n = o ? *o : pd_pass_options_all();
+  if (memcmp(&n, &e->passes, sizeof n) == 0) return;
+  e->passes = n;
+  lowered_clear(&e->low); /* the next run lowers again with these */
+}
+
+const pd_pass_stats *pd_executor_pass_stats(const pd_executor *e) {
+  return e && !e->low.failed && e->low.prog ? &e->low.stats : NULL;
 }
 
 void pd_executor_set_interpret(pd_executor *e, bool on) {

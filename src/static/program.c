@@ -116,6 +116,7 @@ static void free_op(pd_operator *op) {
   free(op->inputs);
   free(op->outputs);
   pd_tensor_release(op->value);
+  if (op->fused) op->fused->release(op->fused);
   free(op->type);
   free(op);
 }
@@ -346,6 +347,23 @@ pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *c
   if (attrs) op->attrs = *attrs;
   b->ops[b->n_ops++] = op;
   pd_ir_touch(b->program);
+  return op;
+}
+
+pd_operator *pd_ir_append_fused_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
+                                   const char *const *outputs, int n_out, pd_fused_op *f) {
+  /* appended as assign_value, then named as the fused op */
+  pd_operator *op = pd_ir_append_op(b, PD_STATIC_ASSIGN_VALUE, inputs, n_in, outputs, n_out, NULL);
+  char *t = op ? dup_str(type) : NULL;
+  if (!t) {
+    if (op) b->n_ops--, free_op(op);
+    f->release(f);
+    pd_set_error(PD_ERR_MEMORY, "Program: out of memory appending op %s", type);
+    return NULL;
+  }
+  free(op->type);
+  op->type = t;
+  op->fused = f;
   return op;
 }
 

@@ -51,6 +51,18 @@ enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2,
 /* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
 #define PD_STATIC_EMPTY_VAR "@EMPTY@"
 
+/* A fused op of a lowered plan, made by the compile passes (passes.h): one
+ * op standing for several registry ops. The executor runs it with run(),
+ * its outputs allocated (in the arena or not) with the shapes and dtypes of
+ * their Variables. */
+typedef struct pd_fused_op pd_fused_op;
+struct pd_fused_op {
+  pd_status (*run)(const pd_fused_op *f, pd_tensor *const *in, int n_in, pd_tensor *const *out, int n_out);
+  void (*release)(pd_fused_op *f);
+  int n_ops;        /* registry ops it replaced */
+  bool elementwise; /* output 0's element i depends on element i of each same-shaped input only */
+};
+
 /* An operator: a registry op (op_id >= 0), assign_value (op_id -1) or the
  * grad op of registry op grad_of (op_id -1), its inputs and outputs by slot
  * (positional, as the registry row takes them) as variable names, and its
@@ -66,6 +78,10 @@ typedef struct pd_operator {
   int n_in, n_out;
   char **inputs, **outputs;
   pd_tensor *value; /* assign_value: the constant (owned) */
+  /* assign_value of a lowered plan: the run uses value itself, not a copy
+   * (a folded constant that no op writes and no fetch returns) */
+  bool shared_value;
+  pd_fused_op *fused; /* a fused op (op_id -1; owned), else NULL */
   int role;
   char name_scope[64]; /* "/prefix/" of the name_scope it was recorded in, or "" */
   char op_device[16];  /* the device_guard it was recorded under ("cpu"), or "" */
@@ -131,6 +147,10 @@ pd_operator *pd_ir_append_grad_op(pd_static_block *b, pd_op_id fwd, int fwd_n_in
                                   const pd_attrs *attrs);
 /* Adds an LRScheduler-driven learning rate (see pd_lr_entry). */
 pd_status pd_ir_add_lr_entry(pd_program *p, const char *var, double mult, pd_lr_scheduler *sched);
+/* Appends fused op f (taking it) as an op named type: lowered plans only
+ * (a Program holding one is not cloned or written to files). */
+pd_operator *pd_ir_append_fused_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
+                                   const char *const *outputs, int n_out, pd_fused_op *f);
 /* Drops the ops of b from index n on (a lowering attempt given up). */
 void pd_ir_truncate_ops(pd_static_block *b, int n);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
@@ -229,6 +249,12 @@ void pd_executor_set_interpret(pd_executor *e, bool on);
  * last lowered plan's arena (0: none, e.g. interpreted). */
 void pd_executor_set_arena(pd_executor *e, bool on);
 size_t pd_executor_arena_bytes(const pd_executor *e);
+/* The compile passes lowered plans get (NULL: all; passes.h), and what
+ * they did to the last one (NULL when that run was interpreted). */
+struct pd_pass_options;
+struct pd_pass_stats;
+void pd_executor_set_passes(pd_executor *e, const struct pd_pass_options *o);
+const struct pd_pass_stats *pd_executor_pass_stats(const pd_executor *e);
 /* The program e's last run executed, lowered (NULL when that run was
  * interpreted): for tests. */
 const pd_program *pd_executor_lowered_program(const pd_executor *e);

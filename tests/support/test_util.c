@@ -65,3 +65,15 @@ bool same_bits(const pd_tensor *a, const pd_tensor *b) {
   pd_scope_end();
   return same;
 }
+
+pd_tensor *test_wave(int64_t rows, int64_t cols, double phase) {
+  double *v = malloc(sizeof(double) * (size_t)(rows * cols));
+  if (!v) return NULL;
+  for (int64_t i = 0; i < rows * cols; i++) {
+    double r = sin(phase + 12.9898 * (double)(i + 1)) * 43758.5453;
+    v[i] = r - floor(r) - 0.5;
+  }
+  pd_tensor *t = pd_tensor_from_f64(v, PD_FLOAT64, 2, (int64_t[]){rows, cols});
+  free(v);
+  return t;
+}

@@ -29,6 +29,10 @@ void expect_error(const pd_tensor *t, const char *frag1, const char *frag2);
 void expect_shape(const pd_tensor *t, int ndim, const int64_t *shape);
 /* Whether a and b have the same dtype, element count and element bits. */
 bool same_bits(const pd_tensor *a, const pd_tensor *b);
+/* A rows x cols float64 tensor of deterministic values in [-0.5, 0.5),
+ * irregular enough that its columns are linearly independent (the
+ * fractional part of a scaled sine); phase picks another set. */
+pd_tensor *test_wave(int64_t rows, int64_t cols, double phase);
 /* Asserts no tensor memory is live (call at the end of a test). */
 void expect_no_live_tensors(void);
 

@@ -16,19 +16,6 @@ static pd_tensor *fetch1(pd_executor *exe, pd_program *p, pd_static_feed *feed, 
   return out;
 }
 
-/* Deterministic values in [-0.5, 0.5), irregular enough that the columns
- * are linearly independent (the fractional part of a scaled sine). */
-static pd_tensor *wave(int64_t rows, int64_t cols, double phase) {
-  double *v = malloc(sizeof(double) * (size_t)(rows * cols));
-  for (int64_t i = 0; i < rows * cols; i++) {
-    double r = sin(phase + 12.9898 * (double)(i + 1)) * 43758.5453;
-    v[i] = r - floor(r) - 0.5;
-  }
-  pd_tensor *t = pd_tensor_from_f64(v, PD_FLOAT64, 2, (int64_t[]){rows, cols});
-  free(v);
-  return t;
-}
-
 /* A LinearNet-like network (13 -> 10 -> relu -> 1) recorded from nn layers
  * gives the outputs and gradients eager gives, lowered for the feed shapes
  * or interpreted. */
@@ -36,7 +23,7 @@ static void check_layers_recorded_equal_eager(bool interpret) {
   pd_set_default_dtype(PD_FLOAT64);
   pd_layer *l1 = pd_nn_linear(13, 10, NULL), *l2 = pd_nn_linear(10, 1, NULL);
   pd_set_default_dtype(PD_FLOAT32);
-  pd_tensor *xv = wave(6, 13, 0), *yv = wave(6, 1, 3);
+  pd_tensor *xv = test_wave(6, 13, 0), *yv = test_wave(6, 1, 3);
 
   /* eager */
   pd_tensor *h = pd_layer_call1(l1, xv), *hr = pd_relu(h), *out = pd_layer_call1(l2, hr);
@@ -131,7 +118,7 @@ static void test_arena_step_allocates_nothing(void **state) {
   assert_int_equal(pd_executor_run(without, startup, NULL, 0, NULL, 0, NULL, s2), PD_OK);
   size_t grew[2] = {0, 0};
   for (int step = 0; step < 4; step++) {
-    pd_tensor *xv = wave(32, 64, step);
+    pd_tensor *xv = test_wave(32, 64, step);
     pd_static_feed feed = {"x", xv};
     pd_tensor *got[2];
     for (int k = 0; k < 2; k++) {
@@ -167,7 +154,7 @@ static void test_arena_step_allocates_nothing(void **state) {
  * unknown size (1 / -1), which negated the loss. */
 static void test_loss_means_with_unknown_batch(void **state) {
   (void)state;
-  pd_tensor *xv = wave(6, 5, 1), *yv = wave(6, 5, 2);
+  pd_tensor *xv = test_wave(6, 5, 1), *yv = test_wave(6, 5, 2);
   pd_tensor *lab = pd_randint(0, 5, 1, SHAPE(6), PD_INT64);
   pd_tensor *logp = pd_log_softmax(xv, -1), *p = pd_softmax(yv, -1);
   pd_tensor *eager[4] = {pd_cross_entropy(xv, lab, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0),
@@ -263,7 +250,7 @@ static void test_value_reading_rule_keeps_its_grad_op(void **state) {
   pd_tensor *dx = NULL;
   assert_int_equal(pd_static_gradients(&l, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
   assert_int_equal(pd_static_program_guard_end(), PD_OK);
-  pd_tensor *xv = wave(2, 4, 0);
+  pd_tensor *xv = test_wave(2, 4, 0);
   int64_t iv[] = {0, 3, 1, 1};
   pd_tensor *ixv = pd_to_tensor(iv, PD_INT64, 2, SHAPE(2, 2));
   pd_static_feed feed[2] = {{"x", xv}, {"idx", ixv}};
@@ -434,7 +421,7 @@ static void check_optimizer_matches_eager(int kind) {
   pd_var_scope *scope = pd_static_scope();
   assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
   for (int step = 0; step < 3; step++) {
-    pd_tensor *xv = wave(4, 5, step);
+    pd_tensor *xv = test_wave(4, 5, step);
     pd_static_feed feed = {"x", xv};
     pd_tensor *sl = fetch1(exe, main, &feed, 1, loss, scope);
     pd_tensor *eout = pd_layer_call1(le, xv), *esq = pd_square(eout), *el = pd_mean(esq, NULL, 0, false);
@@ -492,7 +479,7 @@ static void test_seed004_fluid_program_converges(void **state) {
   enum { N = 64, D = 13 };
   double w_true[D], b_true = -0.75;
   for (int j = 0; j < D; j++) w_true[j] = 0.1 * (j - 6);
-  pd_tensor *xv = wave(N, D, 0.5);
+  pd_tensor *xv = test_wave(N, D, 0.5);
   const double *xd = pd_tensor_data(xv);
   double ys[N];
   for (int i = 0; i < N; i++) {
@@ -536,16 +523,17 @@ static void test_seed004_fluid_program_converges(void **state) {
     pd_tensor_release(l);
   }
   assert_int_equal(pd_static_scope_guard_end(), PD_OK);
-  /* the step ran lowered for its feed shapes: registry ops only, each grad
-   * op replaced by its backward rule's ops */
+  /* the step ran lowered for its feed shapes: registry ops, folded
+   * constants and fused ops only, each grad op replaced by its backward
+   * rule's ops */
   const pd_program *low = pd_executor_lowered_program(exe);
   assert_non_null(low);
   const pd_static_block *lb = low->blocks[0];
   int n_matmul = 0;
   for (int k = 0; k < lb->n_ops; k++) {
-    assert_true(lb->ops[k]->op_id >= 0);
+    assert_true(lb->ops[k]->op_id >= 0 || lb->ops[k]->value || lb->ops[k]->fused);
     assert_int_equal(lb->ops[k]->grad_of, -1);
-    n_matmul += strcmp(lb->ops[k]->type, "matmul") == 0;
+    n_matmul += strcmp(lb->ops[k]->type, "matmul") == 0 || strncmp(lb->ops[k]->type, "fused_gemm", 10) == 0;
   }
   assert_true(n_matmul >= 2); /* the forward's and the weight gradient's */
   assert_true(first > 0.1);

@@ -143,7 +143,7 @@ static pd_status logsigmoid_backward(const pd_backward_ctx *c) {
 #define ACT(opname, kname, save, attrs)                                                     \
   PD_OPDEF(opname, .n_in = 1, .n_out = 1, .flags = ACT_FLAGS | (save), .attr_names = attrs, \
            .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = kname##_kernel},        \
-           .backward = kname##_backward, .flops = pd_flops_per_elem);
+           .backward = kname##_backward, .flops = pd_flops_per_elem, .ew_fn = kname##_ew);
 ACT(relu, relu, PD_OPF_SAVE_OUT, "")
 ACT(relu_, relu, PD_OPF_SAVE_OUT | PD_OPF_INPLACE, "")
 ACT(relu6, relu6, PD_OPF_SAVE_OUT, "")

@@ -41,6 +41,17 @@ KERNEL(sub, k_sub)
 KERNEL(mul, k_mul)
 KERNEL(div, k_div)
 
+/* The registry rows' ew_fn: the same tables, for chain fusion. */
+#define EW_FN(kname, table)                                                      \
+  static pd_ew_fn kname##_ew(const pd_attrs *a, const pd_dtype *dt, double *p) { \
+    (void)a, (void)p;                                                            \
+    return (unsigned)dt[0] < PD_NUM_DTYPES ? table[dt[0]] : NULL;                \
+  }
+EW_FN(add, k_add)
+EW_FN(sub, k_sub)
+EW_FN(mul, k_mul)
+EW_FN(div, k_div)
+
 static pd_status reduce_grad(const pd_backward_ctx *c, int i, pd_tensor *g) {
   if (!g) return pd_last_status();
   c->grad_in[i] = pd_grad_reduce_to(g, c->in_meta[i].ndim, c->in_meta[i].shape);
@@ -90,7 +101,7 @@ static pd_status div_backward(const pd_backward_ctx *c) {
   PD_OPDEF(opname, .attr_names = "", .n_in = 2, .n_out = 1,                              \
            .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32 | (extra),        \
            .infer_meta = pd_meta_broadcast, .kernel = {[PD_PLACE_CPU] = kname##_kernel}, \
-           .backward = kname##_backward, .flops = pd_flops_per_elem);
+           .backward = kname##_backward, .flops = pd_flops_per_elem, .ew_fn = kname##_ew);
 BINARY_DEF(add, add, 0)
 BINARY_DEF(subtract, sub, 0)
 BINARY_DEF(multiply, mul, PD_OPF_SAVE_IN)

@@ -48,6 +48,12 @@ static pd_status scale_kernel(const pd_kernel_ctx *ctx) {
   return pd_ew_apply(ctx->def->name, table, dt, ctx->out[0], ctx->in, ctx->n_in, p);
 }
 
+/* The row's ew_fn (chain fusion): floats only, params as the kernel's. */
+static pd_ew_fn scale_ew(const pd_attrs *a, const pd_dtype *dt, double *p) {
+  p[0] = a->f[0], p[1] = a->f[1], p[2] = a->i[0] ? 1.0 : 0.0;
+  return dt[0] == PD_FLOAT32 || dt[0] == PD_FLOAT64 ? k_scale[dt[0]] : NULL;
+}
+
 static pd_status scale_backward(const pd_backward_ctx *c) {
   if (c->needs_grad[0]) {
     c->grad_in[0] = pd_scale(c->grad_out[0], c->attrs->f[0], 0.0, true);
@@ -58,7 +64,8 @@ static pd_status scale_backward(const pd_backward_ctx *c) {
 
 PD_OPDEF(scale, .n_in = 1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32,
          .attr_names = "f0:scale,f1:bias,i0:bias_after_scale", .infer_meta = pd_meta_unary,
-         .kernel = {[PD_PLACE_CPU] = scale_kernel}, .backward = scale_backward, .flops = pd_flops_per_elem);
+         .kernel = {[PD_PLACE_CPU] = scale_kernel}, .backward = scale_backward, .flops = pd_flops_per_elem,
+         .ew_fn = scale_ew);
 
 /* scale_: x itself scaled (Tensor.scale_): what the library writes into a
  * tensor it owns, such as a merged gradient divided by the steps, goes

@@ -74,11 +74,16 @@ static inline pd_tensor *pd_ew_masked(pd_tensor *mask, pd_tensor *g) {
 }
 
 /* A kernel running table[in[0]->dtype] over out and all inputs, params
- * from the attrs' float slots. */
-#define PD_EW_KERNEL(kname, table)                                                                \
-  static pd_status kname##_kernel(const pd_kernel_ctx *ctx) {                                     \
-    return pd_ew_apply(ctx->def->name, table, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, \
-                       ctx->attrs->f);                                                            \
+ * from the attrs' float slots; kname##_ew gives the same function for the
+ * registry row's ew_fn. */
+#define PD_EW_KERNEL(kname, table)                                                                       \
+  static pd_status kname##_kernel(const pd_kernel_ctx *ctx) {                                            \
+    return pd_ew_apply(ctx->def->name, table, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in,        \
+                       ctx->attrs->f);                                                                   \
+  }                                                                                                      \
+  __attribute__((unused)) static pd_ew_fn kname##_ew(const pd_attrs *a, const pd_dtype *dt, double *p) { \
+    for (int i = 0; i < PD_ATTR_FLOATS; i++) p[i] = a->f[i];                                             \
+    return (unsigned)dt[0] < PD_NUM_DTYPES ? table[dt[0]] : NULL;                                        \
   }
 
 #endif

@@ -89,6 +89,14 @@ static pd_status round_kernel(const pd_kernel_ctx *ctx) {
   return pd_ew_apply(ctx->def->name, table, ctx->in[0]->dtype, ctx->out[0], ctx->in, ctx->n_in, &ten);
 }
 
+/* The row's ew_fn (chain fusion): the kernel's table and params. */
+static pd_ew_fn round_ew(const pd_attrs *a, const pd_dtype *dt, double *p) {
+  int64_t d = a->i[0];
+  p[0] = pow(10.0, fabs((double)d));
+  const pd_ew_fn *table = d == 0 ? k_round : d > 0 ? k_roundm : k_roundd;
+  return (unsigned)dt[0] < PD_NUM_DTYPES ? table[dt[0]] : NULL;
+}
+
 /* ---- backward ----------------------------------------------------------- */
 static pd_status abs_backward(const pd_backward_ctx *c) { /* g * sign(x) */
   if (!c->needs_grad[0]) return PD_OK;
@@ -125,7 +133,7 @@ static pd_status square_backward(const pd_backward_ctx *c) { /* 2 x g */
 #define UNARY(opname, kname, save, bwd, attrs)                                                        \
   PD_OPDEF(opname, .n_in = 1, .n_out = 1, .flags = NUM_FLAGS | (save), .attr_names = attrs,           \
            .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = kname##_kernel}, .backward = bwd, \
-           .flops = pd_flops_per_elem);
+           .flops = pd_flops_per_elem, .ew_fn = kname##_ew);
 UNARY(abs, abs, PD_OPF_SAVE_IN, abs_backward, "")
 UNARY(sign, sign, 0, zero_backward, "")
 UNARY(neg, neg, 0, neg_backward, "")

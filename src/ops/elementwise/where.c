@@ -48,6 +48,15 @@ static pd_status where_kernel(const pd_kernel_ctx *ctx) {
   return pd_ew_apply(ctx->def->name, fns, ctx->in[1]->dtype, ctx->out[0], ctx->in, ctx->n_in, NULL);
 }
 
+/* The row's ew_fn (chain fusion): keyed on x's element size, as the kernel. */
+static pd_ew_fn where_ew(const pd_attrs *a, const pd_dtype *dt, double *p) {
+  (void)a, (void)p;
+  static const pd_ew_fn by_size[9] = {
+      [1] = where_uint8_t, [2] = where_uint16_t, [4] = where_uint32_t, [8] = where_uint64_t};
+  size_t es = dt[0] == PD_BOOL ? pd_dtype_size(dt[1]) : 0;
+  return es <= 8 ? by_size[es] : NULL;
+}
+
 /* dx = where(cond, g, 0), dy = where(cond, 0, g), summed to their shapes */
 static pd_status where_backward(const pd_backward_ctx *c) {
   pd_tensor *cond = c->inputs[0], *g = c->grad_out[0];
@@ -61,7 +70,8 @@ static pd_status where_backward(const pd_backward_ctx *c) {
 }
 
 PD_OPDEF(where, .attr_names = "", .n_in = 3, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-         .infer_meta = where_meta, .kernel = {[PD_PLACE_CPU] = where_kernel}, .backward = where_backward);
+         .infer_meta = where_meta, .kernel = {[PD_PLACE_CPU] = where_kernel}, .backward = where_backward,
+         .ew_fn = where_ew);
 
 pd_tensor *pd_where(pd_tensor *cond, pd_tensor *x, pd_tensor *y) {
   if (x && y && x->dtype != y->dtype) { /* promote x and y (not cond) */

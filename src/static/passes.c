@@ -1,0 +1,148 @@
+/* The pass manager: runs the compile passes over a lowered plan in their
+ * fixed order (see passes.h), and the helpers they share. */
+#include "passes.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+pd_pass_options pd_pass_options_all(void) {
+  return (pd_pass_options){.fold_constants = true,
+                           .remove_dead_ops = true,
+                           .fuse_gemm_epilogue = true,
+                           .fuse_elementwise = true,
+                           .inplace = true};
+}
+
+/* The name -> slot index: open addressing over FNV-1a hashes (a plan has
+ * hundreds of variables, looked up several times per op by every pass). */
+static uint32_t name_hash(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+static pd_status index_build(pd_pass_ctx *c) {
+  int cap = 16;
+  while (cap < 2 * c->b->n_vars + 1) cap *= 2;
+  c->index = malloc(sizeof(int) * (size_t)cap);
+  if (!c->index) return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory in the compile passes");
+  c->index_cap = cap;
+  for (int i = 0; i < cap; i++) c->index[i] = -1;
+  for (int s = 0; s < c->b->n_vars; s++) {
+    uint32_t h = name_hash(c->b->vars[s]->name) & (uint32_t)(cap - 1);
+    while (c->index[h] >= 0) h = (h + 1) & (uint32_t)(cap - 1);
+    c->index[h] = s;
+  }
+  return PD_OK;
+}
+
+pd_status pd_static_run_passes(pd_program *lowered, const pd_pass_options *o, const char *const *fetch,
+                               int n_fetch, pd_pass_stats *stats) {
+  pd_pass_stats local;
+  if (!stats) stats = &local;
+  memset(stats, 0, sizeof *stats);
+  pd_pass_ctx c = {.b = lowered->blocks[0], .fetch = fetch, .n_fetch = n_fetch, .stats = stats};
+  stats->ops_before = c.b->n_ops;
+  pd_status st = index_build(&c); /* the passes add and remove ops, never variables */
+  if (st == PD_OK && o->fold_constants) st = pd_pass_fold_constants(&c);
+  if (st == PD_OK && o->remove_dead_ops) st = pd_pass_remove_dead_ops(&c);
+  if (st == PD_OK && o->fuse_gemm_epilogue) st = pd_pass_fuse_gemm_epilogue(&c);
+  if (st == PD_OK && o->fuse_elementwise) st = pd_pass_fuse_elementwise(&c);
+  stats->ops_after = c.b->n_ops;
+  free(c.index);
+  pd_ir_touch(lowered);
+  return st;
+}
+
+int pd_pass_slot(const pd_pass_ctx *c, const char *name) {
+  if (strcmp(name, PD_STATIC_EMPTY_VAR) == 0) return -1;
+  uint32_t mask = (uint32_t)(c->index_cap - 1);
+  for (uint32_t h = name_hash(name) & mask; c->index[h] >= 0; h = (h + 1) & mask)
+    if (strcmp(c->b->vars[c->index[h]]->name, name) == 0) return c->index[h];
+  return -1;
+}
+
+bool pd_pass_is_fetched(const pd_pass_ctx *c, const char *name) {
+  for (int i = 0; i < c->n_fetch; i++)
+    if (c->fetch[i] && strcmp(c->fetch[i], name) == 0) return true;
+  return false;
+}
+
+int *pd_pass_count_readers(const pd_pass_ctx *c) {
+  const pd_static_block *b = c->b;
+  int *readers = calloc((size_t)b->n_vars + 1, sizeof *readers);
+  int *seen = malloc(sizeof(int) * ((size_t)b->n_vars + 1));
+  if (!readers || !seen) {
+    free(readers), free(seen);
+    pd_set_error(PD_ERR_MEMORY, "Executor: out of memory in the compile passes");
+    return NULL;
+  }
+  for (int s = 0; s < b->n_vars; s++) seen[s] = -1;
+  for (int k = 0; k < b->n_ops; k++) {
+    const pd_operator *op = b->ops[k];
+    for (int i = 0; i < op->n_in; i++) {
+      int s = pd_pass_slot(c, op->inputs[i]);
+      if (s >= 0 && seen[s] != k) seen[s] = k, readers[s]++;
+    }
+  }
+  for (int i = 0; i < c->n_fetch; i++) {
+    int s = c->fetch[i] ? pd_pass_slot(c, c->fetch[i]) : -1;
+    if (s >= 0) readers[s]++;
+  }
+  free(seen);
+  return readers;
+}
+
+void pd_pass_drop_ops(pd_static_block *b, const bool *drop) {
+  /* the kept ops to the front in order, the dropped ones after them, which
+   * truncating frees */
+  int n = b->n_ops, kept = 0;
+  pd_operator **tmp = malloc(sizeof *tmp * ((size_t)n + 1));
+  if (!tmp) { /* keeping every op is correct, only slower */
+    pd_clear_error();
+    return;
+  }
+  for (int k = 0; k < n; k++)
+    if (!drop[k]) tmp[kept++] = b->ops[k];
+  int d = kept;
+  for (int k = 0; k < n; k++)
+    if (drop[k]) tmp[d++] = b->ops[k];
+  memcpy(b->ops, tmp, sizeof *tmp * (size_t)n);
+  free(tmp);
+  pd_ir_truncate_ops(b, kept);
+}
+
+void pd_pass_move_last_to(pd_static_block *b, int at) {
+  pd_operator *last = b->ops[b->n_ops - 1];
+  memmove(&b->ops[at + 1], &b->ops[at], sizeof *b->ops * (size_t)(b->n_ops - 1 - at));
+  b->ops[at] = last;
+}
+
+bool pd_pass_known_shape(const pd_variable *v, int64_t *numel) {
+  int64_t n = 1;
+  if (v->ndim < 0) return false;
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->shape[d] < 0) return false;
+    n *= v->shape[d];
+  }
+  if (numel) *numel = n;
+  return true;
+}
+
+bool pd_pass_same_shape(const pd_variable *a, const pd_variable *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d] || a->shape[d] < 0) return false;
+  return true;
+}
+
+bool pd_pass_inplace_between(const pd_static_block *b, int from, int to) {
+  for (int k = from + 1; k < to; k++) {
+    const pd_operator *op = b->ops[k];
+    if (op->op_id >= 0 && (pd_op_table[op->op_id]->flags & PD_OPF_INPLACE)) return true;
+    if (op->op_id < 0 && !op->value && !op->fused) return true; /* a grad or control op: be safe */
+    if (op->fused && op->n_out == 0) return true;               /* a fused update */
+  }
+  return false;
+}
