@@ -3,7 +3,8 @@
  *   (b) the seed-003 decoder of bench_decoder (hidden 256, 4 heads, 2
  *       layers, seq 128, batch 4), AdamW.
  * The static side records the model under program_guard with minimize and
- * runs it with the Executor (lowered for the feed shapes, in an arena).
+ * runs it with the Executor (lowered for the feed shapes, compile passes
+ * on, in an arena).
  * Printed per model: step time (best of 5 blocks), the working memory of a
  * step (eager: the allocator's peak during a step above what was live when
  * it began; static: the arena plus that peak), the time to lower and plan
@@ -21,6 +22,7 @@
 
 #include "decoder_model.h"
 #include "paddlec/static.h"
+#include "static/passes.h"
 #include "static/static_internal.h"
 
 static double now_s(void) {
@@ -219,6 +221,13 @@ static void run(workload *w, int steps, int count_only) {
         record_s * 1e3, plan_s * 1e3,
         w->is_decoder ? (plan_s < 0.05 ? " (target < 50 ms: met)" : " (target < 50 ms: NOT met)") : "",
         cold_s * 1e3);
+    const pd_pass_stats *ps = pd_executor_pass_stats(sr.exe);
+    if (ps)
+      printf(
+          "  compile passes: %d ops -> %d (%d constants folded, %d dead ops removed, %d GEMM epilogues, "
+          "%d elementwise chains, %d values in place)\n",
+          ps->ops_before, ps->ops_after, ps->folded, ps->removed, ps->gemm_epilogues, ps->elementwise_chains,
+          ps->inplace);
   }
   static_free(&sr);
   pd_optimizer_release(eopt);

@@ -98,6 +98,7 @@ void pd_pass_drop_ops(pd_static_block *b, const bool *drop) {
   /* the kept ops to the front in order, the dropped ones after them, which
    * truncating frees */
   int n = b->n_ops, kept = 0;
+  if (n == 0) return;
   pd_operator **tmp = malloc(sizeof *tmp * ((size_t)n + 1));
   if (!tmp) { /* keeping every op is correct, only slower */
     pd_clear_error();
@@ -111,12 +112,6 @@ void pd_pass_drop_ops(pd_static_block *b, const bool *drop) {
   memcpy(b->ops, tmp, sizeof *tmp * (size_t)n);
   free(tmp);
   pd_ir_truncate_ops(b, kept);
-}
-
-void pd_pass_move_last_to(pd_static_block *b, int at) {
-  pd_operator *last = b->ops[b->n_ops - 1];
-  memmove(&b->ops[at + 1], &b->ops[at], sizeof *b->ops * (size_t)(b->n_ops - 1 - at));
-  b->ops[at] = last;
 }
 
 bool pd_pass_known_shape(const pd_variable *v, int64_t *numel) {

@@ -79,9 +79,6 @@ int pd_pass_slot(const pd_pass_ctx *c, const char *name);
 bool pd_pass_is_fetched(const pd_pass_ctx *c, const char *name);
 /* Removes the ops k of b with drop[k] set (freeing them), keeping the order. */
 void pd_pass_drop_ops(pd_static_block *b, const bool *drop);
-/* Moves the last op of b (just appended) to index at, shifting the ops
- * from at on one place later. */
-void pd_pass_move_last_to(pd_static_block *b, int at);
 /* Whether a and b have one known shape. */
 bool pd_pass_same_shape(const pd_variable *a, const pd_variable *b);
 /* Whether an op between ops from and to (exclusive) may modify a value in

@@ -73,7 +73,7 @@ static pd_status meta_unary_bool(const pd_op_def *def, pd_tensor *const *in, int
 #define BIN_DEF(opname)                                                                                    \
   PD_OPDEF(opname, .attr_names = "", .n_in = 2, .n_out = 1, .flags = PD_OPF_PROMOTE | PD_OPF_HALF_VIA_F32, \
            .infer_meta = pd_meta_broadcast_bool, .kernel = {[PD_PLACE_CPU] = opname##_kernel},             \
-           .flops = pd_flops_per_elem, .ew_fn = opname##_ew);                                                \
+           .flops = pd_flops_per_elem, .ew_fn = opname##_ew);                                              \
   pd_tensor *pd_##opname(pd_tensor *x, pd_tensor *y) {                                                     \
     pd_tensor *in[2] = {x, y};                                                                             \
     return pd_dispatch1(PD_OP_##opname, in, 2, NULL);                                                      \
@@ -81,7 +81,7 @@ static pd_status meta_unary_bool(const pd_op_def *def, pd_tensor *const *in, int
 #define UN_DEF(opname)                                                                    \
   PD_OPDEF(opname, .attr_names = "", .n_in = 1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32, \
            .infer_meta = meta_unary_bool, .kernel = {[PD_PLACE_CPU] = opname##_kernel},   \
-           .flops = pd_flops_per_elem, .ew_fn = opname##_ew);                               \
+           .flops = pd_flops_per_elem, .ew_fn = opname##_ew);                             \
   pd_tensor *pd_##opname(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname, &x, 1, NULL); }
 
 BIN_DEF(equal)

@@ -67,10 +67,10 @@ BWD(erf, pd_multiply(K(pd_scale(g, M_2_SQRTPI, 0.0, true)),
 
 /* ---- registry rows and wrappers ----------------------------------------- */
 #define FLOAT_FLAGS (PD_OPF_DIFF | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32)
-#define UNARY(opname, save)                                                                \
-  PD_OPDEF(opname, .attr_names = "", .n_in = 1, .n_out = 1, .flags = FLOAT_FLAGS | (save), \
-           .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = opname##_kernel},      \
-           .backward = opname##_backward, .flops = pd_flops_per_elem, .ew_fn = opname##_ew);                     \
+#define UNARY(opname, save)                                                                  \
+  PD_OPDEF(opname, .attr_names = "", .n_in = 1, .n_out = 1, .flags = FLOAT_FLAGS | (save),   \
+           .infer_meta = pd_meta_unary, .kernel = {[PD_PLACE_CPU] = opname##_kernel},        \
+           .backward = opname##_backward, .flops = pd_flops_per_elem, .ew_fn = opname##_ew); \
   pd_tensor *pd_##opname(pd_tensor *x) { return pd_dispatch1(PD_OP_##opname, &x, 1, NULL); }
 /* Inplace twin: same kernel; backward reads the output only. */
 #define INPLACE(opname)                                                                          \
