@@ -27,6 +27,14 @@ static void outer_inner(const pd_tensor *x, int ax, int64_t *outer, int64_t *inn
   for (int d = ax + 1; d < x->ndim; d++) *inner *= x->shape[d];
 }
 
+/* The axis (attr i0) of input 0 and the indices of input 1 along it
+ * (negative ones made non-negative; malloc'ed, the caller frees). */
+static pd_status axis_indices(const pd_kernel_ctx *ctx, int *ax, int64_t **idx) {
+  pd_status st = axis_of(ctx->def->name, ctx->in[0], ctx->attrs, ax);
+  if (st != PD_OK) return st;
+  return pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], *ax, ctx->in[0]->shape[*ax], true, idx);
+}
+
 /* ---- gather / index_select -------------------------------------------------- */
 
 static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -52,11 +60,10 @@ static pd_status gather_meta(const pd_op_def *def, pd_tensor *const *in, int n_i
 
 static pd_status gather_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = axis_of(ctx->def->name, ctx->in[0], ctx->attrs, &ax);
+  int64_t *idx = NULL, outer, inner;
+  pd_status st = axis_indices(ctx, &ax, &idx);
   if (st != PD_OK) return st;
-  int64_t *idx = NULL, outer, inner, n = ctx->in[0]->shape[ax];
-  st = pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], ax, n, true, &idx);
-  if (st != PD_OK) return st;
+  int64_t n = ctx->in[0]->shape[ax];
   if (ctx->out[0]->numel > 0) {
     pd_tensor *x = pd_kernel_contiguous(ctx->in[0]);
     if (!x) {
@@ -139,11 +146,10 @@ static pd_status index_add_meta(const pd_op_def *def, pd_tensor *const *in, int 
 
 static pd_status index_add_kernel(const pd_kernel_ctx *ctx) {
   int ax;
-  pd_status st = axis_of(ctx->def->name, ctx->in[0], ctx->attrs, &ax);
+  int64_t *idx = NULL, outer, inner;
+  pd_status st = axis_indices(ctx, &ax, &idx);
   if (st != PD_OK) return st;
-  int64_t *idx = NULL, outer, inner, n = ctx->in[0]->shape[ax];
-  st = pd_mu_read_indices(ctx->def->name, "index", ctx->in[1], ax, n, true, &idx);
-  if (st != PD_OK) return st;
+  int64_t n = ctx->in[0]->shape[ax];
   pd_mu_copy_into(ctx->out[0], ctx->in[0]);
   pd_tensor *v = pd_kernel_contiguous(ctx->in[2]);
   if (!v) {

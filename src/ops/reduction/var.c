@@ -66,8 +66,8 @@ static pd_tensor *centered(const pd_backward_ctx *c) {
   return d;
 }
 
-/* var: dx = dy * 2 (x - mean) / div */
-static pd_status var_backward(const pd_backward_ctx *c) {
+/* var: dx = dy * 2 (x - mean) / div; std (is_std): dx = dy / std * (x - mean) / div. */
+static pd_status spread_backward(const pd_backward_ctx *c, bool is_std) {
   if (!c->needs_grad[0]) return PD_OK;
   const pd_meta *xm = &c->in_meta[0];
   bool mask[PD_MAX_DIMS];
@@ -75,34 +75,22 @@ static pd_status var_backward(const pd_backward_ctx *c) {
   double div = divisor(pd_reduce_count(xm->ndim, xm->shape, mask), c->attrs->i[1]);
   pd_tensor *d = centered(c);
   pd_tensor *g = d ? pd_reduce_unsqueeze(c->grad_out[0], xm, mask) : NULL;
+  if (g && is_std) { /* dy / std */
+    pd_tensor *s = pd_reduce_unsqueeze(c->outputs[0], xm, mask);
+    pd_tensor *q = s ? pd_divide(g, s) : NULL;
+    pd_tensor_release(s);
+    pd_tensor_release(g);
+    g = q;
+  }
   pd_tensor *p = g ? pd_multiply(g, d) : NULL;
-  c->grad_in[0] = p ? pd_scale(p, 2.0 / div, 0.0, true) : NULL;
+  c->grad_in[0] = p ? pd_scale(p, (is_std ? 1.0 : 2.0) / div, 0.0, true) : NULL;
   pd_tensor_release(d);
   pd_tensor_release(g);
   pd_tensor_release(p);
   return c->grad_in[0] ? PD_OK : pd_last_status();
 }
-
-/* std: dx = dy * (x - mean) / (div * std) */
-static pd_status std_backward(const pd_backward_ctx *c) {
-  if (!c->needs_grad[0]) return PD_OK;
-  const pd_meta *xm = &c->in_meta[0];
-  bool mask[PD_MAX_DIMS];
-  pd_reduce_mask(xm->ndim, c->attrs, mask);
-  double div = divisor(pd_reduce_count(xm->ndim, xm->shape, mask), c->attrs->i[1]);
-  pd_tensor *d = centered(c);
-  pd_tensor *g = d ? pd_reduce_unsqueeze(c->grad_out[0], xm, mask) : NULL;
-  pd_tensor *s = g ? pd_reduce_unsqueeze(c->outputs[0], xm, mask) : NULL;
-  pd_tensor *q = s ? pd_divide(g, s) : NULL;
-  pd_tensor *p = q ? pd_multiply(q, d) : NULL;
-  c->grad_in[0] = p ? pd_scale(p, 1.0 / div, 0.0, true) : NULL;
-  pd_tensor_release(d);
-  pd_tensor_release(g);
-  pd_tensor_release(s);
-  pd_tensor_release(q);
-  pd_tensor_release(p);
-  return c->grad_in[0] ? PD_OK : pd_last_status();
-}
+static pd_status var_backward(const pd_backward_ctx *c) { return spread_backward(c, false); }
+static pd_status std_backward(const pd_backward_ctx *c) { return spread_backward(c, true); }
 
 #define VAR_DEF(nm, extra)                                                                            \
   PD_OPDEF(nm, .n_in = 1, .n_out = 1,                                                                 \
