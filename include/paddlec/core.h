@@ -217,7 +217,11 @@ PD_API void pd_seed(uint64_t seed);
 PD_API uint64_t pd_get_seed(void);
 
 /* ---- threads ----------------------------------------------------------- */
-/* Threads of the one OpenMP pool shared with oneDNN. */
+/* Threads of the one OpenMP pool shared with oneDNN. A process forked
+ * (fork(), pd_dist_spawn) after its parent ran ops on more than one thread
+ * computes on one thread, whatever is asked here: libgomp's pool does not
+ * survive a fork, and a parallel region of more threads would hang. Start
+ * ranks by exec (fleetrun) to give each its own threads. */
 PD_API void pd_set_num_threads(int n);
 PD_API int pd_get_num_threads(void);
 /* Deterministic mode for float32 matrix products and convolutions (like

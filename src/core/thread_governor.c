@@ -273,7 +273,10 @@ static void child_after_fork(void) {
   g_park_state = 0;
   atomic_store(&g_parks, 0);
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_FORKED);
+  omp_set_num_threads(1); /* pd_set_num_threads keeps it so */
 }
+
+bool pd_thread_governor_forked(void) { return atomic_load(&pd_g_governor_state) == PD_GOVERNOR_FORKED; }
 
 void pd_thread_governor_start(void) {
   pthread_mutex_lock(&g_mu);

@@ -52,6 +52,9 @@ void pd_thread_governor_set_parked(bool parked);
  * times one was parked since the start. */
 pd_wait_policy pd_thread_governor_policy(void);
 bool pd_thread_governor_parked(void);
+/* A child forked after the governor started (after the parent's first op
+ * with a pool of more than one thread): it computes on one thread. */
+bool pd_thread_governor_forked(void);
 int pd_thread_governor_parks(void);
 
 #endif

@@ -6,6 +6,9 @@
 #include "thread_governor.h"
 
 void pd_set_num_threads(int n) {
+  /* a forked child of a process that had a team: more than one thread
+   * would start a region on the parent's pool, which the child lacks */
+  if (n > 1 && pd_thread_governor_forked()) n = 1;
   if (n > 0) {
     omp_set_num_threads(n);
     pd_thread_governor_threads_changed(n);

@@ -98,8 +98,7 @@ static int scenario_passive(void) {
   }
   /* A fork leaves the child nothing of the parked team to leak (under
    * LeakSanitizer a leak makes the child's exit status non-zero), and the
-   * parent parked again. (The child runs no parallel region: libgomp's pool
-   * does not survive a fork, with or without the governor.) */
+   * parent parked again. */
   pid_t p = fork();
   if (p == 0) {
     /* the child: nothing parked, and the governor stays off */
@@ -211,6 +210,29 @@ static int scenario_fork_release(void) {
   return rc;
 }
 
+/* A child forked after parallel work computes, on one thread: a region of
+ * two would wait forever for the parent's libgomp workers. */
+static int scenario_fork_team(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  pid_t p = fork();
+  if (p == 0) {
+    parallel_op();
+    pd_set_num_threads(2); /* kept at one */
+    parallel_op();
+    _exit(pd_get_num_threads() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (waitpid(p, &status, WNOHANG) == p) return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 81;
+    sleep_ms(10);
+  }
+  kill(p, SIGKILL);
+  waitpid(p, NULL, 0);
+  fprintf(stderr, "fork_team: the forked child's parallel op did not finish in 10 s\n");
+  return 80;
+}
+
 /* A fork right after the governor starts its watcher thread. */
 static int scenario_start_fork(void) {
   pd_set_num_threads(2);
@@ -307,6 +329,12 @@ static void test_fork_after_start(void **state) {
   for (int i = 0; i < 20; i++) run_scenario("start_fork", "PADDLEC_WAIT_POLICY", "auto");
 }
 
+static void test_forked_child_computes(void **state) {
+  (void)state;
+  run_scenario("fork_team", "PADDLEC_WAIT_POLICY", "auto");
+  run_scenario("fork_team", "PADDLEC_WAIT_POLICY", "active");
+}
+
 static void test_single_thread_then_team(void **state) {
   (void)state;
   run_scenario("single", "PADDLEC_WAIT_POLICY", "passive");
@@ -322,6 +350,7 @@ int main(int argc, char **argv) {
     if (strcmp(s, "single") == 0) return scenario_single();
     if (strcmp(s, "fork_release") == 0) return scenario_fork_release();
     if (strcmp(s, "start_fork") == 0) return scenario_start_fork();
+    if (strcmp(s, "fork_team") == 0) return scenario_fork_team();
     return 99;
   }
   const struct CMUnitTest tests[] = {
@@ -331,6 +360,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_single_thread_then_team),
       cmocka_unit_test(test_fork_while_parked),
       cmocka_unit_test(test_fork_after_start),
+      cmocka_unit_test(test_forked_child_computes),
       cmocka_unit_test(test_auto_parks_under_contention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

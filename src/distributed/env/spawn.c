@@ -4,7 +4,6 @@
  * the others so a job never hangs on a dead peer. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +32,9 @@ static void run_child(const pd_launch_job *job, int rank, int (*fn)(int, void *)
     fflush(stderr);
     _exit(1);
   }
-  /* the OpenMP runtime read OMP_NUM_THREADS when the parent loaded it */
-  if (job->omp_threads > 0) omp_set_num_threads(job->omp_threads);
+  /* the OpenMP runtime read OMP_NUM_THREADS when the parent loaded it;
+   * pd_set_num_threads keeps one thread where the parent had a team */
+  if (job->omp_threads > 0) pd_set_num_threads(job->omp_threads);
   int rc = fn(rank, arg);
   fflush(NULL);
   _exit(rc == 0 ? 0 : (rc & 0xff) ? (rc & 0xff) : 1);
