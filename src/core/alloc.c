@@ -100,18 +100,7 @@ static inline bool cache_put(int c, void *p) {
 #endif
 /* live and peak bytes are atomics so small inline payloads can be counted
  * without taking the lock */
-static atomic_size_t g_allocated, g_peak;
-
-void pd_alloc_account(size_t bytes, bool add) {
-  if (!add) {
-    atomic_fetch_sub(&g_allocated, bytes);
-    return;
-  }
-  size_t now = atomic_fetch_add(&g_allocated, bytes) + bytes;
-  size_t peak = atomic_load(&g_peak);
-  while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
-  }
-}
+atomic_size_t pd_g_allocated, pd_g_peak;
 
 /* Size classes: multiples of 64 B up to 1 KiB, then four classes per power
  * of two (at most 25% waste). Returns the class index and its byte size. */
@@ -197,9 +186,9 @@ void pd_free(void *p, size_t nbytes) {
   free(p);
 }
 
-size_t pd_memory_allocated(void) { return atomic_load(&g_allocated); }
+size_t pd_memory_allocated(void) { return atomic_load(&pd_g_allocated); }
 
-size_t pd_memory_peak(void) { return atomic_load(&g_peak); }
+size_t pd_memory_peak(void) { return atomic_load(&pd_g_peak); }
 
 size_t pd_memory_reserved(void) {
   pthread_mutex_lock(&g_lock);
@@ -208,7 +197,7 @@ size_t pd_memory_reserved(void) {
   return v;
 }
 
-void pd_memory_reset_peak(void) { atomic_store(&g_peak, atomic_load(&g_allocated)); }
+void pd_memory_reset_peak(void) { atomic_store(&pd_g_peak, atomic_load(&pd_g_allocated)); }
 
 void pd_memory_empty_cache(void) {
 #ifndef PADDLEC_NO_CACHING

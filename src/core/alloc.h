@@ -3,13 +3,27 @@
 #ifndef PADDLEC_ALLOC_H
 #define PADDLEC_ALLOC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 /* Caching allocator (64-byte aligned). */
 void *pd_alloc(size_t nbytes);
 void pd_free(void *p, size_t nbytes);
-/* Counts bytes held outside pd_alloc (inline payloads) as allocated. */
-void pd_alloc_account(size_t bytes, bool add);
+/* Bytes allocated now and at most (pd_memory_allocated, pd_memory_peak):
+ * atomics, so that accounting takes no lock. */
+extern atomic_size_t pd_g_allocated, pd_g_peak;
+/* Counts bytes held outside pd_alloc (inline payloads) as allocated. Inline:
+ * tensor creation and release run it for every small tensor. */
+static inline void pd_alloc_account(size_t bytes, bool add) {
+  if (!add) {
+    atomic_fetch_sub(&pd_g_allocated, bytes);
+    return;
+  }
+  size_t now = atomic_fetch_add(&pd_g_allocated, bytes) + bytes;
+  size_t peak = atomic_load(&pd_g_peak);
+  while (now > peak && !atomic_compare_exchange_weak(&pd_g_peak, &peak, now)) {
+  }
+}
 
 #endif

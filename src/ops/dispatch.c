@@ -160,7 +160,7 @@ static inline __attribute__((always_inline)) pd_status run(pd_op_id id, pd_tenso
         if (t_ctx.dist(t_ctx.dist_ctx, id, in, n_in, a, out, n_out, &st)) return st;
         break;
       }
-  if ((def->flags & (PD_OPF_INPLACE | PD_OPF_GEOMETRY)) == PD_OPF_INPLACE &&
+  if (__builtin_expect(def->flags & PD_OPF_INPLACE, 0) && !(def->flags & PD_OPF_GEOMETRY) &&
       (st = pd_check_inplace_target(def->name, in[0])) != PD_OK)
     return st;
   st = def->infer_meta(def, in, n_in, a, meta, &nm);
@@ -344,9 +344,12 @@ static pd_status check_inputs(const pd_op_def *def, pd_tensor *const *in, int n_
 
 /* Checks the inputs, then runs the op (converting dtypes first when its
  * flags ask). With `track`, outputs handed to the user join the innermost
- * scope. */
-static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
-                               pd_tensor **out, int *n_out, bool track) {
+ * scope. Inlined into pd_dispatch1, the entry of most ops; the other entries
+ * share dispatch_general. */
+static inline __attribute__((always_inline)) pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in,
+                                                                     int n_in, const pd_attrs *a,
+                                                                     pd_tensor **out, int *n_out,
+                                                                     bool track) {
   const pd_op_def *def = pd_op_table[id];
   *n_out = 0;
   /* one branch per input for the common case: live tensors with data */
@@ -375,9 +378,15 @@ static pd_status dispatch_impl(pd_op_id id, pd_tensor *const *in, int n_in, cons
   return st;
 }
 
+static __attribute__((noinline)) pd_status dispatch_general(pd_op_id id, pd_tensor *const *in, int n_in,
+                                                            const pd_attrs *a, pd_tensor **out, int *n_out,
+                                                            bool track) {
+  return dispatch_impl(id, in, n_in, a, out, n_out, track);
+}
+
 pd_status pd_dispatch(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a, pd_tensor **out,
                       int *n_out) {
-  return dispatch_impl(id, in, n_in, a, out, n_out, true);
+  return dispatch_general(id, in, n_in, a, out, n_out, true);
 }
 
 pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -436,7 +445,7 @@ pd_status pd_dispatch_inplace_trusted(pd_op_id id, pd_tensor *const *in, int n_i
   if (!plain) {
     pd_tensor *out[PD_MAX_OUTPUTS];
     int n_out = 0;
-    pd_status st = dispatch_impl(id, in, n_in, a, out, &n_out, false);
+    pd_status st = dispatch_general(id, in, n_in, a, out, &n_out, false);
     for (int k = 0; k < n_out; k++) pd_tensor_release(out[k]);
     return st;
   }

@@ -8,8 +8,8 @@
  *  - the 1-D elementwise loops (PD_EW_* and the optimizer
  *    rules), which live in many op files, are copied at function level by
  *    PD_KCLONES with GCC target attributes and pick their copy by
- *    pd_kvariant_level (a load and a predictable branch per run of
- *    elements).
+ *    pd_kvariant_level (a load and an indirect jump through a table of the
+ *    copies per run of elements).
  * A build with PADDLEC_NATIVE has one copy of everything, for the build
  * machine. */
 #ifndef PADDLEC_KERNELS_KVARIANT_H
@@ -52,16 +52,13 @@ void pd_kdispatch_use(pd_kvariant v);
 #define PD_KCLONES(NAME, PARAMS, ARGS) \
   static void NAME PARAMS { NAME##_body ARGS; }
 #else
-#define PD_KCLONES(NAME, PARAMS, ARGS)                                     \
-  PD_KTARGET_AVX2 static void NAME##_avx2 PARAMS { NAME##_body ARGS; }     \
-  PD_KTARGET_AVX512 static void NAME##_avx512 PARAMS { NAME##_body ARGS; } \
-  static void NAME PARAMS {                                                \
-    if (pd_kvariant_level == PD_KV_AVX512)                                 \
-      NAME##_avx512 ARGS;                                                  \
-    else if (pd_kvariant_level == PD_KV_AVX2)                              \
-      NAME##_avx2 ARGS;                                                    \
-    else                                                                   \
-      NAME##_body ARGS;                                                    \
+#define PD_KCLONES(NAME, PARAMS, ARGS)                                                              \
+  static void NAME##_baseline PARAMS { NAME##_body ARGS; }                                          \
+  PD_KTARGET_AVX2 static void NAME##_avx2 PARAMS { NAME##_body ARGS; }                              \
+  PD_KTARGET_AVX512 static void NAME##_avx512 PARAMS { NAME##_body ARGS; }                          \
+  static void NAME PARAMS {                                                                         \
+    static void(*const copies[PD_KV_COUNT]) PARAMS = {NAME##_baseline, NAME##_avx2, NAME##_avx512}; \
+    copies[pd_kvariant_level] ARGS;                                                                 \
   }
 #endif
 
