@@ -11,7 +11,8 @@
 pd_dist_process_mesh *world_mesh_init(void);
 /* 0 when the n losses of the run on the mesh equal those of one process to
  * 1e-6 and the first `train` of them decrease; else 1, with the reason on
- * stderr. Prints "rank R: N <what> equal the one-process run ..." on success. */
+ * stderr. Prints "rank R: N <what> equal the one-process run ... (mesh of W
+ * processes, B backend)" on success, B the world group's backend. */
 int world_mesh_check_losses(const double *sharded, const double *single, int n, int train, const char *what);
 
 #endif
