@@ -95,6 +95,12 @@ typedef struct pd_optim_update_desc {
 } pd_optim_update_desc;
 pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, const char *pname,
                                    pd_optim_update_desc *u);
+/* Accumulator k (in pd_optim_update_desc order) of o's parameter p, created
+ * as the first eager step would when p has none yet: the tensor the eager
+ * step updates in place, so a static Program that updates it instead keeps
+ * state_dict and later eager steps current. Borrowed; NULL with an error
+ * when p is not o's or k is out of range. */
+pd_tensor *pd_optim_accumulator(pd_optimizer *o, const pd_tensor *p, int k);
 
 /* Checks a clipping strategy (op names the caller). */
 pd_status pd_grad_clip_check(const char *op, const pd_grad_clip *clip);

@@ -543,6 +543,22 @@ pd_status pd_optim_describe_update(const pd_optimizer *o, const pd_tensor *p, co
   return PD_OK;
 }
 
+pd_tensor *pd_optim_accumulator(pd_optimizer *o, const pd_tensor *p, int k) {
+  if (o && o->inner) return pd_optim_accumulator(o->inner, p, k);
+  for (int i = 0; o && i < o->n_slots; i++) {
+    slot *s = &o->slots[i];
+    if (s->param != p) continue;
+    if (k < 0 || k >= o->desc->n_acc + o->desc->n_pow) break;
+    pd_internal_enter();
+    pd_status st = ensure_state(o, s);
+    pd_internal_leave();
+    return st == PD_OK ? s->acc[k] : NULL;
+  }
+  pd_set_error(PD_ERR_INVALID, "optimizer: no accumulator %d for parameter '%s'", k,
+               p && p->name ? p->name : "?");
+  return NULL;
+}
+
 /* ---- learning rate ---------------------------------------------------------------- */
 double pd_optimizer_get_lr(const pd_optimizer *o) {
   if (!o) {

@@ -173,8 +173,6 @@ static char *dup_name(const char *s) {
   return d;
 }
 
-/* Records layer's forward on data Variables from specs into a new
- * Program (*m gets it with the feed and fetch names). */
 /* The gradient Program of to_static (see static_function). */
 typedef struct train_parts {
   pd_program *train;
@@ -234,8 +232,30 @@ static pd_status add_backward(pd_inference_model *m, pd_tensor *const *outs, int
   return PD_OK;
 }
 
+/* A training step to record instead of the forward (to_static_train). */
+typedef struct train_step {
+  pd_jit_loss_fn loss_fn;
+  void *user;
+  pd_optimizer *opt;
+} train_step;
+
+/* The recorded loss of a training step, and its minimize (the backward and
+ * the optimizer's update ops) after it. */
+static int record_step(const train_step *ts, pd_layer *layer, pd_tensor *const *ins, int n_in,
+                       pd_tensor **outs) {
+  outs[0] = ts->loss_fn(layer, ins, n_in, ts->user);
+  if (!outs[0])
+    return pd_last_status() != PD_OK ? pd_last_status()
+                                     : pd_set_error(PD_ERR_INVALID, "to_static_train: loss_fn returned NULL");
+  pd_status st = pd_optimizer_minimize(ts->opt, outs[0]);
+  return st == PD_OK ? 1 : st;
+}
+
+/* Records layer's forward (or, with ts, the training step) on data
+ * Variables from specs into a new Program (*m gets it with the feed and
+ * fetch names; *startup_out, when given, the startup Program). */
 static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs, pd_inference_model *m,
-                       train_parts *t) {
+                       train_parts *t, const train_step *ts, pd_program **startup_out) {
   memset(m, 0, sizeof *m);
   if (!layer || n_specs < 0 || n_specs > MAX_IO || (n_specs && !specs))
     return pd_set_error(PD_ERR_INVALID, "jit: layer is NULL or the %d input specs are invalid", n_specs);
@@ -263,7 +283,8 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
         st = pd_last_status();
     }
     if (st == PD_OK) {
-      n_out = pd_layer_call(layer, ins, n_specs, outs, MAX_IO);
+      n_out =
+          ts ? record_step(ts, layer, ins, n_specs, outs) : pd_layer_call(layer, ins, n_specs, outs, MAX_IO);
       if (n_out < 0)
         st = (pd_status)n_out;
       else if (n_out == 0)
@@ -288,7 +309,10 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
     pd_tensor_release(ins[i]);
     pd_tensor_release(outs[i]);
   }
-  pd_program_release(startup);
+  if (st == PD_OK && startup_out)
+    *startup_out = startup;
+  else
+    pd_program_release(startup);
   if (st != PD_OK) {
     if (t) free_parts(t, n_out);
     pd_inference_model_free(m);
@@ -299,7 +323,7 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
 pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int n_specs) {
   pd_inference_model m;
   train_parts t = {0};
-  if (trace(layer, input_spec, n_specs, &m, &t) != PD_OK) return NULL;
+  if (trace(layer, input_spec, n_specs, &m, &t, NULL, NULL) != PD_OK) return NULL;
   /* the scope holds the layer's own parameter tensors: updates to them
    * (an optimizer step) are what the next call computes with */
   pd_var_scope *scope = pd_static_scope();
@@ -333,12 +357,57 @@ pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int
   return f;
 }
 
+pd_layer *pd_jit_to_static_train(pd_layer *layer, pd_jit_loss_fn loss_fn, void *user, pd_optimizer *optimizer,
+                                 const pd_input_spec *input_spec, int n_specs) {
+  if (!loss_fn || !optimizer) {
+    pd_set_error(PD_ERR_INVALID, "to_static_train: %s is NULL", loss_fn ? "optimizer" : "loss_fn");
+    return NULL;
+  }
+  pd_inference_model m;
+  pd_program *startup = NULL;
+  train_step ts = {loss_fn, user, optimizer};
+  if (trace(layer, input_spec, n_specs, &m, NULL, &ts, &startup) != PD_OK) return NULL;
+  pd_var_scope *scope = pd_static_scope();
+  pd_executor *exe = scope ? pd_static_executor(PD_CPU) : NULL;
+  /* the startup Program sets the learning rates; then the layer's own
+   * tensors and the optimizer's own accumulators replace what it made for
+   * them, so the update ops change what eager code sees */
+  pd_status st = exe ? pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope) : pd_last_status();
+  const pd_static_block *gb = m.program->blocks[0];
+  for (int k = 0; st == PD_OK && k < gb->n_vars; k++) {
+    const pd_variable *v = gb->vars[k];
+    if (v->persistable && !pd_tensor_is_meta(v->tensor)) st = pd_var_scope_set_var(scope, v->name, v->tensor);
+  }
+  if (st == PD_OK) st = pd_static_share_optimizer_state(m.program, optimizer, scope);
+  pd_executor_release(exe);
+  pd_program_release(startup);
+  if (st != PD_OK) {
+    pd_inference_model_free(&m);
+    pd_var_scope_release(scope);
+    return NULL;
+  }
+  pd_layer *f = wrap(&m, scope);
+  if (f && !pd_layer_add_sublayer(f, "layer", pd_layer_retain(layer))) {
+    pd_layer_release(f);
+    return NULL;
+  }
+  return f;
+}
+
+pd_program *pd_jit_main_program(pd_layer *fn) {
+  if (!fn || fn->type != &k_static_function) {
+    pd_set_error(PD_ERR_INVALID, "jit.main_program: the layer is no to_static or jit.load result");
+    return NULL;
+  }
+  return ((static_function *)fn)->m.program;
+}
+
 pd_status pd_jit_save(pd_layer *layer, const char *path, const pd_input_spec *input_spec, int n_specs) {
   if (!layer || !path) return pd_set_error(PD_ERR_INVALID, "jit.save: layer or path is NULL");
   bool training = layer->training;
   pd_layer_eval(layer); /* an inference model: dropout off, batch norm on its running statistics */
   pd_inference_model m;
-  pd_status st = trace(layer, input_spec, n_specs, &m, NULL);
+  pd_status st = trace(layer, input_spec, n_specs, &m, NULL, NULL, NULL);
   if (training) pd_layer_train(layer);
   if (st != PD_OK) return st;
   st = pd_static_save_inference_model_names(path, m.feed_names, m.n_feed, m.fetch_names, m.n_fetch, m.program,

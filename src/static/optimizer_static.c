@@ -45,6 +45,13 @@ static pd_variable *persistable(pd_program *main, pd_program *startup, const cha
   return v;
 }
 
+/* The Variable name of accumulator k of parameter Variable pname (Paddle's
+ * <param>_<optimizer name>_<accumulator>_0). */
+static void acc_var_name(const char *pname, const pd_optim_update_desc *u, int k, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s_%s%s%s_0", pname, u->opt_name ? u->opt_name : "", u->opt_name ? "_" : "",
+           u->acc_names[k]);
+}
+
 /* The learning-rate variable of an update: one per distinct rate, or per
  * scheduler and multiplier (the executor then sets it before every run). */
 static pd_variable *lr_var(pd_program *main, pd_program *startup, const pd_optim_update_desc *u) {
@@ -188,8 +195,7 @@ static pd_status static_minimize(pd_optimizer *o, pd_tensor *loss) {
     pd_dtype adt = pv->dtype == PD_FLOAT64 ? PD_FLOAT64 : PD_FLOAT32;
     for (int k = 0; k < u.n_acc + u.n_pow && st == PD_OK; k++) {
       char name[256];
-      snprintf(name, sizeof name, "%s_%s%s%s_0", pv->name, u.opt_name ? u.opt_name : "",
-               u.opt_name ? "_" : "", u.acc_names[k]);
+      acc_var_name(pv->name, &u, k, name, sizeof name);
       bool pow = k >= u.n_acc;
       pd_variable *av = persistable(p, startup, name, pow ? 1 : pv->ndim, pow ? (int64_t[]){1} : pv->shape,
                                     adt, u.acc_fill[k]);
@@ -227,6 +233,25 @@ static pd_status minimize_entry(pd_optimizer *o, pd_tensor *loss) {
   pd_internal_enter(); /* the pairs append_backward returns are released here */
   pd_status st = static_minimize(o, loss);
   pd_internal_leave();
+  return st;
+}
+
+pd_status pd_static_share_optimizer_state(const pd_program *p, pd_optimizer *o, pd_var_scope *scope) {
+  const pd_static_block *gb = p->blocks[0];
+  pd_status st = PD_OK;
+  for (int i = 0; i < pd_optim_n_params(o) && st == PD_OK; i++) {
+    pd_tensor *param = pd_optim_param(o, i);
+    pd_variable *pv = pd_ir_var_of(p, param);
+    pd_optim_update_desc u;
+    if (!pv || (st = pd_optim_describe_update(o, param, pv->name, &u)) != PD_OK) continue;
+    for (int k = 0; k < u.n_acc + u.n_pow && st == PD_OK; k++) {
+      char name[256];
+      acc_var_name(pv->name, &u, k, name, sizeof name);
+      if (!pd_ir_find_var(gb, name)) continue; /* not updated by p */
+      pd_tensor *acc = pd_optim_accumulator(o, param, k);
+      st = acc ? pd_var_scope_set_var(scope, name, acc) : pd_last_status();
+    }
+  }
   return st;
 }
 

@@ -230,6 +230,10 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
                                    int n_wanted, pd_variable **grads);
 /* Installs optimizer.minimize for static Variables (optimizer_static.c). */
 void pd_static_install_minimize(void);
+/* Puts into scope, under the names minimize gave the accumulator Variables
+ * of p, o's own accumulator tensors (created if o has not stepped yet), so
+ * the Program's update ops and o's eager steps share one state. */
+pd_status pd_static_share_optimizer_state(const pd_program *p, pd_optimizer *o, pd_var_scope *scope);
 
 /* ---- lowering (lower.c) ------------------------------------------------------ */
 /* Block 0 of p, for these feeds (their dtypes and shapes) and the values

@@ -1,5 +1,6 @@
 /* paddle.jit: to_static trains seed 002's LinearNet from a Program with
- * the eager losses; jit.save /
+ * the eager losses, and with the optimizer's update in the Program too
+ * (to_static_train, SGD and Adam); jit.save /
  * jit.load (in a child process too) give the original's outputs;
  * save_inference_model prunes to the fetches; bad files are errors. */
 #include <stdio.h>
@@ -91,6 +92,107 @@ static void test_to_static_trains_like_eager(void **state) {
   pd_layer_release(st);
   pd_layer_release(&net->base);
   pd_layer_release(&eager->base);
+}
+
+/* The training step to_static_train records: mse(layer(x), y). */
+static pd_tensor *mse_of_step(pd_layer *layer, pd_tensor *const *in, int n_in, void *user) {
+  (void)user;
+  assert_int_equal(n_in, 2);
+  pd_tensor *out = pd_layer_call1(layer, in[0]);
+  pd_tensor *loss = out ? pd_mse_loss(out, in[1], PD_REDUCTION_MEAN) : NULL;
+  pd_tensor_release(out);
+  return loss;
+}
+
+static pd_optimizer *new_optimizer(bool adam, pd_named_tensors *p) {
+  return adam ? pd_optimizer_adam(0.01, p->tensors, p->n, NULL)
+              : pd_optimizer_sgd(0.02, p->tensors, p->n, NULL);
+}
+
+/* Seed 002's LinearNet trained 10 steps with the whole step (forward,
+ * backward, update) run from the Program and eagerly: the same losses and
+ * parameters; the Program holds the update ops, and an eager step after
+ * continues from the accumulators the Program updated. */
+static void train_step_like_eager(bool adam) {
+  pd_seed(2);
+  linear_net *eager = linear_net_new();
+  pd_seed(2);
+  linear_net *net = linear_net_new();
+  pd_named_tensors pe = {0}, pn = {0};
+  assert_int_equal(pd_layer_parameters(&eager->base, &pe), PD_OK);
+  assert_int_equal(pd_layer_parameters(&net->base, &pn), PD_OK);
+  pd_optimizer *oe = new_optimizer(adam, &pe), *on = new_optimizer(adam, &pn);
+  const pd_input_spec specs[2] = {k_spec, {2, {-1, 1}, PD_FLOAT32, "y"}};
+  pd_layer *step = pd_jit_to_static_train(&net->base, mse_of_step, NULL, on, specs, 2);
+  assert_non_null(step);
+  char *text = pd_program_to_string(pd_jit_main_program(step));
+  assert_non_null(text);
+  assert_non_null(strstr(text, adam ? "adam_" : "sgd_"));
+  free(text);
+  double first = 0, last = 0;
+  for (int i = 0; i < 11; i++) {
+    pd_tensor *x = batch(i % 6 + 3, 0.02 * i);
+    pd_tensor *y = pd_sum(x, (int64_t[]){1}, 1, true);
+    double le = sgd_step(&eager->base, oe, x, y), ls;
+    if (i < 10) { /* through the Program */
+      pd_tensor *loss = NULL;
+      assert_int_equal(pd_layer_call(step, (pd_tensor *[]){x, y}, 2, &loss, 1), 1);
+      ls = pd_tensor_item(loss);
+      pd_tensor_release(loss);
+    } else { /* eagerly, with the optimizer whose state the Program kept */
+      ls = sgd_step(&net->base, on, x, y);
+    }
+    if (!(le - ls <= 1e-6 && ls - le <= 1e-6)) fail_msg("step %d: eager loss %.9g, static %.9g", i, le, ls);
+    if (i == 0) first = ls;
+    last = ls;
+    for (int k = 0; k < 4; k++) expect_same(pn.tensors[k], pe.tensors[k]);
+    pd_tensor_release(x);
+    pd_tensor_release(y);
+  }
+  assert_true(last != first);
+  pd_named_tensors se = {0}, sn = {0}; /* the accumulators too */
+  assert_int_equal(pd_optimizer_state_dict(oe, &se), PD_OK);
+  assert_int_equal(pd_optimizer_state_dict(on, &sn), PD_OK);
+  assert_int_equal(sn.n, se.n);
+  assert_int_equal(se.n, adam ? 16 : 0);
+  for (int k = 0; k < se.n; k++) expect_same(sn.tensors[k], se.tensors[k]);
+  pd_named_tensors_free(&se);
+  pd_named_tensors_free(&sn);
+  pd_optimizer_release(oe);
+  pd_optimizer_release(on);
+  pd_named_tensors_free(&pe);
+  pd_named_tensors_free(&pn);
+  pd_layer_release(step);
+  pd_layer_release(&net->base);
+  pd_layer_release(&eager->base);
+}
+
+static void test_to_static_train_sgd_like_eager(void **state) {
+  (void)state;
+  train_step_like_eager(false);
+}
+
+static void test_to_static_train_adam_like_eager(void **state) {
+  (void)state;
+  train_step_like_eager(true);
+}
+
+static void test_to_static_train_bad_input(void **state) {
+  (void)state;
+  pd_seed(2);
+  linear_net *net = linear_net_new();
+  pd_named_tensors p = {0};
+  assert_int_equal(pd_layer_parameters(&net->base, &p), PD_OK);
+  pd_optimizer *o = new_optimizer(false, &p);
+  assert_null(pd_jit_to_static_train(&net->base, NULL, NULL, o, &k_spec, 1));
+  assert_non_null(strstr(pd_last_error(), "loss_fn is NULL"));
+  assert_null(pd_jit_to_static_train(&net->base, mse_of_step, NULL, NULL, &k_spec, 1));
+  assert_non_null(strstr(pd_last_error(), "optimizer is NULL"));
+  assert_null(pd_jit_main_program(&net->base));
+  assert_non_null(strstr(pd_last_error(), "main_program"));
+  pd_optimizer_release(o);
+  pd_named_tensors_free(&p);
+  pd_layer_release(&net->base);
 }
 
 static void test_save_load_in_another_process(void **state) {
@@ -207,6 +309,9 @@ static void test_save_inference_model_prunes(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_to_static_trains_like_eager),
+      cmocka_unit_test(test_to_static_train_sgd_like_eager),
+      cmocka_unit_test(test_to_static_train_adam_like_eager),
+      cmocka_unit_test(test_to_static_train_bad_input),
       cmocka_unit_test(test_save_load_in_another_process),
       cmocka_unit_test(test_save_inference_model_prunes),
   };
