@@ -62,8 +62,9 @@ PD_API pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sh
  * Start from pd_dist_strategy_default() and set what differs (a struct
  * that did not is refused by pd_dist_strategy_check, as the options structs
  * of optim.h are). What paddle.c has today is sharding, which
- * pd_dist_shard_optimizer implements; every other feature, when enabled,
- * is refused by name by pd_dist_strategy_check (never ignored). */
+ * pd_dist_shard_optimizer implements, and gradient_merge, which
+ * pd_dist_to_static's train Program applies (k_steps >= 1); every other
+ * feature, when enabled, is refused by name (never ignored). */
 typedef struct pd_dist_strategy_sharding {
   bool enable; /* false */
   int stage;   /* 1: 1 = optimizer states, 2 = + gradients, 3 = + parameters */

@@ -6,7 +6,8 @@
  * name; on 2 processes, seed 000 (DemoNet with linear_0.weight Shard(1) and
  * linear_1.weight Shard(0)) equal to the same model trained eagerly in one
  * process, and its partitioned Program op by op; on 4 processes, a 2-d mesh
- * (dp x mp) equal to one process. */
+ * (dp x mp) equal to one process; Strategy.gradient_merge (k=4, avg) on 2
+ * processes equal to one step of the 4x batch in one process. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -495,6 +496,121 @@ static void test_mesh_2d_on_four_processes(void **state) {
   dist_run_ranks_or_fail(4, rank_mesh_2d, 120);
 }
 
+/* ---- Strategy.gradient_merge ---------------------------------------------- */
+enum { GM_K = 4, GM_MAX_PARAM = IMG * IMG };
+
+/* The global values of net's parameters (unsharded: a collective, so every
+ * rank calls it in the same order), in layer order. */
+static int param_values(int rank, pd_layer *net, double (*v)[GM_MAX_PARAM], int *n) {
+  pd_named_tensors ps;
+  DIST_CHECK(pd_layer_parameters(net, &ps) == PD_OK && ps.n == 4, 60);
+  int rc = 0;
+  pd_scope_begin();
+  for (int i = 0; i < ps.n && rc == 0; i++) {
+    pd_tensor *t = pd_dist_is_dist(ps.tensors[i]) ? pd_dist_unshard_dtensor(ps.tensors[i]) : ps.tensors[i];
+    if (!t || pd_tensor_numel(t) > GM_MAX_PARAM ||
+        pd_tensor_copy_to(t, v[i], pd_tensor_numel(t), PD_FLOAT64) != pd_tensor_numel(t))
+      rc = 61;
+    else
+      n[i] = (int)pd_tensor_numel(t);
+  }
+  pd_scope_end();
+  pd_named_tensors_free(&ps);
+  return rc;
+}
+
+static int values_equal(int rank, const char *what, double (*a)[GM_MAX_PARAM], double (*b)[GM_MAX_PARAM],
+                        const int *n) {
+  for (int p = 0; p < 4; p++)
+    for (int i = 0; i < n[p]; i++)
+      if (fabs(a[p][i] - b[p][i]) > 1e-6) {
+        fprintf(stderr, "rank %d: %s: parameter %d [%d] %.9g, expected %.9g\n", rank, what, p, i, a[p][i],
+                b[p][i]);
+        return 62;
+      }
+  return 0;
+}
+
+/* GM_K calls of batch SB with gradient_merge (k=GM_K, avg) against one SGD
+ * step of the GM_K*SB batch in one process: each call returns its
+ * micro-batch's loss, the parameters do not move before the GM_K-th call,
+ * and after it they equal the big step's. */
+static int rank_gradient_merge(int rank) {
+  static double init[4][GM_MAX_PARAM], want[4][GM_MAX_PARAM], got[4][GM_MAX_PARAM];
+  int n[4];
+  pd_tensor *xs[GM_K], *ys[GM_K];
+  double want_loss[GM_K];
+  pd_scope_begin();
+  for (int b = 0; b < GM_K; b++) seed_batch(b, &xs[b], &ys[b]);
+  /* one process: the micro-batches' losses, then one step of their concatenation */
+  pd_layer *ref = demo_net(NULL, NULL, NULL), *mse = pd_nn_mse_loss(NULL);
+  pd_named_tensors ps;
+  DIST_CHECK(ref && mse && pd_layer_parameters(ref, &ps) == PD_OK, 50);
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  for (int b = 0; b < GM_K; b++) {
+    pd_tensor *loss = NULL;
+    pd_layer_call(mse, (pd_tensor *[]){pd_layer_call1(ref, xs[b]), ys[b]}, 2, &loss, 1);
+    DIST_CHECK(loss, 51);
+    want_loss[b] = pd_tensor_item(loss);
+  }
+  pd_tensor *big_x = pd_concat(xs, GM_K, 0), *big_y = pd_concat(ys, GM_K, 0), *loss = NULL;
+  pd_layer_call(mse, (pd_tensor *[]){pd_layer_call1(ref, big_x), big_y}, 2, &loss, 1);
+  DIST_CHECK(loss && pd_backward(loss, NULL, false) == PD_OK && pd_optimizer_step(opt) == PD_OK, 52);
+  int rc = param_values(rank, ref, want, n);
+  pd_optimizer_release(opt);
+  pd_layer_release(ref);
+  if (rc) return rc;
+
+  /* 2 processes: seed 000's placements, gradient_merge k=GM_K */
+  pd_dist_process_mesh *mesh =
+      pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"x"});
+  pd_layer *net =
+      demo_net(mesh, (pd_dist_placement[]){pd_dist_shard(1)}, (pd_dist_placement[]){pd_dist_shard(0)});
+  DIST_CHECK(net && pd_layer_parameters(net, &ps) == PD_OK, 53);
+  opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_io_dataset *ds = seed_dataset();
+  pd_io_loader *loader = pd_io_data_loader(ds, &(pd_io_data_loader_opts){.batch_size = SB});
+  pd_dist_strategy s = pd_dist_strategy_default();
+  s.gradient_merge = (pd_dist_strategy_gradient_merge){.enable = true, .k_steps = GM_K, .avg = true};
+  pd_dist_model *m = NULL;
+  pd_dist_data_loader *dl = NULL;
+  DIST_CHECK(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl) == PD_OK, 54);
+  if ((rc = param_values(rank, net, init, n))) return rc;
+  for (int b = 0; b < GM_K && rc == 0; b++) {
+    pd_tensor *out = NULL;
+    DIST_CHECK(pd_dist_model_call(m, (pd_tensor *[]){xs[b], ys[b]}, 2, &out, 1) == 1, 55);
+    if (fabs(pd_tensor_item(out) - want_loss[b]) > 1e-6) {
+      fprintf(stderr, "rank %d: call %d: loss %.9g, expected %.9g\n", rank, b + 1, pd_tensor_item(out),
+              want_loss[b]);
+      rc = 56;
+    }
+    if (rc == 0 && (rc = param_values(rank, net, got, n)) == 0)
+      rc = b < GM_K - 1 ? values_equal(rank, "before the k-th call", got, init, n)
+                        : values_equal(rank, "after the k-th call", got, want, n);
+  }
+  /* the update Program reads the merged gradients, averaged, then zeroes them */
+  pd_program *dp = pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false);
+  if (rc == 0 && !(program_has(dp, "@GRAD@MERGED") && program_has(dp, "scale_") && program_has(dp, "fill_")))
+    rc = 57;
+  pd_dist_model_release(m);
+  pd_dist_data_loader_release(dl);
+  pd_io_loader_release(loader);
+  pd_io_dataset_release(ds);
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  pd_layer_release(net);
+  pd_dist_process_mesh_release(mesh);
+  pd_scope_end();
+  return rc;
+}
+
+static void test_gradient_merge_on_two_processes(void **state) {
+  (void)state;
+  dist_run_ranks_or_fail(2, rank_gradient_merge, 120);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_modes_and_errors),
@@ -502,6 +618,7 @@ int main(void) {
       cmocka_unit_test(test_state_dict),
       cmocka_unit_test(test_seed_on_two_processes),
       cmocka_unit_test(test_mesh_2d_on_four_processes),
+      cmocka_unit_test(test_gradient_merge_on_two_processes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

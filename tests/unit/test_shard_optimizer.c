@@ -159,8 +159,8 @@ static void test_bad_input(void **state) {
   pd_clear_error();
 }
 
-/* dist.Strategy: Paddle's defaults; sharding accepted; every other feature
- * refused by name when enabled. */
+/* dist.Strategy: Paddle's defaults; sharding and gradient_merge accepted
+ * (k_steps checked); every other feature refused by name when enabled. */
 static void test_strategy(void **state) {
   (void)state;
   pd_dist_strategy s = pd_dist_strategy_default();
@@ -191,11 +191,16 @@ static void test_strategy(void **state) {
   assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_INVALID);
   assert_non_null(strstr(pd_last_error(), "Strategy.sharding.stage: 4"));
   s.sharding.stage = 2;
-  const char *names[] = {"gradient_merge.enable", "pipeline.enable", "amp.enable", "recompute.enable",
-                         "fused_passes.enable"};
-  bool *flags[] = {&s.gradient_merge.enable, &s.pipeline.enable, &s.amp.enable, &s.recompute.enable,
-                   &s.fused_passes.enable};
-  for (int i = 0; i < 5; i++) {
+  s.gradient_merge.enable = true;
+  s.gradient_merge.k_steps = 4;
+  assert_int_equal(pd_dist_strategy_check(&s), PD_OK);
+  s.gradient_merge.k_steps = 0;
+  assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "Strategy.gradient_merge.k_steps: 0"));
+  s.gradient_merge.enable = false;
+  const char *names[] = {"pipeline.enable", "amp.enable", "recompute.enable", "fused_passes.enable"};
+  bool *flags[] = {&s.pipeline.enable, &s.amp.enable, &s.recompute.enable, &s.fused_passes.enable};
+  for (int i = 0; i < 4; i++) {
     *flags[i] = true;
     assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_UNIMPLEMENTED);
     if (!strstr(pd_last_error(), names[i])) fail_msg("'%s' does not name %s", pd_last_error(), names[i]);

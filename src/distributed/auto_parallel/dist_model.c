@@ -23,6 +23,7 @@ typedef struct mode_programs {
   pd_dist_attr *feed_attr[2];
   pd_dtype feed_dtype[2];
   pd_ap_program serial, dist;
+  pd_ap_program acc; /* gradient_merge: the rank's Program of the calls that only accumulate */
 } mode_programs;
 
 struct pd_dist_model {
@@ -33,6 +34,10 @@ struct pd_dist_model {
   mode_programs progs[4];
   pd_var_scope *scope;
   pd_executor *exe;
+  pd_executor *exe_acc; /* gradient_merge: runs the accumulate Program (each keeps its plan) */
+  int gm_k;             /* Strategy.gradient_merge.k_steps (1: no merge) */
+  bool gm_avg;          /* ... avg */
+  long gm_calls;        /* train calls so far: the k-th of each k runs the update */
 };
 
 struct pd_dist_data_loader {
@@ -45,13 +50,12 @@ static pd_status check_strategy(const pd_dist_strategy *s) {
   if (!s) return PD_OK;
   pd_status st = pd_dist_strategy_check(s);
   if (st != PD_OK) return st;
-  const char *pass = s->sharding.enable         ? "sharding"
-                     : s->gradient_merge.enable ? "gradient_merge"
-                     : s->recompute.enable      ? "recompute"
-                     : s->fused_passes.enable   ? "fused_passes"
-                     : s->pipeline.enable       ? "pipeline"
-                     : s->amp.enable            ? "amp"
-                                                : NULL;
+  const char *pass = s->sharding.enable       ? "sharding"
+                     : s->recompute.enable    ? "recompute"
+                     : s->fused_passes.enable ? "fused_passes"
+                     : s->pipeline.enable     ? "pipeline"
+                     : s->amp.enable          ? "amp"
+                                              : NULL;
   if (pass)
     return pd_set_error(PD_ERR_UNIMPLEMENTED, "dist.to_static: Strategy.%s is not supported yet", pass);
   return PD_OK;
@@ -79,8 +83,12 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->opt = opt;
   m->scope = pd_static_scope();
   m->exe = pd_static_executor(PD_CPU);
+  m->gm_k = strategy && strategy->gradient_merge.enable ? strategy->gradient_merge.k_steps : 1;
+  m->gm_avg = strategy && strategy->gradient_merge.avg;
+  if (m->gm_k > 1 && m->exe) m->exe_acc = pd_static_executor(PD_CPU);
   pd_named_tensors ps = {0};
-  st = m->scope && m->exe ? pd_layer_parameters(layer, &ps) : pd_last_status();
+  st =
+      m->scope && m->exe && (m->gm_k == 1 || m->exe_acc) ? pd_layer_parameters(layer, &ps) : pd_last_status();
   for (int i = 0; st == PD_OK && i < ps.n && !m->mesh; i++)
     if (pd_dist_is_dist(ps.tensors[i]))
       m->mesh = pd_dist_process_mesh_retain(pd_dist_process_mesh_of(ps.tensors[i]));
@@ -102,6 +110,7 @@ static void mode_programs_clear(mode_programs *mp) {
   for (int i = 0; i < 2; i++) pd_ap_attr_free(mp->feed_attr[i]);
   pd_ap_program_free(&mp->serial);
   pd_ap_program_free(&mp->dist);
+  pd_ap_program_free(&mp->acc);
   memset(mp, 0, sizeof *mp);
 }
 
@@ -110,6 +119,7 @@ void pd_dist_model_release(pd_dist_model *m) {
   for (int i = 0; i < 4; i++) mode_programs_clear(&m->progs[i]);
   pd_var_scope_release(m->scope);
   pd_executor_release(m->exe);
+  pd_executor_release(m->exe_acc);
   pd_dist_process_mesh_release(m->mesh);
   free(m);
 }
@@ -221,6 +231,18 @@ static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_
   return st;
 }
 
+/* serial completed and partitioned: this rank's Program *dist. */
+static pd_status complete_partition(const pd_ap_program *serial, pd_ap_program *dist) {
+  pd_ap_program completed;
+  pd_ap_completion c;
+  pd_status st = pd_ap_complete(serial, &completed, &c);
+  if (st != PD_OK) return st;
+  st = pd_ap_partition(&completed, &c, dist);
+  pd_ap_program_free(&completed);
+  pd_ap_completion_free(&c);
+  return st;
+}
+
 /* The Programs of the current mode for these feeds, built when missing or
  * built for other feed shapes or placements. */
 static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, int n) {
@@ -254,22 +276,23 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
                           .n_feed = n,
                           .feed_attr = {fa[0], fa[1]},
                           .feed_dtype = {mp->feed_dtype[0], mp->feed_dtype[1]}};
-  pd_ap_program completed;
-  pd_ap_completion c;
+  pd_ap_program acc_serial = {0};
+  bool merge = m->mode == PD_DIST_MODE_TRAIN && m->gm_k > 1;
   /* record runs the layer as a user's code would (its handles in a scope of
    * its own); the later stages keep their tensors out of any scope */
   pd_status st = pd_ap_record(&ra, &mp->serial);
   pd_internal_enter();
-  if (st == PD_OK && (st = pd_ap_complete(&mp->serial, &completed, &c)) == PD_OK) {
-    st = pd_ap_partition(&completed, &c, &mp->dist);
-    pd_ap_program_free(&completed);
-    pd_ap_completion_free(&c);
-  }
-  const pd_static_block *b = st == PD_OK ? mp->dist.main->blocks[0] : NULL;
+  if (st == PD_OK && merge) st = pd_ap_gradient_merge(&mp->serial, m->gm_k, m->gm_avg, &acc_serial);
+  if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist);
+  if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc);
+  pd_ap_program_free(&acc_serial);
   pd_var_scope *initial = NULL;
-  for (int s = 0; b && s < b->n_vars && st == PD_OK; s++)
-    if (b->vars[s]->persistable && !pd_var_scope_find_var(m->scope, b->vars[s]->name))
-      st = init_persistable(m, mp, b->vars[s], &initial);
+  for (int k = 0; k < 2 && st == PD_OK; k++) {
+    const pd_static_block *b = k == 0 ? mp->dist.main->blocks[0] : merge ? mp->acc.main->blocks[0] : NULL;
+    for (int s = 0; b && s < b->n_vars && st == PD_OK; s++)
+      if (b->vars[s]->persistable && !pd_var_scope_find_var(m->scope, b->vars[s]->name))
+        st = init_persistable(m, mp, b->vars[s], &initial);
+  }
   pd_var_scope_release(initial);
   pd_internal_leave();
   if (st != PD_OK) {
@@ -310,22 +333,29 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
   int rc = 0, n_fetch = 0;
   mode_programs *mp = programs_for(m, inputs, n_inputs);
   if (!mp) return pd_last_status();
+  /* gradient_merge: the update on every k-th train call, else accumulation */
+  const pd_ap_program *run = &mp->dist;
+  pd_executor *exe = m->exe;
+  if (mp->acc.main && ++m->gm_calls % m->gm_k != 0) {
+    run = &mp->acc;
+    exe = m->exe_acc;
+  }
   /* the library's own tensors stay out of the caller's scope */
   pd_internal_enter();
   pd_static_feed feeds[2];
   pd_tensor *local[2] = {0}, *fetch[PD_AP_MAX_FETCH], *got[PD_AP_MAX_FETCH] = {0};
   for (int i = 0; i < n_inputs && rc == 0; i++) {
     local[i] = local_feed(inputs[i], mp->feed_attr[i]);
-    feeds[i] = (pd_static_feed){mp->dist.feed[i], local[i]};
+    feeds[i] = (pd_static_feed){run->feed[i], local[i]};
     if (!local[i]) rc = pd_last_status();
   }
-  if (rc == 0) n_fetch = mp->dist.n_fetch < max_out ? mp->dist.n_fetch : max_out;
+  if (rc == 0) n_fetch = run->n_fetch < max_out ? run->n_fetch : max_out;
   for (int k = 0; k < n_fetch && rc == 0; k++) {
-    pd_variable *v = pd_ir_find_var(mp->dist.main->blocks[0], mp->dist.fetch[k]);
+    pd_variable *v = pd_ir_find_var(run->main->blocks[0], run->fetch[k]);
     fetch[k] = v ? v->tensor : NULL;
-    if (!v) rc = pd_set_error(PD_ERR_STATE, "DistModel: no fetch Variable '%s'", mp->dist.fetch[k]);
+    if (!v) rc = pd_set_error(PD_ERR_STATE, "DistModel: no fetch Variable '%s'", run->fetch[k]);
   }
-  if (rc == 0) rc = pd_executor_run(m->exe, mp->dist.main, feeds, n_inputs, fetch, n_fetch, got, m->scope);
+  if (rc == 0) rc = pd_executor_run(exe, run->main, feeds, n_inputs, fetch, n_fetch, got, m->scope);
   pd_internal_leave();
   for (int i = 0; i < 2; i++) pd_tensor_release(local[i]);
   for (int k = 0; k < n_fetch; k++) {

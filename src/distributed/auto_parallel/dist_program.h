@@ -70,6 +70,13 @@ pd_status pd_ap_complete(const pd_ap_program *serial, pd_ap_program *out, pd_ap_
 /* partition: this rank's Program of completed program c. */
 pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion *c, pd_ap_program *out);
 
+/* Strategy.gradient_merge (dist_gradient_merge.c): serial train Program ->
+ * in place the Program of every k_steps-th call (the merged gradients,
+ * divided by k_steps when avg, go to the optimizer, then are zeroed), and
+ * *acc the Program of the other calls (the gradients added to the merged
+ * buffers, no update). The buffers' zero values join serial's startup. */
+pd_status pd_ap_gradient_merge(pd_ap_program *serial, int k_steps, bool avg, pd_ap_program *acc);
+
 /* The dist attr of a Program's Variable (NULL: replicated). */
 static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {
   return (const pd_dist_attr *)v->dist_attr;

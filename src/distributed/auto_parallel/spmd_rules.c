@@ -605,6 +605,7 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       return rule_concat_stack;
     case PD_OP_clip:
     case PD_OP_clip_:
+    case PD_OP_fill_: /* every element set where it is (gradient_merge's reset) */
       return rule_unary;
     case PD_OP_expand:
     case PD_OP_broadcast_to:

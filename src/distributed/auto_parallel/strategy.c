@@ -35,7 +35,9 @@ pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
     if (s->sharding.degree < 1)
       return pd_set_error(PD_ERR_INVALID, "Strategy.sharding.degree: %d (must be >= 1)", s->sharding.degree);
   }
-  if (s->gradient_merge.enable) return missing("gradient_merge.enable", "gradient merge in auto_parallel");
+  if (s->gradient_merge.enable && s->gradient_merge.k_steps < 1)
+    return pd_set_error(PD_ERR_INVALID, "Strategy.gradient_merge.k_steps: %d (must be >= 1)",
+                        s->gradient_merge.k_steps);
   if (s->pipeline.enable) return missing("pipeline.enable", "the pipeline schedule of auto_parallel");
   if (s->amp.enable) return missing("amp.enable", "automatic mixed precision in auto_parallel");
   if (s->recompute.enable) return missing("recompute.enable", "recompute in auto_parallel");
