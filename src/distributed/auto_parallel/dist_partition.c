@@ -4,7 +4,8 @@
  * one mesh axis at a time in Paddle's SameNdMesh order: Partial ->
  * Replicate as c_allreduce over the axis group, Shard -> Replicate as
  * c_allgather, Replicate -> Partial as a scale (1 on coordinate 0, else 0),
- * Replicate -> Shard as a slice of this rank's chunk. Ops whose attributes
+ * Replicate -> Shard as a slice of this rank's chunk (a strided_slice
+ * copy where a slice view would not be contiguous). Ops whose attributes
  * hold an output shape (reshape, expand, broadcast_to) get the local one.
  * The fetches are made replicated at the end, so every rank fetches the
  * global loss and outputs. Gradients of replicated parameters arrive at
@@ -168,11 +169,17 @@ static pd_status reshard(part *w, const pd_variable *v, char *x, const pd_dist_p
     pd_ap_shard_range(v->shape[d], w->mesh->shape[m], w->coord[m], &s, &l);
     cp[m] = to[m];
     if (w->mesh->shape[m] == 1) continue;
-    pd_attrs a = {.nv = {1, 1, 1}};
+    /* slice is a view, contiguous only where the dims before d have size
+     * 1; elsewhere a strided_slice of step 1 copies the chunk, since the
+     * collectives and the optimizer updates read contiguous memory */
+    bool view = true;
+    for (int e = 0; e < d; e++) view = view && v->shape[e] == 1;
+    pd_attrs a = {.nv = {1, 1, 1, view ? 0 : 1}};
     a.v[0][0] = d;
     a.v[1][0] = s;
     a.v[2][0] = s + l;
-    st = step(w, v, x, cp, "slice", &a);
+    a.v[3][0] = 1;
+    st = step(w, v, x, cp, view ? "slice" : "strided_slice", &a);
   }
   return st;
 }
