@@ -78,9 +78,11 @@ PD_API const char *pd_dist_model_output_name(int i, char *buf, size_t cap);
 
 /* state_dict(mode): mode "param" gives the layer's parameters and
  * persistable buffers by structured name ("0.weight"), "opt" the
- * optimizer's accumulators by Paddle's names, "all" (or NULL) both; the
- * tensors are borrowed DTensors carrying their placements
- * (pd_dist_attr_str). Free the list with pd_named_tensors_free. */
+ * optimizer's accumulators by Paddle's names (after train calls, the
+ * values the static steps left), "all" (or NULL) both; the tensors are
+ * borrowed DTensors carrying their placements (pd_dist_attr_str), valid
+ * until the next state_dict or the model's release. Free the list with
+ * pd_named_tensors_free. */
 PD_API pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out);
 /* set_state_dict(sd): copies the entries the layer has into it and the
  * rest into the optimizer; a name neither has is an error naming it. */

@@ -202,6 +202,64 @@ static void test_state_dict(void **state) {
   fixture_free(&b);
 }
 
+/* state_dict("opt") after train steps gives the accumulators the static
+ * steps updated (the eager optimizer's own are never stepped): AdamW's
+ * moments equal those of the same steps run eagerly. */
+static void test_state_dict_opt_after_steps(void **state) {
+  (void)state;
+  fixture a, b;
+  fixture_init(&a);
+  fixture_init(&b);
+  pd_named_tensors ps;
+  pd_optimizer *opts[2];
+  fixture *fs[2] = {&a, &b};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pd_layer_parameters(fs[i]->net, &ps), PD_OK);
+    opts[i] = pd_optimizer_adam_w(0.05, ps.tensors, ps.n, NULL);
+    pd_named_tensors_free(&ps);
+  }
+  pd_dist_model *m = NULL;
+  pd_dist_data_loader *dl = NULL;
+  assert_int_equal(pd_dist_to_static(a.net, a.loader, NULL, a.mse, opts[0], NULL, &m, &dl), PD_OK);
+  pd_scope_begin();
+  pd_tensor *batch[2], *loss = NULL;
+  assert_int_equal(pd_dist_data_loader_next(dl, batch, 2), 2);
+  for (int s = 0; s < 2; s++) {
+    assert_int_equal(pd_dist_model_call(m, batch, 2, &loss, 1), 1);
+    pd_tensor *out = pd_layer_call1(b.net, batch[0]), *el = NULL;
+    assert_int_equal(pd_layer_call(b.mse, (pd_tensor *[]){out, batch[1]}, 2, &el, 1), 1);
+    assert_int_equal(pd_backward(el, NULL, false), PD_OK);
+    assert_int_equal(pd_optimizer_step(opts[1]), PD_OK);
+    pd_optimizer_clear_grad(opts[1], false);
+  }
+  pd_named_tensors sd, eager;
+  assert_int_equal(pd_dist_model_state_dict(m, "opt", &sd), PD_OK);
+  assert_int_equal(pd_optimizer_state_dict(opts[1], &eager), PD_OK);
+  int moments = 0;
+  for (int i = 0; i < eager.n; i++) {
+    int j = 0;
+    /* the two Linears differ in name only: linear_<n>.w_0_moment1_0 */
+    while (j < sd.n && strcmp(strchr(sd.names[j], '.'), strchr(eager.names[i], '.')) != 0) j++;
+    assert_true(j < sd.n); /* every eager accumulator has its static one */
+    int64_t n = pd_tensor_numel(eager.tensors[i]);
+    assert_int_equal(pd_tensor_numel(sd.tensors[j]), n);
+    double x[IN * OUT], y[IN * OUT];
+    pd_tensor_copy_to(sd.tensors[j], x, n, PD_FLOAT64);
+    pd_tensor_copy_to(eager.tensors[i], y, n, PD_FLOAT64);
+    for (int k = 0; k < n; k++) assert_true(fabs(x[k] - y[k]) < 1e-6);
+    if (strstr(eager.names[i], "moment1") && fabs(y[0]) > 1e-6) moments++;
+  }
+  assert_int_equal(moments, 2); /* weight and bias moved: not the zeros the eager state starts at */
+  pd_named_tensors_free(&sd);
+  pd_named_tensors_free(&eager);
+  pd_scope_end();
+  pd_dist_model_release(m);
+  pd_dist_data_loader_release(dl);
+  for (int i = 0; i < 2; i++) pd_optimizer_release(opts[i]);
+  fixture_free(&a);
+  fixture_free(&b);
+}
+
 /* ---- seed 000 on several processes against one process, eagerly ---------- */
 enum { SB = 4, SN = 4, IMG = 16, CLS = 8 };
 
@@ -311,6 +369,28 @@ static pd_dist_shard_dataloader *seed_shard_loader(pd_io_dataset *ds, pd_dist_pr
       &(pd_dist_shard_dataloader_opts){.meshes = &mesh, .n_meshes = 1, .shard_dim = shard_dim});
 }
 
+/* state_dict("opt") of m (AdamW) after its train steps: the moments of
+ * both weights are DTensors of the weights' global shapes, moved from the
+ * zeros they start at (the static steps' values, not the eager
+ * optimizer's, which never stepped). */
+static int check_moments(int rank, pd_dist_model *m) {
+  pd_named_tensors sd = {0};
+  DIST_CHECK(pd_dist_model_state_dict(m, "opt", &sd) == PD_OK, 43);
+  int moved = 0;
+  for (int i = 0; i < sd.n; i++) {
+    if (!strstr(sd.names[i], ".w_0_moment1_0")) continue;
+    pd_tensor *g = pd_dist_unshard_dtensor(sd.tensors[i]); /* the rank's scope holds it */
+    DIST_CHECK(pd_dist_is_dist(sd.tensors[i]) && g && pd_tensor_shape(g)[0] == IMG, 44);
+    double v[IMG * IMG], mx = 0;
+    pd_tensor_copy_to(g, v, pd_tensor_numel(g), PD_FLOAT64);
+    for (int64_t k = 0; k < pd_tensor_numel(g); k++) mx = fmax(mx, fabs(v[k]));
+    moved += mx > 1e-9;
+  }
+  pd_named_tensors_free(&sd);
+  DIST_CHECK(moved == 2, 45);
+  return 0;
+}
+
 /* The seed's loops through dist.to_static with net's placements: the
  * batches of a DataLoader (the global batch, replicated), or with
  * shard_dim of a ShardDataloader (each rank's part, Shard(0) on that mesh
@@ -349,6 +429,7 @@ static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, const 
       pd_scope_end();
     }
   }
+  int rc = adam ? check_moments(rank, m) : 0;
   pd_dist_data_loader_release(dl);
   pd_io_loader_release(loader);
   pd_dist_shard_dataloader_release(sl);
@@ -359,7 +440,7 @@ static int seed_dist(int rank, pd_layer *net, pd_dist_process_mesh *mesh, const 
     *keep = m;
   else
     pd_dist_model_release(m);
-  return 0;
+  return rc;
 }
 
 static int seed_compare(int rank, const seed_result *a, const seed_result *b) {
@@ -616,6 +697,7 @@ int main(void) {
       cmocka_unit_test(test_default_modes_and_errors),
       cmocka_unit_test(test_train_eval_predict),
       cmocka_unit_test(test_state_dict),
+      cmocka_unit_test(test_state_dict_opt_after_steps),
       cmocka_unit_test(test_seed_on_two_processes),
       cmocka_unit_test(test_mesh_2d_on_four_processes),
       cmocka_unit_test(test_gradient_merge_on_two_processes),

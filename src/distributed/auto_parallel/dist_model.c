@@ -38,6 +38,8 @@ struct pd_dist_model {
   int gm_k;             /* Strategy.gradient_merge.k_steps (1: no merge) */
   bool gm_avg;          /* ... avg */
   long gm_calls;        /* train calls so far: the k-th of each k runs the update */
+  pd_tensor **held;     /* state_dict("opt")'s DTensors of the scope's accumulators */
+  int n_held;
 };
 
 struct pd_dist_data_loader {
@@ -121,6 +123,8 @@ void pd_dist_model_release(pd_dist_model *m) {
   pd_executor_release(m->exe);
   pd_executor_release(m->exe_acc);
   pd_dist_process_mesh_release(m->mesh);
+  for (int i = 0; i < m->n_held; i++) pd_tensor_release(m->held[i]);
+  free(m->held);
   free(m);
 }
 
@@ -401,6 +405,57 @@ static pd_status append_named(pd_named_tensors *dst, const pd_named_tensors *src
   return PD_OK;
 }
 
+/* Whether `name` is an accumulator Variable of parameter Variable `param`
+ * (<param>_<...>_0, as the static optimizer names them). */
+static bool is_accumulator_of(const char *name, const char *param) {
+  size_t np = strlen(param), n = strlen(name);
+  return n > np + 3 && strncmp(name, param, np) == 0 && name[np] == '_' && strcmp(name + n - 2, "_0") == 0;
+}
+
+/* The train Program's accumulators as the static steps left them in the
+ * scope (the eager optimizer's own are not stepped by the Program): each
+ * replaces the entry of its name in *out or is appended, a DTensor of the
+ * Variable's placements held by m until the next state_dict. */
+static pd_status static_accumulators(pd_dist_model *m, pd_named_tensors *out) {
+  for (int i = 0; i < m->n_held; i++) pd_tensor_release(m->held[i]);
+  m->n_held = 0;
+  const pd_program *p = m->progs[PD_DIST_MODE_TRAIN].built ? m->progs[PD_DIST_MODE_TRAIN].dist.main : NULL;
+  const pd_static_block *b = p ? p->blocks[0] : NULL;
+  pd_status st = PD_OK;
+  for (int k = 0; b && k < b->n_ops && st == PD_OK; k++) {
+    const pd_operator *op = b->ops[k];
+    if (op->op_id < 0 || !pd_ap_is_update_op((pd_op_id)op->op_id)) continue;
+    for (int i = 3; i < op->n_in && st == PD_OK; i++) {
+      const pd_variable *v = pd_ir_find_var(b, op->inputs[i]);
+      pd_tensor *local = v && v->persistable && is_accumulator_of(v->name, op->inputs[0])
+                             ? pd_var_scope_find_var(m->scope, v->name)
+                             : NULL;
+      if (!local) continue;
+      const pd_dist_attr *a = pd_ap_var_attr(v);
+      pd_internal_enter();
+      pd_tensor *t = a ? pd_dist_dtensor_from_local(local, a->mesh, a->p, a->n) : pd_tensor_retain(local);
+      pd_internal_leave();
+      pd_tensor **h = t ? realloc(m->held, (size_t)(m->n_held + 1) * sizeof *h) : NULL;
+      if (!h) {
+        pd_tensor_release(t);
+        st = t ? pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory") : pd_last_status();
+        break;
+      }
+      m->held = h;
+      m->held[m->n_held++] = t;
+      int j = 0;
+      while (j < out->n && strcmp(out->names[j], v->name) != 0) j++;
+      if (j < out->n) {
+        out->tensors[j] = t;
+      } else {
+        pd_named_tensors one = {.n = 1, .names = (char *[]){(char *)v->name}, .tensors = &t};
+        st = append_named(out, &one);
+      }
+    }
+  }
+  return st;
+}
+
 pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out) {
   if (!m || !out) return pd_set_error(PD_ERR_INVALID, "DistModel.state_dict: model and out must not be NULL");
   if (!mode) mode = "all";
@@ -418,6 +473,7 @@ pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_
     st = pd_optimizer_state_dict(m->opt, &part);
     if (st == PD_OK) st = append_named(out, &part);
     pd_named_tensors_free(&part);
+    if (st == PD_OK) st = static_accumulators(m, out);
   }
   if (st != PD_OK) pd_named_tensors_free(out);
   return st;
