@@ -52,7 +52,8 @@
 #define BUSY_WINDOWS 2           /* park after this many contended windows in a row */
 #define CALM_WINDOWS 40          /* release after this many calm windows in a row (2 s) */
 
-atomic_int pd_g_governor_state; /* pd_governor_state */
+atomic_int pd_g_governor_state;   /* pd_governor_state */
+atomic_bool pd_g_cores_contended; /* kernels/cpu/parallel.h */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -211,7 +212,11 @@ static void *watch_main(void *arg) {
     pd_thread_governor_step(&w, now - last, stall >= 0 && last_stall >= 0 ? stall - last_stall : -1,
                             WINDOW_NS / 1000);
     last = now, last_stall = stall;
-    if (w.parked != was) pd_thread_governor_set_parked(w.parked);
+    if (w.parked != was) {
+      /* contended: the library's loops go serial (kernels/cpu/parallel.h) */
+      atomic_store_explicit(&pd_g_cores_contended, w.parked, memory_order_relaxed);
+      pd_thread_governor_set_parked(w.parked);
+    }
   }
   return NULL;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/thread_governor.h"
+#include "kernels/cpu/parallel.h"
 #include "test_util.h"
 
 static double cpu_ms(void) {
@@ -127,8 +128,18 @@ static int scenario_auto(void) {
     for (int k = 0; k < 20; k++) parallel_op();
     parked = pd_thread_governor_parked();
   }
+  /* under lasting contention the library's own loops go to one thread */
+  bool contended = false;
+  for (int i = 0; i < 200 && parked && !contended; i++) {
+    for (int k = 0; k < 20; k++) parallel_op();
+    contended = atomic_load(&pd_g_cores_contended);
+  }
   for (int i = 0; i < nk; i++) kill(kids[i], SIGKILL);
   for (int i = 0; i < nk; i++) waitpid(kids[i], NULL, 0);
+  if (parked && !contended) {
+    fprintf(stderr, "auto: the watcher parked a team without marking the cores contended\n");
+    return 37;
+  }
   if (!parked) {
     fprintf(stderr, "auto: no team parked while %d busy processes competed\n", nk);
     return 31;
@@ -257,6 +268,27 @@ static int scenario_single(void) {
   return pd_thread_governor_parked() ? 0 : 51;
 }
 
+/* Under contention the library's loops keep to one thread (the same
+ * elements, the same results); otherwise they use the team. */
+static void test_contended_loops_run_on_one_thread(void **state) {
+  (void)state;
+  pd_set_num_threads(2);
+  int64_t n = 4 * PD_GRAIN;
+  double *v = calloc((size_t)n, sizeof *v);
+  assert_non_null(v);
+  for (int contended = 1; contended >= 0; contended--) {
+    atomic_store(&pd_g_cores_contended, contended);
+    atomic_int team = 0;
+    PD_PARALLEL_FOR(i, n, PD_GRAIN, {
+      if (i == 0) atomic_store(&team, omp_get_num_threads());
+      v[i] += (double)i;
+    });
+    assert_int_equal(atomic_load(&team), contended ? 1 : 2);
+  }
+  for (int64_t i = 0; i < n; i++) assert_true(v[i] == 2.0 * (double)i);
+  free(v);
+}
+
 /* The watcher's decision, window by window, on made-up readings. */
 static void test_decision(void **state) {
   (void)state;
@@ -355,6 +387,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decision),
+      cmocka_unit_test(test_contended_loops_run_on_one_thread),
       cmocka_unit_test(test_passive_pool_sleeps),
       cmocka_unit_test(test_user_wait_policy_wins),
       cmocka_unit_test(test_single_thread_then_team),

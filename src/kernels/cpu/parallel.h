@@ -5,7 +5,19 @@
 #define PADDLEC_KERNELS_PARALLEL_H
 
 #include <omp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+
+/* Set by the thread governor (src/core/thread_governor.c) while other
+ * processes compete for the cores: the loops below then run on one thread.
+ * A team of two waits at every region's end for a member that has lost its
+ * core, and these loops are short; oneDNN's GEMMs keep the team. */
+extern atomic_bool pd_g_cores_contended;
+
+static inline bool pd_parallel_loops_on(void) {
+  return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
+}
 
 /* For a function called from the body of one of the loops below whose
  * floating-point result must not depend on the thread count: those loops
@@ -22,7 +34,7 @@
 #define PD_PARALLEL_FOR(i, n, grain, ...)                                                              \
   do {                                                                                                 \
     int64_t pd_n_ = (n);                                                                               \
-    if (pd_n_ >= (int64_t)(grain) && omp_get_max_threads() > 1) {                                      \
+    if (pd_n_ >= (int64_t)(grain) && pd_parallel_loops_on()) {                                         \
       _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < pd_n_; i++) { __VA_ARGS__ } \
     } else {                                                                                           \
       for (int64_t i = 0; i < pd_n_; i++) {                                                            \
@@ -35,7 +47,7 @@
 #define PD_PARALLEL_FOR_IF(cond, i, n, ...)                                                            \
   do {                                                                                                 \
     int64_t pd_n_ = (n);                                                                               \
-    if ((cond) && omp_get_max_threads() > 1) {                                                         \
+    if ((cond) && pd_parallel_loops_on()) {                                                            \
       _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < pd_n_; i++) { __VA_ARGS__ } \
     } else {                                                                                           \
       for (int64_t i = 0; i < pd_n_; i++) {                                                            \
@@ -73,7 +85,7 @@
 #define PD_ORDERED_SUM(T, total, nblk, par, k, ...)                                                    \
   do {                                                                                                 \
     int64_t pd_nb_ = (nblk);                                                                           \
-    if ((par) && omp_get_max_threads() > 1) {                                                          \
+    if ((par) && pd_parallel_loops_on()) {                                                             \
       T pd_part_[PD_SUM_GROUP];                                                                        \
       for (int64_t pd_k0_ = 0; pd_k0_ < pd_nb_; pd_k0_ += PD_SUM_GROUP) {                              \
         int64_t pd_m_ = pd_nb_ - pd_k0_ < PD_SUM_GROUP ? pd_nb_ - pd_k0_ : PD_SUM_GROUP;               \
