@@ -16,14 +16,6 @@
 
 enum { BATCH = 8, HIDDEN = 16, OUT = 8, MICRO = 4, STEPS = 3, MAX_STAGES = 4 };
 
-#define CHECK(cond, code)                                                         \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
-      return code;                                                                \
-    }                                                                             \
-  } while (0)
-
 /* ---- the merged orders ------------------------------------------------------ */
 /* Stage s's actions in the merged order as "F0 B0 ..." into buf. */
 static const char *stage_actions(const pd_ap_pipe_action *order, int n, int s, char *buf) {
@@ -161,7 +153,7 @@ static int run_case(int rank, const pipe_case *c) {
   int S = c->S;
   double ref[STEPS];
   pd_tensor *ref_params[MAX_STAGES][2];
-  CHECK(reference(S, ref, ref_params) == 0, 1);
+  DIST_CHECK(reference(S, ref, ref_params) == 0, 1);
 
   /* the global mesh [pp, mp]; stage s is its row s */
   int ids[MAX_STAGES * 2];
@@ -180,7 +172,7 @@ static int run_case(int rank, const pipe_case *c) {
   pd_layer *mse = pd_nn_mse_loss(NULL);
   pd_dist_pipeline_opts o = {.schedule_mode = c->mode, .accumulate_steps = MICRO, .loss_fn = mse};
   pd_dist_pipeline *p = pd_dist_pipeline_new(global, stages, S, &o);
-  CHECK(p, 2);
+  DIST_CHECK(p, 2);
   pd_optimizer *opt = sgd_of(layers, S);
   int me = rank / c->mp;
   /* eval_batch before any step: the first step's loss, and no gradient */
@@ -189,15 +181,15 @@ static int run_case(int rank, const pipe_case *c) {
   double ev = eval ? pd_tensor_item(eval) : NAN;
   pd_tensor *w_me = pd_layer_parameter(pd_nn_sequential_get(layers[me], 0), "weight");
   pd_scope_end();
-  CHECK(eval && fabs(ev - ref[0]) <= 1e-6, 9);
-  CHECK(pd_tensor_grad(w_me) == NULL && pd_dist_pipeline_peak_live_activations(p, me) == -1, 9);
+  DIST_CHECK(eval && fabs(ev - ref[0]) <= 1e-6, 9);
+  DIST_CHECK(pd_tensor_grad(w_me) == NULL && pd_dist_pipeline_peak_live_activations(p, me) == -1, 9);
   for (int step = 0; step < STEPS; step++) {
     pd_scope_begin();
     pd_tensor *loss =
         pd_dist_pipeline_train_batch(p, batch_data(step, HIDDEN, 0.37), batch_data(step, OUT, 0.53), opt);
     double v = loss ? pd_tensor_item(loss) : NAN;
     pd_scope_end();
-    CHECK(loss, 3);
+    DIST_CHECK(loss, 3);
     if (fabs(v - ref[step]) > 1e-6) {
       fprintf(stderr, "rank %d (%s, %d stages): step %d loss %.9g, one process %.9g\n", rank, c->mode, S,
               step, v, ref[step]);
@@ -212,7 +204,7 @@ static int run_case(int rank, const pipe_case *c) {
       }
     }
   }
-  CHECK(ref[STEPS - 1] < ref[0], 6); /* it trains */
+  DIST_CHECK(ref[STEPS - 1] < ref[0], 6); /* it trains */
   /* this rank's stage's parameters equal the one-process ones */
   pd_layer *lin = pd_nn_sequential_get(layers[me], 0);
   const char *names[2] = {"weight", "bias"};
@@ -224,8 +216,9 @@ static int run_case(int rank, const pipe_case *c) {
       return 7;
     }
     for (int s = 0; s < S; s++) /* the other stages' parameters hold nothing here */
-      CHECK(s == me || pd_tensor_numel(pd_layer_parameter(pd_nn_sequential_get(layers[s], 0), names[i])) == 0,
-            8);
+      DIST_CHECK(
+          s == me || pd_tensor_numel(pd_layer_parameter(pd_nn_sequential_get(layers[s], 0), names[i])) == 0,
+          8);
   }
   pd_dist_pipeline_release(p);
   pd_optimizer_release(opt);
@@ -248,7 +241,7 @@ static int run_both(int rank, pipe_case *fthenb, pipe_case *one_f_one_b) {
   if (rc) return 10 + rc;
   int me = rank / fthenb->mp;
   /* lower wherever 1F1B's warmup is shorter than the micro-batches */
-  CHECK(one_f_one_b->peak[me] < fthenb->peak[me] || fthenb->S - me >= MICRO, 30);
+  DIST_CHECK(one_f_one_b->peak[me] < fthenb->peak[me] || fthenb->S - me >= MICRO, 30);
   return 0;
 }
 

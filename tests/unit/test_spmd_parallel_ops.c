@@ -14,14 +14,6 @@
 #include "op_samples.h"
 #include "test_util.h"
 
-#define CHECK(cond, code)                                                         \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      fprintf(stderr, "rank %d: %s failed (%s)\n", rank, #cond, pd_last_error()); \
-      return code;                                                                \
-    }                                                                             \
-  } while (0)
-
 static void run_ranks(int n, int (*fn)(int rank)) { dist_run_ranks_or_fail(n, fn, 120); }
 
 /* Same shape and values to tol (relative), read as float64. */
@@ -74,15 +66,15 @@ static int rank_embedding(int rank) {
   pd_tensor *w = input(2, SHAPE(7, 3));
   pd_tensor *ids = pd_tensor_from_f64((const double[]){0, 6, 3, 4, 2, 5}, PD_INT64, 2, SHAPE(2, 3));
   pd_tensor *ref = pd_embedding(ids, w, 5); /* row 5, on rank 1, is padding */
-  CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+  DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
   pd_tensor *dw = sharded(w, m, pd_dist_shard(0));
   pd_tensor *out = pd_embedding(ids, dw, 5);
-  CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 2);
-  CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 3);
-  CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+  DIST_CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 2);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 3);
+  DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
   pd_tensor *g = pd_tensor_grad(dw);
-  CHECK(g && placed(g, pd_dist_shard(0)), 5);
-  CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(w), 1e-12), 6);
+  DIST_CHECK(g && placed(g, pd_dist_shard(0)), 5);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(w), 1e-12), 6);
   pd_dist_process_mesh_release(m);
   return 0;
 }
@@ -97,17 +89,17 @@ static int rank_cross_entropy(int rank) {
     pd_tensor *label = soft ? pd_softmax(sample_uniform(2, SHAPE(4, 5), 0, 2), -1)
                             : pd_tensor_from_f64((const double[]){4, 0, -100, 2}, PD_INT64, 2, SHAPE(4, 1));
     pd_tensor *ref = pd_cross_entropy(x, label, NULL, -100, PD_REDUCTION_MEAN, soft, -1, true, 0.0);
-    CHECK(pd_backward(ref, NULL, false) == PD_OK, 1);
+    DIST_CHECK(pd_backward(ref, NULL, false) == PD_OK, 1);
     pd_tensor *dx = sharded(x, m, pd_dist_shard(1));
     pd_tensor *dl = soft ? sharded(label, m, pd_dist_shard(1)) : label;
     pd_tensor *loss = pd_softmax_with_cross_entropy(dx, dl, soft, -100, -1, NULL);
-    CHECK(loss && placed(loss, pd_dist_replicate()), 2);
+    DIST_CHECK(loss && placed(loss, pd_dist_replicate()), 2);
     pd_tensor *mean = pd_cross_entropy(dx, dl, NULL, -100, PD_REDUCTION_MEAN, soft, -1, true, 0.0);
-    CHECK(close_values(pd_dist_unshard_dtensor(mean), ref, 1e-12), 3);
-    CHECK(pd_backward(mean, NULL, false) == PD_OK, 4);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(mean), ref, 1e-12), 3);
+    DIST_CHECK(pd_backward(mean, NULL, false) == PD_OK, 4);
     pd_tensor *g = pd_tensor_grad(dx);
-    CHECK(g && placed(g, pd_dist_shard(1)), 5); /* no gather of the classes */
-    CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(x), 1e-12), 6);
+    DIST_CHECK(g && placed(g, pd_dist_shard(1)), 5); /* no gather of the classes */
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(x), 1e-12), 6);
   }
   pd_dist_process_mesh_release(m);
   return 0;
@@ -122,18 +114,18 @@ static int rank_dropout(int rank) {
     pd_seed(77);
     pd_tensor *ref = pd_dropout(x, 0.4, 0, NULL, true, NULL);
     pd_tensor *after_ref = pd_uniform(1, SHAPE(3), PD_FLOAT64, 0, 1, 0);
-    CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+    DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
     pd_tensor *gref = pd_clone(pd_tensor_grad(x), PD_FLOAT64);
     pd_tensor_clear_grad(x, false);
     pd_seed(77);
     pd_tensor *dx = sharded(x, m, pd_dist_shard(dim));
     pd_tensor *out = pd_dropout(dx, 0.4, 0, NULL, true, NULL);
-    CHECK(out && placed(out, pd_dist_shard(dim)), 2);
-    CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+    DIST_CHECK(out && placed(out, pd_dist_shard(dim)), 2);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
     /* the generators moved as one process's did */
-    CHECK(close_values(pd_uniform(1, SHAPE(3), PD_FLOAT64, 0, 1, 0), after_ref, 0), 4);
-    CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 5);
-    CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), gref, 0), 6);
+    DIST_CHECK(close_values(pd_uniform(1, SHAPE(3), PD_FLOAT64, 0, 1, 0), after_ref, 0), 4);
+    DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 5);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), gref, 0), 6);
   }
   pd_dist_process_mesh_release(m);
   return 0;
@@ -147,23 +139,25 @@ static int rank_heads(int rank) {
             *v = input(4, SHAPE(2, 3, 4, 6));
   pd_tensor *sin = sample_uniform(2, SHAPE(3, 6), -1, 1), *cos = sample_uniform(2, SHAPE(3, 6), -1, 1);
   pd_tensor *rq = NULL, *rk = NULL;
-  CHECK(pd_fused_rotary_position_embedding(q, k, NULL, sin, cos, NULL, false, &rq, &rk, NULL) == PD_OK, 1);
+  DIST_CHECK(pd_fused_rotary_position_embedding(q, k, NULL, sin, cos, NULL, false, &rq, &rk, NULL) == PD_OK,
+             1);
   pd_tensor *ref = pd_scaled_dot_product_attention(rq, rk, v, NULL, 0.0, true, true);
-  CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 2);
+  DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 2);
   pd_tensor *dq = sharded(q, m, pd_dist_shard(2)), *dk = sharded(k, m, pd_dist_shard(2));
   pd_tensor *dv = sharded(v, m, pd_dist_shard(2));
   pd_tensor *sq = NULL, *sk = NULL;
-  CHECK(pd_fused_rotary_position_embedding(dq, dk, NULL, sin, cos, NULL, false, &sq, &sk, NULL) == PD_OK, 3);
-  CHECK(placed(sq, pd_dist_shard(2)) && placed(sk, pd_dist_shard(2)), 4);
+  DIST_CHECK(pd_fused_rotary_position_embedding(dq, dk, NULL, sin, cos, NULL, false, &sq, &sk, NULL) == PD_OK,
+             3);
+  DIST_CHECK(placed(sq, pd_dist_shard(2)) && placed(sk, pd_dist_shard(2)), 4);
   pd_tensor *out = pd_scaled_dot_product_attention(sq, sk, dv, NULL, 0.0, true, true);
-  CHECK(out && placed(out, pd_dist_shard(2)), 5);
-  CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 6);
-  CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 7);
+  DIST_CHECK(out && placed(out, pd_dist_shard(2)), 5);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 6);
+  DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 7);
   pd_tensor *dense[3] = {q, k, v}, *dist[3] = {dq, dk, dv};
   for (int i = 0; i < 3; i++) {
     pd_tensor *g = pd_tensor_grad(dist[i]);
-    CHECK(g && placed(g, pd_dist_shard(2)), 8);
-    CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(dense[i]), 1e-12), 9);
+    DIST_CHECK(g && placed(g, pd_dist_shard(2)), 8);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(dense[i]), 1e-12), 9);
   }
   pd_dist_process_mesh_release(m);
   return 0;
@@ -180,13 +174,13 @@ static int rank_max_ties(int rank) {
       pd_tensor_set_stop_gradient(x, false);
       int64_t ax = 0;
       pd_tensor *ref = is_min ? pd_min(x, &ax, full ? 0 : 1, false) : pd_max(x, &ax, full ? 0 : 1, false);
-      CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+      DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
       pd_tensor *dx = sharded(x, m, pd_dist_shard(0));
       pd_tensor *out = is_min ? pd_min(dx, &ax, full ? 0 : 1, false) : pd_max(dx, &ax, full ? 0 : 1, false);
-      CHECK(out && placed(out, pd_dist_partial(is_min ? PD_REDUCE_MIN : PD_REDUCE_MAX)), 2);
-      CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
-      CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
-      CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-15), 5);
+      DIST_CHECK(out && placed(out, pd_dist_partial(is_min ? PD_REDUCE_MIN : PD_REDUCE_MAX)), 2);
+      DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+      DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+      DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-15), 5);
     }
   pd_dist_process_mesh_release(m);
   return 0;
