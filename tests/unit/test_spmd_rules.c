@@ -111,6 +111,11 @@ OPTIM_SAMPLE(adamax, 2, 1)
 OPTIM_SAMPLE(adagrad, 1, 0)
 OPTIM_SAMPLE(adadelta, 2, 0)
 OPTIM_SAMPLE(rmsprop, 3, 0)
+static int s_lamb(pd_tensor **in, pd_attrs *a) {
+  int n = optim_inputs(in, a, 2, 2);
+  a->f[3] = 0.01; /* weight decay: the trust ratio applies */
+  return n;
+}
 
 static const pd_op_sample k_extra[] = {
     {"equal", s_compare, 0},
@@ -145,6 +150,7 @@ static const pd_op_sample k_extra[] = {
     {"adagrad_", s_adagrad, 0},
     {"adadelta_", s_adadelta, 0},
     {"rmsprop_", s_rmsprop, 0},
+    {"lamb_", s_lamb, 0},
     {NULL, NULL, 0},
 };
 static const pd_op_sample *const k_tables_extra[] = {k_extra, NULL};

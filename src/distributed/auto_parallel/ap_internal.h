@@ -156,6 +156,8 @@ pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_
 pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+/* lamb_ on a sharded parameter (spmd_local_optim.c). */
+pd_status pd_ap_local_lamb(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* The op's rule: its row's, else its family's; NULL when it has none. */
 pd_spmd_fn pd_ap_rule_of(pd_op_id id);
 /* Whether op id is an optimizer update (sgd_, adam_, ...). */

@@ -529,6 +529,16 @@ static pd_status rule_update(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* lamb_: placed as the other updates; on a sharded parameter its trust
+ * ratio needs the whole parameter's norms, which the local step sums over
+ * the shards. */
+static pd_status rule_lamb(pd_spmd_args *s) {
+  pd_status st = rule_update(s);
+  for (int d = 0; d < s->in_meta[0].ndim; d++)
+    if (s->in_want[0].dims_mapping[d] >= 0) s->local = pd_ap_local_lamb;
+  return st;
+}
+
 bool pd_ap_is_update_op(pd_op_id id) {
   switch (id) {
     case PD_OP_sgd_:
@@ -539,6 +549,7 @@ bool pd_ap_is_update_op(pd_op_id id) {
     case PD_OP_adagrad_:
     case PD_OP_adadelta_:
     case PD_OP_rmsprop_:
+    case PD_OP_lamb_:
       return true;
     default:
       return false;
@@ -631,6 +642,8 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
     case PD_OP_swiglu:
     case PD_OP_swiglu_grad:
       return rule_swiglu;
+    case PD_OP_lamb_:
+      return rule_lamb;
     case PD_OP_layer_norm:
     case PD_OP_rms_norm:
     case PD_OP_layer_norm_grad:

@@ -388,6 +388,11 @@ static void lamb_block2(const pd_optim_bufs *b, const pd_optim_args *a, int64_t 
 #define PGROUP PD_SUM_GROUP
 
 int pdk_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
+  return pdk_optim_lamb_reduced(b, a, NULL, NULL);
+}
+
+int pdk_optim_lamb_reduced(const pd_optim_bufs *b, const pd_optim_args *a, pdk_lamb_sums_fn reduce,
+                           void *user) {
   if (!supported(b) || b->nacc != 2) return 1;
   int64_t nblk = (b->n + BLOCK - 1) / BLOCK;
   double sp = 0, sr = 0;
@@ -414,6 +419,12 @@ int pdk_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a) {
       sp += bp;
       sr += br;
     }
+  }
+  if (reduce) {
+    double sums[2] = {sp, sr};
+    if (reduce(sums, user)) return 2;
+    sp = sums[0];
+    sr = sums[1];
   }
   /* the trust ratio |p| / |r|, 1 when either is 0 or when adaptation is off
    * (a parameter excluded from weight decay, unless always_adapt) */

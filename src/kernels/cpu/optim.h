@@ -72,6 +72,14 @@ int pdk_optim_run(const pd_optim_bufs *b, const pd_optim_args *a, const pd_optim
  * the norms of p and of r = m^/(sqrt(v^)+eps) + wd p; pass 2 applies
  * p -= lr * (|p|/|r|) * r. Returns non-zero for an unsupported dtype. */
 int pdk_optim_lamb(const pd_optim_bufs *b, const pd_optim_args *a);
+/* Lamb over a shard of the parameter: between the passes `sums` (the
+ * shard's sums of p^2 and r^2) are handed to reduce, which makes them the
+ * whole parameter's (a sum over the shards), so the trust ratio is the
+ * unsharded one. Returns 1 for an unsupported dtype, 2 when reduce
+ * returned non-zero (its error stands). */
+typedef int (*pdk_lamb_sums_fn)(double sums[2], void *user);
+int pdk_optim_lamb_reduced(const pd_optim_bufs *b, const pd_optim_args *a, pdk_lamb_sums_fn reduce,
+                           void *user);
 
 /* Sum of squares of n contiguous elements of a floating dtype, in double. */
 double pdk_optim_sum_squares(const void *x, pd_dtype dt, int64_t n);

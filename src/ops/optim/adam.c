@@ -55,6 +55,10 @@ static void lamb_prep(const pd_attrs *at, double lr, const double *pows, pd_opti
 }
 static const pd_optim_op_desc k_lamb = {2, 2, ADAM_INPUTS, lamb_prep, two_pows_post, NULL};
 
+pd_status pd_optim_lamb_kernel_reduced(const pd_kernel_ctx *ctx, pdk_lamb_sums_fn reduce, void *user) {
+  return pd_optim_kernel_reduced(&k_lamb, ctx, reduce, user);
+}
+
 PD_OPTIM_OP(adam, k_adam,
             "i0:multi_precision,i1:has_grad_scale,f0:beta1,f1:beta2,f2:epsilon,s:grad_transform")
 PD_OPTIM_OP(adamw, k_adamw,

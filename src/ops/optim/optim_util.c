@@ -83,6 +83,11 @@ pd_status pd_optim_meta(const pd_optim_op_desc *d, const pd_op_def *def, pd_tens
 }
 
 pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx) {
+  return pd_optim_kernel_reduced(d, ctx, NULL, NULL);
+}
+
+pd_status pd_optim_kernel_reduced(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx,
+                                  pdk_lamb_sums_fn reduce, void *user) {
   pd_tensor *const *in = ctx->in;
   const pd_attrs *at = ctx->attrs;
   pd_tensor *p = in[0], *g = in[1];
@@ -106,7 +111,8 @@ pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx) {
                      .master = master ? pd_data_ptr(master) : NULL,
                      .nacc = d->n_acc};
   for (int k = 0; k < d->n_acc; k++) b.acc[k] = pd_data_ptr(in[3 + k]);
-  int rc = d->rule ? pdk_optim_run(&b, &a, d->rule) : pdk_optim_lamb(&b, &a);
+  int rc = d->rule ? pdk_optim_run(&b, &a, d->rule) : pdk_optim_lamb_reduced(&b, &a, reduce, user);
+  if (rc == 2) return pd_last_status(); /* reduce's error */
   if (rc)
     return pd_set_error(PD_ERR_DTYPE, "%s: param %s with grad %s is not supported", ctx->def->name,
                         pd_dtype_name(p->dtype), pd_dtype_name(g->dtype));

@@ -30,6 +30,13 @@ pd_status pd_optim_meta(const pd_optim_op_desc *d, const pd_op_def *def, pd_tens
                         const pd_attrs *a, pd_meta *out, int *n_out);
 /* The kernel of an update op over d. */
 pd_status pd_optim_kernel(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx);
+/* The same with Lamb's sums handed to reduce between its passes (see
+ * pdk_optim_lamb_reduced; the other rules ignore it). */
+pd_status pd_optim_kernel_reduced(const pd_optim_op_desc *d, const pd_kernel_ctx *ctx,
+                                  pdk_lamb_sums_fn reduce, void *user);
+/* lamb_'s kernel over a shard of the parameter: reduce makes the shard's
+ * sums of squares the whole parameter's (the auto_parallel local step). */
+pd_status pd_optim_lamb_kernel_reduced(const pd_kernel_ctx *ctx, pdk_lamb_sums_fn reduce, void *user);
 
 /* Defines the registry row pd_opdef_<NAME>_ of an update op over DESC. */
 #define PD_OPTIM_OP(NAME, DESC, ATTRS)                                                                  \
