@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "test_util.h"
 
 static float frand(unsigned *s) {
@@ -87,10 +88,28 @@ static void test_gemm_larger_shapes(void **state) {
   }
 }
 
+/* While the cores are contended a large product runs as panels of C's
+ * columns (wide C) or rows (tall C) handed out one at a time: every
+ * transpose, with beta and padding, on a team of two. */
+static void test_gemm_contended_panels(void **state) {
+  (void)state;
+  int nt = omp_get_max_threads();
+  omp_set_num_threads(2);
+  atomic_store(&pd_g_cores_contended, true);
+  for (int t = 0; t < 4; t++) {
+    check_one(t & 1, t & 2, 64, 301, 200, 1.0f, 0.0f, 1);  /* by columns */
+    check_one(t & 1, t & 2, 303, 96, 120, 0.5f, -1.0f, 2); /* by rows */
+    check_one(t & 1, t & 2, 130, 130, 130, 1.0f, 1.0f, 0);
+  }
+  atomic_store(&pd_g_cores_contended, false);
+  omp_set_num_threads(nt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_small_shapes),
       cmocka_unit_test(test_gemm_larger_shapes),
+      cmocka_unit_test(test_gemm_contended_panels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

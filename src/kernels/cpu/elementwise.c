@@ -110,7 +110,7 @@ void pdk_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
   }
   if (rows == 1) { /* one long run: split it */
     int64_t n = g->shape[last];
-#pragma omp parallel
+#pragma omp parallel if (pd_parallel_loops_on())
     {
       int nt = omp_get_num_threads(), t = omp_get_thread_num();
       int64_t chunk = (n + nt - 1) / nt, b = t * chunk, e = b + chunk < n ? b + chunk : n;
@@ -126,7 +126,7 @@ void pdk_ew_run(const pd_ew_geom *g, pd_ew_fn fn, const void *params) {
     }
     return;
   }
-#pragma omp parallel
+#pragma omp parallel if (pd_parallel_loops_on())
   {
     int nt = omp_get_num_threads(), t = omp_get_thread_num();
     int64_t chunk = (rows + nt - 1) / nt, b = t * chunk, e = b + chunk < rows ? b + chunk : rows;
@@ -141,7 +141,7 @@ void pdk_ew_run_flat_sized(int64_t n, int nops, char *const *ptr, const int64_t 
     fn(n, ptr, unit, params);
     return;
   }
-#pragma omp parallel
+#pragma omp parallel if (pd_parallel_loops_on())
   {
     int nt = omp_get_num_threads(), t = omp_get_thread_num();
     /* chunks of 64-element multiples keep vector loops and cache lines whole */

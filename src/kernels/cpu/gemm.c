@@ -285,6 +285,55 @@ static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, in
   return st == dnnl_success ? 0 : (int)st;
 }
 
+/* While the thread governor sees other processes competing for the cores
+ * (pd_g_cores_contended), a large product is cut into panels of C's columns
+ * (or rows, when C is taller than wide) that the team takes one at a time.
+ * oneDNN divides a product statically: when one of its threads loses its
+ * core, the other finishes its half and waits for the whole rest of the
+ * first one's. Here it waits at most for the panel the slow thread is on,
+ * and takes the panels the slow one has not started. Each panel is one
+ * single-threaded sgemm over the whole of K (oneDNN runs single-threaded
+ * inside a parallel region). The bits of a float32 product already depend
+ * on oneDNN's division of the work (docs/determinism.md); deterministic
+ * mode, whose parts are fixed by the shape, does not come here. Returns
+ * -1 when the product runs as usual instead, else 0 or oneDNN's status. */
+#define PANEL_MIN_FMAS (1 << 21) /* smaller products: one region's cost is not worth it */
+#define PANELS_PER_THREAD 4
+#define PANEL_MIN_COLS 64
+#define PANEL_MIN_ROWS 32
+
+static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc) {
+  if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
+  int nt = omp_get_max_threads();
+  if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
+  bool by_cols = N >= M;
+  int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
+  int64_t np = len / min < (int64_t)nt * PANELS_PER_THREAD ? len / min : (int64_t)nt * PANELS_PER_THREAD;
+  if (np < 2) return -1;
+  int failed = 0;
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
+  for (int64_t p = 0; p < np; p++) {
+    int64_t s = len * p / np, e = len * (p + 1) / np;
+    const float *a = A, *b = B;
+    float *c = C;
+    int64_t m = M, n = N;
+    if (by_cols) {
+      b = transb ? B + s * ldb : B + s;
+      c = C + s;
+      n = e - s;
+    } else {
+      a = transa ? A + s : A + s * lda;
+      c = C + s * ldc;
+      m = e - s;
+    }
+    failed |=
+        (int)dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  return failed;
+}
+
 int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
@@ -298,9 +347,11 @@ int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, floa
     return 0;
   }
   if (!pd_get_deterministic()) {
-    dnnl_status_t st =
+    int st = contended_panels(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st >= 0) return st;
+    dnnl_status_t ds =
         dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return st == dnnl_success ? 0 : (int)st;
+    return ds == dnnl_success ? 0 : (int)ds;
   }
   gemm_parts p = parts_of(M, N, K);
   int64_t nparts = p.nm * p.nn * p.nk;
@@ -308,7 +359,7 @@ int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, floa
   if (p.nk > 1 && !(buf = malloc(sizeof(float) * (size_t)((p.nk - 1) * M * N)))) return 1;
   int failed = 0, nt = omp_get_max_threads();
   if (nparts > 1 && nt > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
     for (int64_t t = 0; t < nparts; t++)
       failed |= run_part(&p, t, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, buf);
   } else {
@@ -430,7 +481,8 @@ int pdk_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, doub
                  int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return 0;
   int64_t nmb = (M + MB - 1) / MB, nnb = (N + NB - 1) / NB, tiles = nmb * nnb;
-  bool par = (double)M * (double)N * (double)K > 65536.0 && tiles > 1 && !omp_in_parallel();
+  bool par = (double)M * (double)N * (double)K > 65536.0 && tiles > 1 && !omp_in_parallel() &&
+             pd_parallel_loops_on();
   int failed = 0;
 #pragma omp parallel if (par)
   {
@@ -480,7 +532,7 @@ int pdk_gemm_batched_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t
   if (batch <= 0 || M <= 0 || N <= 0) return 0;
   int failed = 0;
   if (batch_in_parallel(M, N, K, batch)) {
-#pragma omp parallel for schedule(static) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
     for (int64_t b = 0; b < batch; b++)
       failed |= pdk_gemm_f32(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
                              C + b * strideC, ldc);
@@ -499,7 +551,7 @@ int pdk_gemm_batched_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t
   if (batch <= 0 || M <= 0 || N <= 0) return 0;
   int failed = 0;
   if (batch_in_parallel(M, N, K, batch)) {
-#pragma omp parallel for schedule(static) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
     for (int64_t b = 0; b < batch; b++)
       failed |= pdk_gemm_f64(transa, transb, M, N, K, alpha, A + b * strideA, lda, B + b * strideB, ldb, beta,
                              C + b * strideC, ldc);

@@ -271,7 +271,7 @@ int64_t pdk_count_nonzero(const void *x, pd_dtype dt, int64_t n) {
     for (int64_t i = 0; i < n; i++) c += p[i] != 0;
     return c;
   }
-#pragma omp parallel for reduction(+ : c) if (n > PD_INDEX_GRAIN)
+#pragma omp parallel for reduction(+ : c) if (n > PD_INDEX_GRAIN && pd_parallel_loops_on())
   for (int64_t i = 0; i < n; i++) c += is_nonzero(p + i * es, dt);
   return c;
 }

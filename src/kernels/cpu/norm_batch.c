@@ -42,7 +42,7 @@ static void merge(const chunk_stats *cs, int64_t nc, int64_t stride, chunk_stats
 
 static int64_t threads_for(int64_t work, int64_t tasks) {
   if (work < PD_GRAIN || tasks < 2) return 1;
-  int64_t t = omp_get_max_threads();
+  int64_t t = pd_loop_threads();
   return t < tasks ? t : tasks;
 }
 

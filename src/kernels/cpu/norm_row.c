@@ -18,7 +18,7 @@
 /* Threads worth using for `work` elements of `tasks` independent tasks. */
 static int64_t task_split(int64_t work, int64_t tasks) {
   if (work < PD_GRAIN || tasks < 2) return 1;
-  int64_t t = omp_get_max_threads();
+  int64_t t = pd_loop_threads();
   return t < tasks ? t : tasks;
 }
 

@@ -396,7 +396,7 @@ int pdk_optim_lamb_reduced(const pd_optim_bufs *b, const pd_optim_args *a, pdk_l
   if (!supported(b) || b->nacc != 2) return 1;
   int64_t nblk = (b->n + BLOCK - 1) / BLOCK;
   double sp = 0, sr = 0;
-  if (nblk >= PD_GRAIN / BLOCK && omp_get_max_threads() > 1) {
+  if (nblk >= PD_GRAIN / BLOCK && pd_parallel_loops_on()) {
     double pp[PGROUP], pr[PGROUP];
     for (int64_t k0 = 0; k0 < nblk; k0 += PGROUP) {
       int64_t m = nblk - k0 < PGROUP ? nblk - k0 : PGROUP;

@@ -19,6 +19,11 @@ static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
 }
 
+/* How many threads a kernel that sizes its own team may use: one while the
+ * cores are contended. Every kernel that computes a thread count gets the
+ * same bits on any count (docs/determinism.md), so this changes only speed. */
+static inline int pd_loop_threads(void) { return pd_parallel_loops_on() ? omp_get_max_threads() : 1; }
+
 /* For a function called from the body of one of the loops below whose
  * floating-point result must not depend on the thread count: those loops
  * compile their body twice (the parallel and the serial copy), and inlined
@@ -61,7 +66,7 @@ static inline bool pd_parallel_loops_on(void) {
  * omp_get_num_threads() 1, so region bodies written for a team still work. */
 #define PD_OMP_FOR_IF(cond, header, ...)                                  \
   do {                                                                    \
-    if (cond) {                                                           \
+    if ((cond) && pd_parallel_loops_on()) {                               \
       _Pragma("omp parallel for schedule(static)") header { __VA_ARGS__ } \
     } else {                                                              \
       header { __VA_ARGS__ }                                              \
@@ -69,7 +74,7 @@ static inline bool pd_parallel_loops_on(void) {
   } while (0)
 #define PD_OMP_PARALLEL_IF(cond, ...)         \
   do {                                        \
-    if (cond) {                               \
+    if ((cond) && pd_parallel_loops_on()) {   \
       _Pragma("omp parallel") { __VA_ARGS__ } \
     } else {                                  \
       __VA_ARGS__                             \

@@ -11,6 +11,7 @@
 
 #include "../../core/element.h"
 #include "../../core/shape.h"
+#include "parallel.h"
 
 /* Below this many input elements a reduction runs on one thread. */
 #define GRAIN 32768
@@ -863,7 +864,7 @@ int pdk_reduce_run(const pd_reduce_geom *g, const pd_reduce_spec *s, const void 
     return 0;
   }
   const char *xb = x;
-  int nt = g->n_out * g->n_red < GRAIN ? 1 : omp_get_max_threads();
+  int nt = g->n_out * g->n_red < GRAIN ? 1 : pd_loop_threads();
   /* loop shape: long unit-stride reduced runs fold per output; otherwise
    * blocks of outputs along the innermost kept dim fold whole rows */
   bool inner_unit = g->nred > 0 && g->red_stride[g->nred - 1] == 1;

@@ -55,7 +55,7 @@
     }                                                                                                        \
   }                                                                                                          \
   static void run_##sfx(const T *x, int64_t outer, int64_t len, int64_t inner, int64_t *res) {               \
-    int nt = outer * len * inner < GRAIN ? 1 : omp_get_max_threads();                                        \
+    int nt = outer * len * inner < GRAIN ? 1 : pd_loop_threads();                                            \
     if (inner == 1 && outer < 4 * nt && nt > 1) { /* few long lines: split each */                           \
       T pv[64];                                                                                              \
       int64_t pix[64];                                                                                       \

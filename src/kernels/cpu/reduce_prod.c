@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "parallel.h"
 #include "reduce.h"
 
 #define GRAIN 32768
@@ -54,7 +55,7 @@ int pdk_reduce_prod_exclusive(const pd_reduce_geom *gx, const void *x, const pd_
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64) return 1;
   if (gx->n_out == 0 || gx->n_red == 0) return 0;
   int64_t *rx = red_offsets(gx), *ro = red_offsets(go), n = gx->n_red;
-  int nt = gx->n_out * n < GRAIN ? 1 : omp_get_max_threads();
+  int nt = gx->n_out * n < GRAIN ? 1 : pd_loop_threads();
   double *bufs = malloc(sizeof(double) * 2 * (size_t)n * (size_t)nt);
   int fail = !rx || !ro || !bufs;
   if (!fail) {
@@ -81,7 +82,7 @@ int pdk_reduce_prod_exclusive_grad(const pd_reduce_geom *gx, const void *x, cons
   if (dt != PD_FLOAT32 && dt != PD_FLOAT64) return 1;
   if (gx->n_out == 0 || gx->n_red == 0) return 0;
   int64_t *rx = red_offsets(gx), *ro = red_offsets(go), n = gx->n_red;
-  int nt = gx->n_out * n < GRAIN ? 1 : omp_get_max_threads();
+  int nt = gx->n_out * n < GRAIN ? 1 : pd_loop_threads();
   double *bufs = malloc(sizeof(double) * 4 * (size_t)n * (size_t)nt);
   int fail = !rx || !ro || !bufs;
   if (!fail) {

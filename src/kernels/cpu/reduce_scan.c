@@ -108,7 +108,7 @@ static int64_t scan_chunk_len(int64_t len) {
         line_##sfx(x + t * cl, o + t * cl, len - t * cl < cl ? len - t * cl : cl, excl, rev, start[t]););    \
   }                                                                                                          \
   static void scan_##sfx(const T *x, T *o, int64_t outer, int64_t len, int64_t inner, bool excl, bool rev) { \
-    int nt = outer * len * inner < GRAIN ? 1 : omp_get_max_threads();                                        \
+    int nt = outer * len * inner < GRAIN ? 1 : pd_loop_threads();                                            \
     if (inner == 1 && len > SCAN_CHUNK) {                                                                    \
       if (outer < nt) { /* few long lines: each one's chunks over the threads */                             \
         for (int64_t b = 0; b < outer; b++) chunked_##sfx(x + b * len, o + b * len, len, excl, rev, nt);     \

@@ -166,7 +166,7 @@ static inline void select_push(wpair *sel, int64_t *n, int64_t k, uint64_t key, 
     int64_t B = inner < (partial ? SEL_BATCH : BATCH) ? inner : (partial ? SEL_BATCH : BATCH);               \
     if (!partial && B * len > BATCH_ELEMS) B = len >= BATCH_ELEMS ? 1 : BATCH_ELEMS / len;                   \
     int64_t nb = (inner + B - 1) / B, tasks = outer * nb;                                                    \
-    int nt = outer * len * inner < GRAIN ? 1 : omp_get_max_threads();                                        \
+    int nt = outer * len * inner < GRAIN ? 1 : pd_loop_threads();                                            \
     if (nt > tasks) nt = (int)tasks;                                                                         \
     size_t es = wide ? sizeof(wpair) : sizeof(uint64_t);                                                     \
     size_t per = partial ? (sizeof(wpair) * (size_t)k + sizeof(int64_t)) * (size_t)B                         \

@@ -217,7 +217,7 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
      * num_samples smallest keys in order are a draw without replacement */
     uint64_t first = pd_rng_reserve((uint64_t)(rows * cats + 1) / 2, &key);
     int fail = 0;
-#pragma omp parallel if (rows * cats > RNG_GRAIN && rows > 1)
+#pragma omp parallel if (rows * cats > RNG_GRAIN && rows > 1 && pd_parallel_loops_on())
     {
       key_idx *ki = malloc(sizeof(key_idx) * (size_t)cats);
       if (!ki) {

@@ -81,7 +81,7 @@ static pd_status take_kernel(const pd_kernel_ctx *ctx) {
   if (st == PD_OK && ctx->out[0]->numel > 0) {
     const char *xd = pd_tensor_data(xc);
     char *od = pd_tensor_data(ctx->out[0]);
-    int nt = ctx->out[0]->numel < GRAIN ? 1 : omp_get_max_threads();
+    int nt = ctx->out[0]->numel < GRAIN ? 1 : pd_loop_threads();
     switch (pd_dtype_size(xc->dtype)) {
       case 1:
         TAKE_LOOP(uint8_t);
@@ -177,7 +177,7 @@ static pd_status scatter_kernel(const pd_kernel_ctx *ctx) {
   if (st == PD_OK && ic->numel > 0) {
     const char *sd = pd_tensor_data(sc);
     char *od = pd_tensor_data(o);
-    int nt = ic->numel < GRAIN ? 1 : omp_get_max_threads();
+    int nt = ic->numel < GRAIN ? 1 : pd_loop_threads();
     switch (o->dtype) {
       case PD_FLOAT32:
         SCATTER_LOOP(float);
