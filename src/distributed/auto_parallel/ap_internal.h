@@ -151,6 +151,9 @@ pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out);
  * swiglu_grad, slice_grad, index_add, the elementwise losses); NULL for
  * other ops. */
 pd_spmd_fn pd_ap_rule_nn(pd_op_id id);
+/* addmm, dot and the indexed ops (gather_nd, scatter_nd_add, scatter,
+ * masked_select; spmd_rules_index.c); NULL for other ops. */
+pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 /* Local steps (spmd_local.c). */
 pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);

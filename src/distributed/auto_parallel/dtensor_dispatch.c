@@ -116,6 +116,30 @@ static pd_status skip_op_recorded(const pd_op_def *def, pd_tensor *const *in, in
   return st;
 }
 
+static bool has_unknown_dim(const pd_meta *gm, int nm) {
+  for (int k = 0; k < nm; k++)
+    for (int d = 0; d < gm[k].ndim; d++)
+      if (gm[k].shape[d] < 0) return true;
+  return false;
+}
+
+/* A global size infer_meta left unknown (it depends on values) is the
+ * local output's where the rule replicated that dim; a sharded one has no
+ * size this rank knows. */
+static pd_status settle_unknown_dims(const pd_op_def *def, pd_meta *gm, const pd_spmd_dist *dout,
+                                     pd_tensor **out, int n_out) {
+  for (int k = 0; k < n_out; k++)
+    for (int d = 0; d < gm[k].ndim; d++) {
+      if (gm[k].shape[d] >= 0) continue;
+      if (dout[k].dims_mapping[d] >= 0 || d >= out[k]->ndim)
+        return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                            "%s: output %d's dim %d depends on the values and its SPMD rule shards it",
+                            def->name, k, d);
+      gm[k].shape[d] = out[k]->shape[d];
+    }
+  return PD_OK;
+}
+
 static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                      pd_tensor **out, int *n_out, pd_status *st) {
   (void)ctx;
@@ -175,6 +199,9 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
       }
       s->numel = numel;
       s->is_contiguous = true;
+      /* a meta only: its data is the local shard, so an infer_meta that
+       * counts values (masked_select, nonzero) leaves that size unknown */
+      s->is_meta = true;
       sp[i] = s;
       pd_ap_to_spmd(ai->p, ai->n, ai->ndim, &din[i]);
     } else {
@@ -246,7 +273,12 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
   }
   /* a local step may use the mesh's axis groups, which every rank makes */
   if (s == PD_OK && args.local) s = pd_ap_mesh_prepare(mesh);
-  if (s == PD_OK && !member) {
+  if (s == PD_OK && !member && has_unknown_dim(gm, nm)) {
+    s = pd_set_error(PD_ERR_UNIMPLEMENTED,
+                     "%s: an output's size depends on the values of inputs this rank (%d) holds no part of "
+                     "(it is outside the mesh)",
+                     def->name, pd_ap_my_rank());
+  } else if (s == PD_OK && !member) {
     s = skip_op_recorded(def, use, n_in, mesh, gm, dout, nm, out);
     if (s == PD_OK) *n_out = nm;
   } else if (s == PD_OK) {
@@ -289,6 +321,7 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
       s = pd_dispatch(id, use, n_in, a, out, n_out);
     }
     pd_dispatch_set_dist(self, hctx);
+    if (s == PD_OK) s = settle_unknown_dims(def, gm, dout, out, *n_out);
     /* The grad node keeps the global metas: its backward builds shapes
      * from them (expand to x's shape, reduce to y's), and those ops come
      * back here as ops on DTensors, whose attrs are global. */

@@ -578,6 +578,8 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
   if (def->spmd) return def->spmd;
   pd_spmd_fn nn = pd_ap_rule_nn(id);
   if (nn) return nn;
+  pd_spmd_fn indexed = pd_ap_rule_index(id);
+  if (indexed) return indexed;
   if (replicates_on_purpose(id)) return rule_replicate_on_purpose;
   switch (id) {
     case PD_OP_matmul:
