@@ -147,6 +147,10 @@ int64_t pd_ap_local_start(const pd_spmd_local *c, int axis, int64_t global);
 /* Records op c->id's grad node over c->in and out (the local step computed
  * out with other ops, grad off), when grad mode and an input ask for one. */
 pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out);
+/* Runs fn (the op's outputs from other ops, grad off), then records op
+ * c->id's own grad node over them; *n_out = c->n_out. */
+pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_spmd_local *, pd_tensor **),
+                               pd_tensor **out, int *n_out);
 /* The nn family's rules (embedding, cross entropy, dropout, attention,
  * swiglu_grad, slice_grad, index_add, the elementwise losses); NULL for
  * other ops. */
@@ -159,6 +163,10 @@ pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_
 pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+/* nll_loss and nll_loss_grad with reduction mean over sharded samples
+ * (spmd_local_loss.c). */
+pd_status pd_ap_local_nll(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_nll_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* lamb_ on a sharded parameter (spmd_local_optim.c). */
 pd_status pd_ap_local_lamb(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* The op's rule: its row's, else its family's; NULL when it has none. */

@@ -31,10 +31,8 @@ pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out) 
   return needs ? rec(c->id, c->in, c->n_in, c->attrs, out, n_out) : PD_OK;
 }
 
-/* Runs fn (the op's outputs from other ops, grad off), then records the
- * op's own grad node over them. */
-static pd_status computed(const pd_spmd_local *c, pd_status (*fn)(const pd_spmd_local *, pd_tensor **),
-                          pd_tensor **out, int *n_out) {
+pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_spmd_local *, pd_tensor **),
+                               pd_tensor **out, int *n_out) {
   bool prev = pd_grad_mode_set(false);
   pd_status st = fn(c, out);
   pd_grad_mode_set(prev);
@@ -253,10 +251,10 @@ done:
 #undef AT
 
 pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  return computed(c, ce_forward, out, n_out);
+  return pd_ap_local_computed(c, ce_forward, out, n_out);
 }
 pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  return computed(c, ce_backward, out, n_out);
+  return pd_ap_local_computed(c, ce_backward, out, n_out);
 }
 
 /* ---- dropout ------------------------------------------------------------ */
@@ -314,5 +312,5 @@ static pd_status dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
 }
 
 pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  return computed(c, dropout_shard, out, n_out);
+  return pd_ap_local_computed(c, dropout_shard, out, n_out);
 }

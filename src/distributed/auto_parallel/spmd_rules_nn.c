@@ -7,6 +7,8 @@
  * shards name a local step (spmd_local.c). Merging is spmd_rules.c's: per
  * dim the first mapped operand wins, a mesh axis claimed twice keeps its
  * first dim, dims of size 1 are never sharded. */
+#include <string.h>
+
 #include "paddlec/loss.h"
 #include "spmd_util.h"
 
@@ -333,6 +335,85 @@ static pd_status rule_sqnorm(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* ---- nll_loss ------------------------------------------------------------ */
+
+/* nll_loss(x [N, C, d...], label [N, d...], [weight [C]]; i0 ignore_index,
+ * i1 reduction) and nll_loss_grad(label, g, [weight]; v0 x's shape) -> dx:
+ * the sample dims (N, d...) keep their shards in x, the label, a 'none'
+ * loss and its gradient; the class dim is gathered and the weight
+ * replicated. 'sum' leaves the scalar Partial(sum) on the mesh axes that
+ * shard the samples; 'mean' divides by the total weight of the whole
+ * batch's labels, which the local steps all-reduce (the loss is then
+ * replicated). */
+static pd_status rule_nll(pd_spmd_args *s) {
+  bool grad = s->def == &pd_opdef_nll_loss_grad, none = s->attrs->i[1] == PD_REDUCTION_NONE;
+  int li = grad ? 0 : 1, nl = s->in_meta[li].ndim, nx = nl + 1;
+  if (nl < 1 || nx > PD_MAX_DIMS) return pd_ap_rule_replicated(s); /* infer_meta refuses it */
+  int8_t lmap[PD_MAX_DIMS], xmap[PD_MAX_DIMS];
+  for (int d = 0; d < nl; d++) {
+    int8_t from = grad ? (none ? mapped(s, 1, d) : -1) : mapped(s, 0, d == 0 ? 0 : d + 1);
+    lmap[d] = pick(from, mapped(s, li, d));
+  }
+  pd_spmd_dedupe(nl, lmap);
+  xmap[0] = lmap[0];
+  xmap[1] = -1;
+  for (int d = 1; d < nl; d++) xmap[d + 1] = lmap[d];
+  bool sharded = false;
+  for (int d = 0; d < nl; d++) sharded |= lmap[d] >= 0;
+  want(s, li, lmap, nl);
+  if (s->n_in > 2) pd_spmd_clear(&s->in_want[2]);
+  if (grad) {
+    if (none)
+      want(s, 1, lmap, nl);
+    else
+      pd_spmd_clear(&s->in_want[1]);
+    place_out(s, 0, xmap, nx);
+    if (sharded && s->attrs->i[1] == PD_REDUCTION_MEAN) s->local = pd_ap_local_nll_grad;
+    return PD_OK;
+  }
+  want(s, 0, xmap, nx);
+  if (none) {
+    place_out(s, 0, lmap, nl);
+    return PD_OK;
+  }
+  pd_spmd_clear(&s->out[0]);
+  if (s->attrs->i[1] == PD_REDUCTION_SUM) {
+    for (int d = 0; d < nl; d++)
+      if (lmap[d] >= 0) s->out[0].partial[lmap[d]] = PD_REDUCE_SUM;
+  } else if (sharded) {
+    s->local = pd_ap_local_nll;
+  }
+  return PD_OK;
+}
+
+/* ---- batch_norm ------------------------------------------------------------ */
+
+/* batch_norm(x, [weight], [bias]) -> y, mean, variance (the batch's),
+ * batch_norm_infer(x, mean, variance, [weight], [bias]) -> y and
+ * batch_norm_grad(x, [weight], dy) -> dx, [dweight], [dbias]; i0
+ * channel_last (a 2-D x is [N, C]). Paddle's BatchNormInferSpmd lets only
+ * the channel axis stay sharded and replicates N and the spatial dims, so
+ * each channel's statistics come from the whole batch (there is no
+ * synchronised batch norm over batch shards): we do the same. The
+ * per-channel tensors (weight, bias, the statistics, their gradients)
+ * follow the channel's shard, so every rank normalises its channels with
+ * their own parameters. */
+static pd_status rule_batch_norm(pd_spmd_args *s) {
+  int nd = s->in_meta[0].ndim;
+  if (nd < 2 || nd > PD_MAX_DIMS) return pd_ap_rule_replicated(s); /* infer_meta refuses it */
+  int ca = s->attrs->i[0] || nd == 2 ? nd - 1 : 1;
+  int8_t c = mapped(s, 0, ca);
+  for (int i = 1; i < s->n_in; i++)
+    c = pick(c, s->in_meta[i].ndim == nd ? mapped(s, i, ca) : mapped(s, i, 0));
+  int8_t xmap[PD_MAX_DIMS];
+  memset(xmap, -1, sizeof xmap);
+  xmap[ca] = c;
+  for (int i = 0; i < s->n_in; i++) want(s, i, s->in_meta[i].ndim == nd ? xmap : &c, s->in_meta[i].ndim);
+  for (int k = 0; k < s->n_out; k++)
+    place_out(s, k, s->out_meta[k].ndim == nd ? xmap : &c, s->out_meta[k].ndim);
+  return PD_OK;
+}
+
 /* ---- batch-parallel ops (Paddle's default_data_parallel) ---------------- */
 
 /* Whether input i (of n) of a batch-parallel op holds samples on dim 0
@@ -418,6 +499,13 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
       return rule_t;
     case PD_OP_squared_l2_norm:
       return rule_sqnorm;
+    case PD_OP_nll_loss:
+    case PD_OP_nll_loss_grad:
+      return rule_nll;
+    case PD_OP_batch_norm:
+    case PD_OP_batch_norm_infer:
+    case PD_OP_batch_norm_grad:
+      return rule_batch_norm;
     case PD_OP_conv1d:
     case PD_OP_conv2d:
     case PD_OP_conv3d:
