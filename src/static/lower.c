@@ -104,6 +104,18 @@ static pd_status keep_grad_op(lower *w, const pd_operator *op, const int *in, co
   return PD_OK;
 }
 
+/* The gradient of an output nothing reads: zeros made eagerly (the tracer
+ * paused), as the eager engine passes them, so a rule that skips a zero
+ * gradient (cross entropy's lse term: exp(x - lse) times zeros) sees its
+ * values and records nothing for it; a rule that uses it records a
+ * constant the folding pass takes up. */
+static pd_tensor *known_zeros(const pd_tensor *like) {
+  pd_static_pause tok = pd_static_pause_begin();
+  pd_tensor *z = pd_zeros(like->ndim, like->shape, like->dtype);
+  pd_static_pause_end(tok);
+  return z;
+}
+
 static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
   const pd_op_def *def = pd_op_table[op->grad_of];
   int fi = op->fwd_n_in, fo = op->fwd_n_out;
@@ -123,7 +135,7 @@ static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, c
   }
   for (int k = 0; k < fo && st == PD_OK; k++) {
     int gs = in[fi + fo + k];
-    pd_tensor *g = gs >= 0 ? input(w, gs) : pd_zeros(outs[k]->ndim, outs[k]->shape, outs[k]->dtype);
+    pd_tensor *g = gs >= 0 ? input(w, gs) : known_zeros(outs[k]);
     if (!g)
       st = pd_last_status();
     else

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "paddlec/static.h"
+#include "static/passes.h"
 #include "static/static_internal.h"
 #include "test_util.h"
 
@@ -279,6 +280,51 @@ static void test_value_reading_rule_keeps_its_grad_op(void **state) {
   for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
   pd_program_release(main);
   pd_program_release(startup);
+}
+
+/* An output no gradient reaches gets zeros known when the program is
+ * lowered, as eager autograd passes them: cross entropy's backward skips
+ * the term of its lse output (g_lse * exp(x - lse)), so the lowered plan,
+ * no passes run, has no exp, and the logits' gradient equals eager's bit
+ * for bit. */
+static void test_unread_output_gradient_is_known_zero(void **state) {
+  (void)state;
+  pd_tensor *xv = test_wave(6, 5, 1);
+  int64_t lv[] = {0, 4, 2, 1, 3, 0};
+  pd_tensor *labels = pd_to_tensor(lv, PD_INT64, 2, SHAPE(6, 1));
+  /* eager */
+  pd_tensor *xe = pd_assign(xv);
+  pd_tensor_set_stop_gradient(xe, false);
+  pd_tensor *le = pd_cross_entropy(xe, labels, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0);
+  assert_int_equal(pd_backward(le, NULL, false), PD_OK);
+  /* static */
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 5), PD_FLOAT64);
+  pd_tensor *y = pd_static_data("y", 2, SHAPE(-1, 1), PD_INT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *l = pd_cross_entropy(x, y, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0), *dx = NULL;
+  assert_non_null(l);
+  assert_int_equal(pd_static_gradients(&l, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_executor_set_passes(exe, &(pd_pass_options){0});
+  pd_static_feed feed[2] = {{"x", xv}, {"y", labels}};
+  pd_tensor *got = NULL;
+  assert_int_equal(pd_executor_run(exe, main, feed, 2, &dx, 1, &got, NULL), PD_OK);
+  const pd_static_block *lb = pd_executor_lowered_program(exe)->blocks[0];
+  int exps = 0, ce_grads = 0;
+  for (int k = 0; k < lb->n_ops; k++) {
+    exps += strcmp(lb->ops[k]->type, "exp") == 0;
+    ce_grads += strcmp(lb->ops[k]->type, "cross_entropy_with_softmax_grad") == 0;
+  }
+  assert_int_equal(ce_grads, 1);
+  assert_int_equal(exps, 0);
+  expect_close(got, pd_tensor_grad(xe), 0, 0);
+  pd_tensor *ts[] = {xv, labels, xe, le, x, y, l, dx, got};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_executor_release(exe);
+  pd_program_release(main), pd_program_release(startup);
 }
 
 /* Ops flagged PD_OPF_BACKWARD_READS_VALUES (masked_select's positions,
@@ -560,6 +606,7 @@ int main(void) {
       cmocka_unit_test(test_gradients_hand_derived),
       cmocka_unit_test(test_value_reading_rule_keeps_its_grad_op),
       cmocka_unit_test(test_flagged_rules_keep_their_grad_ops),
+      cmocka_unit_test(test_unread_output_gradient_is_known_zero),
       cmocka_unit_test(test_no_grad),
       cmocka_unit_test(test_sgd_with_lr_scheduler_matches_eager),
       cmocka_unit_test(test_adam_matches_eager),
