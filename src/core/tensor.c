@@ -146,6 +146,7 @@ pd_tensor *pd_tensor_alloc_struct(void) {
   t->is_contiguous = true;
   t->grad_fn_weak = false;
   t->is_meta = false;
+  t->is_buffer = false;
   t->out_index = 0;
   t->bw_slot = 0;
   t->bw_stamp = 0;

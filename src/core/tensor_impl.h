@@ -44,6 +44,7 @@ struct pd_tensor {
   bool is_contiguous;
   bool grad_fn_weak; /* saved output alias: grad_fn is not owned */
   bool is_meta;      /* a static-graph Variable: shape and dtype, no storage */
+  bool is_buffer;    /* nn: a layer's persistable buffer (a persistable Variable in a Program) */
   int out_index;     /* which output of grad_fn this tensor is */
   int bw_slot;       /* backward engine scratch: this leaf's slot in the run */
   uint64_t bw_stamp; /* and which run saw it */

@@ -348,6 +348,20 @@ pd_status pd_layer_register_buffer(pd_layer *l, const char *name, pd_tensor *buf
     return st;
   }
   pd_tensor_release(old);
+  /* A persistable buffer is state: recorded into a Program it becomes a
+   * persistable Variable (the startup Program sets its value, ops that
+   * write it in place update the scope's value, save_persistables saves
+   * it). Unnamed, it is named after the layer, so the Variable's name does
+   * not depend on which Program sees it first. */
+  if (persistable) {
+    buf->is_buffer = true;
+    const char *tn = pd_tensor_name(buf);
+    if (!tn || !*tn) {
+      char bname[192];
+      snprintf(bname, sizeof bname, "%s.%s", l->st->full_name, name);
+      pd_tensor_set_name(buf, bname);
+    }
+  }
   return PD_OK;
 }
 

@@ -405,6 +405,14 @@ pd_status pd_ir_add_lr_entry(pd_program *p, const char *var, double mult, pd_lr_
   return PD_OK;
 }
 
+void pd_ir_remove_op(pd_static_block *b, int k) {
+  if (k < 0 || k >= b->n_ops) return;
+  free_op(b->ops[k]);
+  memmove(b->ops + k, b->ops + k + 1, (size_t)(b->n_ops - k - 1) * sizeof *b->ops);
+  b->n_ops--;
+  pd_ir_touch(b->program);
+}
+
 void pd_ir_truncate_ops(pd_static_block *b, int n) {
   while (b->n_ops > n) free_op(b->ops[--b->n_ops]);
   pd_ir_touch(b->program);

@@ -113,29 +113,29 @@ static pd_status add_assign_value(pd_static_block *b, const char *name, pd_tenso
   return PD_OK;
 }
 
-/* Registers parameter t (named) in main's global block and its initial
- * value in startup. */
-static pd_variable *register_param(pd_program *main, pd_program *startup, pd_tensor *t) {
+/* Registers t (named) in main's global block as a persistable Variable
+ * (param: a parameter; else a buffer) and its present value as an
+ * assign_value of startup. */
+static pd_variable *register_persistable(pd_program *main, pd_program *startup, pd_tensor *t, bool param) {
   char name[128];
   const char *tn = pd_tensor_name(t);
   if (tn && *tn)
     snprintf(name, sizeof name, "%s", tn);
   else
-    pd_static_unique_name("param", name, sizeof name);
+    pd_static_unique_name(param ? "param" : "generated_tensor", name, sizeof name);
   pd_static_block *gb = main->blocks[0];
   if (pd_ir_find_var(gb, name)) {
     pd_set_error(PD_ERR_INVALID,
-                 "program_guard: two different parameters are both named '%s'; give one another name "
-                 "(ParamAttr.name)",
-                 name);
+                 "program_guard: two different %s are both named '%s'; give one another name%s",
+                 param ? "parameters" : "buffers", name, param ? " (ParamAttr.name)" : "");
     return NULL;
   }
   pd_variable *v = pd_ir_add_var(gb, name, t->dtype, t->ndim, t->shape, t);
   if (!v) return NULL;
   if (!tn || !*tn) pd_tensor_set_name(t, name);
   v->persistable = true;
-  v->is_parameter = true;
-  v->stop_gradient = t->stop_gradient;
+  v->is_parameter = param;
+  v->stop_gradient = param ? t->stop_gradient : true;
   if (startup && startup != main) {
     pd_static_block *sb = startup->blocks[0];
     pd_variable *sv = pd_ir_find_var(sb, name);
@@ -143,12 +143,16 @@ static pd_variable *register_param(pd_program *main, pd_program *startup, pd_ten
       sv = pd_ir_add_var(sb, name, t->dtype, t->ndim, t->shape, t);
       if (!sv) return NULL;
       sv->persistable = true;
-      sv->is_parameter = true;
-      sv->stop_gradient = t->stop_gradient;
+      sv->is_parameter = param;
+      sv->stop_gradient = v->stop_gradient;
       if (add_assign_value(sb, name, t, PD_OP_ROLE_FORWARD) != PD_OK) return NULL;
     }
   }
   return v;
+}
+
+static pd_variable *register_param(pd_program *main, pd_program *startup, pd_tensor *t) {
+  return register_persistable(main, startup, t, true);
 }
 
 /* A constant: an assign_value op in the current block. */
@@ -176,7 +180,39 @@ pd_variable *pd_static_var_for(pd_program *p, pd_tensor *t) {
   frame *f = top();
   pd_program *startup = f && f->main == p ? f->startup : NULL;
   if (pd_tensor_param_info(t)) return register_param(p, startup, t);
+  if (t->is_buffer) return register_persistable(p, startup, t, false);
   return register_constant(p, t);
+}
+
+/* Before an inplace op on eager tensor t is recorded into p (built with
+ * startup): a constant Variable of the global block standing for t (an
+ * assign_value made when an earlier op read t) becomes persistable state,
+ * as eager mode's write persists from call to call: its assign_value moves
+ * to the startup program, and the write updates the scope's value (batch
+ * norm's running statistics passed as plain tensors). A constant of a
+ * sub-block stays one. */
+static pd_status constant_to_state(pd_program *p, pd_program *startup, pd_variable *v, pd_tensor *t) {
+  if (!startup || startup == p || v->persistable || v->tensor != t || pd_tensor_is_meta(t)) return PD_OK;
+  pd_static_block *gb = p->blocks[0];
+  if (pd_ir_find_var(gb, v->name) != v) return PD_OK;
+  int k = gb->n_ops - 1;
+  while (k >= 0 && !(gb->ops[k]->op_id < 0 && strcmp(gb->ops[k]->type, PD_STATIC_ASSIGN_VALUE) == 0 &&
+                     gb->ops[k]->n_out == 1 && strcmp(gb->ops[k]->outputs[0], v->name) == 0))
+    k--;
+  if (k < 0) return PD_OK;
+  pd_static_block *sb = startup->blocks[0];
+  if (pd_ir_find_var(sb, v->name))
+    return pd_set_error(PD_ERR_INVALID,
+                        "program_guard: the startup program has a variable named '%s' already", v->name);
+  pd_variable *sv = pd_ir_add_var(sb, v->name, t->dtype, t->ndim, t->shape, t);
+  if (!sv) return pd_last_status();
+  sv->persistable = true;
+  pd_status st = add_assign_value(sb, v->name, t, PD_OP_ROLE_FORWARD);
+  if (st != PD_OK) return st;
+  pd_ir_remove_op(gb, k);
+  v->persistable = true;
+  v->stop_gradient = true;
+  return PD_OK;
 }
 
 /* ---- the tracer -------------------------------------------------------------- */
@@ -215,6 +251,13 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
     stop &= v->stop_gradient;
   }
   bool inplace = def->flags & PD_OPF_INPLACE;
+  if (inplace && n_in > 0 && !f->private_names) {
+    pd_variable *v0 = pd_ir_var_of(p, in[0]);
+    if (constant_to_state(p, f->startup, v0, in[0]) != PD_OK) {
+      pd_error_prefix("%s", def->name);
+      return 1;
+    }
+  }
   char key[96];
   if (f->private_names)
     snprintf(key, sizeof key, "%s@%d", def->name, f->next_name++);

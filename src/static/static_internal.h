@@ -151,6 +151,8 @@ pd_status pd_ir_add_lr_entry(pd_program *p, const char *var, double mult, pd_lr_
  * (a Program holding one is not cloned or written to files). */
 pd_operator *pd_ir_append_fused_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
                                    const char *const *outputs, int n_out, pd_fused_op *f);
+/* Drops op k of b (the ops after it move up). */
+void pd_ir_remove_op(pd_static_block *b, int k);
 /* Drops the ops of b from index n on (a lowering attempt given up). */
 void pd_ir_truncate_ops(pd_static_block *b, int n);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
