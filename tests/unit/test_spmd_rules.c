@@ -117,6 +117,21 @@ static int s_lamb(pd_tensor **in, pd_attrs *a) {
   return n;
 }
 
+/* rows drawn at their global index: enough rows and categories that a
+ * shard drawing another row's numbers shows */
+static int s_multinomial_rows(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(5, 6), 0.1, 1);
+  a->i[0] = 4;
+  a->i[1] = 1;
+  return 1;
+}
+static int s_multinomial_no_replacement(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(5, 6), 0.1, 1);
+  a->i[0] = 4;
+  a->i[1] = 0;
+  return 1;
+}
+
 static const pd_op_sample k_extra[] = {
     {"equal", s_compare, 0},
     {"not_equal", s_compare, 0},
@@ -151,6 +166,8 @@ static const pd_op_sample k_extra[] = {
     {"adadelta_", s_adadelta, 0},
     {"rmsprop_", s_rmsprop, 0},
     {"lamb_", s_lamb, 0},
+    {"multinomial", s_multinomial_rows, 0},
+    {"multinomial", s_multinomial_no_replacement, 0},
     {NULL, NULL, 0},
 };
 static const pd_op_sample *const k_tables_extra[] = {k_extra, NULL};
@@ -161,6 +178,8 @@ static const pd_op_sample *const k_tables_extra[] = {k_extra, NULL};
 static int run_op(pd_op_id id, pd_tensor **in, int n_in, const pd_attrs *a, pd_tensor **out, pd_tensor **w,
                   pd_tensor **grads) {
   const pd_op_def *def = pd_op_table[id];
+  /* a random op draws the same numbers in every run (and on every rank) */
+  if (def->flags & PD_OPF_RANDOM) pd_seed(2024);
   bool diff = (def->flags & PD_OPF_DIFF) && !(def->flags & PD_OPF_INPLACE) && grads;
   for (int i = 0; i < n_in; i++)
     if (diff && pd_tensor_dtype(in[i]) == PD_FLOAT64) pd_tensor_set_stop_gradient(in[i], false);

@@ -162,7 +162,13 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+/* The random ops drawn at their elements' global indices
+ * (spmd_local_random.c). */
 pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_alpha_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_rrelu(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_bernoulli(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+pd_status pd_ap_local_multinomial(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* nll_loss and nll_loss_grad with reduction mean over sharded samples
  * (spmd_local_loss.c). */
 pd_status pd_ap_local_nll(const pd_spmd_local *c, pd_tensor **out, int *n_out);

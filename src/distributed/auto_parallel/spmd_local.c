@@ -2,8 +2,7 @@
  * something else than the plain op: a vocab-sharded embedding and its
  * grad (the shard's rows, zeros elsewhere), the class-sharded softmax cross
  * entropy and its grad (row statistics allreduced over the class shards,
- * as Paddle's ParallelCrossEntropy), and dropout on a shard (the global
- * mask's slice). They run with the DTensor hook off: the ops they call act
+ * as Paddle's ParallelCrossEntropy). They run with the DTensor hook off: the ops they call act
  * on the local data. */
 #include <math.h>
 #include <stdlib.h>
@@ -255,62 +254,4 @@ pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int
 }
 pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
   return pd_ap_local_computed(c, ce_backward, out, n_out);
-}
-
-/* ---- dropout ------------------------------------------------------------ */
-
-/* Mask element i of the whole tensor (row-major) is kept when the uniform
- * of word i % 4 of Philox counter first + i / 4 is >= p (nn/dropout.c):
- * every rank reserves the whole tensor's counters, so the generators stay
- * together, and fills its shard from the global indices of its elements. */
-static pd_status dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
-  pd_tensor *x = c->in[0];
-  const pd_meta *gm = &c->in_meta[0];
-  double p = c->attrs->f[0];
-  double kv = c->attrs->i[0] == 0 ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
-  float pf = (float)p;
-  int nd = gm->ndim;
-  int64_t total = 1, start[PD_MAX_DIMS], gstride[PD_MAX_DIMS];
-  for (int d = nd - 1; d >= 0; d--) {
-    gstride[d] = total;
-    total *= gm->shape[d];
-    start[d] = pd_ap_local_start(c, c->in_dist[0].dims_mapping[d], gm->shape[d]);
-  }
-  uint64_t key, first = 0, blocks = (uint64_t)((total + 3) / 4);
-  if (c->attrs->i[1] != 0)
-    key = (uint64_t)c->attrs->i[1]; /* a fixed seed: a private stream from counter 0 */
-  else
-    first = pd_rng_reserve(blocks, &key);
-  pd_tensor *m = pd_zeros(x->ndim, x->shape, PD_FLOAT64);
-  if (!m) return pd_last_status();
-  double *mp = pd_tensor_data(m);
-  int64_t idx[PD_MAX_DIMS] = {0}, cached = -1;
-  uint32_t w[4] = {0};
-  for (int64_t i = 0; i < m->numel; i++) {
-    int64_t gi = 0;
-    for (int d = 0; d < nd; d++) gi += (start[d] + idx[d]) * gstride[d];
-    if (gi / 4 != cached) {
-      cached = gi / 4;
-      pd_philox(first + (uint64_t)cached, key, w);
-    }
-    mp[i] = pd_u32_to_unit_f32(w[gi % 4]) >= pf ? kv : 0;
-    for (int d = nd - 1; d >= 0; d--) { /* the next local index, row-major */
-      if (++idx[d] < x->shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  pd_tensor *mask = pd_cast(m, x->dtype);
-  pd_tensor_release(m);
-  pd_tensor *y = mask ? pd_multiply(x, mask) : NULL;
-  if (!y) {
-    pd_tensor_release(mask);
-    return pd_last_status();
-  }
-  out[0] = y;
-  out[1] = mask;
-  return PD_OK;
-}
-
-pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  return pd_ap_local_computed(c, dropout_shard, out, n_out);
 }

@@ -93,22 +93,50 @@ static pd_status rule_cross_entropy(pd_spmd_args *s) {
 
 /* ---- dropout ------------------------------------------------------------ */
 
-/* dropout(x) -> (out, mask), no shared-mask axes: out and mask as x; the
+/* Same-shape random ops (x -> out[, mask / noise]): the outputs as x; the
  * local step draws, for each element of the shard, the number the whole
- * tensor's draw gives its global index, so the mask is the unsharded
- * mask's slice. With axes (one draw shared along the other dims) the mask
- * has another shape than x and everything is replicated. */
-static pd_status rule_dropout(pd_spmd_args *s) {
-  if (s->attrs->nv[0] > 0) return pd_ap_rule_replicated(s);
+ * tensor's draw gives its global index, so the sharded result is the
+ * unsharded one's slice (spmd_local_random.c). */
+static pd_status rule_drawn_elementwise(pd_spmd_args *s, pd_spmd_local_fn local) {
   pd_spmd_dist d = s->in[0];
   pd_spmd_drop_partial(&d);
   int nd = s->in_meta[0].ndim;
   for (int k = 0; k < nd; k++)
     if (s->in_meta[0].shape[k] <= 1) d.dims_mapping[k] = -1;
   s->in_want[0] = d;
-  s->out[0] = s->out[1] = d;
+  for (int k = 0; k < s->n_out; k++) s->out[k] = d;
   for (int k = 0; k < nd; k++)
-    if (d.dims_mapping[k] >= 0) s->local = pd_ap_local_dropout;
+    if (d.dims_mapping[k] >= 0) s->local = local;
+  return PD_OK;
+}
+
+/* dropout(x) -> (out, mask), no shared-mask axes: as above. With axes (one
+ * draw shared along the other dims) the mask has another shape than x and
+ * everything is replicated. */
+static pd_status rule_dropout(pd_spmd_args *s) {
+  if (s->attrs->nv[0] > 0) return pd_ap_rule_replicated(s);
+  return rule_drawn_elementwise(s, pd_ap_local_dropout);
+}
+
+/* alpha_dropout (out, mask), bernoulli, rrelu (out, noise; i0 is_test
+ * draws nothing: the plain op on the shard). */
+static pd_status rule_random_elementwise(pd_spmd_args *s) {
+  const pd_op_def *def = s->def;
+  if (def == &pd_opdef_alpha_dropout) return rule_drawn_elementwise(s, pd_ap_local_alpha_dropout);
+  if (def == &pd_opdef_bernoulli) return rule_drawn_elementwise(s, pd_ap_local_bernoulli);
+  return rule_drawn_elementwise(s, s->attrs->i[0] ? NULL : pd_ap_local_rrelu);
+}
+
+/* multinomial(x [rows, categories] or [categories]; i0 num_samples) ->
+ * [rows, num_samples]: each row's draws depend on its global index only,
+ * so the rows keep their shard (the local step tells the op its first
+ * row); the categories are gathered. */
+static pd_status rule_multinomial(pd_spmd_args *s) {
+  int8_t r = s->in_meta[0].ndim == 2 ? mapped(s, 0, 0) : -1;
+  int8_t map[2] = {r, -1};
+  want(s, 0, map, s->in_meta[0].ndim);
+  place_out(s, 0, map, s->out_meta[0].ndim);
+  if (r >= 0) s->local = pd_ap_local_multinomial;
   return PD_OK;
 }
 
@@ -468,6 +496,12 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id) {
       return rule_cross_entropy;
     case PD_OP_dropout:
       return rule_dropout;
+    case PD_OP_alpha_dropout:
+    case PD_OP_bernoulli:
+    case PD_OP_rrelu:
+      return rule_random_elementwise;
+    case PD_OP_multinomial:
+      return rule_multinomial;
     case PD_OP_scaled_dot_product_attention:
     case PD_OP_scaled_dot_product_attention_grad:
       return rule_sdpa;

@@ -118,6 +118,10 @@ static pd_status multinomial_meta(const pd_op_def *def, pd_tensor *const *in, in
                         (long long)s);
   if (cats == 0)
     return pd_set_error(PD_ERR_SHAPE, "%s: x of shape %s has no categories", def->name, PD_SHAPE_STR(x));
+  int64_t rows = x->ndim == 2 ? x->shape[0] : 1;
+  if (a->i[2] < 0 || (a->i[3] != 0 && a->i[3] < a->i[2] + rows))
+    return pd_set_error(PD_ERR_INVALID, "%s: rows %lld.. of %lld do not hold the %lld rows of x (shape %s)",
+                        def->name, (long long)a->i[2], (long long)a->i[3], (long long)rows, PD_SHAPE_STR(x));
   if (!a->i[1] && s > cats)
     return pd_set_error(PD_ERR_INVALID,
                         "%s: num_samples %lld is larger than the %lld categories of x "
@@ -171,7 +175,10 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *x = ctx->in[0];
   int64_t cats = x->shape[x->ndim - 1], rows = x->ndim == 2 ? x->shape[0] : 1, s = ctx->attrs->i[0];
   bool replacement = ctx->attrs->i[1] != 0;
-  if (rows == 0) return PD_OK;
+  /* a shard of the rows (auto_parallel): its first row's global index and
+   * the whole tensor's rows, so each row draws what it draws unsharded */
+  int64_t row0 = ctx->attrs->i[2], all_rows = ctx->attrs->i[3] ? ctx->attrs->i[3] : rows;
+  if (all_rows == 0) return PD_OK;
   /* probabilities as contiguous float64 */
   pd_attrs ca = {.dtype = PD_FLOAT64};
   pd_tensor *p64 =
@@ -180,7 +187,7 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
   const double *p = pd_tensor_data(p64);
   int64_t *q = pd_tensor_data(ctx->out[0]);
   size_t work = (size_t)(replacement ? cats : 0) * sizeof(double);
-  double *cum = work ? malloc(work * (size_t)rows) : NULL;
+  double *cum = work ? malloc(work * (size_t)(rows ? rows : 1)) : NULL;
   pd_status st = PD_OK;
   if (work && !cum) {
     st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld x %lld cumulative sums", ctx->def->name,
@@ -200,11 +207,12 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
   uint64_t key;
   if (replacement) {
     /* inverse CDF: the first category whose cumulative sum exceeds u * total */
-    int64_t nd = rows * s;
-    uint64_t first = pd_rng_reserve((uint64_t)(nd + 1) / 2, &key);
+    int64_t nd = rows * s, e0 = row0 * s;
+    uint64_t first = pd_rng_reserve((uint64_t)(all_rows * s + 1) / 2, &key);
     PD_PARALLEL_FOR_IF(
         nd > RNG_GRAIN, e, nd, int64_t r = e / s; const double *c = cum + r * cats;
-        double t = unit_f64_at(first, key, e) * c[cats - 1]; int64_t lo = 0, hi = cats - 1; while (lo < hi) {
+        double t = unit_f64_at(first, key, e0 + e) * c[cats - 1]; int64_t lo = 0, hi = cats - 1;
+        while (lo < hi) {
           int64_t mid = lo + (hi - lo) / 2;
           if (c[mid] > t)
             hi = mid;
@@ -215,7 +223,7 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
   } else {
     /* exponential race: category j gets key E_j / p_j with E_j ~ Exp(1); the
      * num_samples smallest keys in order are a draw without replacement */
-    uint64_t first = pd_rng_reserve((uint64_t)(rows * cats + 1) / 2, &key);
+    uint64_t first = pd_rng_reserve((uint64_t)(all_rows * cats + 1) / 2, &key);
     int fail = 0;
 #pragma omp parallel if (rows * cats > RNG_GRAIN && rows > 1 && pd_parallel_loops_on())
     {
@@ -229,7 +237,7 @@ static pd_status multinomial_kernel(const pd_kernel_ctx *ctx) {
         if (!ki) continue;
         for (int64_t j = 0; j < cats; j++) {
           double pj = p[r * cats + j];
-          double u = unit_f64_at(first, key, r * cats + j);
+          double u = unit_f64_at(first, key, (row0 + r) * cats + j);
           ki[j].key = pj > 0.0 ? -log1p(-u) / pj : INFINITY;
           ki[j].idx = j;
         }
@@ -249,8 +257,8 @@ done:
 }
 
 PD_OPDEF(multinomial, .n_in = 1, .n_out = 1, .flags = PD_OPF_RANDOM | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u,
-         .attr_names = "i0:num_samples,i1:replacement", .infer_meta = multinomial_meta,
-         .kernel = {[PD_PLACE_CPU] = multinomial_kernel});
+         .attr_names = "i0:num_samples,i1:replacement,i2:shard_row,i3:shard_rows",
+         .infer_meta = multinomial_meta, .kernel = {[PD_PLACE_CPU] = multinomial_kernel});
 
 pd_tensor *pd_multinomial(pd_tensor *x, int64_t num_samples, bool replacement) {
   pd_attrs a = {.i = {num_samples, replacement}};

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dropout.h"
 #include "../../kernels/cpu/parallel.h"
 #include "../ew_util.h"
 #include "../manipulation/manipulation_util.h"
@@ -256,9 +257,16 @@ static pd_status alpha_dropout_meta(const pd_op_def *def, pd_tensor *const *in, 
     }                                                       \
   })
 
+void pd_alpha_dropout_coeffs(double p, double *a, double *b, double *d) {
+  double alpha_p = -SELU_ALPHA * SELU_SCALE;
+  *a = pow((1.0 - p) * (1.0 + p * alpha_p * alpha_p), -0.5);
+  *b = -*a * alpha_p * p;
+  *d = *a * alpha_p + *b;
+}
+
 static pd_status alpha_dropout_kernel(const pd_kernel_ctx *ctx) {
-  double p = ctx->attrs->f[0], alpha_p = -SELU_ALPHA * SELU_SCALE;
-  double A = pow((1.0 - p) * (1.0 + p * alpha_p * alpha_p), -0.5), B = -A * alpha_p * p, D = A * alpha_p + B;
+  double p = ctx->attrs->f[0], A, B, D;
+  pd_alpha_dropout_coeffs(p, &A, &B, &D);
   float pf = (float)p;
   int64_t n = ctx->out[0]->numel;
   if (n == 0) return PD_OK;

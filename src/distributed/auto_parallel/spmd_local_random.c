@@ -1,0 +1,262 @@
+/* The local steps of the random ops on shards: each element is drawn at
+ * its global index, so a sharded result is the unsharded one's slice for
+ * the same seed. The elementwise ops (dropout, alpha_dropout, rrelu,
+ * bernoulli) map element i of the whole tensor (row-major) to a fixed
+ * Philox counter and word (their kernels' comments give the map); every
+ * rank reserves the whole tensor's counters, so the generators stay
+ * together, and fills its shard from its elements' global indices.
+ * multinomial draws row by row: the op takes its shard's first row and the
+ * whole row count. They run with the DTensor hook off. */
+#include <stdlib.h>
+
+#include "../../core/core_internal.h"
+#include "../../ops/nn/dropout.h"
+#include "ap_internal.h"
+#include "paddlec/creation.h"
+#include "paddlec/manipulation.h"
+#include "paddlec/math.h"
+
+/* The global row-major index of each element of input i's shard, in the
+ * shard's row-major order (malloc'ed, at least one entry); *total the
+ * whole tensor's elements. */
+static int64_t *global_indices(const pd_spmd_local *c, int i, int64_t *total) {
+  const pd_meta *gm = &c->in_meta[i];
+  const pd_tensor *x = c->in[i];
+  int nd = gm->ndim;
+  int64_t n = 1, start[PD_MAX_DIMS], gstride[PD_MAX_DIMS];
+  for (int d = nd - 1; d >= 0; d--) {
+    gstride[d] = n;
+    n *= gm->shape[d];
+    start[d] = pd_ap_local_start(c, c->in_dist[i].dims_mapping[d], gm->shape[d]);
+  }
+  *total = n;
+  int64_t *gi = malloc(sizeof(int64_t) * (size_t)(x->numel ? x->numel : 1));
+  if (!gi) {
+    pd_set_error(PD_ERR_MEMORY, "%s: out of memory for %lld indices", pd_op_table[c->id]->name,
+                 (long long)x->numel);
+    return NULL;
+  }
+  int64_t idx[PD_MAX_DIMS] = {0};
+  for (int64_t e = 0; e < x->numel; e++) {
+    int64_t g = 0;
+    for (int d = 0; d < nd; d++) g += (start[d] + idx[d]) * gstride[d];
+    gi[e] = g;
+    for (int d = nd - 1; d >= 0; d--) { /* the next local index, row-major */
+      if (++idx[d] < x->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return gi;
+}
+
+/* The first counter of the whole tensor's blocks, and the key: a nonzero
+ * seed attribute is a private stream from counter 0 (as the kernels). */
+static uint64_t reserve(int64_t blocks, int64_t seed, uint64_t *key) {
+  if (seed != 0) {
+    *key = (uint64_t)seed;
+    return 0;
+  }
+  return blocks > 0 ? pd_rng_reserve((uint64_t)blocks, key) : 0;
+}
+
+/* Word gi % 4 of counter first + gi / 4 as a float32 uniform (the map of
+ * dropout, alpha_dropout, rrelu and float32 bernoulli). */
+static float unit_f32_at(uint64_t first, uint64_t key, int64_t gi) {
+  uint32_t w[4];
+  pd_philox(first + (uint64_t)(gi / 4), key, w);
+  return pd_u32_to_unit_f32(w[gi % 4]);
+}
+
+/* x (input 0) as a contiguous shard of its own dtype (new reference). */
+static pd_tensor *contiguous_x(const pd_spmd_local *c) {
+  pd_tensor *x = c->in[0];
+  return x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
+}
+
+/* Two fresh tensors shaped as x, of x's dtype. */
+static pd_status two_like(const pd_tensor *x, pd_tensor **a, pd_tensor **b) {
+  *a = pd_zeros(x->ndim, x->shape, x->dtype);
+  *b = *a ? pd_zeros(x->ndim, x->shape, x->dtype) : NULL;
+  if (*b) return PD_OK;
+  pd_tensor_release(*a);
+  return pd_last_status();
+}
+
+/* ---- dropout ------------------------------------------------------------ */
+
+/* Mask element i is kept when its uniform is >= p (nn/dropout.c); the
+ * output is x times the mask. */
+static pd_status dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
+  pd_tensor *x = c->in[0];
+  double p = c->attrs->f[0];
+  double kv = c->attrs->i[0] == 0 ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+  float pf = (float)p;
+  int64_t total;
+  int64_t *gi = global_indices(c, 0, &total);
+  if (!gi) return pd_last_status();
+  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
+  pd_tensor *m = pd_zeros(x->ndim, x->shape, PD_FLOAT64);
+  if (m) {
+    double *mp = pd_tensor_data(m);
+    for (int64_t e = 0; e < m->numel; e++) mp[e] = unit_f32_at(first, key, gi[e]) >= pf ? kv : 0;
+  }
+  free(gi);
+  pd_tensor *mask = m ? pd_cast(m, x->dtype) : NULL;
+  pd_tensor_release(m);
+  pd_tensor *y = mask ? pd_multiply(x, mask) : NULL;
+  if (!y) {
+    pd_tensor_release(mask);
+    return pd_last_status();
+  }
+  out[0] = y;
+  out[1] = mask;
+  return PD_OK;
+}
+
+pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
+  return pd_ap_local_computed(c, dropout_shard, out, n_out);
+}
+
+/* ---- alpha_dropout ------------------------------------------------------ */
+
+#define ALPHA_SHARD(T)                                  \
+  do {                                                  \
+    const T *xp = pd_tensor_data(xc);                   \
+    T *yp = pd_tensor_data(y), *mp = pd_tensor_data(m); \
+    T a = (T)A, b = (T)B, d = (T)D;                     \
+    for (int64_t e = 0; e < xc->numel; e++) {           \
+      bool keep = unit_f32_at(first, key, gi[e]) >= pf; \
+      mp[e] = keep ? a : (T)0;                          \
+      yp[e] = keep ? a * xp[e] + b : d;                 \
+    }                                                   \
+  } while (0)
+
+/* A kept element (uniform >= p) is a x + b, a dropped one d; the mask
+ * output holds a or 0 (nn/dropout.c). */
+static pd_status alpha_dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
+  double A, B, D;
+  pd_alpha_dropout_coeffs(c->attrs->f[0], &A, &B, &D);
+  float pf = (float)c->attrs->f[0];
+  int64_t total;
+  int64_t *gi = global_indices(c, 0, &total);
+  if (!gi) return pd_last_status();
+  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
+  pd_tensor *xc = contiguous_x(c), *y = NULL, *m = NULL;
+  pd_status st = xc ? two_like(xc, &y, &m) : pd_last_status();
+  if (st == PD_OK && xc->dtype == PD_FLOAT32)
+    ALPHA_SHARD(float);
+  else if (st == PD_OK)
+    ALPHA_SHARD(double);
+  free(gi);
+  pd_tensor_release(xc);
+  if (st != PD_OK) return st;
+  out[0] = y;
+  out[1] = m;
+  return PD_OK;
+}
+#undef ALPHA_SHARD
+
+pd_status pd_ap_local_alpha_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
+  return pd_ap_local_computed(c, alpha_dropout_shard, out, n_out);
+}
+
+/* ---- rrelu (training) --------------------------------------------------- */
+
+#define RRELU_SHARD(T)                                                                 \
+  do {                                                                                 \
+    const T *xp = pd_tensor_data(xc);                                                  \
+    T *yp = pd_tensor_data(y), *np = pd_tensor_data(noise);                            \
+    for (int64_t e = 0; e < xc->numel; e++) {                                          \
+      T v = xp[e];                                                                     \
+      T s = v < (T)0 ? (T)(lo + span * (double)unit_f32_at(first, key, gi[e])) : (T)1; \
+      np[e] = s;                                                                       \
+      yp[e] = v * s;                                                                   \
+    }                                                                                  \
+  } while (0)
+
+/* A negative element gets the slope lower + (upper - lower) u, the others
+ * 1 (activation/rrelu.c); the noise output holds the slopes. */
+static pd_status rrelu_shard(const pd_spmd_local *c, pd_tensor **out) {
+  double lo = c->attrs->f[0], span = c->attrs->f[1] - c->attrs->f[0];
+  int64_t total;
+  int64_t *gi = global_indices(c, 0, &total);
+  if (!gi) return pd_last_status();
+  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
+  pd_tensor *xc = contiguous_x(c), *y = NULL, *noise = NULL;
+  pd_status st = xc ? two_like(xc, &y, &noise) : pd_last_status();
+  if (st == PD_OK && xc->dtype == PD_FLOAT32)
+    RRELU_SHARD(float);
+  else if (st == PD_OK)
+    RRELU_SHARD(double);
+  free(gi);
+  pd_tensor_release(xc);
+  if (st != PD_OK) return st;
+  out[0] = y;
+  out[1] = noise;
+  return PD_OK;
+}
+#undef RRELU_SHARD
+
+pd_status pd_ap_local_rrelu(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
+  return pd_ap_local_computed(c, rrelu_shard, out, n_out);
+}
+
+/* ---- bernoulli ---------------------------------------------------------- */
+
+/* Element i is 1 when its uniform is below x[i]: float32 the word map
+ * above, float64 a 53-bit uniform from words 2(i%2), 2(i%2)+1 of counter
+ * first + i/2 (creation/random_sample.c). The probabilities are checked
+ * as the kernel does. */
+static pd_status bernoulli_shard(const pd_spmd_local *c, pd_tensor **out) {
+  const char *op = pd_op_table[c->id]->name;
+  bool f64 = c->in[0]->dtype == PD_FLOAT64;
+  int64_t total;
+  int64_t *gi = global_indices(c, 0, &total);
+  if (!gi) return pd_last_status();
+  uint64_t key, first = reserve(f64 ? (total + 1) / 2 : (total + 3) / 4, 0, &key);
+  pd_tensor *p = pd_cast(c->in[0], PD_FLOAT64), *pc = p ? pd_contiguous(p) : NULL;
+  pd_tensor *q = pc ? pd_zeros(pc->ndim, pc->shape, PD_FLOAT64) : NULL, *res = NULL;
+  pd_status st = q ? PD_OK : pd_last_status();
+  for (int64_t e = 0; q && e < pc->numel && st == PD_OK; e++) {
+    double pv = ((const double *)pd_tensor_data(pc))[e], u;
+    if (!(pv >= 0 && pv <= 1)) {
+      st = pd_set_error(PD_ERR_INVALID, "%s: x[%lld] = %g is not a probability in [0, 1]", op,
+                        (long long)gi[e], pv);
+      break;
+    }
+    if (f64) {
+      uint32_t w[4];
+      pd_philox(first + (uint64_t)(gi[e] / 2), key, w);
+      int k = (int)(gi[e] % 2) * 2;
+      u = pd_u64_to_unit_f64(w[k], w[k + 1]);
+    } else {
+      u = unit_f32_at(first, key, gi[e]);
+    }
+    ((double *)pd_tensor_data(q))[e] = u < (f64 ? pv : (double)(float)pv) ? 1.0 : 0.0;
+  }
+  if (st == PD_OK) res = pd_cast(q, c->in[0]->dtype);
+  if (!res && st == PD_OK) st = pd_last_status();
+  free(gi);
+  pd_tensor_release(p);
+  pd_tensor_release(pc);
+  pd_tensor_release(q);
+  if (!res) return st;
+  out[0] = res;
+  return PD_OK;
+}
+
+pd_status pd_ap_local_bernoulli(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
+  return pd_ap_local_computed(c, bernoulli_shard, out, n_out);
+}
+
+/* ---- multinomial -------------------------------------------------------- */
+
+/* The op on the shard's rows, told their first global row (i2) and the
+ * whole row count (i3). */
+pd_status pd_ap_local_multinomial(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
+  int64_t rows = c->in_meta[0].shape[0];
+  pd_attrs a = *c->attrs;
+  a.i[2] = pd_ap_local_start(c, c->in_dist[0].dims_mapping[0], rows);
+  a.i[3] = rows;
+  return pd_dispatch(c->id, c->in, c->n_in, &a, out, n_out);
+}
