@@ -577,6 +577,56 @@ static void test_mesh_2d_on_four_processes(void **state) {
   dist_run_ranks_or_fail(4, rank_mesh_2d, 120);
 }
 
+/* An op whose SPMD rule needs a local step (dropout on a batch shard) has
+ * no op for that step in a Program: it runs replicated there, as an op
+ * without a rule, after an all_gather of its input. */
+static int rank_local_step_replicated(int rank) {
+  pd_dist_process_mesh *mesh =
+      pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"dp"});
+  pd_seed(2024);
+  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_dropout(0.5, NULL), pd_nn_linear(IMG, CLS, NULL)};
+  pd_layer *net = pd_nn_sequential(ls, 3);
+  DIST_CHECK(mesh && net, 70);
+  pd_scope_begin();
+  const pd_dist_placement rep[1] = {pd_dist_replicate()};
+  DIST_CHECK(pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, rep, 1) &&
+                 pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, rep, 1),
+             71);
+  pd_scope_end();
+  pd_layer *mse = pd_nn_mse_loss(NULL);
+  pd_named_tensors ps;
+  DIST_CHECK(mse && pd_layer_parameters(net, &ps) == PD_OK, 72);
+  pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_io_dataset *ds = seed_dataset();
+  pd_dist_shard_dataloader *sl = seed_shard_loader(ds, mesh, "dp");
+  pd_dist_model *m = NULL;
+  pd_dist_data_loader *dl = NULL;
+  DIST_CHECK(pd_dist_to_static(net, NULL, sl, mse, opt, NULL, &m, &dl) == PD_OK, 73);
+  pd_scope_begin();
+  pd_tensor *in[2], *out = NULL;
+  DIST_CHECK(pd_dist_data_loader_next(dl, in, 2) == 2, 74);
+  DIST_CHECK(pd_dist_model_call(m, in, 2, &out, 1) == 1 && isfinite(pd_tensor_item(out)), 75);
+  pd_scope_end();
+  char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+  DIST_CHECK(ops && strstr(ops, "c_allgather dropout"), 76);
+  free(ops);
+  pd_dist_model_release(m);
+  pd_dist_data_loader_release(dl);
+  pd_dist_shard_dataloader_release(sl);
+  pd_io_dataset_release(ds);
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  pd_layer_release(net);
+  pd_dist_process_mesh_release(mesh);
+  return 0;
+}
+
+static void test_local_step_replicated_on_two_processes(void **state) {
+  (void)state;
+  dist_run_ranks_or_fail(2, rank_local_step_replicated, 120);
+}
+
 /* ---- Strategy.gradient_merge ---------------------------------------------- */
 enum { GM_K = 4, GM_MAX_PARAM = IMG * IMG };
 
@@ -701,6 +751,7 @@ int main(void) {
       cmocka_unit_test(test_seed_on_two_processes),
       cmocka_unit_test(test_mesh_2d_on_four_processes),
       cmocka_unit_test(test_gradient_merge_on_two_processes),
+      cmocka_unit_test(test_local_step_replicated_on_two_processes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,7 +136,14 @@ static pd_status complete_op(const pd_static_block *b, const pd_operator *op, pd
                        .out = dout};
   pd_spmd_fn rule = pd_ap_rule_of(id);
   if ((st = (rule ? rule : pd_ap_rule_replicated)(&args)) != PD_OK) return st;
-  if (args.local) /* the plain op on these shards would be wrong; the Program has no op for the step */
+  /* The plain op on these shards would be wrong and a Program has no op for
+   * the rule's local step: the op runs replicated, as one without a rule
+   * (an inplace op cannot: it writes its input where it is). */
+  if (args.local && !(def->flags & PD_OPF_INPLACE)) {
+    args.local = NULL;
+    if ((st = pd_ap_rule_replicated(&args)) != PD_OK) return st;
+  }
+  if (args.local)
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
                         "dist.to_static: %s on these placements needs its rule's local step (as eager runs "
                         "it), which a static Program cannot hold yet",
