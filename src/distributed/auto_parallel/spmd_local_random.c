@@ -67,19 +67,45 @@ static float unit_f32_at(uint64_t first, uint64_t key, int64_t gi) {
   return pd_u32_to_unit_f32(w[gi % 4]);
 }
 
-/* x (input 0) as a contiguous shard of its own dtype (new reference). */
-static pd_tensor *contiguous_x(const pd_spmd_local *c) {
-  pd_tensor *x = c->in[0];
-  return x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
+/* The float32 uniform of each element of x's shard under that map, the
+ * whole tensor's counters reserved (i1: the seed attribute). malloc'ed. */
+static float *shard_uniforms(const pd_spmd_local *c) {
+  int64_t total;
+  int64_t *gi = global_indices(c, 0, &total);
+  if (!gi) return NULL;
+  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
+  int64_t n = c->in[0]->numel;
+  float *u = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (u)
+    for (int64_t e = 0; e < n; e++) u[e] = unit_f32_at(first, key, gi[e]);
+  else
+    pd_set_error(PD_ERR_MEMORY, "%s: out of memory", pd_op_table[c->id]->name);
+  free(gi);
+  return u;
 }
 
-/* Two fresh tensors shaped as x, of x's dtype. */
-static pd_status two_like(const pd_tensor *x, pd_tensor **a, pd_tensor **b) {
-  *a = pd_zeros(x->ndim, x->shape, x->dtype);
-  *b = *a ? pd_zeros(x->ndim, x->shape, x->dtype) : NULL;
-  if (*b) return PD_OK;
-  pd_tensor_release(*a);
-  return pd_last_status();
+/* fill writes a random op's two outputs (contiguous, x's dtype) from
+ * contiguous x and each element's uniform. */
+typedef void (*fill2_fn)(const pd_spmd_local *c, const pd_tensor *x, const float *u, pd_tensor *o0,
+                         pd_tensor *o1);
+
+static pd_status two_outputs_drawn(const pd_spmd_local *c, pd_tensor **out, fill2_fn fill) {
+  float *u = shard_uniforms(c);
+  if (!u) return pd_last_status();
+  pd_tensor *x = c->in[0], *xc = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
+  pd_tensor *o0 = xc ? pd_zeros(xc->ndim, xc->shape, xc->dtype) : NULL;
+  pd_tensor *o1 = o0 ? pd_zeros(xc->ndim, xc->shape, xc->dtype) : NULL;
+  pd_status st = o1 ? PD_OK : pd_last_status();
+  if (st == PD_OK) fill(c, xc, u, o0, o1);
+  free(u);
+  pd_tensor_release(xc);
+  if (st != PD_OK) {
+    pd_tensor_release(o0);
+    return st;
+  }
+  out[0] = o0;
+  out[1] = o1;
+  return PD_OK;
 }
 
 /* ---- dropout ------------------------------------------------------------ */
@@ -90,17 +116,14 @@ static pd_status dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
   pd_tensor *x = c->in[0];
   double p = c->attrs->f[0];
   double kv = c->attrs->i[0] == 0 ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
-  float pf = (float)p;
-  int64_t total;
-  int64_t *gi = global_indices(c, 0, &total);
-  if (!gi) return pd_last_status();
-  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
+  float pf = (float)p, *u = shard_uniforms(c);
+  if (!u) return pd_last_status();
   pd_tensor *m = pd_zeros(x->ndim, x->shape, PD_FLOAT64);
   if (m) {
     double *mp = pd_tensor_data(m);
-    for (int64_t e = 0; e < m->numel; e++) mp[e] = unit_f32_at(first, key, gi[e]) >= pf ? kv : 0;
+    for (int64_t e = 0; e < m->numel; e++) mp[e] = u[e] >= pf ? kv : 0;
   }
-  free(gi);
+  free(u);
   pd_tensor *mask = m ? pd_cast(m, x->dtype) : NULL;
   pd_tensor_release(m);
   pd_tensor *y = mask ? pd_multiply(x, mask) : NULL;
@@ -119,13 +142,13 @@ pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_ou
 
 /* ---- alpha_dropout ------------------------------------------------------ */
 
-#define ALPHA_SHARD(T)                                  \
+#define ALPHA_FILL(T)                                   \
   do {                                                  \
-    const T *xp = pd_tensor_data(xc);                   \
+    const T *xp = pd_tensor_data(x);                    \
     T *yp = pd_tensor_data(y), *mp = pd_tensor_data(m); \
     T a = (T)A, b = (T)B, d = (T)D;                     \
-    for (int64_t e = 0; e < xc->numel; e++) {           \
-      bool keep = unit_f32_at(first, key, gi[e]) >= pf; \
+    for (int64_t e = 0; e < x->numel; e++) {            \
+      bool keep = u[e] >= pf;                           \
       mp[e] = keep ? a : (T)0;                          \
       yp[e] = keep ? a * xp[e] + b : d;                 \
     }                                                   \
@@ -133,70 +156,54 @@ pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_ou
 
 /* A kept element (uniform >= p) is a x + b, a dropped one d; the mask
  * output holds a or 0 (nn/dropout.c). */
-static pd_status alpha_dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
+static void alpha_dropout_fill(const pd_spmd_local *c, const pd_tensor *x, const float *u, pd_tensor *y,
+                               pd_tensor *m) {
   double A, B, D;
   pd_alpha_dropout_coeffs(c->attrs->f[0], &A, &B, &D);
   float pf = (float)c->attrs->f[0];
-  int64_t total;
-  int64_t *gi = global_indices(c, 0, &total);
-  if (!gi) return pd_last_status();
-  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
-  pd_tensor *xc = contiguous_x(c), *y = NULL, *m = NULL;
-  pd_status st = xc ? two_like(xc, &y, &m) : pd_last_status();
-  if (st == PD_OK && xc->dtype == PD_FLOAT32)
-    ALPHA_SHARD(float);
-  else if (st == PD_OK)
-    ALPHA_SHARD(double);
-  free(gi);
-  pd_tensor_release(xc);
-  if (st != PD_OK) return st;
-  out[0] = y;
-  out[1] = m;
-  return PD_OK;
+  if (x->dtype == PD_FLOAT32)
+    ALPHA_FILL(float);
+  else
+    ALPHA_FILL(double);
 }
-#undef ALPHA_SHARD
+#undef ALPHA_FILL
 
+static pd_status alpha_dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
+  return two_outputs_drawn(c, out, alpha_dropout_fill);
+}
 pd_status pd_ap_local_alpha_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
   return pd_ap_local_computed(c, alpha_dropout_shard, out, n_out);
 }
 
 /* ---- rrelu (training) --------------------------------------------------- */
 
-#define RRELU_SHARD(T)                                                                 \
-  do {                                                                                 \
-    const T *xp = pd_tensor_data(xc);                                                  \
-    T *yp = pd_tensor_data(y), *np = pd_tensor_data(noise);                            \
-    for (int64_t e = 0; e < xc->numel; e++) {                                          \
-      T v = xp[e];                                                                     \
-      T s = v < (T)0 ? (T)(lo + span * (double)unit_f32_at(first, key, gi[e])) : (T)1; \
-      np[e] = s;                                                                       \
-      yp[e] = v * s;                                                                   \
-    }                                                                                  \
+#define RRELU_FILL(T)                                        \
+  do {                                                       \
+    const T *xp = pd_tensor_data(x);                         \
+    T *yp = pd_tensor_data(y), *np = pd_tensor_data(noise);  \
+    for (int64_t e = 0; e < x->numel; e++) {                 \
+      T v = xp[e];                                           \
+      T s = v < (T)0 ? (T)(lo + span * (double)u[e]) : (T)1; \
+      np[e] = s;                                             \
+      yp[e] = v * s;                                         \
+    }                                                        \
   } while (0)
 
 /* A negative element gets the slope lower + (upper - lower) u, the others
  * 1 (activation/rrelu.c); the noise output holds the slopes. */
-static pd_status rrelu_shard(const pd_spmd_local *c, pd_tensor **out) {
+static void rrelu_fill(const pd_spmd_local *c, const pd_tensor *x, const float *u, pd_tensor *y,
+                       pd_tensor *noise) {
   double lo = c->attrs->f[0], span = c->attrs->f[1] - c->attrs->f[0];
-  int64_t total;
-  int64_t *gi = global_indices(c, 0, &total);
-  if (!gi) return pd_last_status();
-  uint64_t key, first = reserve((total + 3) / 4, c->attrs->i[1], &key);
-  pd_tensor *xc = contiguous_x(c), *y = NULL, *noise = NULL;
-  pd_status st = xc ? two_like(xc, &y, &noise) : pd_last_status();
-  if (st == PD_OK && xc->dtype == PD_FLOAT32)
-    RRELU_SHARD(float);
-  else if (st == PD_OK)
-    RRELU_SHARD(double);
-  free(gi);
-  pd_tensor_release(xc);
-  if (st != PD_OK) return st;
-  out[0] = y;
-  out[1] = noise;
-  return PD_OK;
+  if (x->dtype == PD_FLOAT32)
+    RRELU_FILL(float);
+  else
+    RRELU_FILL(double);
 }
-#undef RRELU_SHARD
+#undef RRELU_FILL
 
+static pd_status rrelu_shard(const pd_spmd_local *c, pd_tensor **out) {
+  return two_outputs_drawn(c, out, rrelu_fill);
+}
 pd_status pd_ap_local_rrelu(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
   return pd_ap_local_computed(c, rrelu_shard, out, n_out);
 }
