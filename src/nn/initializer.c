@@ -1,5 +1,4 @@
 /* paddle.nn.initializer: fills parameters in place, without recording. */
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -92,60 +91,19 @@ static pd_tensor *normal_like(const pd_tensor *t, double mean, double std) {
   return r;
 }
 
-/* Solves Phi(x) = p for the standard normal CDF Phi, p in (0, 1]: a
- * rational first guess (Abramowitz & Stegun 26.2.23, |error| < 4.5e-4)
- * polished by Halley steps on Phi computed with erfc, which keeps its
- * relative accuracy deep in the lower tail. */
-static double normal_quantile(double p) {
-  if (p <= 0) return -INFINITY;
-  if (p >= 1) return INFINITY;
-  if (p > 0.5) return -normal_quantile(1.0 - p); /* 1 - p is exact for p >= 0.5 */
-  double t = sqrt(-2.0 * log(p));
-  double x = -(t - (2.515517 + t * (0.802853 + t * 0.010328)) /
-                       (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))));
-  for (int it = 0; it < 3; it++) {
-    double phi = exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
-    if (!(phi > 0)) break; /* p below the normal doubles: the guess is as good as it gets */
-    double u = (0.5 * erfc(-x / M_SQRT2) - p) / phi;
-    x -= u / (1.0 + 0.5 * x * u);
-  }
-  return x;
-}
-
-static double normal_cdf(double x) { return 0.5 * erfc(-x / M_SQRT2); }
-
-/* Paddle's truncated_gaussian_random: u uniform in [FLT_MIN, 1), p between
- * Phi(alpha) and Phi(beta), value = mean + std * Phi^-1(p) clamped to
- * [lo, hi]. When both cut-offs lie above the mean the mirrored problem is
- * solved instead (the same distribution; the CDF keeps its precision in
- * the lower tail). */
+/* Paddle's truncated_gaussian_random op (src/ops/creation/random_dist.c),
+ * drawn in float64: the parameter's dtype is cast to afterwards. */
 static pd_tensor *truncated_like(const pd_tensor *t, double mean, double std, double lo, double hi) {
-  if (std == 0) return pd_full(t->ndim, t->shape, mean < lo ? lo : mean > hi ? hi : mean, PD_FLOAT64);
-  pd_tensor *r = pd_uniform(t->ndim, t->shape, PD_FLOAT64, FLT_MIN, 1.0, 0);
-  if (!r) return NULL;
-  double alpha = (lo - mean) / std, beta = (hi - mean) / std, sign = 1;
-  if (alpha > 0) {
-    double a2 = -beta;
-    beta = -alpha;
-    alpha = a2;
-    sign = -1;
-  }
-  double ca = normal_cdf(alpha), cb = normal_cdf(beta);
-  double *p = pd_tensor_data(r);
-  for (int64_t i = 0; i < r->numel; i++) {
-    double v = mean + sign * std * normal_quantile(ca + (cb - ca) * p[i]);
-    p[i] = v < lo ? lo : v > hi ? hi : v;
-  }
-  return r;
+  pd_attrs a = {.f = {mean, std, lo, hi}, .dtype = PD_FLOAT64, .nv = {t->ndim}};
+  if (t->ndim) memcpy(a.v[0], t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  return pd_dispatch1(PD_OP_truncated_gaussian_random, NULL, 0, &a);
 }
 
 static pd_nn_init_recorder_fn g_init_recorder;
 
 void pd_nn_set_init_recorder(pd_nn_init_recorder_fn fn) { g_init_recorder = fn; }
 
-bool pd_initializer_records(const pd_initializer *init) {
-  return init && init->kind != PD_INIT_TRUNCATED_NORMAL && init->kind != PD_INIT_ASSIGN;
-}
+bool pd_initializer_records(const pd_initializer *init) { return init && init->kind != PD_INIT_ASSIGN; }
 
 /* The checks of init's arguments against t that need no values. */
 static pd_status check_args(const pd_initializer *init, const pd_tensor *t) {

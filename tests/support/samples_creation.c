@@ -1,6 +1,7 @@
 /* Samples for the creation and random ops: sizes from attributes (full,
- * arange, linspace, eye, uniform, gaussian, randint, randperm) or from an
- * input of probabilities (bernoulli, multinomial). */
+ * arange, linspace, eye, uniform, gaussian, truncated_gaussian_random,
+ * randint, randperm) or from an input of probabilities (bernoulli,
+ * multinomial). */
 #include "op_samples.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
@@ -39,6 +40,15 @@ static int s_uniform(pd_tensor **in, pd_attrs *a) {
   a->dtype = PD_FLOAT32;
   return 0;
 }
+static int s_truncated(pd_tensor **in, pd_attrs *a) {
+  (void)in;
+  sample_set_list(a, 0, 2, S(2, 3));
+  a->f[1] = 1;
+  a->f[2] = -2;
+  a->f[3] = 2;
+  a->dtype = PD_FLOAT32;
+  return 0;
+}
 static int s_randint(pd_tensor **in, pd_attrs *a) {
   (void)in;
   sample_set_list(a, 0, 2, S(2, 3));
@@ -71,6 +81,7 @@ const pd_op_sample pd_samples_creation[] = {
     {"eye", s_eye, 0},
     {"uniform", s_uniform, 0},
     {"gaussian", s_uniform, 0},
+    {"truncated_gaussian_random", s_truncated, 0},
     {"randint", s_randint, 0},
     {"randperm", s_randperm, 0},
     {"bernoulli", s_bernoulli, 0},

@@ -229,7 +229,8 @@ static void test_to_tensor(void **state) {
 static void test_registry_rows(void **state) {
   (void)state;
   const char *plain[] = {"arange", "linspace", "eye", "full"};
-  const char *random[] = {"uniform", "gaussian", "randint", "bernoulli", "multinomial", "randperm"};
+  const char *random[] = {"uniform",     "gaussian", "truncated_gaussian_random", "randint", "bernoulli",
+                          "multinomial", "randperm"};
   for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
     int id = pd_op_find(plain[i]);
     assert_true(id >= 0);

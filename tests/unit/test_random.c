@@ -164,18 +164,33 @@ static pd_tensor *mk_randperm(pd_tensor *p) {
   return pd_randperm(N, PD_NUM_DTYPES);
 }
 
+static pd_tensor *mk_truncated(pd_tensor *p) {
+  (void)p;
+  pd_initializer init = pd_nn_initializer_truncated_normal(0.5, 2.0, -1.0, 3.0);
+  pd_tensor *t = pd_zeros(1, SHAPE(N), PD_FLOAT32);
+  return t && pd_initializer_apply(&init, t) == PD_OK ? t : NULL;
+}
+
 static const struct {
   const char *name;
   make_fn make;
   int probs; /* 0: none, 1: [N + 3] in (0, 1), 2: [2000, 8] weights */
 } k_makers[] = {
-    {"rand float32", mk_rand32, 0},      {"rand float64", mk_rand64, 0},
-    {"rand float16", mk_rand16, 0},      {"randn float32", mk_randn32, 0},
-    {"randn float64", mk_randn64, 0},    {"randn bfloat16", mk_randnbf, 0},
-    {"uniform", mk_uniform, 0},          {"normal", mk_normal, 0},
-    {"randint int64", mk_randint, 0},    {"randint int32", mk_randint32, 0},
-    {"bernoulli", mk_bernoulli, 1},      {"multinomial replacement", mk_multi_repl, 2},
-    {"multinomial", mk_multi_norepl, 2}, {"randperm", mk_randperm, 0},
+    {"rand float32", mk_rand32, 0},
+    {"rand float64", mk_rand64, 0},
+    {"rand float16", mk_rand16, 0},
+    {"randn float32", mk_randn32, 0},
+    {"randn float64", mk_randn64, 0},
+    {"randn bfloat16", mk_randnbf, 0},
+    {"uniform", mk_uniform, 0},
+    {"normal", mk_normal, 0},
+    {"randint int64", mk_randint, 0},
+    {"randint int32", mk_randint32, 0},
+    {"bernoulli", mk_bernoulli, 1},
+    {"multinomial replacement", mk_multi_repl, 2},
+    {"multinomial", mk_multi_norepl, 2},
+    {"randperm", mk_randperm, 0},
+    {"truncated normal", mk_truncated, 0},
 };
 
 static pd_tensor *make_probs(int kind) {

@@ -119,15 +119,67 @@ static void test_create_parameter_initializers(void **state) {
   pd_program_release(startup);
 }
 
-/* TruncatedNormal is computed partly outside ops: its value is kept as a
- * constant, the eager draw. A parameter created before the guard too. */
-static void test_unrecordable_initializers_stay_constants(void **state) {
+/* TruncatedNormal is the truncated_gaussian_random op (drawn in float64,
+ * then a cast): run after the same seed the startup program gives the
+ * eager draw bit for bit, float32 and float64, the mirrored case (both
+ * cut-offs above the mean) and std 0 (nothing drawn) included. */
+static void test_truncated_normal_is_an_op(void **state) {
   (void)state;
-  pd_initializer tn = pd_nn_initializer_truncated_normal(0, 1, -2, 2);
+  pd_initializer tn = pd_nn_initializer_truncated_normal(0.5, 2, -1, 3);
+  pd_initializer upper = pd_nn_initializer_truncated_normal(0, 1, 0.5, 3);
+  pd_initializer flat = pd_nn_initializer_truncated_normal(5, 0, -1, 1);
+  pd_seed(21);
+  pd_tensor *e32 = pd_zeros(2, SHAPE(5, 7), PD_FLOAT32), *e64 = pd_zeros(1, SHAPE(9), PD_FLOAT64);
+  pd_tensor *eflat = pd_zeros(1, SHAPE(3), PD_FLOAT64);
+  assert_int_equal(pd_initializer_apply(&tn, e32), PD_OK);
+  assert_int_equal(pd_initializer_apply(&upper, e64), PD_OK);
+  assert_int_equal(pd_initializer_apply(&flat, eflat), PD_OK);
+  EXPECT_VALUES(eflat, 0, 1, 1, 1);
+  const double *d = pd_tensor_data(e64);
+  for (int i = 0; i < 9; i++) assert_true(d[i] >= 0.5 && d[i] <= 3);
+
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *w[3] = {
+      pd_static_create_parameter(2, SHAPE(5, 7), PD_FLOAT32, "w_trunc", &tn, false),
+      pd_static_create_parameter(1, SHAPE(9), PD_FLOAT64, "w_upper", &upper, false),
+      pd_static_create_parameter(1, SHAPE(3), PD_FLOAT64, "w_flat", &flat, false),
+  };
+  for (int i = 0; i < 3; i++) assert_non_null(w[i]);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_true(has_op(startup, "truncated_gaussian_random"));
+  assert_true(has_op(startup, "cast"));
+  assert_false(has_op(startup, "assign_value"));
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  pd_seed(21);
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  assert_true(same_bits(pd_var_scope_find_var(scope, "w_trunc"), e32));
+  assert_true(same_bits(pd_var_scope_find_var(scope, "w_upper"), e64));
+  assert_true(same_bits(pd_var_scope_find_var(scope, "w_flat"), eflat));
+  pd_seed(22); /* the values come from the run */
+  assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  assert_false(same_bits(pd_var_scope_find_var(scope, "w_trunc"), e32));
+  pd_tensor *ts[] = {e32, e64, eflat, w[0], w[1], w[2]};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
+/* What stays a value: Assign (a given value: an assign_value of the
+ * startup program, as Paddle's Assign initializer records) and a parameter
+ * created before the guard (its value exists already). */
+static void test_given_values_stay_assign_value(void **state) {
+  (void)state;
+  pd_tensor *given = T(PD_FLOAT32, 2, SHAPE(2, 2), 1, -2, 3.5, 4);
+  pd_initializer as = pd_nn_initializer_assign(given);
   pd_layer *before = pd_nn_linear(2, 2, NULL);
   pd_program *main = pd_static_program(), *startup = pd_static_program();
   assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
-  pd_tensor *w = pd_static_create_parameter(2, SHAPE(2, 2), PD_FLOAT32, "w_trunc", &tn, false);
+  pd_tensor *w = pd_static_create_parameter(2, SHAPE(2, 2), PD_FLOAT32, "w_assign", &as, false);
   pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 2), PD_FLOAT32);
   pd_tensor *y = pd_layer_call1(before, x), *z = pd_matmul(y, w, false, false);
   assert_non_null(z);
@@ -138,16 +190,12 @@ static void test_unrecordable_initializers_stay_constants(void **state) {
   pd_executor *exe = pd_static_executor(PD_CPU);
   pd_var_scope *scope = pd_static_scope();
   assert_int_equal(pd_executor_run(exe, startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
-  pd_static_block *gb = pd_program_global_block(main);
-  pd_tensor *handle = pd_static_block_var(gb, "w_trunc");
-  pd_tensor *v = pd_var_scope_find_var(scope, "w_trunc");
-  assert_non_null(v);
-  (void)handle;
+  assert_true(same_bits(pd_var_scope_find_var(scope, "w_assign"), given));
   pd_named_tensors ps;
   assert_int_equal(pd_layer_parameters(before, &ps), PD_OK);
   assert_true(same_bits(pd_var_scope_find_var(scope, pd_tensor_name(ps.tensors[0])), ps.tensors[0]));
   pd_named_tensors_free(&ps);
-  pd_tensor *ts[] = {w, x, y, z};
+  pd_tensor *ts[] = {given, w, x, y, z};
   for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
   pd_layer_release(before);
   pd_var_scope_release(scope);
@@ -160,7 +208,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layers_startup_equals_eager),
       cmocka_unit_test(test_create_parameter_initializers),
-      cmocka_unit_test(test_unrecordable_initializers_stay_constants),
+      cmocka_unit_test(test_truncated_normal_is_an_op),
+      cmocka_unit_test(test_given_values_stay_assign_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

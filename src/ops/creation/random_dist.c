@@ -8,7 +8,10 @@
  *                            word pair (i%4)/2, cosine branch for even i, sine for odd
  *   gaussian float64         element i: counter first + i/2; Box-Muller on the
  *                            two 53-bit uniforms of the counter, cos/sin by i%2
- *   randint                  element i: counter first + i/2, 64 bits as for float64 */
+ *   randint                  element i: counter first + i/2, 64 bits as for float64
+ *   truncated_gaussian_random  element i: the float64 uniform's draw, through the
+ *                            normal's inverse CDF (any output dtype) */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -205,6 +208,92 @@ pd_tensor *pd_randn(int ndim, const int64_t *shape, pd_dtype dt) {
 pd_tensor *pd_normal(double mean, double std, int ndim, const int64_t *shape) {
   return gaussian_impl("normal", ndim, shape, pd_get_default_dtype(), mean, std);
 }
+
+/* ---- truncated_gaussian_random ------------------------------------------- */
+/* Solves Phi(x) = p for the standard normal CDF Phi, p in (0, 1]: a
+ * rational first guess (Abramowitz & Stegun 26.2.23, |error| < 4.5e-4)
+ * polished by Halley steps on Phi computed with erfc, which keeps its
+ * relative accuracy deep in the lower tail. */
+static double normal_quantile(double p) {
+  if (p <= 0) return -INFINITY;
+  if (p >= 1) return INFINITY;
+  if (p > 0.5) return -normal_quantile(1.0 - p); /* 1 - p is exact for p >= 0.5 */
+  double t = sqrt(-2.0 * log(p));
+  double x = -(t - (2.515517 + t * (0.802853 + t * 0.010328)) /
+                       (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))));
+  for (int it = 0; it < 3; it++) {
+    double phi = exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    if (!(phi > 0)) break; /* p below the normal doubles: the guess is as good as it gets */
+    double u = (0.5 * erfc(-x / M_SQRT2) - p) / phi;
+    x -= u / (1.0 + 0.5 * x * u);
+  }
+  return x;
+}
+
+static double normal_cdf(double x) { return 0.5 * erfc(-x / M_SQRT2); }
+
+/* attrs: f0 mean, f1 std, f2 a, f3 b (the cut-offs, values not standard
+ * deviations, as paddle.nn.initializer.TruncatedNormal), i0 seed. Element
+ * i draws the float64 uniform u_i of `uniform` (counter first + i/2) on
+ * [FLT_MIN, 1), takes p between Phi(alpha) and Phi(beta) and gives
+ * mean + std * Phi^-1(p) clamped to [a, b]. When both cut-offs lie above
+ * the mean the mirrored problem is solved instead (the same distribution;
+ * the CDF keeps its precision in the lower tail). std 0 draws nothing:
+ * every element is the mean clamped to [a, b]. */
+static pd_status truncated_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *o = ctx->out[0];
+  int64_t n = o->numel;
+  if (n == 0) return PD_OK;
+  pd_dtype dt = o->dtype;
+  void *p = pd_tensor_data(o);
+  double mean = ctx->attrs->f[0], std = ctx->attrs->f[1], lo = ctx->attrs->f[2], hi = ctx->attrs->f[3];
+  if (std == 0) {
+    double v = mean < lo ? lo : mean > hi ? hi : mean;
+    for (int64_t i = 0; i < n; i++)
+      if (dt == PD_FLOAT64)
+        ((double *)p)[i] = v;
+      else
+        store_f32(p, dt, i, (float)v);
+    return PD_OK;
+  }
+  double alpha = (lo - mean) / std, beta = (hi - mean) / std, sign = 1;
+  if (alpha > 0) {
+    double a2 = -beta;
+    beta = -alpha;
+    alpha = a2;
+    sign = -1;
+  }
+  double ca = normal_cdf(alpha), cb = normal_cdf(beta), ulo = FLT_MIN, urange = 1.0 - FLT_MIN;
+  uint64_t key;
+  int64_t nb = (n + 1) / 2;
+  uint64_t first = reserve((uint64_t)nb, ctx->attrs->i[0], &key);
+  PD_FOR_PHILOX_BLOCKS(nb, first, key, RNG_GRAIN / 16, {
+    for (int k = 0; k < 2 && 2 * b + k < n; k++) {
+      double u = ulo + urange * pd_u64_to_unit_f64(w[2 * k], w[2 * k + 1]);
+      double v = mean + sign * std * normal_quantile(ca + (cb - ca) * u);
+      v = v < lo ? lo : v > hi ? hi : v;
+      if (dt == PD_FLOAT64)
+        ((double *)p)[2 * b + k] = v;
+      else
+        store_f32(p, dt, 2 * b + k, (float)v);
+    }
+  });
+  return PD_OK;
+}
+
+static pd_status truncated_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                pd_meta *out, int *n_out) {
+  if (!(a->f[2] <= a->f[3]) || !(a->f[1] >= 0) || isinf(a->f[1]) || !isfinite(a->f[0]))
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "%s: needs a finite mean, a finite std >= 0 and a <= b, got mean %g, std %g, a %g, b %g", def->name,
+        a->f[0], a->f[1], a->f[2], a->f[3]);
+  return float_shape_meta(def, in, n_in, a, out, n_out);
+}
+
+PD_OPDEF(truncated_gaussian_random, .n_in = 0, .n_out = 1, .flags = PD_OPF_RANDOM,
+         .attr_names = "v0:shape,f0:mean,f1:std,f2:a,f3:b,i0:seed,dtype", .infer_meta = truncated_meta,
+         .kernel = {[PD_PLACE_CPU] = truncated_kernel});
 
 /* ---- randint ------------------------------------------------------------- */
 static pd_status randint_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
