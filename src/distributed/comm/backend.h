@@ -91,6 +91,23 @@ typedef struct pd_comm_ops {
   pd_status (*send)(pd_comm *c, const void *buf, size_t count, pd_dtype dt, int peer);
   pd_status (*recv)(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer);
   pd_status (*barrier)(pd_comm *c);
+  /* Optional (NULL: the caller packs and unpacks around the plain call):
+   * all_gather, reduce_scatter and alltoall with the side that holds every
+   * rank's block in the blocked layout of blocked_layout.h (rows x cols
+   * elements per block), so a tensor's blocks along any dim move without a
+   * packed copy. They are the same collectives as the plain ones (same
+   * signature, count = rows * cols): ranks may mix the two forms.
+   * all_gather: in contiguous (rows * cols), out blocked. */
+  pd_status (*all_gather_blocked)(pd_comm *c, const void *in, void *out, size_t rows, size_t cols,
+                                  pd_dtype dt);
+  /* reduce_scatter: in blocked, out contiguous (rows * cols). */
+  pd_status (*reduce_scatter_blocked)(pd_comm *c, const void *in, void *out, size_t rows, size_t cols,
+                                      pd_dtype dt, pd_reduce_op op);
+  /* alltoall of `count` elements per peer: in blocked with in_rows rows per
+   * block (block j goes to rank j), out blocked with out_rows rows per block
+   * (block j comes from rank j); count is a multiple of both. */
+  pd_status (*alltoall_blocked)(pd_comm *c, const void *in, size_t in_rows, void *out, size_t out_rows,
+                                size_t count, pd_dtype dt);
   /* Optional: nbytes of memory every rank can address for zero-copy
    * collectives (collective call, same size on every rank). NULL when the
    * backend has none (the caller then uses ordinary memory). */

@@ -5,6 +5,7 @@
 
 #include "../../core/tensor_impl.h"
 #include "../../kernels/cpu/comm_reduce.h"
+#include "blocked_layout.h"
 #include "group_internal.h"
 
 typedef struct coll_call {
@@ -16,6 +17,7 @@ typedef struct coll_call {
   pd_reduce_op op;
   int root;               /* group rank */
   size_t *counts;         /* alltoall: send counts then recv counts (2 * nranks) */
+  size_t rows, out_rows;  /* the blocked forms (rows > 0): rows per block of in / out (blocked_layout.h) */
   unsigned char *own_in;  /* packed input of a tensor list (owned) */
   unsigned char *own_out; /* packed output (owned): block i goes to unpack[i] */
   pd_tensor **unpack;
@@ -26,6 +28,65 @@ typedef struct coll_call {
   int nkeep_list;
 } coll_call;
 
+/* A backend without the blocked forms: the plain call on packed copies
+ * (in and out are one block each side of the call, count elements). */
+static pd_status run_blocked_packed(coll_call *c, pd_reduce_op op) {
+  pd_comm *comm = c->g->comm;
+  const pd_comm_ops *ops = comm->ops;
+  size_t n = (size_t)c->g->nranks, es = pd_dtype_size(c->dt), count = c->count;
+  size_t ic = count / c->rows, oc = c->out_rows ? count / c->out_rows : 0;
+  size_t bytes = (c->kind == PD_COMM_ALLTOALL ? 2 : 1) * n * count * es; /* alltoall: in and out */
+  unsigned char *tmp = malloc(bytes + 1), *tmp2 = tmp + n * count * es;
+  if (!tmp) return pd_set_error(PD_ERR_MEMORY, "distributed: out of memory for %zu bytes", bytes);
+  const unsigned char *in = c->in;
+  unsigned char *out = c->out;
+  pd_status st;
+  if (c->kind == PD_COMM_ALL_GATHER) {
+    st = ops->all_gather(comm, in, tmp, count, c->dt);
+    for (size_t r = 0; st == PD_OK && r < n; r++)
+      pd_blocked_write(out + r * ic * es, tmp + r * count * es, ic, n * ic, 0, count, es, false);
+  } else if (c->kind == PD_COMM_REDUCE_SCATTER) {
+    for (size_t j = 0; j < n; j++)
+      pd_blocked_read(tmp + j * count * es, in + j * ic * es, ic, n * ic, 0, count, es);
+    st = ops->reduce_scatter(comm, tmp, out, count, c->dt, op);
+  } else {
+    size_t *counts = malloc(n * sizeof *counts + 1);
+    st = counts ? PD_OK : pd_set_error(PD_ERR_MEMORY, "alltoall: out of memory");
+    for (size_t j = 0; counts && j < n; j++) {
+      counts[j] = count;
+      pd_blocked_read(tmp + j * count * es, in + j * ic * es, ic, n * ic, 0, count, es);
+    }
+    if (st == PD_OK) st = ops->alltoall(comm, tmp, counts, tmp2, counts, c->dt);
+    for (size_t r = 0; st == PD_OK && r < n; r++)
+      pd_blocked_write(out + r * oc * es, tmp2 + r * count * es, oc, n * oc, 0, count, es, false);
+    free(counts);
+  }
+  free(tmp);
+  return st;
+}
+
+/* all_gather, reduce_scatter and alltoall with blocked buffers (c->rows > 0). */
+static pd_status run_blocked(coll_call *c, pd_reduce_op op) {
+  pd_comm *comm = c->g->comm;
+  const pd_comm_ops *ops = comm->ops;
+  size_t cols = c->count / c->rows;
+  switch (c->kind) {
+    case PD_COMM_ALL_GATHER:
+      if (ops->all_gather_blocked) return ops->all_gather_blocked(comm, c->in, c->out, c->rows, cols, c->dt);
+      if (c->rows == 1) return ops->all_gather(comm, c->in, c->out, c->count, c->dt);
+      break;
+    case PD_COMM_REDUCE_SCATTER:
+      if (ops->reduce_scatter_blocked)
+        return ops->reduce_scatter_blocked(comm, c->in, c->out, c->rows, cols, c->dt, op);
+      if (c->rows == 1) return ops->reduce_scatter(comm, c->in, c->out, c->count, c->dt, op);
+      break;
+    default:
+      if (ops->alltoall_blocked)
+        return ops->alltoall_blocked(comm, c->in, c->rows, c->out, c->out_rows, c->count, c->dt);
+  }
+  return run_blocked_packed(c, op);
+}
+
 static pd_status run_call(struct pd_dist_task *t) {
   coll_call *c = t->call;
   pd_comm *comm = c->g->comm;
@@ -33,42 +94,46 @@ static pd_status run_call(struct pd_dist_task *t) {
   int divide_after = c->op == PD_REDUCE_AVG && !ops->avg_native;
   pd_reduce_op op = divide_after ? PD_REDUCE_SUM : c->op;
   pd_status st;
-  switch (c->kind) {
-    case PD_COMM_ALL_REDUCE:
-      st = ops->all_reduce(comm, c->in, c->out, c->count, c->dt, op);
-      break;
-    case PD_COMM_BROADCAST:
-      st = ops->broadcast(comm, c->out, c->count, c->dt, c->root);
-      break;
-    case PD_COMM_REDUCE:
-      st = ops->reduce(comm, c->in, c->out, c->count, c->dt, op, c->root);
-      break;
-    case PD_COMM_ALL_GATHER:
-      st = ops->all_gather(comm, c->in, c->out, c->count, c->dt);
-      break;
-    case PD_COMM_REDUCE_SCATTER:
-      st = ops->reduce_scatter(comm, c->in, c->out, c->count, c->dt, op);
-      break;
-    case PD_COMM_ALLTOALL:
-      st = ops->alltoall(comm, c->in, c->counts, c->out, c->counts + c->g->nranks, c->dt);
-      break;
-    case PD_COMM_SCATTER:
-      st = ops->scatter(comm, c->in, c->out, c->count, c->dt, c->root);
-      break;
-    case PD_COMM_GATHER:
-      st = ops->gather(comm, c->in, c->out, c->count, c->dt, c->root);
-      break;
-    case PD_COMM_SEND:
-      st = ops->send(comm, c->in, c->count, c->dt, c->root);
-      break;
-    case PD_COMM_RECV:
-      st = ops->recv(comm, c->out, c->count, c->dt, c->root);
-      break;
-    case PD_COMM_BARRIER:
-      st = ops->barrier(comm);
-      break;
-    default:
-      st = pd_set_error(PD_ERR_INVALID, "distributed: unknown collective %d", c->kind);
+  if (c->rows) {
+    st = run_blocked(c, op);
+  } else {
+    switch (c->kind) {
+      case PD_COMM_ALL_REDUCE:
+        st = ops->all_reduce(comm, c->in, c->out, c->count, c->dt, op);
+        break;
+      case PD_COMM_BROADCAST:
+        st = ops->broadcast(comm, c->out, c->count, c->dt, c->root);
+        break;
+      case PD_COMM_REDUCE:
+        st = ops->reduce(comm, c->in, c->out, c->count, c->dt, op, c->root);
+        break;
+      case PD_COMM_ALL_GATHER:
+        st = ops->all_gather(comm, c->in, c->out, c->count, c->dt);
+        break;
+      case PD_COMM_REDUCE_SCATTER:
+        st = ops->reduce_scatter(comm, c->in, c->out, c->count, c->dt, op);
+        break;
+      case PD_COMM_ALLTOALL:
+        st = ops->alltoall(comm, c->in, c->counts, c->out, c->counts + c->g->nranks, c->dt);
+        break;
+      case PD_COMM_SCATTER:
+        st = ops->scatter(comm, c->in, c->out, c->count, c->dt, c->root);
+        break;
+      case PD_COMM_GATHER:
+        st = ops->gather(comm, c->in, c->out, c->count, c->dt, c->root);
+        break;
+      case PD_COMM_SEND:
+        st = ops->send(comm, c->in, c->count, c->dt, c->root);
+        break;
+      case PD_COMM_RECV:
+        st = ops->recv(comm, c->out, c->count, c->dt, c->root);
+        break;
+      case PD_COMM_BARRIER:
+        st = ops->barrier(comm);
+        break;
+      default:
+        st = pd_set_error(PD_ERR_INVALID, "distributed: unknown collective %d", c->kind);
+    }
   }
   if (st < 0) return st;
   if (divide_after) {
@@ -603,6 +668,109 @@ pd_status pd_dist_barrier(pd_dist_group *group) {
   coll_call *c = call_new(PD_COMM_BARRIER, g);
   if (!c) return pd_last_status();
   return submit(c, PD_LANE_COLL, NULL);
+}
+
+/* ---- collectives along a dim (blocked buffers) ---- */
+/* The elements before dim (the rows of its blocks). */
+static size_t rows_before(const pd_tensor *t, int dim) {
+  size_t r = 1;
+  for (int k = 0; k < dim; k++) r *= (size_t)t->shape[k];
+  return r;
+}
+
+/* big equals small but for dim, which is n times small's. */
+static pd_status check_dim_pair(const char *op, const pd_tensor *big, const char *big_name,
+                                const pd_tensor *small, const char *small_name, int dim, int n) {
+  if (big->dtype != small->dtype)
+    return pd_set_error(PD_ERR_DTYPE, "%s: %s is %s but %s is %s", op, big_name, pd_dtype_name(big->dtype),
+                        small_name, pd_dtype_name(small->dtype));
+  if (dim < 0 || dim >= small->ndim)
+    return pd_set_error(PD_ERR_INVALID, "%s: dim %d is out of range for a %d-d %s", op, dim, small->ndim,
+                        small_name);
+  bool ok = big->ndim == small->ndim;
+  for (int k = 0; ok && k < small->ndim; k++)
+    ok = big->shape[k] == (k == dim ? (int64_t)n * small->shape[k] : small->shape[k]);
+  if (!ok)
+    return pd_set_error(PD_ERR_SHAPE,
+                        "%s: %s has shape %s and %s %s, but along dim %d over %d ranks %s must be %s's "
+                        "shape with dim %d %d times as long",
+                        op, small_name, PD_SHAPE_STR(small), big_name, PD_SHAPE_STR(big), dim, n, big_name,
+                        small_name, dim, n);
+  return PD_OK;
+}
+
+/* The start the collectives along a dim share: the group (NULL with
+ * *st = PD_OK for a non-member), both tensors checked. */
+static pd_dist_group *dim_call_group(const char *op, pd_tensor *out, pd_tensor *in, const pd_dist_opts *opts,
+                                     pd_status *st) {
+  int skip;
+  pd_dist_group *g = group_of(opts, op, &skip);
+  *st = PD_OK;
+  if (!g || check_tensor(in, op, "in") < 0 || check_tensor(out, op, "out") < 0) *st = pd_last_status();
+  return *st != PD_OK || skip ? NULL : g;
+}
+
+static pd_status submit_dim_call(pd_comm_kind kind, pd_dist_group *g, pd_tensor *out, pd_tensor *in,
+                                 size_t count, size_t rows, size_t out_rows, pd_reduce_op op,
+                                 const pd_dist_opts *opts) {
+  coll_call *c = call_new(kind, g);
+  if (!c) return pd_last_status();
+  c->in = pd_data_ptr(in);
+  c->out = pd_data_ptr(out);
+  c->count = count;
+  c->rows = rows;
+  c->out_rows = out_rows;
+  c->dt = in->dtype;
+  c->op = op;
+  call_keep(c, 0, in);
+  call_keep(c, 1, out);
+  return submit(c, PD_LANE_COLL, opts ? opts->task : NULL);
+}
+
+pd_status pd_dist_all_gather_dim(pd_tensor *out, pd_tensor *in, int dim, const pd_dist_opts *opts) {
+  pd_status st;
+  pd_dist_group *g = dim_call_group("all_gather", out, in, opts, &st);
+  if (!g) return st;
+  if (check_dim_pair("all_gather", out, "out", in, "in", dim, g->nranks) < 0) return pd_last_status();
+  size_t rows = rows_before(in, dim);
+  return submit_dim_call(PD_COMM_ALL_GATHER, g, out, in, (size_t)in->numel, rows ? rows : 1, 0, PD_REDUCE_SUM,
+                         opts);
+}
+
+pd_status pd_dist_reduce_scatter_dim(pd_tensor *out, pd_tensor *in, int dim, pd_reduce_op op,
+                                     const pd_dist_opts *opts) {
+  pd_status st;
+  pd_dist_group *g = dim_call_group("reduce_scatter", out, in, opts, &st);
+  if (!g) return st;
+  if (check_op(op, in->dtype, "reduce_scatter") < 0 ||
+      check_dim_pair("reduce_scatter", in, "in", out, "out", dim, g->nranks) < 0)
+    return pd_last_status();
+  size_t rows = rows_before(out, dim);
+  return submit_dim_call(PD_COMM_REDUCE_SCATTER, g, out, in, (size_t)out->numel, rows ? rows : 1, 0, op,
+                         opts);
+}
+
+pd_status pd_dist_alltoall_dim(pd_tensor *out, pd_tensor *in, int in_dim, int out_dim,
+                               const pd_dist_opts *opts) {
+  pd_status st;
+  pd_dist_group *g = dim_call_group("alltoall", out, in, opts, &st);
+  if (!g) return st;
+  int n = g->nranks;
+  if (in->dtype != out->dtype)
+    return pd_set_error(PD_ERR_DTYPE, "alltoall: in is %s but out is %s", pd_dtype_name(in->dtype),
+                        pd_dtype_name(out->dtype));
+  if (in_dim < 0 || in_dim >= in->ndim || out_dim < 0 || out_dim >= out->ndim)
+    return pd_set_error(PD_ERR_INVALID,
+                        "alltoall: in_dim %d of a %d-d in or out_dim %d of a %d-d out is out of range",
+                        in_dim, in->ndim, out_dim, out->ndim);
+  if (in->numel != out->numel || in->shape[in_dim] % n || out->shape[out_dim] % n)
+    return pd_set_error(PD_ERR_SHAPE,
+                        "alltoall: in %s along dim %d and out %s along dim %d must hold as many elements, "
+                        "each dim a multiple of the group size %d",
+                        PD_SHAPE_STR(in), in_dim, PD_SHAPE_STR(out), out_dim, n);
+  size_t rows = rows_before(in, in_dim), out_rows = rows_before(out, out_dim);
+  return submit_dim_call(PD_COMM_ALLTOALL, g, out, in, (size_t)in->numel / (size_t)n, rows ? rows : 1,
+                         out_rows ? out_rows : 1, PD_REDUCE_SUM, opts);
 }
 
 /* ---- tensors in the shared segment ---- */

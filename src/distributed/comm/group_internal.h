@@ -60,6 +60,23 @@ struct pd_dist_task *pd_dist_task_new(pd_status (*run)(struct pd_dist_task *),
  * (saves the copy an in-place all_reduce of a value to keep needs). */
 pd_status pd_dist_all_reduce_into(pd_tensor *out, pd_tensor *in, pd_reduce_op op, const pd_dist_opts *opts);
 
+/* Collectives along a dim of contiguous tensors, the blocks of the side
+ * that holds every rank's read or written in place (no packed copy; see
+ * blocked_layout.h). Group ranks in group order; a non-member returns
+ * PD_OK untouched. */
+/* out = the ranks' `in` concatenated along dim (out's dim is nranks times
+ * in's, the other dims equal). */
+pd_status pd_dist_all_gather_dim(pd_tensor *out, pd_tensor *in, int dim, const pd_dist_opts *opts);
+/* in cut into nranks equal blocks along dim: rank r's out = the reduction
+ * of every rank's block r. */
+pd_status pd_dist_reduce_scatter_dim(pd_tensor *out, pd_tensor *in, int dim, pd_reduce_op op,
+                                     const pd_dist_opts *opts);
+/* in cut into nranks equal blocks along in_dim, block j sent to rank j;
+ * out cut into nranks blocks along out_dim, block j received from rank j
+ * (in and out hold as many elements; both dims multiples of nranks). */
+pd_status pd_dist_alltoall_dim(pd_tensor *out, pd_tensor *in, int in_dim, int out_dim,
+                               const pd_dist_opts *opts);
+
 /* group.c */
 /* The world group (NULL when not initialised). */
 pd_dist_group *pd_dist_world(void);

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "../../kernels/cpu/comm_reduce.h"
+#include "blocked_layout.h"
+#include "stream_copy.h"
 #include "shm_internal.h"
 
 #define ELEM_ALIGN 16     /* slice boundaries on 64-byte lines for 4-byte dtypes */
@@ -128,6 +130,9 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
   }
   size_t ce = s->chunk_bytes / es;
   size_t len0 = count < ce ? count : ce;
+  /* out of place, a large result goes out by streaming stores (in place,
+   * every line written was just read: it is in the cache) */
+  bool stream = in != out && bytes >= SHM_STREAM_BYTES && (root < 0 || root == me);
   uint64_t step = s->step++;
   if (zc_alloc < 0) copy_in_others(s, step, in, 0, len0, es);
   if ((st = shm_enter(s, post)) < 0) goto done;
@@ -162,8 +167,14 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
         size_t m = hi - b < DIRECT_BLOCK ? hi - b : DIRECT_BLOCK;
         for (int r = 0; r < n; r++) part[r] = (const char *)srcs[r] + (b - lo) * es;
         char *o = (char *)out + (off + b) * es;
-        pdk_comm_reduce(o, part, n, m, dt, pd_comm_kernel_op(op));
-        memcpy(shm_stage(s, me, step) + b * es, o, m * es);
+        if (stream) {
+          unsigned char *blk = shm_stage(s, me, step) + b * es;
+          pdk_comm_reduce(blk, part, n, m, dt, pd_comm_kernel_op(op));
+          pd_stream_copy(o, blk, m * es);
+        } else {
+          pdk_comm_reduce(o, part, n, m, dt, pd_comm_kernel_op(op));
+          memcpy(shm_stage(s, me, step) + b * es, o, m * es);
+        }
       }
     } else if (hi > lo) {
       pdk_comm_reduce(shm_stage(s, me, step) + lo * es, srcs, n, hi - lo, dt, pd_comm_kernel_op(op));
@@ -175,9 +186,11 @@ static pd_status reduce_common(shm_comm *s, shm_post *post, const void *in, void
       size_t rlo, rhi;
       slice_of(len, n, r, &rlo, &rhi);
       if (rhi > rlo)
-        memcpy((char *)out + (off + rlo) * es, shm_stage(s, r, step) + rlo * es, (rhi - rlo) * es);
+        pd_blocked_write((char *)out + (off + rlo) * es, shm_stage(s, r, step) + rlo * es, SIZE_MAX, 0, 0,
+                         rhi - rlo, es, stream);
     }
   }
+  if (stream) pd_stream_fence();
 done:
   if (n > 64) free(srcs);
   return st;
@@ -222,20 +235,28 @@ static pd_status shm_broadcast(pd_comm *c, void *buf, size_t count, pd_dtype dt,
   return PD_OK;
 }
 
-static pd_status shm_all_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt) {
+/* out holds every rank's block in the blocked layout (rows x cols each):
+ * each rank's chunk is staged once, and every rank copies the staged
+ * chunks straight into their rows of its out. */
+static pd_status shm_all_gather_blocked(pd_comm *c, const void *in, void *out, size_t rows, size_t cols,
+                                        pd_dtype dt) {
   shm_comm *s = (shm_comm *)c;
   int n = c->nranks, me = c->rank;
+  size_t count = rows * cols;
   shm_post post = make_post(s, PD_COMM_ALL_GATHER, dt, count, -1, -1);
-  size_t es = pd_dtype_size(dt), bytes = count * es;
+  size_t es = pd_dtype_size(dt), bytes = count * es, ld = (size_t)n * cols;
   pd_status st;
   if (bytes <= SHM_SMALL_BYTES) {
     memcpy(my_small(s, &post), in, bytes);
     if ((st = shm_enter(s, &post)) < 0) return st;
-    for (int r = 0; r < n; r++) memcpy((char *)out + (size_t)r * bytes, small_of(s, r, &post), bytes);
+    for (int r = 0; r < n; r++)
+      pd_blocked_write((char *)out + (size_t)r * cols * es, small_of(s, r, &post), cols, ld, 0, count, es,
+                       false);
     return PD_OK;
   }
   shm_wait_ctx w = data_ctx(&post);
   size_t ce = s->chunk_bytes / es;
+  bool stream = (size_t)n * bytes >= SHM_STREAM_BYTES;
   for (size_t off = 0; off < count; off += ce) {
     size_t len = count - off < ce ? count - off : ce;
     uint64_t step = s->step++;
@@ -243,25 +264,34 @@ static pd_status shm_all_gather(pd_comm *c, const void *in, void *out, size_t co
     st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
     if (st < 0) return st;
     for (int r = 0; r < n; r++)
-      memcpy((char *)out + ((size_t)r * count + off) * es, shm_stage(s, r, step), len * es);
+      pd_blocked_write((char *)out + (size_t)r * cols * es, shm_stage(s, r, step), cols, ld, off, len, es,
+                       stream);
   }
+  if (stream) pd_stream_fence();
   return PD_OK;
 }
 
-/* Ranks write n pieces per step (piece j of block j); reader r reduces or
- * copies piece r from every writer. Used by reduce_scatter and scatter. */
-static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
-                                    pd_reduce_op op) {
+static pd_status shm_all_gather(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt) {
+  return shm_all_gather_blocked(c, in, out, 1, count, dt);
+}
+
+/* Ranks write n pieces per step (piece j of block j, read from its rows
+ * of the blocked in); reader r reduces piece r from every writer. */
+static pd_status shm_reduce_scatter_blocked(pd_comm *c, const void *in, void *out, size_t rows, size_t cols,
+                                            pd_dtype dt, pd_reduce_op op) {
   shm_comm *s = (shm_comm *)c;
   int n = c->nranks, me = c->rank;
+  size_t count = rows * cols;
   shm_post post = make_post(s, PD_COMM_REDUCE_SCATTER, dt, count, op, -1);
-  size_t es = pd_dtype_size(dt);
+  size_t es = pd_dtype_size(dt), ld = (size_t)n * cols;
   const void *srcs_small[64];
   const void **srcs = n <= 64 ? srcs_small : malloc((size_t)n * sizeof *srcs);
   if (!srcs) return pd_set_error(PD_ERR_MEMORY, "shm reduce_scatter: out of memory");
   pd_status st = PD_OK;
   if ((size_t)n * count * es <= SHM_SMALL_BYTES) {
-    memcpy(my_small(s, &post), in, (size_t)n * count * es);
+    for (int j = 0; j < n; j++)
+      pd_blocked_read(my_small(s, &post) + (size_t)j * count * es, (const char *)in + (size_t)j * cols * es,
+                      cols, ld, 0, count, es);
     if ((st = shm_enter(s, &post)) >= 0) {
       for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, &post) + (size_t)me * count * es;
       pdk_comm_reduce(out, srcs, n, count, dt, pd_comm_kernel_op(op));
@@ -276,7 +306,8 @@ static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_
     uint64_t step = s->step++;
     unsigned char *mine = shm_stage(s, me, step);
     for (int j = 0; j < n; j++)
-      memcpy(mine + (size_t)j * ce * es, (const char *)in + ((size_t)j * count + off) * es, len * es);
+      pd_blocked_read(mine + (size_t)j * ce * es, (const char *)in + (size_t)j * cols * es, cols, ld, off,
+                      len, es);
     st = off ? shm_barrier(s, &w) : shm_enter(s, &post);
     if (st < 0) goto done;
     for (int r = 0; r < n; r++) srcs[r] = shm_stage(s, r, step) + (size_t)me * ce * es;
@@ -285,6 +316,11 @@ static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_
 done:
   if (n > 64) free(srcs);
   return st;
+}
+
+static pd_status shm_reduce_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt,
+                                    pd_reduce_op op) {
+  return shm_reduce_scatter_blocked(c, in, out, 1, count, dt, op);
 }
 
 static pd_status shm_scatter(pd_comm *c, const void *in, void *out, size_t count, pd_dtype dt, int root) {
@@ -344,41 +380,49 @@ static pd_status shm_gather(pd_comm *c, const void *in, void *out, size_t count,
   return PD_OK;
 }
 
+/* Where alltoall's pieces lie in a buffer: piece j at base + at[j] bytes,
+ * contiguous, when `at` is set; else block j of the blocked layout. */
+typedef struct a2a_side {
+  unsigned char *base;
+  const size_t *at;
+  size_t cols, ld; /* the blocked layout (at == NULL) */
+} a2a_side;
+
+static unsigned char *piece_of(const a2a_side *sd, int j, size_t es) {
+  return sd->base + (sd->at ? sd->at[j] : (size_t)j * sd->cols * es);
+}
+
+/* Elements of a piece of cnt that round k (slot_e each) moves. */
+static size_t round_len(size_t cnt, size_t k, size_t slot_e) {
+  if (k * slot_e >= cnt) return 0;
+  return cnt - k * slot_e < slot_e ? cnt - k * slot_e : slot_e;
+}
+
 /* alltoall(v): rounds of one staging slot per destination. The number of
  * rounds follows the largest piece any rank sends to one peer (posted in
- * aux); the counts are checked pairwise (posted in the small area). */
-static pd_status shm_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
-                              const size_t *recv_counts, pd_dtype dt) {
-  shm_comm *s = (shm_comm *)c;
+ * aux); the counts are checked pairwise (posted in the small area). Each
+ * round copies the next slot of every piece straight from and into its
+ * place in the caller's buffers. */
+static pd_status alltoall_pieces(shm_comm *s, const a2a_side *in, const size_t *send_counts,
+                                 const a2a_side *out, const size_t *recv_counts, pd_dtype dt) {
+  pd_comm *c = &s->base;
   int n = c->nranks, me = c->rank;
   size_t es = pd_dtype_size(dt);
-  if ((size_t)n * sizeof(uint64_t) > SHM_SMALL_BYTES)
-    return pd_set_error(PD_ERR_UNIMPLEMENTED, "shm alltoall: groups of more than %zu ranks",
-                        SHM_SMALL_BYTES / sizeof(uint64_t));
   shm_post post = make_post(s, PD_COMM_ALLTOALL, dt, 0, -1, -1);
   uint64_t *posted = (uint64_t *)my_small(s, &post);
-  size_t maxb = 0;
+  size_t maxe = 0;
   for (int j = 0; j < n; j++) {
     posted[j] = send_counts[j];
-    if (send_counts[j] * es > maxb) maxb = send_counts[j] * es;
+    if (send_counts[j] > maxe) maxe = send_counts[j];
   }
-  post.aux = maxb;
-  size_t slot = s->chunk_bytes / (size_t)n / es * es;
-  size_t *soff = malloc(2 * (size_t)n * sizeof *soff), *roff = soff + n;
-  if (!soff) return pd_set_error(PD_ERR_MEMORY, "shm alltoall: out of memory");
-  for (size_t j = 0, so = 0, ro = 0; j < (size_t)n; j++) {
-    soff[j] = so;
-    roff[j] = ro;
-    so += send_counts[j] * es;
-    ro += recv_counts[j] * es;
-  }
+  post.aux = maxe * es;
+  size_t slot_e = s->chunk_bytes / (size_t)n / es, slot = slot_e * es;
   uint64_t step = s->step++;
-  for (int j = 0; j < n; j++) {
-    size_t b = send_counts[j] * es;
-    memcpy(shm_stage(s, me, step) + (size_t)j * slot, (const char *)in + soff[j], b < slot ? b : slot);
-  }
+  for (int j = 0; j < n; j++)
+    pd_blocked_read(shm_stage(s, me, step) + (size_t)j * slot, piece_of(in, j, es), in->cols, in->ld, 0,
+                    round_len(send_counts[j], 0, slot_e), es);
   pd_status st = shm_enter(s, &post);
-  if (st < 0) goto done;
+  if (st < 0) return st;
   size_t gmax = 0;
   for (int r = 0; r < n; r++) {
     const shm_post *p = &s->ctl[r].post[post.sig.seq & 1];
@@ -389,32 +433,67 @@ static pd_status shm_alltoall(pd_comm *c, const void *in, const size_t *send_cou
           PD_ERR_COMM,
           "shm alltoall on group %d: rank %d sends %llu elements to rank %d, which expects %zu from it",
           c->group_id, c->global_ranks[r], (unsigned long long)theirs, c->global_ranks[me], recv_counts[r]);
-      st = shm_fail(s);
-      goto done;
+      return shm_fail(s);
     }
   }
   shm_wait_ctx w = data_ctx(&post);
-  size_t rounds = gmax ? (gmax + slot - 1) / slot : 0;
+  size_t rounds = gmax ? (gmax + slot - 1) / slot : 0, total = 0;
+  for (int r = 0; r < n; r++) total += recv_counts[r];
+  bool stream = total * es >= SHM_STREAM_BYTES;
   for (size_t k = 0; k < rounds; k++) {
     if (k) {
       step = s->step++;
-      for (int j = 0; j < n; j++) {
-        size_t b = send_counts[j] * es;
-        if (k * slot < b)
-          memcpy(shm_stage(s, me, step) + (size_t)j * slot, (const char *)in + soff[j] + k * slot,
-                 b - k * slot < slot ? b - k * slot : slot);
-      }
-      if ((st = shm_barrier(s, &w)) < 0) goto done;
+      for (int j = 0; j < n; j++)
+        pd_blocked_read(shm_stage(s, me, step) + (size_t)j * slot, piece_of(in, j, es), in->cols, in->ld,
+                        k * slot_e, round_len(send_counts[j], k, slot_e), es);
+      if ((st = shm_barrier(s, &w)) < 0) return st;
     }
-    for (int r = 0; r < n; r++) {
-      size_t b = recv_counts[r] * es;
-      if (k * slot < b)
-        memcpy((char *)out + roff[r] + k * slot, shm_stage(s, r, step) + (size_t)me * slot,
-               b - k * slot < slot ? b - k * slot : slot);
-    }
+    for (int r = 0; r < n; r++)
+      pd_blocked_write(piece_of(out, r, es), shm_stage(s, r, step) + (size_t)me * slot, out->cols, out->ld,
+                       k * slot_e, round_len(recv_counts[r], k, slot_e), es, stream);
   }
-done:
+  if (stream) pd_stream_fence();
+  return PD_OK;
+}
+
+static pd_status shm_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
+                              const size_t *recv_counts, pd_dtype dt) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks;
+  size_t es = pd_dtype_size(dt);
+  if ((size_t)n * sizeof(uint64_t) > SHM_SMALL_BYTES)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "shm alltoall: groups of more than %zu ranks",
+                        SHM_SMALL_BYTES / sizeof(uint64_t));
+  size_t *soff = malloc(2 * (size_t)n * sizeof *soff), *roff = soff + n;
+  if (!soff) return pd_set_error(PD_ERR_MEMORY, "shm alltoall: out of memory");
+  for (size_t j = 0, so = 0, ro = 0; j < (size_t)n; j++) {
+    soff[j] = so;
+    roff[j] = ro;
+    so += send_counts[j] * es;
+    ro += recv_counts[j] * es;
+  }
+  a2a_side si = {(unsigned char *)(uintptr_t)in, soff, SIZE_MAX, 0}, so = {out, roff, SIZE_MAX, 0};
+  pd_status st = alltoall_pieces(s, &si, send_counts, &so, recv_counts, dt);
   free(soff);
+  return st;
+}
+
+static pd_status shm_alltoall_blocked(pd_comm *c, const void *in, size_t in_rows, void *out, size_t out_rows,
+                                      size_t count, pd_dtype dt) {
+  shm_comm *s = (shm_comm *)c;
+  int n = c->nranks;
+  if ((size_t)n * sizeof(uint64_t) > SHM_SMALL_BYTES)
+    return pd_set_error(PD_ERR_UNIMPLEMENTED, "shm alltoall: groups of more than %zu ranks",
+                        SHM_SMALL_BYTES / sizeof(uint64_t));
+  size_t counts_small[64] = {0};
+  size_t *counts = n <= 64 ? counts_small : malloc((size_t)n * sizeof *counts);
+  if (!counts) return pd_set_error(PD_ERR_MEMORY, "shm alltoall: out of memory");
+  for (int j = 0; j < n; j++) counts[j] = count;
+  size_t ic = count / in_rows, oc = count / out_rows;
+  a2a_side si = {(unsigned char *)(uintptr_t)in, NULL, ic, (size_t)n * ic};
+  a2a_side so = {out, NULL, oc, (size_t)n * oc};
+  pd_status st = alltoall_pieces(s, &si, counts, &so, counts, dt);
+  if (n > 64) free(counts);
   return st;
 }
 
@@ -440,6 +519,9 @@ static const pd_comm_ops k_shm_ops = {
     .all_gather = shm_all_gather,
     .reduce_scatter = shm_reduce_scatter,
     .alltoall = shm_alltoall,
+    .all_gather_blocked = shm_all_gather_blocked,
+    .reduce_scatter_blocked = shm_reduce_scatter_blocked,
+    .alltoall_blocked = shm_alltoall_blocked,
     .scatter = shm_scatter,
     .gather = shm_gather,
     .send = shm_send,

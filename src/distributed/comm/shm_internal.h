@@ -27,6 +27,11 @@
 #define SHM_LINE 128
 #define SHM_SMALL_BYTES 1024 /* payloads up to this size travel inside the control block */
 #define SHM_MAX_ALLOCS 64
+/* Results of at least this many bytes are written with streaming stores
+ * (stream_copy.h): a large result is not read again soon, and rows written
+ * by ordinary stores each cost a read of the line first (a strided
+ * destination copied row by row ran at half the speed of one memcpy). */
+#define SHM_STREAM_BYTES (4u << 20)
 
 /* The first bytes of every segment the backend creates: who created it,
  * so a segment left by a creator that died before unlinking it (killed

@@ -308,6 +308,119 @@ static void test_movement(pd_dtype dt, int64_t n, int *world) {
   }
 }
 
+/* Rank r's tensor of `shape` (3-d), values as make's. */
+static pd_tensor *make3(int r, const int64_t *shape, pd_dtype dt, int64_t salt) {
+  if (!shape[0] || !shape[1] || !shape[2]) return pd_empty(3, shape, dt); /* reshape reads 0 as "keep" */
+  pd_tensor *flat = make(r, shape[0] * shape[1] * shape[2], dt, salt);
+  pd_tensor *t = pd_reshape(flat, 3, shape);
+  pd_tensor_release(flat);
+  return t;
+}
+
+/* got equals want element by element (same shape, exact). */
+static void check_same(pd_tensor *got, pd_tensor *want, const char *what, pd_dtype dt, int dim) {
+  int64_t n = pd_tensor_numel(want);
+  if (pd_tensor_numel(got) != n)
+    FAIL("%s %s dim %d: %lld elements, expected %lld", what, pd_dtype_name(dt), dim,
+         (long long)pd_tensor_numel(got), (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    double g = pd_tensor_item_at(got, i), w = pd_tensor_item_at(want, i);
+    if (g != w)
+      FAIL("%s %s dim %d of %lld elements: element %lld is %g, expected %g", what, pd_dtype_name(dt), dim,
+           (long long)n, (long long)i, g, w);
+  }
+}
+
+/* The collectives along a dim (blocked buffers: the shm backend reads and
+ * writes the blocks in place, a backend without them packs) against the
+ * same result built from concat and split of every rank's tensors, for
+ * each dim of a 3-d block shape. */
+static void test_dim_collectives(pd_dtype dt, const int64_t *block, int *world, pd_dist_group *g) {
+  int n = g ? pd_dist_get_world_size(g) : g_n, me = g ? pd_dist_get_rank(g) : g_rank;
+  const int *ranks = g ? world : NULL;
+  pd_dist_opts o = {.group = g};
+  pd_scope_begin();
+  for (int d = 0; d < 3; d++) {
+    int64_t whole[3] = {block[0], block[1], block[2]};
+    whole[d] *= n;
+    pd_tensor *parts[8], *wholes[8];
+    for (int r = 0; r < n; r++) {
+      int gr = ranks ? ranks[r] : r;
+      parts[r] = make3(gr, block, dt, d);
+      wholes[r] = make3(gr, whole, dt, 10 + d);
+    }
+    if (me < 0) { /* not a member: every call returns untouched */
+      pd_tensor *x = make3(g_rank, block, dt, d), *y = make3(g_rank, whole, dt, 10 + d);
+      CHECK_OK(pd_dist_all_gather_dim(y, x, d, &o));
+      CHECK_OK(pd_dist_reduce_scatter_dim(x, y, d, PD_REDUCE_SUM, &o));
+      CHECK_OK(pd_dist_alltoall_dim(y, y, d, d, &o));
+      check_same(x, make3(g_rank, block, dt, d), "non-member keeps its tensor", dt, d);
+      continue;
+    }
+    /* all_gather: the ranks' parts concatenated along d */
+    pd_tensor *out = pd_empty(3, whole, dt);
+    CHECK_OK(pd_dist_all_gather_dim(out, parts[me], d, &o));
+    check_same(out, pd_concat(parts, n, d), "all_gather along a dim", dt, d);
+    /* reduce_scatter: block `me` along d of every rank's whole, reduced */
+    pd_reduce_op ops[2] = {PD_REDUCE_SUM, PD_REDUCE_MAX};
+    for (int k = 0; k < (dt == PD_BOOL ? 0 : 2); k++) {
+      pd_tensor *rs = pd_empty(3, block, dt), *want = NULL, *blocks[64];
+      CHECK_OK(pd_dist_reduce_scatter_dim(rs, wholes[me], d, ops[k], &o));
+      for (int r = 0; r < n; r++) {
+        if (pd_split(wholes[r], n, NULL, d, blocks, 64) != n) FAIL("split: %s", pd_last_error());
+        want = !want ? blocks[me] : k == 0 ? pd_add(want, blocks[me]) : pd_maximum(want, blocks[me]);
+      }
+      check_same(rs, want, k == 0 ? "reduce_scatter SUM along a dim" : "reduce_scatter MAX along a dim", dt,
+                 d);
+    }
+    /* alltoall from blocks along d to blocks along every dim e: block j
+     * of rank r goes to rank j, which places it at r along e */
+    for (int e = 0; e < 3; e++) {
+      int64_t oshape[3] = {block[0], block[1], block[2]};
+      oshape[e] *= n;
+      pd_tensor *a2a = pd_empty(3, oshape, dt), *got[8], *blocks[64];
+      CHECK_OK(pd_dist_alltoall_dim(a2a, wholes[me], d, e, &o));
+      for (int r = 0; r < n; r++) {
+        if (pd_split(wholes[r], n, NULL, d, blocks, 64) != n) FAIL("split: %s", pd_last_error());
+        got[r] = blocks[me];
+      }
+      check_same(a2a, pd_concat(got, n, e), "alltoall between dims", dt, d * 3 + e);
+    }
+  }
+  pd_scope_end();
+}
+
+/* The blocked and the plain forms are the same collective: ranks may mix
+ * them; and bad shapes are errors naming them (the group stays usable). */
+static void test_dim_mixed_and_errors(void) {
+  pd_scope_begin();
+  const int64_t block[3] = {3, 2, 5}, whole[3] = {3, 2 * g_n, 5};
+  pd_tensor *parts[8];
+  for (int r = 0; r < g_n; r++) parts[r] = make3(r, block, PD_INT64, 7);
+  if (g_rank == 0) {
+    pd_tensor *out = pd_empty(3, whole, PD_INT64);
+    CHECK_OK(pd_dist_all_gather_dim(out, parts[0], 1, NULL));
+    check_same(out, pd_concat(parts, g_n, 1), "all_gather along dim 1 beside plain ones", PD_INT64, 1);
+  } else {
+    pd_tensor *flat = pd_empty(3, (const int64_t[]){3 * g_n, 2, 5}, PD_INT64);
+    CHECK_OK(pd_dist_all_gather_into_tensor(flat, parts[g_rank], NULL));
+    check_same(flat, pd_concat(parts, g_n, 0), "all_gather_into_tensor beside one along dim 1", PD_INT64, 0);
+  }
+  pd_tensor *x = make3(g_rank, block, PD_FLOAT32, 0),
+            *bad = pd_empty(3, (const int64_t[]){3, 2 * g_n, 4}, PD_FLOAT32);
+  if (pd_dist_all_gather_dim(bad, x, 1, NULL) >= 0 || !strstr(pd_last_error(), "[3, 2, 5]"))
+    FAIL("all_gather_dim with a bad out shape: '%s'", pd_last_error());
+  if (pd_dist_all_gather_dim(bad, x, 3, NULL) >= 0 || !strstr(pd_last_error(), "dim 3"))
+    FAIL("all_gather_dim along dim 3 of a 3-d tensor: '%s'", pd_last_error());
+  if (pd_dist_reduce_scatter_dim(x, x, 0, PD_REDUCE_SUM, NULL) >= 0 ||
+      !strstr(pd_last_error(), "reduce_scatter"))
+    FAIL("reduce_scatter_dim with out as big as in: '%s'", pd_last_error());
+  if (pd_dist_alltoall_dim(bad, x, 0, 0, NULL) >= 0 || !strstr(pd_last_error(), "alltoall"))
+    FAIL("alltoall_dim of different sizes: '%s'", pd_last_error());
+  CHECK_OK(pd_dist_all_gather_dim(pd_empty(3, whole, PD_FLOAT32), x, 1, NULL));
+  pd_scope_end();
+}
+
 static void scenario_all(void) {
   int world[8];
   for (int i = 0; i < g_n; i++) world[i] = i;
@@ -317,6 +430,14 @@ static void scenario_all(void) {
       test_movement(k_dtypes[d], k_sizes[s], world);
     }
   CHECK_OK(pd_dist_barrier(NULL));
+  /* along dims: tiny (inside the control block), a few chunks with rows
+   * that cross chunk boundaries, empty */
+  const int64_t dim_blocks[][3] = {{2, 1, 3}, {3, 2, 5}, {37, 11, 129}, {4, 0, 3}};
+  const pd_dtype dim_dtypes[] = {PD_FLOAT32, PD_INT64, PD_UINT8, PD_FLOAT16, PD_BOOL};
+  for (size_t b = 0; b < sizeof dim_blocks / sizeof *dim_blocks; b++)
+    for (size_t t = 0; t < sizeof dim_dtypes / sizeof *dim_dtypes; t++)
+      test_dim_collectives(dim_dtypes[t], dim_blocks[b], world, NULL);
+  test_dim_mixed_and_errors();
 
   /* async: several all_reduces in flight complete in order */
   {
@@ -361,6 +482,8 @@ static void scenario_all(void) {
       check_values(b, 9, "subgroup broadcast", PD_INT32, ref_value, &v);
     }
     pd_tensor_release(b);
+    /* along dims in the subgroup (group ranks: global n-1, then 0) */
+    test_dim_collectives(PD_FLOAT32, (const int64_t[]){5, 3, 70}, (int[]){0, g_n - 1}, g);
   }
   /* zero-copy: tensors inside the group's shared segment */
   {
@@ -464,6 +587,21 @@ static void scenario_big(void) {
    * rank's part is 64 MB / n, not a multiple of the chunk) */
   test_movement(PD_FLOAT32, n / g_n + 3, world);
   test_reductions(PD_INT32, n / g_n + 3, world);
+  /* out of place (a large result goes out by streaming stores): the
+   * input stays as it was */
+  {
+    int64_t m = n / 4 + 5;
+    pd_tensor *src = make(g_rank, m, PD_FLOAT32, 2), *dst = pd_empty(1, (int64_t[]){m}, PD_FLOAT32);
+    CHECK_OK(pd_dist_all_reduce_into(dst, src, PD_REDUCE_SUM, NULL));
+    red_ctx rc = {PD_FLOAT32, PD_REDUCE_SUM, g_n, world, 2};
+    check_values(dst, m, "16 MB all_reduce into another tensor", PD_FLOAT32, ref_reduce, &rc);
+    val_ctx keep = {g_rank, PD_FLOAT32, 2};
+    check_values(src, m, "the input of an out-of-place all_reduce", PD_FLOAT32, ref_value, &keep);
+    pd_tensor_release(src);
+    pd_tensor_release(dst);
+  }
+  /* along dims: 6 MB per rank's block, rows of 4 KiB and of 12 bytes */
+  test_dim_collectives(PD_FLOAT32, (const int64_t[]){509, 3, 1031}, world, NULL);
 }
 
 /* Rank 1 calls broadcast where the others call all_reduce; then a size
