@@ -237,9 +237,11 @@ enum { NKINDS = 5 };
 static int rank_transitions_1d(int rank) {
   pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
   int rc = 0;
-  const int64_t shapes[][2] = {{4, 6}, {5, 3}, {1, 3}};
+  /* the last two move through several staging chunks (rows of a dim-1
+   * shard cross chunk boundaries), one even, one uneven */
+  const int64_t shapes[][2] = {{4, 6}, {5, 3}, {1, 3}, {64, 1030}, {67, 1031}};
   const pd_dtype dts[] = {PD_FLOAT32, PD_INT64};
-  for (int s = 0; s < 3; s++)
+  for (int s = 0; s < 5; s++)
     for (int t = 0; t < 2; t++) {
       pd_tensor *g = global_value(2, shapes[s], dts[t]);
       for (int i = 0; i < NKINDS; i++)
@@ -250,6 +252,9 @@ static int rank_transitions_1d(int rank) {
   pd_tensor *g = global_value(2, SHAPE(5, 3), PD_FLOAT32);
   for (int i = 0; i < NKINDS; i++)
     for (int j = 0; j < 3; j++) rc |= check_transition(rank, m, sw, g, &k_kinds[i], &k_kinds[j]);
+  /* on that mesh, whose order is not the group's: every pair */
+  for (int i = 0; i < NKINDS; i++)
+    for (int j = 0; j < NKINDS; j++) rc |= check_transition(rank, sw, sw, g, &k_kinds[i], &k_kinds[j]);
   pd_dist_process_mesh_release(sw);
   /* a mesh naming a process the world lacks: an error naming it, on every rank */
   pd_dist_process_mesh *bad = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 5}, NULL);
@@ -272,9 +277,9 @@ static void test_transitions_1d(void **state) {
 static int rank_transitions_2d(int rank) {
   pd_dist_process_mesh *m = pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, NULL);
   int rc = 0;
-  const int64_t shapes[][2] = {{4, 6}, {3, 5}};
+  const int64_t shapes[][2] = {{4, 6}, {3, 5}, {35, 1029}};
   const pd_dtype dts[] = {PD_FLOAT32, PD_INT64};
-  for (int s = 0; s < 2; s++)
+  for (int s = 0; s < 3; s++)
     for (int t = 0; t < 2; t++) {
       pd_tensor *g = global_value(2, shapes[s], dts[t]);
       for (int a0 = 0; a0 < NKINDS - 1; a0++)

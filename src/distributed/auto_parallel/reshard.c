@@ -91,9 +91,26 @@ static pd_status axis_init(axis_ctx *x, pd_dist_process_mesh *m, int axis, bool 
   return PD_OK;
 }
 
-/* Shard(d) -> Replicate: all_gather of the padded shards, trimmed. Dim 0
- * gathers straight into the result (one buffer, the group in mesh order);
- * another dim concatenates the gathered shards along d (no transposes). */
+/* A narrowed to its first `l0` elements along d0 and `l1` along d1 (a
+ * dense copy only when that cuts anything). Takes a. */
+static pd_tensor *trim2(pd_tensor *a, int d0, int64_t l0, int d1, int64_t l1) {
+  if (a && a->shape[d0] != l0) {
+    pd_tensor *v = narrow(a, d0, 0, l0);
+    pd_tensor_release(a);
+    a = v;
+  }
+  if (a && a->shape[d1] != l1) {
+    pd_tensor *v = narrow(a, d1, 0, l1);
+    pd_tensor_release(a);
+    a = v;
+  }
+  return dense(a);
+}
+
+/* Shard(d) -> Replicate: all_gather of the padded shards, trimmed. With
+ * the group in mesh order every shard lands straight in its place in the
+ * result along any d (the collective writes the rows of each block);
+ * otherwise the gathered shards are concatenated along d in mesh order. */
 static pd_tensor *s_to_r(const axis_ctx *ax, pd_tensor *x, int d, int64_t global) {
   if (ax->n == 1) return pd_tensor_retain(x);
   int64_t chunk = (global + ax->n - 1) / ax->n;
@@ -101,9 +118,10 @@ static pd_tensor *s_to_r(const axis_ctx *ax, pd_tensor *x, int d, int64_t global
   if (!f) return NULL;
   pd_dist_opts o = {.group = ax->g};
   pd_tensor *r = NULL;
-  if (d == 0 && ax->in_order) {
-    pd_tensor *all = buffer_like(f, 0, chunk * ax->n);
-    if (all && pd_dist_all_gather_into_tensor(all, f, &o) == PD_OK) r = dense(narrow(all, 0, 0, global));
+  if (ax->in_order) {
+    pd_tensor *all = buffer_like(f, d, chunk * ax->n);
+    if (all && pd_dist_all_gather_dim(all, f, d, &o) == PD_OK)
+      r = trim2(pd_tensor_retain(all), d, global, d, global);
     pd_tensor_release(all);
     pd_tensor_release(f);
     return r;
@@ -113,10 +131,7 @@ static pd_tensor *s_to_r(const axis_ctx *ax, pd_tensor *x, int d, int64_t global
     pd_tensor *ordered[1 << 10];
     for (int64_t k = 0; k < ax->n; k++) ordered[k] = list[ax->grank[k]];
     pd_tensor *cat = pd_concat(ordered, (int)ax->n, d);
-    if (cat) {
-      r = cat->shape[d] == global ? pd_tensor_retain(cat) : dense(narrow(cat, d, 0, global));
-      pd_tensor_release(cat);
-    }
+    if (cat) r = trim2(cat, d, global, d, global);
   }
   for (int64_t k = 0; k < ax->n; k++) pd_tensor_release(list[k]);
   pd_tensor_release(f);
@@ -154,24 +169,28 @@ static pd_tensor *r_to_p(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op) {
 }
 
 /* Partial(op) -> Shard(d): reduce_scatter of the padded value's blocks
- * along d (views for d = 0, row-block copies otherwise), trimmed. */
+ * along d, trimmed. With the group in mesh order the collective reads each
+ * block's rows in place; otherwise the blocks are copied out in group
+ * order first. */
 static pd_tensor *p_to_s(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op, int d) {
   if (ax->n == 1) return pd_clone(x, x->dtype);
   int64_t global = x->shape[d], chunk = (global + ax->n - 1) / ax->n, s, l;
-  pd_tensor *f = pad_dim(x, d, chunk * ax->n);
+  pd_tensor *f = dense(pad_dim(x, d, chunk * ax->n));
   if (!f) return NULL;
   pd_tensor *list[1 << 10] = {0};
-  pd_tensor *out = NULL, *r = NULL;
-  bool ok = true;
-  for (int64_t k = 0; k < ax->n && ok; k++)
-    ok = (list[ax->grank[k]] = dense(narrow(f, d, k * chunk, chunk))) != NULL;
+  pd_tensor *out = buffer_like(f, d, chunk), *r = NULL;
+  pd_dist_opts o = {.group = ax->g};
+  bool ok = out != NULL;
+  if (ok && ax->in_order) {
+    ok = pd_dist_reduce_scatter_dim(out, f, d, op, &o) == PD_OK;
+  } else {
+    for (int64_t k = 0; k < ax->n && ok; k++)
+      ok = (list[ax->grank[k]] = dense(narrow(f, d, k * chunk, chunk))) != NULL;
+    ok = ok && pd_dist_reduce_scatter(out, list, op, &o) == PD_OK;
+  }
   if (ok) {
-    out = buffer_like(f, d, chunk);
-    pd_dist_opts o = {.group = ax->g};
-    if (out && pd_dist_reduce_scatter(out, list, op, &o) == PD_OK) {
-      pd_ap_shard_range(global, ax->n, ax->c, &s, &l);
-      r = l == chunk ? pd_tensor_retain(out) : dense(narrow(out, d, 0, l));
-    }
+    pd_ap_shard_range(global, ax->n, ax->c, &s, &l);
+    r = trim2(pd_tensor_retain(out), d, l, d, l);
   }
   for (int64_t k = 0; k < ax->n; k++) pd_tensor_release(list[k]);
   pd_tensor_release(out);
@@ -180,12 +199,36 @@ static pd_tensor *p_to_s(const axis_ctx *ax, pd_tensor *x, pd_reduce_op op, int 
 }
 
 /* Shard(i) -> Shard(j): alltoall of padded blocks; block k of this rank is
- * its i-shard restricted to coordinate k's j-shard. */
+ * its i-shard restricted to coordinate k's j-shard. With the group in mesh
+ * order it is one alltoall along dims (j out, i in) on the padded shard,
+ * the blocks read and written in place; otherwise blocks are copied out,
+ * exchanged as a list and concatenated. Shards start at k * chunk, so the
+ * valid part of the result is a prefix along both dims. */
 static pd_tensor *s_to_s(const axis_ctx *ax, pd_tensor *x, int i, int j, int64_t gi, int64_t gj) {
-  int64_t ci = (gi + ax->n - 1) / ax->n, cj = (gj + ax->n - 1) / ax->n, s, l;
+  int64_t ci = (gi + ax->n - 1) / ax->n, cj = (gj + ax->n - 1) / ax->n, s, l, sj, lj;
   pd_tensor *in[1 << 10] = {0}, *out[1 << 10] = {0}, *pieces[1 << 10] = {0};
   pd_tensor *r = NULL;
+  pd_dist_opts o = {.group = ax->g};
+  pd_ap_shard_range(gj, ax->n, ax->c, &sj, &lj);
   bool ok = true;
+  if (ax->in_order) {
+    pd_tensor *bj = pad_dim(x, j, cj * ax->n);
+    pd_tensor *f = bj ? dense(pad_dim(bj, i, ci)) : NULL;
+    pd_tensor_release(bj);
+    pd_tensor *res = NULL;
+    if (f) {
+      int64_t shape[PD_MAX_DIMS];
+      memcpy(shape, f->shape, sizeof(int64_t) * (size_t)f->ndim);
+      shape[i] = ci * ax->n;
+      shape[j] = cj;
+      res = pd_empty(f->ndim, shape, f->dtype);
+    }
+    if (res && pd_dist_alltoall_dim(res, f, j, i, &o) == PD_OK)
+      r = trim2(pd_tensor_retain(res), i, gi, j, lj);
+    pd_tensor_release(res);
+    pd_tensor_release(f);
+    return r;
+  }
   for (int64_t k = 0; k < ax->n && ok; k++) {
     pd_ap_shard_range(gj, ax->n, k, &s, &l);
     pd_tensor *b = narrow(x, j, s, l);
@@ -195,16 +238,7 @@ static pd_tensor *s_to_s(const axis_ctx *ax, pd_tensor *x, int i, int j, int64_t
     pd_tensor_release(bj);
     ok = (in[ax->grank[k]] = dense(bij)) != NULL;
   }
-  pd_dist_opts o = {.group = ax->g};
-  if (ok && i == 0 && gi % ax->n == 0 && gj % ax->n == 0) { /* the blocks land in the result's rows */
-    pd_tensor *res = buffer_like(in[0], 0, gi);
-    for (int64_t k = 0; res && k < ax->n && ok; k++)
-      ok = (out[ax->grank[k]] = narrow(res, 0, k * ci, ci)) != NULL;
-    if (res && ok && pd_dist_alltoall(out, in, &o) == PD_OK) r = pd_tensor_retain(res);
-    pd_tensor_release(res);
-  } else if (ok && pd_dist_alltoall(out, in, &o) == PD_OK) {
-    int64_t sj, lj;
-    pd_ap_shard_range(gj, ax->n, ax->c, &sj, &lj);
+  if (ok && pd_dist_alltoall(out, in, &o) == PD_OK) {
     for (int64_t k = 0; k < ax->n && ok; k++) {
       pd_ap_shard_range(gi, ax->n, k, &s, &l);
       pd_tensor *b = narrow(out[ax->grank[k]], i, 0, l);
