@@ -56,6 +56,7 @@ static pd_pass_options passes_of(const pd_build_strategy *b) {
   return (pd_pass_options){.fold_constants = b->constant_folding,
                            .remove_dead_ops = b->remove_dead_ops,
                            .fuse_gemm_epilogue = b->fuse_gemm_epilogue,
+                           .fuse_dropout_add = b->fuse_elewise_add_act_ops || b->enable_auto_fusion,
                            .fuse_elementwise = b->fuse_elewise_add_act_ops || b->enable_auto_fusion,
                            .inplace = b->enable_inplace};
 }

@@ -6,14 +6,16 @@
  *   1. fold_constants     pass_fold_constants.c
  *   2. remove_dead_ops    pass_remove_dead_ops.c
  *   3. fuse_gemm_epilogue pass_fuse_gemm_epilogue.c
- *   4. fuse_elementwise   pass_fuse_elementwise.c
+ *   4. fuse_dropout_add   pass_fuse_dropout_add.c
+ *   5. fuse_elementwise   pass_fuse_elementwise.c
  *
  * Folding first leaves constants the fusions can take as scalars; dead ops
  * go before fusion so that a value read only by a dead op does not stop a
- * chain; GEMM epilogues before elementwise chains, so an add + relu after
- * a matmul joins the GEMM rather than a chain. In-place reuse is not a
- * rewrite: the arena planner asks pd_pass_inplace_input (pass_inplace.c)
- * which ops may write over a dying input.
+ * chain; GEMM epilogues and dropout + add before elementwise chains, so
+ * an add + relu after a matmul joins the GEMM rather than a chain, and the
+ * add after a dropout its dropout. In-place reuse is not a rewrite: the
+ * arena planner asks pd_pass_inplace_input (pass_inplace.c) which ops may
+ * write over a dying input.
  *
  * Every pass keeps the plan's results: a fused op runs the same kernels
  * (the registry rows' 1-D functions, the GEMM entry point) on the same
@@ -28,6 +30,7 @@ typedef struct pd_pass_options {
   bool fold_constants;     /* ops of constants only run once, at compile time */
   bool remove_dead_ops;    /* ops whose results nothing reads are dropped */
   bool fuse_gemm_epilogue; /* matmul + bias add + activation; a weight gradient into its SGD update */
+  bool fuse_dropout_add;   /* dropout and the add of its result: one pass, the same draws */
   bool fuse_elementwise;   /* chains of elementwise ops become one pass over memory */
   bool inplace;            /* the arena lets an elementwise op write over its dying input */
 } pd_pass_options;
@@ -38,7 +41,7 @@ pd_pass_options pd_pass_options_all(void);
 /* What the passes did to the last plan (for tests and the bench). */
 typedef struct pd_pass_stats {
   int ops_before, ops_after;
-  int folded, removed, gemm_epilogues, elementwise_chains;
+  int folded, removed, gemm_epilogues, dropout_adds, elementwise_chains;
   int inplace; /* arena values placed over their op's dying input (the planner's count) */
 } pd_pass_stats;
 
@@ -59,6 +62,7 @@ pd_status pd_static_run_passes(pd_program *lowered, const pd_pass_options *o, co
 pd_status pd_pass_fold_constants(pd_pass_ctx *c);
 pd_status pd_pass_remove_dead_ops(pd_pass_ctx *c);
 pd_status pd_pass_fuse_gemm_epilogue(pd_pass_ctx *c);
+pd_status pd_pass_fuse_dropout_add(pd_pass_ctx *c);
 pd_status pd_pass_fuse_elementwise(pd_pass_ctx *c);
 
 /* For the arena planner: the input (an index into op's inputs) whose bytes

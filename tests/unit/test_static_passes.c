@@ -90,6 +90,7 @@ static void run_model(model *m, const pd_pass_options *o, pd_tensor **got, pd_pa
   assert_int_equal(pd_executor_run(e, m->startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
   pd_static_feed feed[2];
   for (int i = 0; i < m->n_feed; i++) feed[i] = (pd_static_feed){m->feed_name[i], m->feed_value[i]};
+  pd_seed(11); /* models with dropout draw the same masks in every run */
   if (pd_executor_run(e, m->main, feed, m->n_feed, m->fetch, m->n_fetch, got, scope) != PD_OK)
     fail_msg("run: %s", pd_last_error());
   const pd_pass_stats *s = pd_executor_pass_stats(e);
@@ -151,6 +152,49 @@ static void test_fuse_gemm_epilogue(void **state) {
   /* three matmul + add, two of them with an activation */
   assert_int_equal(s.gemm_epilogues, 3);
   assert_int_equal(s.ops_after, s.ops_before - 5);
+  model_free(&m);
+}
+
+/* x -> Linear(300, 300) -> h; d1 = dropout(h), d2 = dropout(h),
+ * a1 = d1 + x, a2 = a1 + d2 (the dropouts' results read by the adds only)
+ * -> mean of squares; fetches the loss, a2 and the Linear's gradients. */
+static void build_dropout_adds(model *m) {
+  memset(m, 0, sizeof *m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m->layers[0] = pd_nn_linear(300, 300, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  m->main = pd_static_program(), m->startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m->main, m->startup), PD_OK);
+  pd_tensor *x = keep(m, pd_static_data("x", 2, SHAPE(-1, 300), PD_FLOAT64));
+  pd_tensor *h = keep(m, pd_layer_call1(m->layers[0], x));
+  pd_tensor *d1 = keep(m, pd_dropout(h, 0.3, 0, NULL, true, NULL));
+  pd_tensor *d2 = keep(m, pd_dropout(h, 0.6, 0, NULL, true, NULL));
+  pd_tensor *a2 = keep(m, pd_add(keep(m, pd_add(d1, x)), d2));
+  pd_tensor *loss = keep(m, pd_mean(keep(m, pd_square(a2)), NULL, 0, false));
+  pd_named_tensors ps = {0};
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_int_equal(pd_layer_parameters(m->layers[0], &ps), PD_OK);
+  assert_int_equal(pd_static_program_guard_begin(m->main, m->startup), PD_OK);
+  pd_tensor *grads[2];
+  assert_int_equal(pd_static_gradients(&loss, 1, ps.tensors, 2, NULL, NULL, 0, grads), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_named_tensors_free(&ps);
+  m->fetch[m->n_fetch++] = pd_tensor_retain(loss);
+  m->fetch[m->n_fetch++] = pd_tensor_retain(a2);
+  for (int i = 0; i < 2; i++) m->fetch[m->n_fetch++] = grads[i];
+  m->feed_name[0] = "x", m->feed_value[0] = test_wave(8, 300, 1), m->n_feed = 1;
+}
+
+/* The second dropout and its add fuse; the first pair does not, since
+ * the second dropout draws between them (moving the first dropout to its
+ * add would swap the two masks). The same bits either way. */
+static void test_fuse_dropout_add(void **state) {
+  (void)state;
+  model m;
+  build_dropout_adds(&m);
+  pd_pass_stats s = check_pass(&m, (pd_pass_options){.fuse_dropout_add = true}, 0);
+  assert_int_equal(s.dropout_adds, 1);
+  assert_int_equal(s.ops_after, s.ops_before - 1);
   model_free(&m);
 }
 
@@ -324,6 +368,7 @@ int main(void) {
       cmocka_unit_test(test_fold_constants),
       cmocka_unit_test(test_remove_dead_ops),
       cmocka_unit_test(test_fuse_gemm_epilogue),
+      cmocka_unit_test(test_fuse_dropout_add),
       cmocka_unit_test(test_fuse_elementwise),
       cmocka_unit_test(test_fuse_elementwise_broadcast),
       cmocka_unit_test(test_inplace),

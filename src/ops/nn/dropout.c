@@ -15,6 +15,7 @@
 #include "../ew_util.h"
 #include "../manipulation/manipulation_util.h"
 #include "../creation/creation_util.h"
+#include "dropout_add.h"
 #include "paddlec/layers.h"
 #include "paddlec/math.h"
 
@@ -145,6 +146,56 @@ static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
     FILL_MASK(double, mp, n, first, key, pf, kv);
   }
   return pd_ew_apply(ctx->def->name, k_mul, y->dtype, y, (pd_tensor *[]){x, m}, 2, NULL);
+}
+
+/* dropout + add, one group of PD_PHILOX_LANES counter blocks at a time:
+ * the group's mask and x * f as FUSED writes them (f in T), then the add's
+ * 1-D function on the group, r and the scaled x in the add's order. */
+#define DROPOUT_ADD(T, xp, rp, yp, mp, n, first, key, pf, kv)                               \
+  do {                                                                                      \
+    const int64_t nb_ = ((n) + 3) / 4, ng_ = (nb_ + PD_PHILOX_LANES - 1) / PD_PHILOX_LANES; \
+    PD_PARALLEL_FOR_IF(nb_ > DROPOUT_GRAIN, g_, ng_, {                                      \
+      uint32_t lanes_[PD_PHILOX_LANES][4];                                                  \
+      T d_[4 * PD_PHILOX_LANES];                                                            \
+      pd_philox_lanes((first) + (uint64_t)g_ * PD_PHILOX_LANES, (key), lanes_);             \
+      const int64_t i0_ = 4 * PD_PHILOX_LANES * g_;                                         \
+      const int64_t c_ = (n)-i0_ < 4 * PD_PHILOX_LANES ? (n)-i0_ : 4 * PD_PHILOX_LANES;     \
+      for (int64_t e_ = 0; e_ < c_; e_++) {                                                 \
+        T f = pd_u32_to_unit_f32(lanes_[e_ / 4][e_ % 4]) >= (pf) ? (kv) : (T)0;             \
+        (mp)[i0_ + e_] = f;                                                                 \
+        d_[e_] = (xp)[i0_ + e_] * f;                                                        \
+      }                                                                                     \
+      static const int64_t unit_[3] = {1, 1, 1};                                            \
+      char *ptr_[3] = {(char *)((yp) + i0_), r_first ? (char *)((rp) + i0_) : (char *)d_,   \
+                       r_first ? (char *)d_ : (char *)((rp) + i0_)};                        \
+      add(c_, ptr_, unit_, add_p);                                                          \
+    });                                                                                     \
+  } while (0)
+
+pd_status pd_dropout_add_run(const pd_attrs *da, const pd_tensor *x, const pd_tensor *r, bool r_first,
+                             pd_ew_fn add, const double *add_p, pd_tensor *y, pd_tensor *m) {
+  double p = da->f[0];
+  bool upscale = da->i[0] == 0;
+  double kv = upscale ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+  float pf = (float)p;
+  int64_t n = m->numel;
+  if (da->nv[0] != 0 || !x->is_contiguous || !r->is_contiguous || x->numel != n || r->numel != n ||
+      y->numel != n || (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64))
+    return pd_set_error(PD_ERR_INVALID,
+                        "fused_dropout_add: x %s and r %s are not contiguous float tensors of %lld elements",
+                        PD_SHAPE_STR(x), PD_SHAPE_STR(r), (long long)n);
+  if (n == 0) return PD_OK;
+  uint64_t key, first = reserve((uint64_t)((n + 3) / 4), da->i[1], &key);
+  if (x->dtype == PD_FLOAT32) {
+    const float *xp = pd_tensor_data(x), *rp = pd_tensor_data(r);
+    float *yp = pd_tensor_data(y), *mp = pd_tensor_data(m), k32 = (float)kv;
+    DROPOUT_ADD(float, xp, rp, yp, mp, n, first, key, pf, k32);
+  } else {
+    const double *xp = pd_tensor_data(x), *rp = pd_tensor_data(r);
+    double *yp = pd_tensor_data(y), *mp = pd_tensor_data(m);
+    DROPOUT_ADD(double, xp, rp, yp, mp, n, first, key, pf, kv);
+  }
+  return PD_OK;
 }
 
 /* d out / d x = mask (the saved second output). */
