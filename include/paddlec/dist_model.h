@@ -88,6 +88,22 @@ PD_API pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd
  * rest into the optimizer; a name neither has is an error naming it. */
 PD_API pd_status pd_dist_model_set_state_dict(pd_dist_model *m, const pd_named_tensors *sd);
 
+/* auto.recompute(layer) (Paddle's paddle.distributed.fleet.utils.recompute
+ * in a to_static model): marks layer so that each of its calls is one
+ * recompute segment of dist.to_static's train Program when
+ * Strategy.recompute.enable is set. Its activations are then not kept for
+ * the backward: the segment's forward ops run again in the backward just
+ * before the first gradient op that needs their results, so peak memory
+ * falls by the activations of all segments but one, for the cost of one
+ * more forward of each. The results are the same bits. What a segment
+ * reads from outside, what the rest of the model reads of it (its output:
+ * the checkpoint) and the draws of random ops (dropout) are kept. Mark the
+ * repeated blocks of a model (a transformer layer, an MLP block); a layer
+ * marked inside a marked layer is part of the outer segment. Eager calls
+ * and the other modes run the layer as before. Registers two forward
+ * hooks on layer (pd_layer_register_forward_pre_hook). */
+PD_API pd_status pd_dist_recompute(pd_layer *layer);
+
 /* The next batch of the wrapped loader (as pd_io_loader_next /
  * pd_dist_shard_dataloader_next); 0 at the end of an epoch. */
 PD_API int pd_dist_data_loader_next(pd_dist_data_loader *l, pd_tensor **batch, int max);

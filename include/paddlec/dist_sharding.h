@@ -62,9 +62,10 @@ PD_API pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sh
  * Start from pd_dist_strategy_default() and set what differs (a struct
  * that did not is refused by pd_dist_strategy_check, as the options structs
  * of optim.h are). What paddle.c has today is sharding, which
- * pd_dist_shard_optimizer implements, and gradient_merge, which
- * pd_dist_to_static's train Program applies (k_steps >= 1); every other
- * feature, when enabled, is refused by name (never ignored). */
+ * pd_dist_shard_optimizer implements, and what pd_dist_to_static applies:
+ * gradient_merge (k_steps >= 1), recompute (the segments marked by
+ * pd_dist_recompute, dist_model.h) and fused_passes; pipeline and amp,
+ * when enabled, are refused by name (never ignored). */
 typedef struct pd_dist_strategy_sharding {
   bool enable; /* false */
   int stage;   /* 1: 1 = optimizer states, 2 = + gradients, 3 = + parameters */
@@ -105,12 +106,19 @@ typedef struct pd_dist_strategy_amp {
   bool use_master_grad;        /* false */
 } pd_dist_strategy_amp;
 
+/* The fused passes of the Executor's compile passes (docs/static.md) that
+ * DistModel's Programs get: with enable, each listed one (Paddle's
+ * fused_passes_list) is on; without, none is. The Executor's other passes
+ * (constant folding, dead ops, elementwise chains, in place) always run. */
 typedef struct pd_dist_strategy_fused_passes {
   bool enable;        /* false */
-  bool gemm_epilogue; /* false: matmul + add of Linear fused */
-  bool dropout_add;   /* false */
+  bool gemm_epilogue; /* false: matmul + bias add [+ activation] of Linear as one GEMM with its epilogue,
+                         and a weight gradient into its plain SGD update (about 1 ulp apart) */
+  bool dropout_add;   /* false: dropout followed by an add of its result as one pass (the same bits and
+                         random draws) */
 } pd_dist_strategy_fused_passes;
 
+/* Recompute of the train Program's segments marked by pd_dist_recompute. */
 typedef struct pd_dist_strategy_recompute {
   bool enable; /* false */
 } pd_dist_strategy_recompute;

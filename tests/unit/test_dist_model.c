@@ -93,9 +93,13 @@ static void test_default_modes_and_errors(void **state) {
   /* both loaders, neither, and a pass that does not exist yet */
   assert_int_equal(pd_dist_to_static(net, NULL, NULL, mse, opt, NULL, &m, &dl), PD_ERR_INVALID);
   pd_dist_strategy s = pd_dist_strategy_default();
-  s.recompute.enable = true;
+  s.amp.enable = true;
   assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl), PD_ERR_UNIMPLEMENTED);
-  assert_non_null(strstr(pd_last_error(), "recompute"));
+  assert_non_null(strstr(pd_last_error(), "amp"));
+  s.amp.enable = false;
+  s.pipeline.enable = true;
+  assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl), PD_ERR_UNIMPLEMENTED);
+  assert_non_null(strstr(pd_last_error(), "pipeline"));
 
   /* the wrong number of inputs names the feeds; no Program before a call */
   assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, NULL, &m, &dl), PD_OK);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../static/passes.h"
 #include "dist_program.h"
 #include "paddlec.h"
 
@@ -37,6 +38,7 @@ struct pd_dist_model {
   pd_executor *exe_acc; /* gradient_merge: runs the accumulate Program (each keeps its plan) */
   int gm_k;             /* Strategy.gradient_merge.k_steps (1: no merge) */
   bool gm_avg;          /* ... avg */
+  bool recompute;       /* Strategy.recompute.enable */
   long gm_calls;        /* train calls so far: the k-th of each k runs the update */
   pd_tensor **held;     /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
@@ -52,12 +54,10 @@ static pd_status check_strategy(const pd_dist_strategy *s) {
   if (!s) return PD_OK;
   pd_status st = pd_dist_strategy_check(s);
   if (st != PD_OK) return st;
-  const char *pass = s->sharding.enable       ? "sharding"
-                     : s->recompute.enable    ? "recompute"
-                     : s->fused_passes.enable ? "fused_passes"
-                     : s->pipeline.enable     ? "pipeline"
-                     : s->amp.enable          ? "amp"
-                                              : NULL;
+  const char *pass = s->sharding.enable   ? "sharding"
+                     : s->pipeline.enable ? "pipeline"
+                     : s->amp.enable      ? "amp"
+                                          : NULL;
   if (pass)
     return pd_set_error(PD_ERR_UNIMPLEMENTED, "dist.to_static: Strategy.%s is not supported yet", pass);
   return PD_OK;
@@ -88,6 +88,14 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->gm_k = strategy && strategy->gradient_merge.enable ? strategy->gradient_merge.k_steps : 1;
   m->gm_avg = strategy && strategy->gradient_merge.avg;
   if (m->gm_k > 1 && m->exe) m->exe_acc = pd_static_executor(PD_CPU);
+  m->recompute = strategy && strategy->recompute.enable;
+  /* Strategy.fused_passes: the fusions it lists, the Executor's other passes as they are */
+  pd_dist_strategy_fused_passes fp = strategy ? strategy->fused_passes : (pd_dist_strategy_fused_passes){0};
+  pd_pass_options po = pd_pass_options_all();
+  po.fuse_gemm_epilogue = fp.enable && fp.gemm_epilogue;
+  po.fuse_dropout_add = fp.enable && fp.dropout_add;
+  pd_executor_set_passes(m->exe, &po);
+  pd_executor_set_passes(m->exe_acc, &po);
   pd_named_tensors ps = {0};
   st =
       m->scope && m->exe && (m->gm_k == 1 || m->exe_acc) ? pd_layer_parameters(layer, &ps) : pd_last_status();
@@ -286,6 +294,7 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
    * its own); the later stages keep their tensors out of any scope */
   pd_status st = pd_ap_record(&ra, &mp->serial);
   pd_internal_enter();
+  if (st == PD_OK && m->recompute && m->mode == PD_DIST_MODE_TRAIN) st = pd_ap_recompute(&mp->serial, NULL);
   if (st == PD_OK && merge) st = pd_ap_gradient_merge(&mp->serial, m->gm_k, m->gm_avg, &acc_serial);
   if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist);
   if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc);

@@ -77,6 +77,16 @@ pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion
  * buffers, no update). The buffers' zero values join serial's startup. */
 pd_status pd_ap_gradient_merge(pd_ap_program *serial, int k_steps, bool avg, pd_ap_program *acc);
 
+/* Strategy.recompute (dist_recompute.c): serial train Program -> in place,
+ * each recompute segment's forward ops copied into the backward just
+ * before their results are first read there, the backward reading the
+ * copies (*n_segments: the segments found). */
+pd_status pd_ap_recompute(pd_ap_program *serial, int *n_segments);
+/* While on, the calls of layers given to pd_dist_recompute record their
+ * ops as recompute segments (record turns it on around the layer's run;
+ * turning it either way closes what a failed call left open). */
+void pd_ap_recompute_marking(bool on);
+
 /* The dist attr of a Program's Variable (NULL: replicated). */
 static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {
   return (const pd_dist_attr *)v->dist_attr;

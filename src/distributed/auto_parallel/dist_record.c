@@ -170,7 +170,9 @@ pd_status pd_ap_record(const pd_ap_record_args *a, pd_ap_program *out) {
   pd_dist_fn prev = pd_dispatch_get_dist(&prev_ctx);
   pd_dispatch_set_dist(record_hook, out->main);
   pd_scope_begin();
+  pd_ap_recompute_marking(true);
   st = record_body(a, out);
+  pd_ap_recompute_marking(false);
   pd_scope_end();
   pd_dispatch_set_dist(prev, prev_ctx);
   pd_static_program_guard_end();

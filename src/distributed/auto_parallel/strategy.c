@@ -1,5 +1,5 @@
 /* dist.Strategy: Paddle's defaults and the check that refuses, by name,
- * every enabled feature paddle.c does not have yet. */
+ * every enabled feature paddle.c does not have yet (pipeline, amp). */
 #include <string.h>
 
 #include "../../core/core_internal.h"
@@ -40,7 +40,5 @@ pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
                         s->gradient_merge.k_steps);
   if (s->pipeline.enable) return missing("pipeline.enable", "the pipeline schedule of auto_parallel");
   if (s->amp.enable) return missing("amp.enable", "automatic mixed precision in auto_parallel");
-  if (s->recompute.enable) return missing("recompute.enable", "recompute in auto_parallel");
-  if (s->fused_passes.enable) return missing("fused_passes.enable", "fused passes");
   return PD_OK;
 }
