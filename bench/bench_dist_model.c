@@ -5,7 +5,8 @@
  * trained
  *   (a) eagerly: each op through the dispatcher's DTensor step (the SPMD
  *       rule, the reshards, the local kernel, autograd), and
- *   (b) by the DistModel: the rank's partitioned Program on the Executor.
+ *   (b) by the DistModel: the rank's partitioned Program on the Executor,
+ *       with Strategy.fused_passes (gemm_epilogue, dropout_add) on.
  * Printed: rank 0's step time (best of 5 blocks of 20 steps, the two run
  * in alternating rounds) and step memory (eager: the allocator's peak
  * during a step above what was live when it began; DistModel: that peak
@@ -64,7 +65,10 @@ static void build(model *m, bool dist, int batch) {
     pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){m->x, m->y}, 2);
     pd_io_loader *loader = pd_io_data_loader(ds, NULL);
     pd_dist_data_loader *dl = NULL;
-    check(pd_dist_to_static(m->net, loader, NULL, m->mse, m->opt, NULL, &m->dm, &dl) == PD_OK, "to_static");
+    pd_dist_strategy s = pd_dist_strategy_default();
+    s.fused_passes =
+        (pd_dist_strategy_fused_passes){.enable = true, .gemm_epilogue = true, .dropout_add = true};
+    check(pd_dist_to_static(m->net, loader, NULL, m->mse, m->opt, &s, &m->dm, &dl) == PD_OK, "to_static");
     pd_dist_data_loader_release(dl); /* the batch is fed directly */
     pd_io_loader_release(loader);
     pd_io_dataset_release(ds);
