@@ -4,8 +4,10 @@
  * their gradient stay class-sharded), dropout on a shard (the global mask's
  * slice: exactly the one-process output for the same seed), the heads of
  * rotary embedding and attention kept sharded, and max/min over a sharded
- * dim (Partial) splitting the gradient over ties on both shards. Each result, unsharded,
- * equals the one-process result (float64 to 1e-12). */
+ * dim (Partial) splitting the gradient over ties on both shards; the placements
+ * of addmm and dot (Partial), nll_loss's mean, gather_nd, batch_norm and
+ * multinomial. Each result, unsharded, equals the one-process result
+ * (float64 to 1e-12). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,6 +188,66 @@ static int rank_max_ties(int rank) {
   return 0;
 }
 
+/* The rules of the contractions, the indexed ops, nll_loss, batch_norm
+ * and multinomial place their results as they say (a rule that replicated
+ * everything would pass test_spmd_rules' value checks too). */
+static int rank_placements(int rank) {
+  (void)rank;
+  pd_dist_process_mesh *m = mesh2();
+  /* addmm and dot over a sharded contracted dim: Partial(sum) */
+  pd_tensor *in = input(2, SHAPE(4, 5)), *x = input(2, SHAPE(4, 6)), *y = input(2, SHAPE(6, 5));
+  pd_tensor *out = pd_addmm(in, sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_shard(1)), y, 0.5, 2.0);
+  DIST_CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 1);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), pd_addmm(in, x, y, 0.5, 2.0), 1e-12), 2);
+  pd_tensor *v = input(1, SHAPE(6)), *dv = pd_dot(sharded(pd_clone(v, PD_FLOAT64), m, pd_dist_shard(0)), v);
+  DIST_CHECK(dv && placed(dv, pd_dist_partial(PD_REDUCE_SUM)), 3);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(dv), pd_dot(v, v), 1e-12), 4);
+  /* nll_loss's mean over a batch shard: replicated, the gradient sharded */
+  pd_tensor *logp = input(2, SHAPE(5, 4)), *lab = T(PD_INT64, 1, SHAPE(5), 3, 1, 0, 1, 2);
+  pd_tensor *w = T(PD_FLOAT64, 1, SHAPE(4), 0.5, 1, 2, 1.5);
+  pd_tensor *ref = pd_nll_loss(logp, lab, w, 1, PD_REDUCTION_MEAN);
+  DIST_CHECK(pd_backward(ref, NULL, false) == PD_OK, 5);
+  pd_tensor *dlogp = sharded(pd_clone(logp, PD_FLOAT64), m, pd_dist_shard(0));
+  pd_tensor *loss = pd_nll_loss(dlogp, lab, w, 1, PD_REDUCTION_MEAN);
+  DIST_CHECK(loss && placed(loss, pd_dist_replicate()), 6);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(loss), ref, 1e-12), 7);
+  DIST_CHECK(pd_backward(loss, NULL, false) == PD_OK, 8);
+  pd_tensor *g = pd_tensor_grad(dlogp);
+  DIST_CHECK(g && placed(g, pd_dist_shard(0)), 9);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(logp), 1e-12), 10);
+  /* gather_nd keeps the dims its index does not address */
+  pd_tensor *gx = input(3, SHAPE(3, 4, 6)), *idx = T(PD_INT64, 2, SHAPE(2, 2), 0, 1, 2, 3);
+  pd_tensor *gout = pd_gather_nd(sharded(pd_clone(gx, PD_FLOAT64), m, pd_dist_shard(2)), idx);
+  DIST_CHECK(gout && placed(gout, pd_dist_shard(1)), 11);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(gout), pd_gather_nd(gx, idx), 0), 12);
+  /* batch_norm keeps a channel shard and gathers a batch shard (Paddle's rule) */
+  pd_tensor *bx = input(3, SHAPE(4, 6, 3));
+  pd_tensor *bref = pd_batch_norm(bx, pd_zeros(1, SHAPE(6), PD_FLOAT64), pd_ones(1, SHAPE(6), PD_FLOAT64),
+                                  NULL, NULL, true, 0.9, 1e-5, "NCL", PD_GLOBAL_STATS_NONE);
+  for (int dim = 0; dim < 2; dim++) {
+    pd_tensor *bo = pd_batch_norm(sharded(pd_clone(bx, PD_FLOAT64), m, pd_dist_shard(dim)),
+                                  pd_zeros(1, SHAPE(6), PD_FLOAT64), pd_ones(1, SHAPE(6), PD_FLOAT64), NULL,
+                                  NULL, true, 0.9, 1e-5, "NCL", PD_GLOBAL_STATS_NONE);
+    DIST_CHECK(bo && placed(bo, dim == 1 ? pd_dist_shard(1) : pd_dist_replicate()), 13);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(bo), bref, 1e-12), 14);
+  }
+  /* multinomial keeps its rows sharded and draws what one process draws */
+  pd_tensor *probs = sample_uniform(2, SHAPE(5, 7), 0.1, 1);
+  pd_seed(99);
+  pd_tensor *mref = pd_multinomial(probs, 3, true);
+  pd_seed(99);
+  pd_tensor *mo = pd_multinomial(sharded(pd_clone(probs, PD_FLOAT64), m, pd_dist_shard(0)), 3, true);
+  DIST_CHECK(mo && placed(mo, pd_dist_shard(0)), 15);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(mo), mref, 0), 16);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_placements_of_contractions_indexing_and_norms(void **state) {
+  (void)state;
+  run_ranks(2, rank_placements);
+}
+
 static void test_embedding_vocab_sharded(void **state) {
   (void)state;
   run_ranks(2, rank_embedding);
@@ -214,6 +276,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_shard_is_mask_slice),
       cmocka_unit_test(test_heads_sharded_rotary_attention),
       cmocka_unit_test(test_max_min_ties_across_shards),
+      cmocka_unit_test(test_placements_of_contractions_indexing_and_norms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

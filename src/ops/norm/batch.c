@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/tensor_impl.h"
 #include "../../kernels/cpu/norm.h"
 #include "norm_util.h"
 #include "paddlec/norm.h"
@@ -314,10 +315,21 @@ pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *runni
   if (!running_var) return pd_norm_null_input(op, "running_var");
   bool cl;
   if (pd_norm_parse_format(op, data_format, "NCHW", &cl) != PD_OK || check_x(op, x) != PD_OK) return NULL;
-  int64_t ch = channels_of(x, cl || x->ndim == 2);
-  if (pd_norm_check_channel_param(op, running_mean, "running_mean", ch, x, layout_name(x, cl)) != PD_OK ||
-      pd_norm_check_channel_param(op, running_var, "running_var", ch, x, layout_name(x, cl)) != PD_OK)
-    return NULL;
+  /* the global channels of a DTensor x (its shard may hold some) against
+   * the statistics' global size; the op's own checks see the shards */
+  int gnd, snd;
+  const int64_t *gs = pd_global_shape(x, &gnd);
+  int64_t ch = cl || gnd == 2 ? gs[gnd - 1] : gs[1];
+  pd_tensor *stats[2] = {running_mean, running_var};
+  for (int k = 0; k < 2; k++) {
+    const int64_t *ss = pd_global_shape(stats[k], &snd);
+    if (snd != 1 || ss[0] != ch) {
+      pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s does not match the %lld channels of x (shape %s, %s)",
+                   op, k ? "running_var" : "running_mean", PD_SHAPE_STR(stats[k]), (long long)ch,
+                   PD_SHAPE_STR(x), layout_name(x, cl));
+      return NULL;
+    }
+  }
   bool batch_stats =
       use_global_stats == PD_GLOBAL_STATS_NONE ? training : use_global_stats == PD_GLOBAL_STATS_FALSE;
   pd_attrs a = {.i = {cl || x->ndim == 2, weight != NULL, bias != NULL}, .f = {epsilon}};
