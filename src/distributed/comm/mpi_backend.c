@@ -4,10 +4,12 @@
  * nonblocking collectives, polled with the comm's timeout. Counts beyond
  * one chunk (1 GiB by default, MPI counts are int) are moved chunk by
  * chunk. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocked_layout.h"
 #include "mpi_internal.h"
 
 static pd_status mpi_call_failed(pd_comm *c, int rc, const char *call, const pd_comm_sig *sig) {
@@ -166,6 +168,53 @@ static pd_status mpi_scatter(pd_comm *c, const void *in, void *out, size_t count
   return blocks_collective(c, PD_COMM_SCATTER, in, out, count, dt, root);
 }
 
+/* all_gather into a blocked out (blocked_layout.h): each rank's block is
+ * a vector datatype (rows of cols elements, n * cols apart) that MPI
+ * writes in place, chunk by chunk of whole rows. Rows longer than a chunk
+ * (or strides past int) gather into a packed buffer first. */
+static pd_status mpi_all_gather_blocked(pd_comm *c, const void *in, void *out, size_t rows, size_t cols,
+                                        pd_dtype dt) {
+  size_t n = (size_t)c->nranks, count = rows * cols, esz = pd_dtype_size(dt);
+  size_t chunk = pd_mpi_chunk_elems(c, dt);
+  if (rows == 1) return mpi_all_gather(c, in, out, count, dt);
+  if (cols > chunk || n * cols > INT_MAX) {
+    unsigned char *tmp = malloc(n * count * esz + 1);
+    if (!tmp)
+      return pd_set_error(PD_ERR_MEMORY, "mpi all_gather: out of memory for %zu bytes", n * count * esz);
+    pd_status st = mpi_all_gather(c, in, tmp, count, dt);
+    for (size_t r = 0; st == PD_OK && r < n; r++)
+      pd_blocked_write((char *)out + r * cols * esz, tmp + r * count * esz, cols, n * cols, 0, count, esz,
+                       false);
+    free(tmp);
+    return st;
+  }
+  pd_comm_sig sig;
+  pd_status st = pd_mpi_check_sig(c, PD_COMM_ALL_GATHER, dt, count, -1, -1, NULL, NULL, &sig);
+  if (st == PD_OK) st = check_args(c, "all_gather", dt, -1);
+  if (st != PD_OK || count == 0) return st;
+  MPI_Datatype t = pd_mpi_datatype(dt);
+  double deadline = pd_mpi_now() + c->timeout_s;
+  for (size_t i0 = 0, k; i0 < rows; i0 += k) {
+    k = min_sz(rows - i0, chunk / cols);
+    MPI_Datatype vec, block;
+    int rc = MPI_Type_vector((int)k, (int)cols, (int)(n * cols), t, &vec);
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Type_create_resized(vec, 0, (MPI_Aint)(cols * esz), &block);
+      MPI_Type_free(&vec);
+      if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(&block)) != MPI_SUCCESS) MPI_Type_free(&block);
+    }
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Type_vector", &sig);
+    MPI_Request r;
+    rc = MPI_Iallgather((const char *)in + i0 * cols * esz, (int)(k * cols), t,
+                        (char *)out + i0 * n * cols * esz, 1, block, PD_MPI(c)->coll, &r);
+    if (rc == MPI_SUCCESS) st = pd_mpi_wait_data(c, &r, 1, deadline, &sig);
+    MPI_Type_free(&block);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(c, rc, "MPI_Iallgather", &sig);
+    if (st != PD_OK) return st;
+  }
+  return PD_OK;
+}
+
 /* One chunk fits MPI_Ireduce_scatter_block. Beyond that, each rank's block
  * is reduced to it chunk by chunk with MPI_Ireduce, one root at a time: when
  * out == in, root 0's chunk is consumed before another root's result
@@ -249,6 +298,7 @@ static const pd_comm_ops k_mpi_ops = {
     .send = pd_mpi_send,
     .recv = pd_mpi_recv,
     .barrier = mpi_barrier,
+    .all_gather_blocked = mpi_all_gather_blocked,
     .alloc_shared = NULL,
     .free_shared = NULL,
     .destroy = mpi_destroy,

@@ -6,8 +6,8 @@
  * Started directly, it forks nranks ranks with the launcher's environment
  * (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_MASTER, ...); under mpirun
  * (OMPI_COMM_WORLD_SIZE set) it is one rank. Exits 0 when every rank passed.
- * Scenarios: all (every collective x dtype x size), big (64 MB through every
- * collective),
+ * Scenarios: all (every collective x dtype x size), dims (the collectives
+ * along a dim only), big (64 MB through every collective),
  * mismatch, missing, kill (rank 1 is killed with SIGKILL mid-collective). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -421,6 +421,18 @@ static void test_dim_mixed_and_errors(void) {
   pd_scope_end();
 }
 
+/* The collectives along dims: tiny (inside the control block), a few
+ * chunks with rows that cross chunk boundaries, empty; then mixed forms
+ * and errors. */
+static void scenario_dims(int *world) {
+  const int64_t dim_blocks[][3] = {{2, 1, 3}, {3, 2, 5}, {37, 11, 129}, {4, 0, 3}};
+  const pd_dtype dim_dtypes[] = {PD_FLOAT32, PD_INT64, PD_UINT8, PD_FLOAT16, PD_BOOL};
+  for (size_t b = 0; b < sizeof dim_blocks / sizeof *dim_blocks; b++)
+    for (size_t t = 0; t < sizeof dim_dtypes / sizeof *dim_dtypes; t++)
+      test_dim_collectives(dim_dtypes[t], dim_blocks[b], world, NULL);
+  test_dim_mixed_and_errors();
+}
+
 static void scenario_all(void) {
   int world[8];
   for (int i = 0; i < g_n; i++) world[i] = i;
@@ -430,14 +442,7 @@ static void scenario_all(void) {
       test_movement(k_dtypes[d], k_sizes[s], world);
     }
   CHECK_OK(pd_dist_barrier(NULL));
-  /* along dims: tiny (inside the control block), a few chunks with rows
-   * that cross chunk boundaries, empty */
-  const int64_t dim_blocks[][3] = {{2, 1, 3}, {3, 2, 5}, {37, 11, 129}, {4, 0, 3}};
-  const pd_dtype dim_dtypes[] = {PD_FLOAT32, PD_INT64, PD_UINT8, PD_FLOAT16, PD_BOOL};
-  for (size_t b = 0; b < sizeof dim_blocks / sizeof *dim_blocks; b++)
-    for (size_t t = 0; t < sizeof dim_dtypes / sizeof *dim_dtypes; t++)
-      test_dim_collectives(dim_dtypes[t], dim_blocks[b], world, NULL);
-  test_dim_mixed_and_errors();
+  scenario_dims(world);
 
   /* async: several all_reduces in flight complete in order */
   {
@@ -688,7 +693,11 @@ static int run_rank(const char *scenario) {
   if (strcmp(pd_dist_group_backend(w), g_backend)) FAIL("backend %s", pd_dist_group_backend(w));
   if (!strcmp(scenario, "all"))
     scenario_all();
-  else if (!strcmp(scenario, "big"))
+  else if (!strcmp(scenario, "dims")) {
+    int world[8];
+    for (int i = 0; i < g_n; i++) world[i] = i;
+    scenario_dims(world);
+  } else if (!strcmp(scenario, "big"))
     scenario_big();
   else if (!strcmp(scenario, "mismatch"))
     scenario_mismatch();
@@ -714,7 +723,7 @@ static int count_shm(const char *prefix) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s <shm|mpi> <nranks> <all|big|mismatch|missing|kill>\n", argv[0]);
+    fprintf(stderr, "usage: %s <shm|mpi> <nranks> <all|dims|big|mismatch|missing|kill>\n", argv[0]);
     return 2;
   }
   g_backend = argv[1];
