@@ -44,7 +44,10 @@ typedef enum pd_dist_model_mode {
  * they must outlive the results), as are layer, loss and opt (loss and opt
  * may be NULL). The default mode: train with a loss and an optimizer, eval
  * with a loss only, predict with neither. A strategy enabling a pass that
- * is not implemented is refused by name. Writes *model and *dist_loader. */
+ * is not implemented is refused by name. An optimizer from
+ * pd_dist_shard_optimizer with ShardingStage1/2 turns Strategy.sharding on
+ * (its stage; degree: its sharding axis' size), as Paddle does. Writes
+ * *model and *dist_loader. */
 PD_API pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader,
                                    pd_dist_shard_dataloader *shard_loader, pd_layer *loss, pd_optimizer *opt,
                                    const pd_dist_strategy *strategy, pd_dist_model **model,

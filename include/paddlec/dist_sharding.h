@@ -63,9 +63,11 @@ PD_API pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sh
  * that did not is refused by pd_dist_strategy_check, as the options structs
  * of optim.h are). What paddle.c has today is sharding, which
  * pd_dist_shard_optimizer implements, and what pd_dist_to_static applies:
- * gradient_merge (k_steps >= 1), recompute (the segments marked by
- * pd_dist_recompute, dist_model.h) and fused_passes; pipeline and amp,
- * when enabled, are refused by name (never ignored). */
+ * sharding stages 1 and 2 (degree: the size of the mesh axis that shards
+ * the batch), gradient_merge (k_steps >= 1), recompute (the segments
+ * marked by pd_dist_recompute, dist_model.h) and fused_passes; sharding
+ * stage 3, pipeline and amp, when enabled, are refused by name (never
+ * ignored). */
 typedef struct pd_dist_strategy_sharding {
   bool enable; /* false */
   int stage;   /* 1: 1 = optimizer states, 2 = + gradients, 3 = + parameters */

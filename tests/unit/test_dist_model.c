@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dist_ranks.h"
+#include "dist_seed.h"
 #include "paddlec.h"
 #include "test_util.h"
 
@@ -265,40 +266,6 @@ static void test_state_dict_opt_after_steps(void **state) {
 }
 
 /* ---- seed 000 on several processes against one process, eagerly ---------- */
-enum { SB = 4, SN = 4, IMG = 16, CLS = 8 };
-
-/* Batch b of the seed's RandomDataset: images [SB, IMG], labels [SB, CLS]. */
-static void seed_batch(int b, pd_tensor **x, pd_tensor **y) {
-  double xs[SB * IMG], ys[SB * CLS];
-  for (int i = 0; i < SB; i++) {
-    int r = b * SB + i;
-    for (int j = 0; j < IMG; j++) xs[i * IMG + j] = 0.5 + 0.5 * sin(0.37 * (r * IMG + j + 1));
-    for (int j = 0; j < CLS; j++) ys[i * CLS + j] = 0.5 + 0.5 * sin(0.53 * (r * CLS + j + 1));
-  }
-  *x = pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){SB, IMG});
-  *y = pd_tensor_from_f64(ys, PD_FLOAT32, 2, (const int64_t[]){SB, CLS});
-}
-
-/* DemoNet: Linear(16, 16), ReLU, Linear(16, 8), the same weights on every
- * rank; with a mesh, the weights placed as w0 and w1 say. */
-static pd_layer *demo_net(pd_dist_process_mesh *mesh, const pd_dist_placement *w0,
-                          const pd_dist_placement *w1) {
-  pd_seed(2024);
-  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_relu(), pd_nn_linear(IMG, CLS, NULL)};
-  pd_layer *net = pd_nn_sequential(ls, 3);
-  if (!net || !mesh) return net;
-  pd_scope_begin(); /* the weights are sharded in place; the scope takes the handles returned */
-  int n = pd_dist_process_mesh_ndim(mesh);
-  bool ok = pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, w0, n) &&
-            pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, w1, n);
-  pd_scope_end();
-  if (!ok) {
-    pd_layer_release(net);
-    return NULL;
-  }
-  return net;
-}
-
 /* What a run gives: SN train losses, SN eval losses, SN predict outputs. */
 typedef struct seed_result {
   double train[SN], eval[SN];
@@ -345,32 +312,6 @@ static int seed_eager(int rank, bool adam, pd_tensor *const *xs, pd_tensor *cons
   pd_layer_release(mse);
   pd_layer_release(net);
   return 0;
-}
-
-/* The whole RandomDataset of the seed: 16 images and labels. */
-static pd_io_dataset *seed_dataset(void) {
-  pd_scope_begin();
-  double xs[SN * SB * IMG], ys[SN * SB * CLS];
-  for (int b = 0; b < SN; b++) {
-    pd_tensor *x, *y;
-    seed_batch(b, &x, &y);
-    pd_tensor_copy_to(x, xs + b * SB * IMG, SB * IMG, PD_FLOAT64);
-    pd_tensor_copy_to(y, ys + b * SB * CLS, SB * CLS, PD_FLOAT64);
-  }
-  pd_tensor *t[2] = {pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){SN * SB, IMG}),
-                     pd_tensor_from_f64(ys, PD_FLOAT32, 2, (const int64_t[]){SN * SB, CLS})};
-  pd_io_dataset *ds = pd_io_tensor_dataset(t, 2);
-  pd_scope_end();
-  return ds;
-}
-
-/* A ShardDataloader of the seed's dataset, its global batch of SB split
- * along mesh dim shard_dim. */
-static pd_dist_shard_dataloader *seed_shard_loader(pd_io_dataset *ds, pd_dist_process_mesh *mesh,
-                                                   const char *shard_dim) {
-  return pd_dist_shard_dataloader_new(
-      ds, &(pd_io_data_loader_opts){.batch_size = SB},
-      &(pd_dist_shard_dataloader_opts){.meshes = &mesh, .n_meshes = 1, .shard_dim = shard_dim});
 }
 
 /* state_dict("opt") of m (AdamW) after its train steps: the moments of
@@ -465,17 +406,6 @@ static int seed_compare(int rank, const seed_result *a, const seed_result *b) {
   return 0;
 }
 
-/* The op types of p's global block, space-separated, the collectives with
- * their attributes: "c_allreduce(ring, n, op)", "c_allgather(ring, n, axis)". */
-static char *op_list(pd_program *p) {
-  pd_static_block *b = pd_program_global_block(p);
-  size_t cap = 8192, len = 0;
-  char *s = calloc(cap, 1);
-  for (int i = 0; s && i < pd_static_block_num_ops(b); i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? " " : "", pd_static_block_op_type(b, i));
-  return s;
-}
-
 /* What each rank runs in the seed's train step: the column-parallel
  * linear_0 (its replicated bias sliced to this rank's columns before the
  * add), the row-parallel linear_1 whose Partial output is all-reduced before
@@ -506,7 +436,7 @@ static int rank_seed(int rank) {
   pd_dist_model *m = NULL;
   if ((rc = seed_dist(rank, net, mesh, NULL, false, &dist, &m)) || (rc = seed_compare(rank, &dist, &eager)))
     return rc;
-  char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+  char *ops = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
   DIST_CHECK(ops, 30);
   if (strcmp(ops, k_seed_train_ops) != 0) {
     fprintf(stderr, "rank %d: the partitioned train Program runs\n  %s\nnot\n  %s\n", rank, ops,
@@ -525,8 +455,8 @@ static int rank_seed(int rank) {
   DIST_CHECK(program_has(dp, "nranks = 2, reduce_type = 0"), 33);
   DIST_CHECK(program_has(dp, "nranks = 2, axis = 0"), 34);
   /* eval: forward and loss only, the one all_reduce; predict: the forward */
-  char *eval = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_EVAL, false));
-  char *pred = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_PREDICT, false));
+  char *eval = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_EVAL, false));
+  char *pred = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_PREDICT, false));
   DIST_CHECK(eval && strcmp(eval, "matmul slice add relu matmul c_allreduce add mse_loss") == 0, 35);
   DIST_CHECK(pred && strcmp(pred, "matmul slice add relu matmul c_allreduce add") == 0, 36);
   free(eval);
@@ -552,26 +482,15 @@ static void test_seed_on_two_processes(void **state) {
 static int rank_mesh_2d(int rank) {
   pd_dist_process_mesh *mesh = pd_dist_process_mesh_new(2, (const int64_t[]){2, 2}, (const int[]){0, 1, 2, 3},
                                                         (const char *[]){"dp", "mp"});
-  pd_io_dataset *ds = seed_dataset();
-  pd_dist_shard_dataloader *sl = seed_shard_loader(ds, mesh, "dp");
-  DIST_CHECK(sl, 40);
   pd_tensor *xs[SN], *ys[SN];
-  for (int b = 0; b < SN; b++) {
-    pd_tensor *batch[2];
-    DIST_CHECK(pd_dist_shard_dataloader_next(sl, batch, 2) == 2, 41);
-    xs[b] = pd_dist_unshard_dtensor(batch[0]); /* the rank's scope holds them */
-    ys[b] = pd_dist_unshard_dtensor(batch[1]);
-    DIST_CHECK(xs[b] && ys[b] && pd_tensor_shape(xs[b])[0] == SB, 42);
-  }
   seed_result eager, dist;
-  int rc = seed_eager(rank, true, xs, ys, &eager);
+  int rc = seed_global_batches(rank, mesh, "dp", xs, ys);
+  if (rc == 0) rc = seed_eager(rank, true, xs, ys, &eager);
   pd_layer *net = demo_net(mesh, (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(1)},
                            (pd_dist_placement[]){pd_dist_replicate(), pd_dist_shard(0)});
   if (rc == 0 && (rc = seed_dist(rank, net, mesh, "dp", true, &dist, NULL)) == 0)
     rc = seed_compare(rank, &dist, &eager);
   pd_layer_release(net);
-  pd_dist_shard_dataloader_release(sl);
-  pd_io_dataset_release(ds);
   pd_dist_process_mesh_release(mesh);
   return rc;
 }
@@ -612,7 +531,7 @@ static int rank_local_step_replicated(int rank) {
   DIST_CHECK(pd_dist_data_loader_next(dl, in, 2) == 2, 74);
   DIST_CHECK(pd_dist_model_call(m, in, 2, &out, 1) == 1 && isfinite(pd_tensor_item(out)), 75);
   pd_scope_end();
-  char *ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+  char *ops = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
   DIST_CHECK(ops && strstr(ops, "c_allgather dropout"), 76);
   free(ops);
   pd_dist_model_release(m);
@@ -632,46 +551,14 @@ static void test_local_step_replicated_on_two_processes(void **state) {
 }
 
 /* ---- Strategy.gradient_merge ---------------------------------------------- */
-enum { GM_K = 4, GM_MAX_PARAM = IMG * IMG };
-
-/* The global values of net's parameters (unsharded: a collective, so every
- * rank calls it in the same order), in layer order. */
-static int param_values(int rank, pd_layer *net, double (*v)[GM_MAX_PARAM], int *n) {
-  pd_named_tensors ps;
-  DIST_CHECK(pd_layer_parameters(net, &ps) == PD_OK && ps.n == 4, 60);
-  int rc = 0;
-  pd_scope_begin();
-  for (int i = 0; i < ps.n && rc == 0; i++) {
-    pd_tensor *t = pd_dist_is_dist(ps.tensors[i]) ? pd_dist_unshard_dtensor(ps.tensors[i]) : ps.tensors[i];
-    if (!t || pd_tensor_numel(t) > GM_MAX_PARAM ||
-        pd_tensor_copy_to(t, v[i], pd_tensor_numel(t), PD_FLOAT64) != pd_tensor_numel(t))
-      rc = 61;
-    else
-      n[i] = (int)pd_tensor_numel(t);
-  }
-  pd_scope_end();
-  pd_named_tensors_free(&ps);
-  return rc;
-}
-
-static int values_equal(int rank, const char *what, double (*a)[GM_MAX_PARAM], double (*b)[GM_MAX_PARAM],
-                        const int *n) {
-  for (int p = 0; p < 4; p++)
-    for (int i = 0; i < n[p]; i++)
-      if (fabs(a[p][i] - b[p][i]) > 1e-6) {
-        fprintf(stderr, "rank %d: %s: parameter %d [%d] %.9g, expected %.9g\n", rank, what, p, i, a[p][i],
-                b[p][i]);
-        return 62;
-      }
-  return 0;
-}
+enum { GM_K = 4 };
 
 /* GM_K calls of batch SB with gradient_merge (k=GM_K, avg) against one SGD
  * step of the GM_K*SB batch in one process: each call returns its
  * micro-batch's loss, the parameters do not move before the GM_K-th call,
  * and after it they equal the big step's. */
 static int rank_gradient_merge(int rank) {
-  static double init[4][GM_MAX_PARAM], want[4][GM_MAX_PARAM], got[4][GM_MAX_PARAM];
+  static double init[4][SEED_MAX_PARAM], want[4][SEED_MAX_PARAM], got[4][SEED_MAX_PARAM];
   int n[4];
   pd_tensor *xs[GM_K], *ys[GM_K];
   double want_loss[GM_K];
@@ -692,7 +579,7 @@ static int rank_gradient_merge(int rank) {
   pd_tensor *big_x = pd_concat(xs, GM_K, 0), *big_y = pd_concat(ys, GM_K, 0), *loss = NULL;
   pd_layer_call(mse, (pd_tensor *[]){pd_layer_call1(ref, big_x), big_y}, 2, &loss, 1);
   DIST_CHECK(loss && pd_backward(loss, NULL, false) == PD_OK && pd_optimizer_step(opt) == PD_OK, 52);
-  int rc = param_values(rank, ref, want, n);
+  int rc = seed_param_values(rank, ref, want, n);
   pd_optimizer_release(opt);
   pd_layer_release(ref);
   if (rc) return rc;
@@ -712,7 +599,7 @@ static int rank_gradient_merge(int rank) {
   pd_dist_model *m = NULL;
   pd_dist_data_loader *dl = NULL;
   DIST_CHECK(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl) == PD_OK, 54);
-  if ((rc = param_values(rank, net, init, n))) return rc;
+  if ((rc = seed_param_values(rank, net, init, n))) return rc;
   for (int b = 0; b < GM_K && rc == 0; b++) {
     pd_tensor *out = NULL;
     DIST_CHECK(pd_dist_model_call(m, (pd_tensor *[]){xs[b], ys[b]}, 2, &out, 1) == 1, 55);
@@ -721,9 +608,9 @@ static int rank_gradient_merge(int rank) {
               want_loss[b]);
       rc = 56;
     }
-    if (rc == 0 && (rc = param_values(rank, net, got, n)) == 0)
-      rc = b < GM_K - 1 ? values_equal(rank, "before the k-th call", got, init, n)
-                        : values_equal(rank, "after the k-th call", got, want, n);
+    if (rc == 0 && (rc = seed_param_values(rank, net, got, n)) == 0)
+      rc = b < GM_K - 1 ? seed_values_equal(rank, "before the k-th call", got, init, n)
+                        : seed_values_equal(rank, "after the k-th call", got, want, n);
   }
   /* the update Program reads the merged gradients, averaged, then zeroes them */
   pd_program *dp = pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false);

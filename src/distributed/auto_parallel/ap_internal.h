@@ -9,6 +9,7 @@
 
 #include "../../ops/op_registry.h"
 #include "paddlec/auto_parallel.h"
+#include "paddlec/optim.h"
 
 #define PD_DIST_NAME_LEN 32
 
@@ -177,6 +178,16 @@ pd_status pd_ap_local_nll_grad(const pd_spmd_local *c, pd_tensor **out, int *n_o
 pd_status pd_ap_local_lamb(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* The op's rule: its row's, else its family's; NULL when it has none. */
 pd_spmd_fn pd_ap_rule_of(pd_op_id id);
+/* The sharding stages' placement of a parameter placed as a (shard_optimizer
+ * and Strategy.sharding alike): a's placements with Shard(d) on mesh axis
+ * `axis`, d the first tensor dim no other axis shards. False (out = a's)
+ * when a is not Replicate on that axis or every dim is taken. */
+bool pd_ap_sharded_placements(int axis, const pd_dist_attr *a, pd_dist_placement *out);
+/* The stage (1-3) of an optimizer from shard_optimizer with a shard_fn,
+ * its sharding mesh axis and that axis' size; 0 (*axis, *degree
+ * untouched) for any other optimizer. */
+int pd_ap_shard_optimizer_stage(const pd_optimizer *opt, int *axis, int *degree);
+
 /* Whether op id is an optimizer update (sgd_, adam_, ...). */
 bool pd_ap_is_update_op(pd_op_id id);
 /* The fallback: every input and output replicated. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../optim/optim_internal.h"
 #include "../../static/passes.h"
 #include "dist_program.h"
 #include "paddlec.h"
@@ -35,12 +36,16 @@ struct pd_dist_model {
   mode_programs progs[4];
   pd_var_scope *scope;
   pd_executor *exe;
-  pd_executor *exe_acc; /* gradient_merge: runs the accumulate Program (each keeps its plan) */
-  int gm_k;             /* Strategy.gradient_merge.k_steps (1: no merge) */
-  bool gm_avg;          /* ... avg */
-  bool recompute;       /* Strategy.recompute.enable */
-  long gm_calls;        /* train calls so far: the k-th of each k runs the update */
-  pd_tensor **held;     /* state_dict("opt")'s DTensors of the scope's accumulators */
+  pd_executor *exe_acc;     /* gradient_merge: runs the accumulate Program (each keeps its plan) */
+  pd_optimizer *record_opt; /* what record minimizes: opt, or the optimizer shard_optimizer wraps */
+  int sharding_stage;       /* Strategy.sharding (0: off; 1, 2) */
+  int sharding_degree;
+  int sharding_axis; /* the sharding mesh axis (-1: the one sharding the batch, known at the first call) */
+  int gm_k;          /* Strategy.gradient_merge.k_steps (1: no merge) */
+  bool gm_avg;       /* ... avg */
+  bool recompute;    /* Strategy.recompute.enable */
+  long gm_calls;     /* train calls so far: the k-th of each k runs the update */
+  pd_tensor **held;  /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
 };
 
@@ -54,10 +59,11 @@ static pd_status check_strategy(const pd_dist_strategy *s) {
   if (!s) return PD_OK;
   pd_status st = pd_dist_strategy_check(s);
   if (st != PD_OK) return st;
-  const char *pass = s->sharding.enable   ? "sharding"
-                     : s->pipeline.enable ? "pipeline"
-                     : s->amp.enable      ? "amp"
-                                          : NULL;
+  if (s->sharding.enable && s->sharding.stage == 3)
+    return pd_set_error(
+        PD_ERR_UNIMPLEMENTED,
+        "dist.to_static: Strategy.sharding stage 3 is not supported yet (stages 1 and 2 are)");
+  const char *pass = s->pipeline.enable ? "pipeline" : s->amp.enable ? "amp" : NULL;
   if (pass)
     return pd_set_error(PD_ERR_UNIMPLEMENTED, "dist.to_static: Strategy.%s is not supported yet", pass);
   return PD_OK;
@@ -71,6 +77,16 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   if ((loader == NULL) == (shard_loader == NULL))
     return pd_set_error(PD_ERR_INVALID,
                         "dist.to_static: give exactly one of a DataLoader and a ShardDataloader");
+  /* an optimizer from shard_optimizer with a stage turns sharding on, on
+   * its sharding axis, as Paddle's to_static does; record then minimizes
+   * the optimizer it wraps */
+  pd_dist_strategy from_opt;
+  int opt_axis = -1, opt_degree = 1, opt_stage = pd_ap_shard_optimizer_stage(opt, &opt_axis, &opt_degree);
+  if (opt_stage) {
+    from_opt = strategy ? *strategy : pd_dist_strategy_default();
+    from_opt.sharding = (pd_dist_strategy_sharding){true, opt_stage, opt_degree};
+    strategy = &from_opt;
+  }
   pd_status st = check_strategy(strategy);
   if (st != PD_OK) return st;
   pd_dist_model *m = calloc(1, sizeof *m);
@@ -83,6 +99,10 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->layer = layer;
   m->loss = loss;
   m->opt = opt;
+  m->record_opt = opt_stage ? pd_optim_wrapper_inner(opt) : opt;
+  m->sharding_stage = strategy && strategy->sharding.enable ? strategy->sharding.stage : 0;
+  m->sharding_degree = strategy ? strategy->sharding.degree : 1;
+  m->sharding_axis = opt_stage ? opt_axis : -1;
   m->scope = pd_static_scope();
   m->exe = pd_static_executor(PD_CPU);
   m->gm_k = strategy && strategy->gradient_merge.enable ? strategy->gradient_merge.k_steps : 1;
@@ -243,13 +263,43 @@ static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_
   return st;
 }
 
-/* serial completed and partitioned: this rank's Program *dist. */
-static pd_status complete_partition(const pd_ap_program *serial, pd_ap_program *dist) {
+/* The sharding axis of Strategy.sharding: shard_optimizer's, else the mesh
+ * axis that shards the batch (the first feed's dim 0: data parallelism),
+ * else a 1-d mesh's axis; its size must be the sharding degree. */
+static pd_status sharding_axis(pd_dist_model *m, const pd_dist_process_mesh *mesh,
+                               const pd_dist_attr *input) {
+  int axis = m->sharding_axis;
+  for (int k = 0; axis < 0 && input && k < input->n; k++)
+    if (input->p[k].kind == PD_DIST_SHARD && input->p[k].dim == 0) axis = k;
+  if (axis < 0 && mesh->ndim == 1) axis = 0;
+  char buf[256];
+  if (axis < 0)
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "dist.to_static: Strategy.sharding: no mesh axis of %s shards the batch (dim 0 of the "
+        "input), so the sharding axis is unknown",
+        pd_ap_mesh_str(mesh, buf, sizeof buf));
+  if (mesh->shape[axis] != m->sharding_degree)
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "dist.to_static: Strategy.sharding.degree is %d, but the sharding axis %d ('%s') of mesh "
+        "%s has %lld processes",
+        m->sharding_degree, axis, mesh->names[axis], pd_ap_mesh_str(mesh, buf, sizeof buf),
+        (long long)mesh->shape[axis]);
+  m->sharding_axis = axis;
+  return PD_OK;
+}
+
+/* serial completed (then with the sharding rewrite of stage `sharding` on
+ * mesh axis `axis`, if any) and partitioned: this rank's Program *dist. */
+static pd_status complete_partition(const pd_ap_program *serial, pd_ap_program *dist, int sharding,
+                                    int axis) {
   pd_ap_program completed;
   pd_ap_completion c;
   pd_status st = pd_ap_complete(serial, &completed, &c);
   if (st != PD_OK) return st;
-  st = pd_ap_partition(&completed, &c, dist);
+  if (sharding) st = pd_ap_sharding(&completed, &c, sharding, axis);
+  if (st == PD_OK) st = pd_ap_partition(&completed, &c, dist);
   pd_ap_program_free(&completed);
   pd_ap_completion_free(&c);
   return st;
@@ -282,7 +332,7 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   }
   pd_ap_record_args ra = {.layer = m->layer,
                           .loss = m->loss,
-                          .opt = m->opt,
+                          .opt = m->record_opt,
                           .mode = m->mode,
                           .mesh = mesh,
                           .n_feed = n,
@@ -290,14 +340,16 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
                           .feed_dtype = {mp->feed_dtype[0], mp->feed_dtype[1]}};
   pd_ap_program acc_serial = {0};
   bool merge = m->mode == PD_DIST_MODE_TRAIN && m->gm_k > 1;
+  int sharding = m->mode == PD_DIST_MODE_TRAIN ? m->sharding_stage : 0;
   /* record runs the layer as a user's code would (its handles in a scope of
    * its own); the later stages keep their tensors out of any scope */
-  pd_status st = pd_ap_record(&ra, &mp->serial);
+  pd_status st = sharding ? sharding_axis(m, mesh, fa[0]) : PD_OK;
+  if (st == PD_OK) st = pd_ap_record(&ra, &mp->serial);
   pd_internal_enter();
   if (st == PD_OK && m->recompute && m->mode == PD_DIST_MODE_TRAIN) st = pd_ap_recompute(&mp->serial, NULL);
   if (st == PD_OK && merge) st = pd_ap_gradient_merge(&mp->serial, m->gm_k, m->gm_avg, &acc_serial);
-  if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist);
-  if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc);
+  if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist, sharding, m->sharding_axis);
+  if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc, 0, 0);
   pd_ap_program_free(&acc_serial);
   pd_var_scope *initial = NULL;
   for (int k = 0; k < 2 && st == PD_OK; k++) {
@@ -415,9 +467,10 @@ static pd_status append_named(pd_named_tensors *dst, const pd_named_tensors *src
 }
 
 /* Whether `name` is an accumulator Variable of parameter Variable `param`
- * (<param>_<...>_0, as the static optimizer names them). */
+ * (<param>_<...>_0, as the static optimizer names them; the sharding
+ * rewrite's update reads <param>@SHARD). */
 static bool is_accumulator_of(const char *name, const char *param) {
-  size_t np = strlen(param), n = strlen(name);
+  size_t np = strcspn(param, "@"), n = strlen(name);
   return n > np + 3 && strncmp(name, param, np) == 0 && name[np] == '_' && strcmp(name + n - 2, "_0") == 0;
 }
 

@@ -7,6 +7,9 @@
  * Replicate -> Shard as a slice of this rank's chunk (a strided_slice
  * copy where a slice view would not be contiguous). Ops whose attributes
  * hold an output shape (reshape, expand, broadcast_to) get the local one.
+ * With the completion's reduce_scatter (Strategy.sharding stage 2) a
+ * Partial axis whose target is Shard(d) is one c_reduce_scatter instead
+ * of c_allreduce then a slice.
  * The fetches are made replicated at the end, so every rank fetches the
  * global loss and outputs. Gradients of replicated parameters arrive at
  * their update op Partial or sharded, and that op's rule wants them as
@@ -29,7 +32,8 @@ typedef struct part {
   pd_dist_process_mesh *mesh;
   int64_t coord[PD_DIST_MAX_MESH_DIMS];
   int next;
-  cached *cache; /* resharded values, until their source is written again */
+  bool reduce_scatter; /* Partial -> Shard as one c_reduce_scatter */
+  cached *cache;       /* resharded values, until their source is written again */
   int n_cache, cap_cache;
 } part;
 
@@ -107,6 +111,27 @@ static pd_status step(part *w, const pd_variable *v, char *x, const pd_dist_plac
   return PD_OK;
 }
 
+/* Whether v's Partial on mesh axis m can be reduce-scattered straight to
+ * Shard(d): d splits evenly and no other axis shards it now. */
+static bool scatterable(const part *w, const pd_variable *v, const pd_dist_placement *cp, int m, int d) {
+  if (w->mesh->shape[m] < 2 || v->shape[d] % w->mesh->shape[m] != 0) return false;
+  for (int q = 0; q < w->mesh->ndim; q++)
+    if (q != m && cp[q].kind == PD_DIST_SHARD && cp[q].dim == d) return false;
+  return true;
+}
+
+/* Partial on axis m -> `to` (Shard(d)) as one c_reduce_scatter. */
+static pd_status reduce_scatter_step(part *w, const pd_variable *v, char *x, pd_dist_placement *cp, int m,
+                                     pd_dist_placement to) {
+  int64_t ring = 0;
+  pd_attrs a = {.i = {0, w->mesh->shape[m], cp[m].reduce_type, to.dim}};
+  pd_status st = axis_group(w, m, &ring);
+  if (st != PD_OK) return st;
+  a.i[0] = ring;
+  cp[m] = to;
+  return step(w, v, x, cp, "c_reduce_scatter", &a);
+}
+
 /* Reshards src Variable v (its dst value named x, placements cur) to
  * placements to; x gets the result's name. */
 static pd_status reshard(part *w, const pd_variable *v, char *x, const pd_dist_placement *from,
@@ -123,12 +148,16 @@ static pd_status reshard(part *w, const pd_variable *v, char *x, const pd_dist_p
                             "dist.to_static: '%s' has a dim sharded by two mesh axes (%s); not supported",
                             v->name, pd_ap_mesh_str(w->mesh, b1, sizeof b1));
   pd_status st = PD_OK;
-  /* 1. Partial -> Replicate */
+  /* 1. Partial -> Replicate (or -> Shard) */
   for (int m = 0; m < n && st == PD_OK; m++) {
     if (cp[m].kind != PD_DIST_PARTIAL || pd_dist_placement_equal(cp[m], to[m])) continue;
     if (to[m].kind == PD_DIST_PARTIAL)
       return pd_set_error(PD_ERR_UNIMPLEMENTED, "dist.to_static: '%s': Partial of one reduce type to another",
                           v->name);
+    if (w->reduce_scatter && to[m].kind == PD_DIST_SHARD && scatterable(w, v, cp, m, to[m].dim)) {
+      st = reduce_scatter_step(w, v, x, cp, m, to[m]);
+      continue;
+    }
     int64_t ring = 0;
     pd_attrs a = {.i = {0, w->mesh->shape[m], cp[m].reduce_type}};
     cp[m] = pd_dist_replicate();
@@ -261,7 +290,7 @@ static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist
 pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion *c, pd_ap_program *out) {
   memset(out, 0, sizeof *out);
   pd_dist_process_mesh *mesh = completed->mesh;
-  part w = {.src = completed->main->blocks[0], .mesh = mesh};
+  part w = {.src = completed->main->blocks[0], .mesh = mesh, .reduce_scatter = c->reduce_scatter};
   if (!pd_ap_mesh_coords(mesh, pd_ap_my_rank(), w.coord)) {
     char b1[256];
     return pd_set_error(PD_ERR_UNIMPLEMENTED, "dist.to_static: process %d is not in the model's mesh %s",

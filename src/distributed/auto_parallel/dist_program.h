@@ -55,11 +55,15 @@ typedef struct pd_ap_record_args {
 pd_status pd_ap_record(const pd_ap_record_args *a, pd_ap_program *out);
 
 /* What complete adds: per op of out->main, the placements each input must
- * have (want[want_off[k] + i], in the rules' form). */
+ * have (want[want_off[k] + i], in the rules' form). reduce_scatter (set by
+ * the sharding rewrite, stage 2): partition turns a Partial axis whose
+ * wanted placement is Shard into one c_reduce_scatter rather than
+ * c_allreduce then a slice. */
 typedef struct pd_ap_completion {
   pd_spmd_dist *want;
   int *want_off;
   int n_ops;
+  bool reduce_scatter;
 } pd_ap_completion;
 void pd_ap_completion_free(pd_ap_completion *c);
 
@@ -86,6 +90,15 @@ pd_status pd_ap_recompute(pd_ap_program *serial, int *n_segments);
  * ops as recompute segments (record turns it on around the layer's run;
  * turning it either way closes what a failed call left open). */
 void pd_ap_recompute_marking(bool on);
+/* Strategy.sharding stages 1 and 2 (dist_sharding.c): completed train
+ * Program c (between complete and partition) -> in place the Program whose
+ * optimizer updates each parameter's shard on mesh axis `axis` (the
+ * sharded placements of pd_ap_sharded_placements): the states held as
+ * shards, the gradient reduced (stage 1: all-reduced then sliced; stage 2:
+ * reduce-scattered) to the shard, the updated shard all-gathered back into
+ * the parameter. Parameters whose sharded dim does not split evenly over
+ * the axis are left whole. */
+pd_status pd_ap_sharding(pd_ap_program *completed, pd_ap_completion *c, int stage, int axis);
 
 /* The dist attr of a Program's Variable (NULL: replicated). */
 static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {

@@ -30,16 +30,14 @@ typedef struct shard_ctx {
   pd_dist_process_mesh *mesh; /* retained */
 } shard_ctx;
 
-/* p's placements with Shard(first dim no other axis shards) on the
- * sharding axis; false when p keeps its placements. */
-static bool sharded_placements(const shard_ctx *c, const pd_dist_attr *a, pd_dist_placement *out) {
+bool pd_ap_sharded_placements(int axis, const pd_dist_attr *a, pd_dist_placement *out) {
   memcpy(out, a->p, sizeof(pd_dist_placement) * (size_t)a->n);
-  if (a->p[c->axis].kind != PD_DIST_REPLICATE) return false;
+  if (a->p[axis].kind != PD_DIST_REPLICATE) return false;
   for (int d = 0; d < a->ndim; d++) {
     bool taken = false;
     for (int m = 0; m < a->n; m++) taken |= a->p[m].kind == PD_DIST_SHARD && a->p[m].dim == d;
     if (taken) continue;
-    out[c->axis] = pd_dist_shard(d);
+    out[axis] = pd_dist_shard(d);
     return true;
   }
   return false;
@@ -125,7 +123,7 @@ static pd_status shard_step(void *ctx, pd_optimizer *inner) {
     if (p->stop_gradient || !p->grad || !a) continue;
     memcpy(orig[i], a->p, sizeof(pd_dist_placement) * (size_t)a->n);
     pd_dist_placement to[PD_DIST_MAX_MESH_DIMS];
-    sharded_placements(c, a, to);
+    pd_ap_sharded_placements(c->axis, a, to);
     pd_tensor *g = place_grad(c, p->grad, a, to);
     if (!g) {
       st = pd_last_status();
@@ -165,6 +163,14 @@ static void shard_release(void *ctx) {
 }
 
 static const pd_optim_wrapper_ops k_shard_ops = {shard_step, shard_clear_grad, shard_release};
+
+int pd_ap_shard_optimizer_stage(const pd_optimizer *opt, int *axis, int *degree) {
+  const shard_ctx *c = opt ? pd_optim_wrapper_ctx(opt, &k_shard_ops) : NULL;
+  if (!c || !c->stage) return 0;
+  *axis = c->axis;
+  *degree = (int)c->mesh->shape[c->axis];
+  return c->stage;
+}
 
 /* The sharding axis (Paddle's choice when no name is given). */
 static pd_status resolve_axis(shard_ctx *c, const pd_dist_sharding_stage *s, pd_optimizer *opt) {
@@ -256,7 +262,7 @@ pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sharding_
     for (int i = 0; st == PD_OK && c->stage == 3 && i < pd_optim_n_params(opt); i++) {
       pd_tensor *p = pd_optim_param(opt, i);
       pd_dist_placement to[PD_DIST_MAX_MESH_DIMS];
-      if (sharded_placements(c, pd_ap_attr(p), to)) st = place_param(p, to);
+      if (pd_ap_sharded_placements(c->axis, pd_ap_attr(p), to)) st = place_param(p, to);
     }
     pd_set_grad_enabled(prev);
     pd_internal_leave();

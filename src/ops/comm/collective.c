@@ -1,7 +1,9 @@
-/* c_allreduce and c_allgather: the collectives a partitioned distributed
- * Program runs where placements change (Partial -> Replicate, Shard ->
- * Replicate). Attributes: ring_id (the process group's id), nranks (its
- * size), and the reduce op or the gather dim. With nranks 1 they copy. */
+/* c_allreduce, c_allgather and c_reduce_scatter: the collectives a
+ * partitioned distributed Program runs where placements change (Partial ->
+ * Replicate, Shard -> Replicate, Partial -> Shard). Attributes: ring_id
+ * (the process group's id), nranks (its size), and the reduce op or the
+ * gather dim (c_reduce_scatter: the reduce op, then the dim it splits).
+ * With nranks 1 they copy. */
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -17,14 +19,28 @@ static pd_status check_group(const pd_op_def *def, const pd_attrs *a) {
   return PD_OK;
 }
 
+/* The group attributes and the reduce op (i2) of a reducing op. */
+static pd_status check_reduce(const pd_op_def *def, const pd_attrs *a) {
+  pd_status st = check_group(def, a);
+  if (st == PD_OK && (a->i[2] < 0 || a->i[2] > 4))
+    st = pd_set_error(PD_ERR_INVALID, "%s: reduce_type %lld is none of sum, max, min, prod, avg", def->name,
+                      (long long)a->i[2]);
+  return st;
+}
+
+/* Whether axis names a dim of x (else an error naming the op). */
+static pd_status check_axis(const pd_op_def *def, const pd_tensor *x, int64_t axis) {
+  if (axis < 0 || axis >= x->ndim)
+    return pd_set_error(PD_ERR_INVALID, "%s: axis %lld is out of range for a tensor of rank %d", def->name,
+                        (long long)axis, x->ndim);
+  return PD_OK;
+}
+
 static pd_status allreduce_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                                 pd_meta *out, int *n_out) {
   (void)n_in;
-  pd_status st = check_group(def, a);
+  pd_status st = check_reduce(def, a);
   if (st != PD_OK) return st;
-  if (a->i[2] < 0 || a->i[2] > 4)
-    return pd_set_error(PD_ERR_INVALID, "%s: reduce_type %lld is none of sum, max, min, prod, avg", def->name,
-                        (long long)a->i[2]);
   pd_meta_of(in[0], &out[0]);
   *n_out = 1;
   return PD_OK;
@@ -36,15 +52,30 @@ static pd_status allgather_meta(const pd_op_def *def, pd_tensor *const *in, int 
   pd_status st = check_group(def, a);
   if (st != PD_OK) return st;
   const pd_tensor *x = in[0];
-  if (a->i[2] < 0 || a->i[2] >= x->ndim)
-    return pd_set_error(PD_ERR_INVALID, "%s: axis %lld is out of range for a tensor of rank %d", def->name,
-                        (long long)a->i[2], x->ndim);
+  if ((st = check_axis(def, x, a->i[2])) != PD_OK) return st;
   int64_t d = x->shape[a->i[2]];
   if (d > INT64_MAX / a->i[1])
     return pd_set_error(PD_ERR_SHAPE, "%s: dim %lld gathered from %lld ranks overflows int64", def->name,
                         (long long)d, (long long)a->i[1]);
   pd_meta_of(x, &out[0]);
   out[0].shape[a->i[2]] = pd_dim_mul(d, a->i[1]);
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status reduce_scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                                     pd_meta *out, int *n_out) {
+  (void)n_in;
+  const pd_tensor *x = in[0];
+  pd_status st = check_reduce(def, a);
+  if (st == PD_OK) st = check_axis(def, x, a->i[3]);
+  if (st != PD_OK) return st;
+  int64_t d = x->shape[a->i[3]];
+  if (d % a->i[1] != 0)
+    return pd_set_error(PD_ERR_SHAPE, "%s: dim %lld (%lld) does not split evenly over %lld ranks", def->name,
+                        (long long)a->i[3], (long long)d, (long long)a->i[1]);
+  pd_meta_of(x, &out[0]);
+  out[0].shape[a->i[3]] = d / a->i[1];
   *n_out = 1;
   return PD_OK;
 }
@@ -57,14 +88,20 @@ static pd_status comm_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
   if (!fn)
     return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
                         ctx->def->name);
-  return fn(kind, a->i[0], a->i[1], a->i[2], x, out);
+  return fn(kind, a->i[0], a->i[1], a->i[2], a->i[3], x, out);
 }
 
 static pd_status allreduce_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLREDUCE); }
 static pd_status allgather_kernel(const pd_kernel_ctx *ctx) { return comm_kernel(ctx, PD_COMM_OP_ALLGATHER); }
+static pd_status reduce_scatter_kernel(const pd_kernel_ctx *ctx) {
+  return comm_kernel(ctx, PD_COMM_OP_REDUCE_SCATTER);
+}
 
 PD_OPDEF(c_allreduce, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type",
          .infer_meta = allreduce_meta, .kernel = {[PD_PLACE_CPU] = allreduce_kernel});
 
 PD_OPDEF(c_allgather, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:axis",
          .infer_meta = allgather_meta, .kernel = {[PD_PLACE_CPU] = allgather_kernel});
+
+PD_OPDEF(c_reduce_scatter, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type,i3:axis",
+         .infer_meta = reduce_scatter_meta, .kernel = {[PD_PLACE_CPU] = reduce_scatter_kernel});

@@ -1,4 +1,5 @@
-/* The communication ops of the registry (c_allreduce, c_allgather): their
+/* The communication ops of the registry (c_allreduce, c_allgather,
+ * c_reduce_scatter): their
  * kernels run a collective over the process group whose id is the op's
  * ring_id attribute. The collectives live in the distributed layer, above
  * the registry, which installs them here (as autograd installs its hook). */
@@ -7,14 +8,19 @@
 
 #include "../op_registry.h"
 
-typedef enum pd_comm_op_kind { PD_COMM_OP_ALLREDUCE, PD_COMM_OP_ALLGATHER } pd_comm_op_kind;
+typedef enum pd_comm_op_kind {
+  PD_COMM_OP_ALLREDUCE,
+  PD_COMM_OP_ALLGATHER,
+  PD_COMM_OP_REDUCE_SCATTER
+} pd_comm_op_kind;
 
 /* Runs collective `kind` of group ring_id with nranks members on x into out
  * (allocated, contiguous): allreduce with reduce op `arg` (a pd_reduce_op),
  * allgather concatenating the members' x along dim `arg`, in group-rank
- * order. */
+ * order, reduce_scatter reducing (op `arg`) the members' x and keeping
+ * block r of nranks equal blocks along dim `axis` on group rank r. */
 typedef pd_status (*pd_comm_op_fn)(pd_comm_op_kind kind, int64_t ring_id, int64_t nranks, int64_t arg,
-                                   pd_tensor *x, pd_tensor *out);
+                                   int64_t axis, pd_tensor *x, pd_tensor *out);
 void pd_comm_ops_install(pd_comm_op_fn fn);
 
 #endif
