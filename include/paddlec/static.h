@@ -59,7 +59,8 @@ PD_API void pd_static_name_scope_begin(const char *prefix);
 PD_API void pd_static_name_scope_end(void);
 
 /* paddle.static.device_guard(device): ops recorded on this thread until the
- * matching _end carry op_device = device (printed with the op). This build
+ * matching _end carry op_device = device (printed with the op, written to
+ * Program files). This build
  * runs on the CPU only: "cpu" and NULL/"" (no device) are accepted; "gpu",
  * "gpu:0", "xpu", ... are an error saying the device is not available; any
  * other name is an error listing Paddle's device names, and "cpu:N" an error
@@ -297,9 +298,11 @@ PD_API pd_status pd_executor_run_compiled(pd_executor *e, pd_compiled_program *c
  * "is_test": ..., "blocks": [{"idx", "parent_idx", "vars": [{"name",
  * "dtype", "shape" (-1: unknown), "persistable", "stop_gradient",
  * "is_parameter", "is_data"}], "ops": [{"type", "inputs", "outputs" (names
- * by slot), "attrs" (by the registry row's names), "role", "name_scope"},
- * ...]}]}; a grad op adds "grad_of", "fwd_n_in", "fwd_n_out", a constant
- * (assign_value) its "value" {"dtype", "shape", "data": hex bytes}.
+ * by slot), "attrs" (by the registry row's names), "role", "name_scope",
+ * from version 3 "op_device" where set}, ...]}]}; a grad op adds "grad_of",
+ * "fwd_n_in", "fwd_n_out", a constant (assign_value) its "value" {"dtype",
+ * "shape", "data": hex bytes}. A file has the lowest version that holds
+ * what it uses (2: control flow, 3: op_device).
  * Persistable values are safetensors files.
  *
  * paddle.static.serialize_program: the Program's file image (malloc'd,

@@ -21,27 +21,33 @@ static bool is_accelerator(const char *kind, size_t n) {
   return false;
 }
 
-pd_status pd_static_device_guard_begin(const char *device) {
-  if (t_device_depth >= MAX_DEVICE_GUARDS)
-    return pd_set_error(PD_ERR_STATE, "device_guard: nested more than %d deep", MAX_DEVICE_GUARDS);
+pd_status pd_static_check_device(const char *who, const char *device) {
   const char *d = device ? device : "";
   const char *colon = strchr(d, ':');
   size_t kind_len = colon ? (size_t)(colon - d) : strlen(d);
   if (kind_len == 3 && strncmp(d, "cpu", 3) == 0 && colon)
-    return pd_set_error(PD_ERR_INVALID, "device_guard: '%s': should not set device id for cpu", d);
+    return pd_set_error(PD_ERR_INVALID, "%s: '%s': should not set device id for cpu", who, d);
   bool cpu = kind_len == 3 && strncmp(d, "cpu", 3) == 0;
   if (*d && !cpu) {
     if (is_accelerator(d, kind_len))
       return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                          "device_guard: device '%s' is not available: paddle.c runs on the CPU only "
+                          "%s: device '%s' is not available: paddle.c runs on the CPU only "
                           "(use 'cpu' or none)",
-                          d);
+                          who, d);
     return pd_set_error(PD_ERR_INVALID,
-                        "device_guard: the device should be 'cpu', 'gpu', 'xpu', 'npu' or 'mlu' (with an "
+                        "%s: the device should be 'cpu', 'gpu', 'xpu', 'npu' or 'mlu' (with an "
                         "optional ':id'), or empty for no device, but received '%s'",
-                        d);
+                        who, d);
   }
-  snprintf(t_devices[t_device_depth++], sizeof t_devices[0], "%s", d);
+  return PD_OK;
+}
+
+pd_status pd_static_device_guard_begin(const char *device) {
+  if (t_device_depth >= MAX_DEVICE_GUARDS)
+    return pd_set_error(PD_ERR_STATE, "device_guard: nested more than %d deep", MAX_DEVICE_GUARDS);
+  pd_status st = pd_static_check_device("device_guard", device);
+  if (st != PD_OK) return st;
+  snprintf(t_devices[t_device_depth++], sizeof t_devices[0], "%s", device ? device : "");
   return PD_OK;
 }
 

@@ -15,8 +15,13 @@
 #define PROGRAM_MAGIC "paddle.c program"
 /* Version 2 added control flow (while, conditional_block and their grad
  * ops, with "control_attrs") and tensor arrays (a variable's "type");
- * a Program without them is still written as version 1. */
-#define PROGRAM_VERSION 2
+ * version 3 an op's "op_device" (device_guard). A file is written with the
+ * lowest version that has everything it holds (a Program without these is
+ * still version 1, readable by every reader), and the reader refuses a
+ * field its file's version does not have. */
+#define PROGRAM_VERSION 3
+#define VERSION_CONTROL 2
+#define VERSION_OP_DEVICE 3
 #define MAX_NESTING 64 /* sub-blocks inside sub-blocks: a file deeper than this is refused */
 /* Generous bounds a real Program stays far below: a file past them is
  * refused before anything is allocated for it. */
@@ -107,7 +112,8 @@ static cJSON *op_json(const pd_operator *op) {
             cJSON_AddItemToObject(o, "inputs", names_json(op->inputs, op->n_in)) &&
             cJSON_AddItemToObject(o, "outputs", names_json(op->outputs, op->n_out)) &&
             cJSON_AddNumberToObject(o, "role", op->role) &&
-            cJSON_AddStringToObject(o, "name_scope", op->name_scope);
+            cJSON_AddStringToObject(o, "name_scope", op->name_scope) &&
+            (!op->op_device[0] || cJSON_AddStringToObject(o, "op_device", op->op_device));
   const pd_op_def *def = op->op_id >= 0     ? pd_op_table[op->op_id]
                          : op->grad_of >= 0 ? pd_op_table[op->grad_of]
                                             : NULL;
@@ -184,12 +190,15 @@ char *pd_static_serialize_program(const pd_program *p, size_t *size) {
     pd_set_error(PD_ERR_INVALID, "serialize_program: program is NULL");
     return NULL;
   }
-  int version = 1; /* a Program without control flow stays readable by version-1 readers */
+  int version = 1; /* the lowest version that has everything p holds */
   for (int i = 0; i < p->n_blocks; i++) {
-    for (int k = 0; k < p->blocks[i]->n_ops; k++)
-      if (pd_static_is_control_type(p->blocks[i]->ops[k]->type)) version = PROGRAM_VERSION;
+    for (int k = 0; k < p->blocks[i]->n_ops; k++) {
+      const pd_operator *op = p->blocks[i]->ops[k];
+      if (pd_static_is_control_type(op->type) && version < VERSION_CONTROL) version = VERSION_CONTROL;
+      if (op->op_device[0] && version < VERSION_OP_DEVICE) version = VERSION_OP_DEVICE;
+    }
     for (int k = 0; k < p->blocks[i]->n_vars; k++)
-      if (p->blocks[i]->vars[k]->is_array) version = PROGRAM_VERSION;
+      if (p->blocks[i]->vars[k]->is_array && version < VERSION_CONTROL) version = VERSION_CONTROL;
   }
   pd_clear_error();
   cJSON *root = cJSON_CreateObject(), *blocks = cJSON_CreateArray();
@@ -221,6 +230,7 @@ char *pd_static_serialize_program(const pd_program *p, size_t *size) {
  * 0, op 3 (matmul): ...". */
 typedef struct reader {
   char where[160];
+  int64_t version; /* the file's format version */
 } reader;
 
 static pd_status bad(const reader *r, const char *fmt, const char *detail) {
@@ -469,6 +479,23 @@ static pd_status check_sub_blocks(reader *r, const pd_program *p) {
   return PD_OK;
 }
 
+/* An op's optional "op_device" (format version 3): a device this build
+ * runs on, as device_guard accepts ("cpu"); *device stays "" without one. */
+static pd_status read_op_device(reader *r, const cJSON *o, const char **device) {
+  const cJSON *d = member(o, "op_device");
+  if (!d) return PD_OK;
+  if (r->version < VERSION_OP_DEVICE) return bad(r, "%s", "has 'op_device', which format version 3 added");
+  if (!cJSON_IsString(d)) return bad(r, "%s", "'op_device' is not a string");
+  if (strlen(d->valuestring) >= sizeof(((pd_operator *)0)->op_device))
+    return bad(r, "%s", "'op_device' is too long");
+  if (pd_static_check_device("op_device", d->valuestring) != PD_OK) {
+    pd_error_prefix("deserialize_program: %s", r->where);
+    return pd_last_status();
+  }
+  *device = d->valuestring;
+  return PD_OK;
+}
+
 static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
   if (!cJSON_IsObject(o)) return bad(r, "%s", "an op is not an object");
   const char *type = string_member(r, o, "type");
@@ -485,6 +512,8 @@ static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
   if (st == PD_OK && !scope) st = pd_last_status();
   if (st == PD_OK && strlen(scope) >= sizeof(((pd_operator *)0)->name_scope))
     st = bad(r, "%s", "'name_scope' is too long");
+  const char *device = "";
+  if (st == PD_OK) st = read_op_device(r, o, &device);
   if (st != PD_OK) return st;
   const cJSON *grad_of = member(o, "grad_of");
   const pd_op_def *def = NULL;
@@ -502,7 +531,9 @@ static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
         n_in != fwd_n_in + 2 * fwd_n_out || n_out != fwd_n_in)
       return bad(r, "%s", "the grad op's slot counts do not match its forward op");
   } else if (pd_static_is_control_type(type)) {
-    return read_control_op(r, o, b, type, ins, n_in, outs, n_out, (int)role, scope);
+    st = read_control_op(r, o, b, type, ins, n_in, outs, n_out, (int)role, scope);
+    if (st == PD_OK) snprintf(b->ops[b->n_ops - 1]->op_device, sizeof b->ops[0]->op_device, "%s", device);
+    return st;
   } else if (!is_value) {
     int id = pd_op_find(type);
     if (id < 0) return bad(r, "'%s' is no registry op", type);
@@ -543,6 +574,7 @@ static pd_status read_op(reader *r, const cJSON *o, pd_static_block *b) {
   op->value = value;
   op->role = (int)role;
   snprintf(op->name_scope, sizeof op->name_scope, "%s", scope);
+  snprintf(op->op_device, sizeof op->op_device, "%s", device);
   r->where[at] = 0;
   return PD_OK;
 }
@@ -570,7 +602,7 @@ static pd_status read_block(reader *r, const cJSON *o, pd_program *p, int i) {
 }
 
 pd_program *pd_static_deserialize_program(const void *data, size_t size) {
-  reader r = {{0}};
+  reader r = {{0}, 0};
   if (!data) {
     pd_set_error(PD_ERR_INVALID, "deserialize_program: data is NULL");
     return NULL;
@@ -596,6 +628,7 @@ pd_program *pd_static_deserialize_program(const void *data, size_t size) {
     goto done;
   }
   version = (int64_t)jv->valuedouble;
+  r.version = version;
   if (version > PROGRAM_VERSION) {
     pd_set_error(PD_ERR_INVALID,
                  "deserialize_program: the file has format version %lld, newer than this build reads (%d)",

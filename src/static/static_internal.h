@@ -195,6 +195,10 @@ const char *pd_static_name_scope_prefix(void);
 /* ---- device_guard (places.c) ---------------------------------------------- */
 /* The device of the innermost device_guard on this thread ("" when none). */
 const char *pd_static_current_device(void);
+/* Whether device names one this build runs on ("cpu", or "" for none):
+ * else an error starting with who, saying why (an accelerator this build
+ * lacks, a cpu with an id, an unknown name). */
+pd_status pd_static_check_device(const char *who, const char *device);
 
 /* ---- recording (recorder.c) ---------------------------------------------- */
 /* The program ops record into on this thread (NULL outside program_guard

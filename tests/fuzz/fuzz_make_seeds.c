@@ -4,8 +4,9 @@
  * and 3.0 headers, '=' byte order, Python 2 longs, double quotes, keys in
  * another order), idx files of each type (one gzipped), CSV tables and
  * Program files (pd_static_serialize_program of a small inference Program,
- * a training one with grad ops, SGD updates and a constant, and one with
- * a cond, a While block and a tensor array).
+ * a training one with grad ops, SGD updates, a constant and an op under
+ * device_guard, its startup Program (format version 1), and one with a
+ * cond, a While block and a tensor array).
  * ctest runs it once before the fuzz tests:
  *
  *   fuzz_make_seeds DIR   ->  DIR/safetensors, DIR/npy (.npy and .npz), DIR/idx, DIR/csv,
@@ -267,7 +268,9 @@ static void program_seeds(const char *dir) {
   ok(pd_static_program_guard_begin(main, startup), "program_guard");
   pd_tensor *x = pd_static_data("x", 2, xs, PD_FLOAT32);
   pd_tensor *y = pd_static_data("y", 2, ys, PD_FLOAT32);
+  ok(pd_static_device_guard_begin("cpu"), "device_guard"); /* op_device: format version 3 */
   pd_tensor *hx = pd_multiply(x, half);
+  ok(pd_static_device_guard_end(), "device_guard_end");
   pd_tensor *pred = pd_static_nn_fc(hx, 1, 1, "relu");
   pd_program *infer = pd_program_clone(main, true);
   pd_tensor *cost = pd_square_error_cost(pred, y);

@@ -223,8 +223,8 @@ static void test_bad_files_are_clear_errors(void **state) {
   }
   expect_bad("{\"magic\":\"other\",\"version\":1}", "not a Program file");
   expect_bad("[1,2]", "not a Program file");
-  expect_bad("{\"magic\":\"paddle.c program\",\"version\":3,\"is_test\":false,\"blocks\":[]}",
-             "version 3, newer than this build reads (2)");
+  expect_bad("{\"magic\":\"paddle.c program\",\"version\":4,\"is_test\":false,\"blocks\":[]}",
+             "version 4, newer than this build reads (3)");
   expect_bad("{\"magic\":\"paddle.c program\",\"version\":1,\"is_test\":false,\"blocks\":[]}", "'blocks'");
   const char *head =
       "{\"magic\":\"paddle.c program\",\"version\":1,\"is_test\":false,\"blocks\":[{\"idx\":0,"
@@ -278,11 +278,78 @@ static void test_bad_files_are_clear_errors(void **state) {
   release_trainer(&t);
 }
 
+/* device_guard's op_device goes into the file (format version 3) and comes
+ * back on the same ops; a Program without one is still written as version
+ * 1, and version-1 files load. op_device in a file older than version 3, or
+ * naming a device this build lacks, is an error naming the op. */
+static void test_op_device_round_trip(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 2, SHAPE(-1, 3), PD_FLOAT32);
+  pd_tensor *y = pd_relu(x);
+  assert_int_equal(pd_static_device_guard_begin("cpu"), PD_OK);
+  pd_tensor *z = pd_exp(y);
+  assert_int_equal(pd_static_device_guard_end(), PD_OK);
+  pd_tensor *w = pd_tanh(z);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  size_t n;
+  char *text = pd_static_serialize_program(main, &n);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "\"version\":3"));
+  assert_non_null(strstr(text, "\"op_device\":\"cpu\""));
+  pd_program *copy = pd_static_deserialize_program(text, n);
+  assert_non_null(copy);
+  char *a = pd_program_to_string(main), *b = pd_program_to_string(copy);
+  assert_string_equal(a, b); /* exp keeps op_device = 'cpu', relu and tanh have none */
+  assert_non_null(strstr(b, "op_device = 'cpu'"));
+  char *again = pd_static_serialize_program(copy, NULL);
+  assert_string_equal(again, text);
+  free(a), free(b), free(again), free(text);
+  pd_program_release(copy);
+
+  /* without a device_guard the file stays version 1 */
+  text = pd_static_serialize_program(startup, NULL);
+  assert_non_null(strstr(text, "\"version\":1"));
+  free(text);
+
+  const char *head =
+      "{\"magic\":\"paddle.c program\",\"version\":%d,\"is_test\":false,\"blocks\":[{\"idx\":0,"
+      "\"parent_idx\":-1,\"vars\":[{\"name\":\"a\",\"dtype\":\"float32\",\"shape\":[-1,2],"
+      "\"persistable\":false,\"stop_gradient\":true,\"is_parameter\":false,\"is_data\":true}],"
+      "\"ops\":[{\"type\":\"relu\",\"inputs\":[\"a\"],\"outputs\":[\"a\"],\"role\":0,"
+      "\"name_scope\":\"\",\"attrs\":{}%s}]}]}";
+  char buf[1024];
+  snprintf(buf, sizeof buf, head, 1, ""); /* a version-1 file, as older builds wrote */
+  pd_program *old = pd_static_deserialize_program(buf, strlen(buf));
+  assert_non_null(old);
+  a = pd_program_to_string(old);
+  assert_null(strstr(a, "op_device"));
+  free(a);
+  pd_program_release(old);
+  snprintf(buf, sizeof buf, head, 2, ",\"op_device\":\"cpu\"");
+  expect_bad(buf, "block 0, op 0 (relu): has 'op_device', which format version 3 added");
+  snprintf(buf, sizeof buf, head, 3, ",\"op_device\":\"gpu:0\"");
+  expect_bad(buf, "block 0, op 0 (relu): op_device: device 'gpu:0' is not available");
+  snprintf(buf, sizeof buf, head, 3, ",\"op_device\":7");
+  expect_bad(buf, "'op_device' is not a string");
+  snprintf(buf, sizeof buf, head, 3, ",\"op_device\":\"cpu\"");
+  pd_program *ok3 = pd_static_deserialize_program(buf, strlen(buf));
+  assert_non_null(ok3);
+  pd_program_release(ok3);
+
+  pd_tensor *ts[] = {x, y, z, w};
+  for (int i = 0; i < 4; i++) pd_tensor_release(ts[i]);
+  pd_program_release(main);
+  pd_program_release(startup);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_trains_identically),
       cmocka_unit_test(test_static_save_and_load),
       cmocka_unit_test(test_bad_files_are_clear_errors),
+      cmocka_unit_test(test_op_device_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
