@@ -5,11 +5,12 @@
  * The static side records the model under program_guard with minimize and
  * runs it with the Executor (lowered for the feed shapes, compile passes
  * on, in an arena).
- * Printed per model: step time (best of 5 blocks), the working memory of a
- * step (eager: the allocator's peak during a step above what was live when
- * it began; static: the arena plus that peak), the time to lower and plan
- * a program (a fresh Executor's first run less its second, in a warm
- * process), and the ratios. Targets (issue 13): memory
+ * Printed per model: step time (best of 7 blocks, eager's and static's
+ * alternating), the working memory of a step (eager: the allocator's peak
+ * during a step above what was live when it began; static: the arena plus
+ * that peak), the time to lower and plan a program (as a fresh Executor in
+ * a warm process times it: pd_executor_compile_seconds, best of 3), and
+ * the ratios. Targets (issue 13): memory
  * <= 0.6x eager, time <= 0.9x eager, decoder plan < 50 ms.
  *
  * `bench_static --steps N` runs N steps of each instead of the timing (for
@@ -161,15 +162,26 @@ static size_t step_memory(double (*step)(const workload *, void *), const worklo
 static double eager_thunk(const workload *w, void *ctx) { return eager_step(w, ctx); }
 static double static_thunk(const workload *w, void *ctx) { return static_step(w, ctx); }
 
-static double best_time(double (*step)(const workload *, void *), const workload *w, void *ctx, int steps) {
-  double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    double t0 = now_s();
-    for (int s = 0; s < steps; s++) step(w, ctx);
-    double t = (now_s() - t0) / steps;
-    if (t < best) best = t;
+/* Step times of eager and static, best of 7 blocks of each, the blocks
+ * alternating (eager, static, eager, ...) so that both see the same load
+ * on a shared machine. */
+static void best_times(const workload *w, pd_optimizer *eopt, static_run *sr, int steps, double *et,
+                       double *st) {
+  *et = *st = 1e30;
+  for (int rep = 0; rep < 7; rep++) {
+    for (int k = 0; k < 2; k++) {
+      double t0 = now_s();
+      for (int s = 0; s < steps; s++) {
+        if (k == 0)
+          eager_step(w, eopt);
+        else
+          static_step(w, sr);
+      }
+      double t = (now_s() - t0) / steps;
+      double *best = k == 0 ? et : st;
+      if (t < *best) *best = t;
+    }
   }
-  return best;
 }
 
 static void run(workload *w, int steps, int count_only) {
@@ -190,17 +202,15 @@ static void run(workload *w, int steps, int count_only) {
   static_step(w, &sr);
   double cold_s = first_s - (now_s() - t0); /* the process's first run less an ordinary one */
   /* Planning on its own: the same program recorded again and run by a
-   * fresh Executor, once the process is warm (oneDNN has generated its
-   * kernels for these shapes): its first run less its second. */
-  double plan_s;
-  {
+   * fresh Executor once the process is warm, as the Executor times its
+   * lowering (source plan, lowering, passes, arena layout); the best of 3. */
+  double plan_s = 1e30;
+  for (int rep = 0; rep < 3; rep++) {
     static_run s2 = {0};
     static_build(w, &s2);
-    double a = now_s();
     static_step(w, &s2);
-    double b = now_s();
-    static_step(w, &s2);
-    plan_s = (b - a) - (now_s() - b);
+    double c = pd_executor_compile_seconds(s2.exe);
+    if (c >= 0 && c < plan_s) plan_s = c;
     static_free(&s2);
   }
   if (count_only) {
@@ -208,15 +218,15 @@ static void run(workload *w, int steps, int count_only) {
   } else {
     size_t em = step_memory(eager_thunk, w, eopt);
     size_t sm = step_memory(static_thunk, w, &sr) + pd_executor_arena_bytes(sr.exe);
-    double et = best_time(eager_thunk, w, eopt, steps);
-    double st = best_time(static_thunk, w, &sr, steps);
+    double et, st;
+    best_times(w, eopt, &sr, steps, &et, &st);
     printf("%s: loss before the first static step: eager %.6f, static %.6f\n", w->name, el, sl);
     printf("  step time   eager %8.2f ms   static %8.2f ms   ratio %.2f (target <= 0.90: %s)\n", et * 1e3,
            st * 1e3, st / et, st / et <= 0.9 ? "met" : "NOT met");
     printf("  step memory eager %8.2f MB   static %8.2f MB   ratio %.2f (target <= 0.60: %s)\n", em / 1e6,
            sm / 1e6, (double)sm / (double)em, (double)sm <= 0.6 * (double)em ? "met" : "NOT met");
     printf(
-        "  recording %.1f ms; lowering and planning (a fresh Executor's first run less its second) %.1f "
+        "  recording %.1f ms; lowering and planning (a fresh Executor's, best of 3) %.1f "
         "ms%s; the process's first run %.1f ms slower than the next\n",
         record_s * 1e3, plan_s * 1e3,
         w->is_decoder ? (plan_s < 0.05 ? " (target < 50 ms: met)" : " (target < 50 ms: NOT met)") : "",

@@ -17,6 +17,7 @@
  * out. A program the planner refuses runs as before. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/alloc.h"
 #include "memory_plan.h"
@@ -55,6 +56,7 @@ typedef struct lowered {
   bool failed;                   /* lowering refused this program: interpret it */
   struct arena *arena;           /* NULL: the plan runs without one */
   pd_pass_stats stats;           /* what the compile passes did */
+  double compile_s;              /* seconds from the run's start to a plan ready to run */
 } lowered;
 
 struct pd_executor {
@@ -532,6 +534,12 @@ static pd_status run_into(const plan_op *po, const pd_static_block *b, pd_var_sc
   return st;
 }
 
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Runs the live ops of pl (all when live is NULL) with the feeds placed in
  * feed_slots, writing the fetches (new references) on success. With an
  * arena, its tensors stand for their slots, its ops write into them, and a
@@ -673,6 +681,10 @@ void pd_executor_set_passes(pd_executor *e, const pd_pass_options *o) {
   lowered_clear(&e->low); /* the next run lowers again with these */
 }
 
+double pd_executor_compile_seconds(const pd_executor *e) {
+  return e && !e->low.failed && e->low.prog ? e->low.compile_s : -1.0;
+}
+
 const pd_pass_stats *pd_executor_pass_stats(const pd_executor *e) {
   return e && !e->low.failed && e->low.prog ? &e->low.stats : NULL;
 }
@@ -695,6 +707,7 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
   for (int i = 0; i < n_fetch; i++) fetched[i] = NULL;
   if (!program && !(program = pd_static_default_main_program())) return pd_last_status();
   if (!scope) scope = pd_static_current_scope();
+  double t0 = seconds_now();
   pd_status st = PD_OK;
   if (e->cache.program != program || e->cache.version != program->version || !e->cache.ops)
     if ((st = compile(&e->cache, program)) != PD_OK) return st;
@@ -724,7 +737,8 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
     pd_tensor_release(v);
   }
   if (st == PD_OK && !e->interpret && !lowered_matches(&e->low, program, scope, feed, n_feed, fetch, n_fetch))
-    st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch);
+    if ((st = lower_for(e, program, live, scope, feed, n_feed, fetch, n_fetch)) == PD_OK)
+      e->low.compile_s = seconds_now() - t0;
   const lowered *l = &e->low;
   if (st == PD_OK && !e->interpret && !l->failed)
     st = run_plan(&l->plan, NULL, l->arena, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope,

@@ -265,6 +265,11 @@ struct pd_pass_options;
 struct pd_pass_stats;
 void pd_executor_set_passes(pd_executor *e, const struct pd_pass_options *o);
 const struct pd_pass_stats *pd_executor_pass_stats(const pd_executor *e);
+/* Seconds the last lowering took, from its run's start to a plan ready to
+ * run: the source program's plan, lowering, the passes and the arena's
+ * layout and allocation (not the first touch of its pages, which the run
+ * pays). -1 when that run was interpreted. For the bench. */
+double pd_executor_compile_seconds(const pd_executor *e);
 /* The program e's last run executed, lowered (NULL when that run was
  * interpreted): for tests. */
 const pd_program *pd_executor_lowered_program(const pd_executor *e);

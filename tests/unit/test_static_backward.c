@@ -260,6 +260,7 @@ static void test_value_reading_rule_keeps_its_grad_op(void **state) {
     pd_executor *exe = pd_static_executor(PD_CPU);
     pd_executor_set_interpret(exe, interpret);
     assert_int_equal(pd_executor_run(exe, main, feed, 2, &dx, 1, &got[interpret], NULL), PD_OK);
+    assert_true(interpret ? pd_executor_compile_seconds(exe) == -1.0 : pd_executor_compile_seconds(exe) > 0);
     if (!interpret) {
       const pd_program *low = pd_executor_lowered_program(exe);
       assert_non_null(low); /* lowered, one grad op kept */
@@ -356,6 +357,7 @@ static void test_flagged_rules_keep_their_grad_ops(void **state) {
     pd_executor *exe = pd_static_executor(PD_CPU);
     pd_executor_set_interpret(exe, interpret);
     assert_int_equal(pd_executor_run(exe, main, feed, 2, &dx, 1, &got[interpret], NULL), PD_OK);
+    assert_true(interpret ? pd_executor_compile_seconds(exe) == -1.0 : pd_executor_compile_seconds(exe) > 0);
     if (!interpret) {
       const pd_program *low = pd_executor_lowered_program(exe);
       assert_non_null(low);
