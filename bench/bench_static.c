@@ -235,9 +235,9 @@ static void run(workload *w, int steps, int count_only) {
     if (ps)
       printf(
           "  compile passes: %d ops -> %d (%d constants folded, %d dead ops removed, %d GEMM epilogues, "
-          "%d elementwise chains, %d values in place)\n",
-          ps->ops_before, ps->ops_after, ps->folded, ps->removed, ps->gemm_epilogues, ps->elementwise_chains,
-          ps->inplace);
+          "%d rotary embeddings, %d elementwise chains, %d values in place)\n",
+          ps->ops_before, ps->ops_after, ps->folded, ps->removed, ps->gemm_epilogues, ps->rope,
+          ps->elementwise_chains, ps->inplace);
   }
   static_free(&sr);
   pd_optimizer_release(eopt);

@@ -50,6 +50,7 @@ pd_status pd_static_run_passes(pd_program *lowered, const pd_pass_options *o, co
   if (st == PD_OK && o->remove_dead_ops) st = pd_pass_remove_dead_ops(&c);
   if (st == PD_OK && o->fuse_gemm_epilogue) st = pd_pass_fuse_gemm_epilogue(&c);
   if (st == PD_OK && o->fuse_dropout_add) st = pd_pass_fuse_dropout_add(&c);
+  if (st == PD_OK && o->fuse_elementwise) st = pd_pass_fuse_rope(&c);
   if (st == PD_OK && o->fuse_elementwise) st = pd_pass_fuse_elementwise(&c);
   stats->ops_after = c.b->n_ops;
   free(c.index);

@@ -7,15 +7,17 @@
  *   2. remove_dead_ops    pass_remove_dead_ops.c
  *   3. fuse_gemm_epilogue pass_fuse_gemm_epilogue.c
  *   4. fuse_dropout_add   pass_fuse_dropout_add.c
- *   5. fuse_elementwise   pass_fuse_elementwise.c
+ *   5. fuse_elementwise   pass_fuse_rope.c (rotary embeddings), then
+ *                         pass_fuse_elementwise.c
  *
  * Folding first leaves constants the fusions can take as scalars; dead ops
  * go before fusion so that a value read only by a dead op does not stop a
  * chain; GEMM epilogues and dropout + add before elementwise chains, so
  * an add + relu after a matmul joins the GEMM rather than a chain, and the
- * add after a dropout its dropout. In-place reuse is not a rewrite: the
- * arena planner asks pd_pass_inplace_input (pass_inplace.c) which ops may
- * write over a dying input.
+ * add after a dropout its dropout; rotary embeddings before the chains,
+ * which would otherwise take their backward's sums. In-place reuse is not
+ * a rewrite: the arena planner asks pd_pass_inplace_input (pass_inplace.c)
+ * which ops may write over a dying input.
  *
  * Every pass keeps the plan's results: a fused op runs the same kernels
  * (the registry rows' 1-D functions, the GEMM entry point) on the same
@@ -42,6 +44,7 @@ pd_pass_options pd_pass_options_all(void);
 typedef struct pd_pass_stats {
   int ops_before, ops_after;
   int folded, removed, gemm_epilogues, dropout_adds, elementwise_chains;
+  int rope;    /* rotary embeddings (forward or backward) made one op */
   int inplace; /* arena values placed over their op's dying input (the planner's count) */
 } pd_pass_stats;
 
@@ -63,6 +66,7 @@ pd_status pd_pass_fold_constants(pd_pass_ctx *c);
 pd_status pd_pass_remove_dead_ops(pd_pass_ctx *c);
 pd_status pd_pass_fuse_gemm_epilogue(pd_pass_ctx *c);
 pd_status pd_pass_fuse_dropout_add(pd_pass_ctx *c);
+pd_status pd_pass_fuse_rope(pd_pass_ctx *c);
 pd_status pd_pass_fuse_elementwise(pd_pass_ctx *c);
 
 /* For the arena planner: the input (an index into op's inputs) whose bytes

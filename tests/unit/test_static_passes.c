@@ -243,6 +243,57 @@ static void test_fuse_elementwise_broadcast(void **state) {
   model_free(&m);
 }
 
+/* Rotary embeddings (the rotate-half form pd_rotary_embedding records):
+ * the forward's seven ops and the backward's nine become one op each, with
+ * the same bits: y = rope(reshape(x W + b, [B, 3, 2, 8])) with tables of
+ * [1, 3, 1, 8], the loss sum(y * y * t), fetching y and the gradients of
+ * W, b and x. A rotation that is not the pattern's ([x1, -x2]) stays. */
+static void test_fuse_rope(void **state) {
+  (void)state;
+  model m;
+  memset(&m, 0, sizeof m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m.layers[0] = pd_nn_linear(16, 16, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  double cv[24], sv[24];
+  for (int i = 0; i < 24; i++) cv[i] = cos(0.37 * i + 0.1), sv[i] = sin(0.37 * i + 0.1);
+  pd_tensor *ct = keep(&m, pd_to_tensor(cv, PD_FLOAT64, 4, SHAPE(1, 3, 1, 8)));
+  pd_tensor *st = keep(&m, pd_to_tensor(sv, PD_FLOAT64, 4, SHAPE(1, 3, 1, 8)));
+  m.main = pd_static_program(), m.startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m.main, m.startup), PD_OK);
+  pd_tensor *x = keep(&m, pd_static_data("x", 2, SHAPE(-1, 16), PD_FLOAT64));
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *h = keep(&m, pd_reshape(keep(&m, pd_layer_call1(m.layers[0], x)), 4, SHAPE(-1, 3, 2, 8)));
+  pd_tensor *y = keep(&m, pd_rotary_embedding(h, ct, st));
+  /* not the pattern: concat(x1, -x2), on x itself */
+  pd_tensor *xr = keep(&m, pd_reshape(x, 4, SHAPE(-1, 3, 2, 8)));
+  pd_tensor *x1 = keep(&m, pd_slice(xr, 1, SHAPE(3), SHAPE(0), SHAPE(4)));
+  pd_tensor *x2 = keep(&m, pd_slice(xr, 1, SHAPE(3), SHAPE(4), SHAPE(8)));
+  pd_tensor *parts[2] = {x1, keep(&m, pd_neg(x2))};
+  pd_tensor *z = keep(
+      &m, pd_add(keep(&m, pd_multiply(xr, ct)), keep(&m, pd_multiply(keep(&m, pd_concat(parts, 2, 3)), st))));
+  pd_tensor *t = keep(&m, test_wave(6, 8, 7));
+  pd_tensor *t4 = keep(&m, pd_reshape(t, 4, SHAPE(2, 3, 1, 8)));
+  pd_tensor *yy = keep(&m, pd_multiply(keep(&m, pd_multiply(y, y)), t4));
+  pd_tensor *loss =
+      keep(&m, pd_add(keep(&m, pd_sum(yy, NULL, 0, false)), keep(&m, pd_sum(z, NULL, 0, false))));
+  pd_named_tensors ps = {0};
+  assert_int_equal(pd_layer_parameters(m.layers[0], &ps), PD_OK);
+  pd_tensor *wrt[3] = {ps.tensors[0], ps.tensors[1], x}, *grads[3];
+  assert_int_equal(pd_static_gradients(&loss, 1, wrt, 3, NULL, NULL, 0, grads), PD_OK);
+  pd_named_tensors_free(&ps);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  m.fetch[m.n_fetch++] = pd_tensor_retain(y);
+  m.fetch[m.n_fetch++] = pd_tensor_retain(z);
+  for (int i = 0; i < 3; i++) m.fetch[m.n_fetch++] = grads[i];
+  m.feed_name[0] = "x", m.feed_value[0] = test_wave(6, 16, 1), m.n_feed = 1;
+  pd_pass_stats s = check_pass(&m, (pd_pass_options){.fuse_elementwise = true}, 0);
+  assert_int_equal(s.rope, 2); /* y's forward and backward; not z's */
+  pd_pass_stats all = check_pass(&m, pd_pass_options_all(), 0);
+  assert_int_equal(all.rope, 2);
+  model_free(&m);
+}
+
 /* In-place reuse: the planner places outputs over dying inputs (on the
  * bench's models it shrinks the arena: the MLP's from 2.10 to 1.58 MB; on
  * this small one best fit may come out a little larger), and results are
@@ -371,15 +422,11 @@ static void test_compiled_program(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fold_constants),
-      cmocka_unit_test(test_remove_dead_ops),
-      cmocka_unit_test(test_fuse_gemm_epilogue),
-      cmocka_unit_test(test_fuse_dropout_add),
-      cmocka_unit_test(test_fuse_elementwise),
-      cmocka_unit_test(test_fuse_elementwise_broadcast),
-      cmocka_unit_test(test_inplace),
-      cmocka_unit_test(test_sgd_update_fused),
-      cmocka_unit_test(test_compiled_program),
+      cmocka_unit_test(test_fold_constants),     cmocka_unit_test(test_remove_dead_ops),
+      cmocka_unit_test(test_fuse_gemm_epilogue), cmocka_unit_test(test_fuse_dropout_add),
+      cmocka_unit_test(test_fuse_elementwise),   cmocka_unit_test(test_fuse_elementwise_broadcast),
+      cmocka_unit_test(test_fuse_rope),          cmocka_unit_test(test_inplace),
+      cmocka_unit_test(test_sgd_update_fused),   cmocka_unit_test(test_compiled_program),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
