@@ -123,6 +123,10 @@ typedef struct pd_dist_strategy_fused_passes {
 /* Recompute of the train Program's segments marked by pd_dist_recompute. */
 typedef struct pd_dist_strategy_recompute {
   bool enable; /* false */
+  /* []: the segments (numbered from 0 in forward order) not recomputed;
+   * copied by pd_dist_to_static */
+  const int *no_recompute_segments;
+  int n_no_recompute_segments;
 } pd_dist_strategy_recompute;
 
 typedef struct pd_dist_strategy {

@@ -168,14 +168,19 @@ static int rank_recompute(int rank) {
           : NULL;
   pd_dist_strategy on = pd_dist_strategy_default(), off = on;
   on.recompute.enable = true;
-  run_result plain = {0}, rc = {0}, unmarked = {0};
+  pd_dist_strategy some = on; /* Paddle's no_recompute_segments: the first and the third left alone */
+  some.recompute.no_recompute_segments = (const int[]){0, 2};
+  some.recompute.n_no_recompute_segments = 2;
+  run_result plain = {0}, rc = {0}, unmarked = {0}, part = {0};
   pd_layer *n1 = mlp_stack(mesh, true, false), *n2 = mlp_stack(mesh, true, false),
-           *n3 = mlp_stack(mesh, false, false);
+           *n3 = mlp_stack(mesh, false, false), *n4 = mlp_stack(mesh, true, false);
   int err = train(rank, n1, &off, &plain);
   if (!err) err = train(rank, n2, &on, &rc);
   if (!err) err = train(rank, n3, &on, &unmarked); /* nothing marked: nothing to recompute */
+  if (!err) err = train(rank, n4, &some, &part);
   if (!err) err = same_training(rank, "recompute", &rc, &plain, 0);
   if (!err) err = same_training(rank, "recompute, no layer marked", &unmarked, &plain, 0);
+  if (!err) err = same_training(rank, "recompute, segments 0 and 2 left alone", &part, &plain, 0);
   if (!err) {
     fprintf(stderr, "rank %d of %d: train step arena %zu bytes, %zu with recompute\n", rank, nranks,
             plain.arena, rc.arena);
@@ -187,6 +192,10 @@ static int rank_recompute(int rank) {
     /* the plan runs each block's relu twice (its first matmul and add too;
      * the second matmul's copy is dead: no gradient reads its result) */
     DIST_CHECK(count(plain.lowered, "relu ") == BLOCKS && count(rc.lowered, "relu ") == 2 * BLOCKS, 33);
+    DIST_CHECK(count(part.lowered, "relu ") == BLOCKS + 2 && !strstr(part.program, ".subprog_0") &&
+                   strstr(part.program, ".subprog_1") && strstr(part.program, ".subprog_3"),
+               34);
+    DIST_CHECK(rc.arena <= part.arena && part.arena < plain.arena, 35);
     /* the blocks' [B, H] activations (the column-parallel half on 2 ranks)
      * are no longer kept from the forward to the backward; the arena also
      * holds every weight gradient until the updates at the end, and a
@@ -198,9 +207,11 @@ static int rank_recompute(int rank) {
   result_free(&plain);
   result_free(&rc);
   result_free(&unmarked);
+  result_free(&part);
   pd_layer_release(n1);
   pd_layer_release(n2);
   pd_layer_release(n3);
+  pd_layer_release(n4);
   pd_dist_process_mesh_release(mesh);
   return err;
 }
@@ -243,10 +254,45 @@ static void test_recompute_two_processes(void **state) {
   dist_run_ranks_or_fail(2, rank_recompute, 120);
 }
 
+/* A NULL layer; a negative or missing segment list; a segment the
+ * Program does not have (the first train call fails naming it). */
 static void test_recompute_bad_input(void **state) {
   (void)state;
   assert_int_equal(pd_dist_recompute(NULL), PD_ERR_INVALID);
   assert_non_null(strstr(pd_last_error(), "recompute"));
+  pd_dist_strategy s = pd_dist_strategy_default();
+  s.recompute.enable = true;
+  s.recompute.n_no_recompute_segments = 1;
+  assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_INVALID);
+  s.recompute.no_recompute_segments = (const int[]){-1};
+  assert_int_equal(pd_dist_strategy_check(&s), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "no_recompute_segments[0]: -1"));
+  s.recompute.no_recompute_segments = (const int[]){BLOCKS};
+  assert_int_equal(pd_dist_strategy_check(&s), PD_OK);
+
+  pd_scope_begin();
+  pd_layer *net = mlp_stack(NULL, true, false), *mse = pd_nn_mse_loss(NULL);
+  pd_named_tensors ps;
+  assert_int_equal(pd_layer_parameters(net, &ps), PD_OK);
+  pd_optimizer *opt = pd_optimizer_sgd(0.05, ps.tensors, ps.n, NULL);
+  pd_named_tensors_free(&ps);
+  pd_tensor *x, *y, *loss = NULL;
+  batch(0, &x, &y);
+  pd_io_dataset *ds = pd_io_tensor_dataset((pd_tensor *[]){x, y}, 2);
+  pd_io_loader *loader = pd_io_data_loader(ds, NULL);
+  pd_dist_model *m = NULL;
+  pd_dist_data_loader *dl = NULL;
+  assert_int_equal(pd_dist_to_static(net, loader, NULL, mse, opt, &s, &m, &dl), PD_OK);
+  assert_int_equal(pd_dist_model_call(m, (pd_tensor *[]){x, y}, 2, &loss, 1), PD_ERR_INVALID);
+  assert_non_null(strstr(pd_last_error(), "no_recompute_segments: segment 4, but the train Program has 4"));
+  pd_dist_model_release(m);
+  pd_dist_data_loader_release(dl);
+  pd_io_loader_release(loader);
+  pd_io_dataset_release(ds);
+  pd_optimizer_release(opt);
+  pd_layer_release(mse);
+  pd_layer_release(net);
+  pd_scope_end();
   pd_clear_error();
 }
 

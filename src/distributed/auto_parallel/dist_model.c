@@ -44,8 +44,10 @@ struct pd_dist_model {
   int gm_k;          /* Strategy.gradient_merge.k_steps (1: no merge) */
   bool gm_avg;       /* ... avg */
   bool recompute;    /* Strategy.recompute.enable */
-  long gm_calls;     /* train calls so far: the k-th of each k runs the update */
-  pd_tensor **held;  /* state_dict("opt")'s DTensors of the scope's accumulators */
+  int *rc_skip;      /* ... no_recompute_segments (a copy) */
+  int n_rc_skip;
+  long gm_calls;    /* train calls so far: the k-th of each k runs the update */
+  pd_tensor **held; /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
 };
 
@@ -109,6 +111,12 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->gm_avg = strategy && strategy->gradient_merge.avg;
   if (m->gm_k > 1 && m->exe) m->exe_acc = pd_static_executor(PD_CPU);
   m->recompute = strategy && strategy->recompute.enable;
+  if (m->recompute && (m->n_rc_skip = strategy->recompute.n_no_recompute_segments) > 0) {
+    if ((m->rc_skip = malloc(sizeof(int) * (size_t)m->n_rc_skip)))
+      memcpy(m->rc_skip, strategy->recompute.no_recompute_segments, sizeof(int) * (size_t)m->n_rc_skip);
+    else
+      pd_set_error(PD_ERR_MEMORY, "dist.to_static: out of memory");
+  }
   /* Strategy.fused_passes: the fusions it lists, the Executor's other passes as they are */
   pd_dist_strategy_fused_passes fp = strategy ? strategy->fused_passes : (pd_dist_strategy_fused_passes){0};
   pd_pass_options po = pd_pass_options_all();
@@ -117,8 +125,9 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   pd_executor_set_passes(m->exe, &po);
   pd_executor_set_passes(m->exe_acc, &po);
   pd_named_tensors ps = {0};
-  st =
-      m->scope && m->exe && (m->gm_k == 1 || m->exe_acc) ? pd_layer_parameters(layer, &ps) : pd_last_status();
+  st = m->scope && m->exe && (m->gm_k == 1 || m->exe_acc) && (m->n_rc_skip == 0 || m->rc_skip)
+           ? pd_layer_parameters(layer, &ps)
+           : pd_last_status();
   for (int i = 0; st == PD_OK && i < ps.n && !m->mesh; i++)
     if (pd_dist_is_dist(ps.tensors[i]))
       m->mesh = pd_dist_process_mesh_retain(pd_dist_process_mesh_of(ps.tensors[i]));
@@ -151,6 +160,7 @@ void pd_dist_model_release(pd_dist_model *m) {
   pd_executor_release(m->exe);
   pd_executor_release(m->exe_acc);
   pd_dist_process_mesh_release(m->mesh);
+  free(m->rc_skip);
   for (int i = 0; i < m->n_held; i++) pd_tensor_release(m->held[i]);
   free(m->held);
   free(m);
@@ -346,7 +356,8 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   pd_status st = sharding ? sharding_axis(m, mesh, fa[0]) : PD_OK;
   if (st == PD_OK) st = pd_ap_record(&ra, &mp->serial);
   pd_internal_enter();
-  if (st == PD_OK && m->recompute && m->mode == PD_DIST_MODE_TRAIN) st = pd_ap_recompute(&mp->serial, NULL);
+  if (st == PD_OK && m->recompute && m->mode == PD_DIST_MODE_TRAIN)
+    st = pd_ap_recompute(&mp->serial, m->rc_skip, m->n_rc_skip, NULL);
   if (st == PD_OK && merge) st = pd_ap_gradient_merge(&mp->serial, m->gm_k, m->gm_avg, &acc_serial);
   if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist, sharding, m->sharding_axis);
   if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc, 0, 0);

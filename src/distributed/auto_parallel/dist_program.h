@@ -84,8 +84,10 @@ pd_status pd_ap_gradient_merge(pd_ap_program *serial, int k_steps, bool avg, pd_
 /* Strategy.recompute (dist_recompute.c): serial train Program -> in place,
  * each recompute segment's forward ops copied into the backward just
  * before their results are first read there, the backward reading the
- * copies (*n_segments: the segments found). */
-pd_status pd_ap_recompute(pd_ap_program *serial, int *n_segments);
+ * copies; the segments numbered in skip[0..n_skip) (forward order, from 0)
+ * are left alone, an index past the last an error. *n_segments (may be
+ * NULL): the segments found. */
+pd_status pd_ap_recompute(pd_ap_program *serial, const int *skip, int n_skip, int *n_segments);
 /* While on, the calls of layers given to pd_dist_recompute record their
  * ops as recompute segments (record turns it on around the layer's run;
  * turning it either way closes what a failed call left open). */

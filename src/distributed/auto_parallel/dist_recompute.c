@@ -7,8 +7,9 @@
  * The segments are what the model marks: each call of a layer given to
  * pd_dist_recompute records its ops under the name scope
  * "auto_parallel/rc_<n>/" (Paddle's auto.recompute does the same), and a
- * segment is a run of consecutive forward ops of one such call. For each
- * segment:
+ * segment is a run of consecutive forward ops of one such call (numbered
+ * from 0 in forward order; Strategy.recompute.no_recompute_segments lists
+ * those to leave alone). For each segment:
  *   held      the values the rewrite leaves alone: what the segment reads
  *             from outside, what a later forward op reads or a fetch
  *             returns (the segment's output, a checkpoint), persistables,
@@ -240,21 +241,43 @@ static pd_status recompute_segment(rewrite *w, int s, int e, int seg) {
   return st;
 }
 
-pd_status pd_ap_recompute(pd_ap_program *serial, int *n_segments) {
+/* Counts the segments of the forward ops in *count and, with run, rewrites
+ * each one whose index (in forward order) skip does not list. */
+static pd_status each_segment(rewrite *w, const int *skip, int n_skip, bool run, int *count) {
+  pd_static_block *b = w->b;
+  int seg = 0;
+  pd_status st = PD_OK;
+  for (int s = 0; s < w->n_fwd && st == PD_OK;) {
+    int id = segment_of(b->ops[s]), e = s + 1;
+    while (e < w->n_fwd && segment_of(b->ops[e]) == id) e++;
+    if (id >= 0) {
+      bool skipped = false;
+      for (int i = 0; i < n_skip; i++) skipped = skipped || skip[i] == seg;
+      if (run && !skipped) st = recompute_segment(w, s, e, seg);
+      seg++;
+    }
+    s = e;
+  }
+  *count = seg;
+  return st;
+}
+
+pd_status pd_ap_recompute(pd_ap_program *serial, const int *skip, int n_skip, int *n_segments) {
   rewrite w = {.p = serial, .b = serial->main->blocks[0]};
   pd_static_block *b = w.b;
   w.n_fwd = b->n_ops;
   for (int k = 0; k < b->n_ops && w.n_fwd == b->n_ops; k++)
     if (b->ops[k]->role & (PD_OP_ROLE_BACKWARD | PD_OP_ROLE_OPTIMIZE)) w.n_fwd = k;
-  int seg = 0;
-  pd_status st = PD_OK;
-  for (int s = 0; s < w.n_fwd && st == PD_OK;) {
-    int id = segment_of(b->ops[s]), e = s + 1;
-    while (e < w.n_fwd && segment_of(b->ops[e]) == id) e++;
-    if (id >= 0) st = recompute_segment(&w, s, e, seg++);
-    s = e;
-  }
-  if (n_segments) *n_segments = seg;
+  int count = 0;
+  pd_status st = each_segment(&w, NULL, 0, false, &count);
+  for (int i = 0; i < n_skip && st == PD_OK; i++)
+    if (skip[i] < 0 || skip[i] >= count)
+      st = pd_set_error(PD_ERR_INVALID,
+                        "Strategy.recompute.no_recompute_segments: segment %d, but the train Program has %d "
+                        "recompute segments (0 to %d)",
+                        skip[i], count, count - 1);
+  if (st == PD_OK) st = each_segment(&w, skip, n_skip, true, &count);
+  if (n_segments) *n_segments = count;
   pd_ir_touch(serial->main);
   return st;
 }

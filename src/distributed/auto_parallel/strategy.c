@@ -38,6 +38,14 @@ pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
   if (s->gradient_merge.enable && s->gradient_merge.k_steps < 1)
     return pd_set_error(PD_ERR_INVALID, "Strategy.gradient_merge.k_steps: %d (must be >= 1)",
                         s->gradient_merge.k_steps);
+  const pd_dist_strategy_recompute *rc = &s->recompute;
+  if (rc->n_no_recompute_segments < 0 || (rc->n_no_recompute_segments > 0 && !rc->no_recompute_segments))
+    return pd_set_error(PD_ERR_INVALID, "Strategy.recompute.no_recompute_segments: %d entries at %p",
+                        rc->n_no_recompute_segments, (const void *)rc->no_recompute_segments);
+  for (int i = 0; i < rc->n_no_recompute_segments; i++)
+    if (rc->no_recompute_segments[i] < 0)
+      return pd_set_error(PD_ERR_INVALID, "Strategy.recompute.no_recompute_segments[%d]: %d (must be >= 0)",
+                          i, rc->no_recompute_segments[i]);
   if (s->pipeline.enable) return missing("pipeline.enable", "the pipeline schedule of auto_parallel");
   if (s->amp.enable) return missing("amp.enable", "automatic mixed precision in auto_parallel");
   return PD_OK;
