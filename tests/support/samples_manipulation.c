@@ -210,6 +210,22 @@ static int s_embedding_grad(pd_tensor **in, pd_attrs *a) {
   a->i[2] = 1;
   return 2;
 }
+/* A vocab shard: rows [2, 5) of a table of 8; the ids outside read zeros. */
+static int s_c_embedding(pd_tensor **in, pd_attrs *a) {
+  in[0] = IDX(2, S(2, 3), 1, 4, 7, 2, 3, 2);
+  in[1] = sample_uniform(2, S(3, 3), -1, 1);
+  a->i[2] = 2; /* start_index */
+  a->i[3] = 8; /* vocab_size */
+  return 2;
+}
+static int s_c_embedding_grad(pd_tensor **in, pd_attrs *a) {
+  in[0] = IDX(2, S(2, 2), 2, 0, 4, 3);
+  in[1] = sample_uniform(3, S(2, 2, 3), -1, 1);
+  a->i[0] = 3; /* the shard's rows */
+  a->i[3] = 2;
+  a->i[4] = 8;
+  return 2;
+}
 
 /* copy_: src broadcast to x, and src of another dtype. */
 static int s_copy_bcast(pd_tensor **in, pd_attrs *a) {
@@ -272,6 +288,8 @@ const pd_op_sample pd_samples_manipulation[] = {
     {"embedding", s_embedding, 0},
     {"embedding", s_embedding_nopad, 0},
     {"embedding_grad", s_embedding_grad, 0},
+    {"c_embedding", s_c_embedding, 0},
+    {"c_embedding_grad", s_c_embedding_grad, 0},
     {"nonzero", s_nonzero, 0},
     {"copy_", s_copy_bcast, 0},
     {"copy_", s_copy_cast, 0},

@@ -21,6 +21,16 @@ static int s_dropout_axis_downscale(pd_tensor **in, pd_attrs *a) {
   sample_set_list(a, 0, 2, S(0, 1));
   return 1;
 }
+/* A shard [3, 2] of a [6, 5] tensor at offset [3, 2]: the whole mask's slice. */
+static int s_dropout_shard(pd_tensor **in, pd_attrs *a) {
+  pd_seed(2024);
+  in[0] = sample_uniform(2, S(3, 2), -1, 1);
+  a->f[0] = 0.4;
+  a->i[1] = 77;
+  sample_set_list(a, 1, 2, S(6, 5));
+  sample_set_list(a, 2, 2, S(3, 2));
+  return 1;
+}
 static int s_alpha_dropout(pd_tensor **in, pd_attrs *a) {
   pd_seed(7);
   in[0] = sample_uniform(2, S(5, 4), -1, 1);
@@ -118,6 +128,7 @@ static int s_bilinear_grad(pd_tensor **in, pd_attrs *a) {
 const pd_op_sample pd_samples_nn[] = {
     {"dropout", s_dropout, 0},
     {"dropout", s_dropout_axis_downscale, 0},
+    {"dropout", s_dropout_shard, 0},
     {"alpha_dropout", s_alpha_dropout, 0},
     {"pad", s_pad_constant, 0},
     {"pad", s_pad_reflect, 0},

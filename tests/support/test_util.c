@@ -48,6 +48,12 @@ void expect_error(const pd_tensor *t, const char *f1, const char *f2) {
   pd_clear_error();
 }
 
+int test_count_of(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+  return n;
+}
+
 void expect_no_live_tensors(void) {
   if (pd_memory_allocated() != 0)
     fail_msg("%zu bytes of tensor memory still live (a leak)", pd_memory_allocated());

@@ -35,5 +35,7 @@ bool same_bits(const pd_tensor *a, const pd_tensor *b);
 pd_tensor *test_wave(int64_t rows, int64_t cols, double phase);
 /* Asserts no tensor memory is live (call at the end of a test). */
 void expect_no_live_tensors(void);
+/* How many times `what` occurs in text (non-overlapping). */
+int test_count_of(const char *text, const char *what);
 
 #endif

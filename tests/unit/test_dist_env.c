@@ -357,12 +357,6 @@ static char *capture_stderr(void (*fn)(void *), void *arg) {
   return text;
 }
 
-static int count_of(const char *text, const char *needle) {
-  int n = 0;
-  for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
-  return n;
-}
-
 static void init_fails(void *timeout) {
   assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = *(double *)timeout}));
 }
@@ -387,7 +381,7 @@ static void test_rendezvous_warns_while_waiting(void **state) {
       "in init_parallel_env at the master %s (PADDLE_MASTER) for ranks 1, 2 to join; it gives up after 1 s",
       m);
   /* at 0.3, 0.6 and 0.9 s (a loaded machine may lose one) */
-  int n = count_of(text, want);
+  int n = test_count_of(text, want);
   if (n < 2 || n > 3) fail_msg("expected 3 warnings '%s' in: %s", want, text);
   assert_non_null(strstr(text, "paddle.c warning: rank 0 (pid "));
   assert_non_null(strstr(pd_last_error(), "for ranks 1, 2 to join (1 of 3 joined)"));
@@ -396,7 +390,7 @@ static void test_rendezvous_warns_while_waiting(void **state) {
   text = capture_stderr(init_fails, &timeout);
   snprintf(want, sizeof want,
            "in init_parallel_env at the master %s (PADDLE_MASTER) for rank 0 to listen there", m);
-  n = count_of(text, want);
+  n = test_count_of(text, want);
   if (n < 2 || n > 3) fail_msg("expected 3 warnings '%s' in: %s", want, text);
   free(text);
   /* the interval is checked like the timeout */
@@ -423,7 +417,7 @@ static int one_rank_stalls(int rank, void *arg) {
   }
   int rc = 0;
   char *text = capture_stderr(stalled_all_reduce, &rc);
-  int warnings = count_of(
+  int warnings = test_count_of(
       text, "in shm all_reduce(float32, 4 elements, SUM) #2 on group 0 for rank 1; it gives up after 2 s");
   if (rc == 0 && (warnings < 3 || warnings > 4)) { /* at 0.4, 0.8, 1.2 and 1.6 s */
     fprintf(stderr, "rank 0: %d warnings in: %s\n", warnings, text);

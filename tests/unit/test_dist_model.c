@@ -500,14 +500,15 @@ static void test_mesh_2d_on_four_processes(void **state) {
   dist_run_ranks_or_fail(4, rank_mesh_2d, 120);
 }
 
-/* An op whose SPMD rule needs a local step (dropout on a batch shard) has
- * no op for that step in a Program: it runs replicated there, as an op
- * without a rule, after an all_gather of its input. */
+/* An op whose SPMD rule needs a local step of several ops (alpha_dropout
+ * on a batch shard) has no op for that step in a Program: it runs
+ * replicated there, as an op without a rule, after an all_gather of its
+ * input. */
 static int rank_local_step_replicated(int rank) {
   pd_dist_process_mesh *mesh =
       pd_dist_process_mesh_new(1, (const int64_t[]){2}, (const int[]){0, 1}, (const char *[]){"dp"});
   pd_seed(2024);
-  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_dropout(0.5, NULL), pd_nn_linear(IMG, CLS, NULL)};
+  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_alpha_dropout(0.5), pd_nn_linear(IMG, CLS, NULL)};
   pd_layer *net = pd_nn_sequential(ls, 3);
   DIST_CHECK(mesh && net, 70);
   pd_scope_begin();
@@ -532,7 +533,7 @@ static int rank_local_step_replicated(int rank) {
   DIST_CHECK(pd_dist_model_call(m, in, 2, &out, 1) == 1 && isfinite(pd_tensor_item(out)), 75);
   pd_scope_end();
   char *ops = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
-  DIST_CHECK(ops && strstr(ops, "c_allgather dropout"), 76);
+  DIST_CHECK(ops && strstr(ops, "c_allgather alpha_dropout"), 76);
   free(ops);
   pd_dist_model_release(m);
   pd_dist_data_loader_release(dl);

@@ -127,13 +127,6 @@ static int run_eager(int rank, result *r) {
   return rc;
 }
 
-/* How many times the printed Program holds `what`. */
-static int count_of(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = s; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
-  return n;
-}
-
 static int run_dist(int rank, pd_dist_process_mesh *mesh, result *r) {
   net *m = net_new(mesh);
   pd_layer *mse = pd_nn_mse_loss(NULL);
@@ -170,7 +163,7 @@ static int run_dist(int rank, pd_dist_process_mesh *mesh, result *r) {
   DIST_CHECK(prog, 15);
   const char *kinds[] = {"c_allreduce", "c_allgather", " slice(", "strided_slice(", "transpose"};
   for (int k = 0; k < 5 && rc == 0; k++)
-    if (count_of(prog, kinds[k]) == 0) {
+    if (test_count_of(prog, kinds[k]) == 0) {
       fprintf(stderr, "rank %d: no %s in the partitioned Program:\n%s\n", rank, kinds[k], prog);
       rc = 16;
     }
@@ -178,14 +171,14 @@ static int run_dist(int rank, pd_dist_process_mesh *mesh, result *r) {
    * gather along dim 1, then this rank's rows [2 rank, 2 rank + 2) */
   char rows[64];
   snprintf(rows, sizeof rows, "starts = [%d], ends = [%d]", 2 * rank, 2 * rank + 2);
-  if (rc == 0 && (count_of(prog, "nranks = 2, axis = 1") < 2 || count_of(prog, rows) < 2)) {
+  if (rc == 0 && (test_count_of(prog, "nranks = 2, axis = 1") < 2 || test_count_of(prog, rows) < 2)) {
     fprintf(stderr, "rank %d: no gather along dim 1 and slice %s:\n%s\n", rank, rows, prog);
     rc = 17;
   }
   /* p's all_reduce forward, w0's Partial gradient's backward; b's
    * gradient, sharded by rows, gathered for its replicated update */
   if (rc == 0 &&
-      (count_of(prog, "nranks = 2, reduce_type = 0") < 2 || !strstr(prog, "nranks = 2, axis = 0"))) {
+      (test_count_of(prog, "nranks = 2, reduce_type = 0") < 2 || !strstr(prog, "nranks = 2, axis = 0"))) {
     fprintf(stderr, "rank %d: the all_reduces or the gradient's gather are missing:\n%s\n", rank, prog);
     rc = 18;
   }

@@ -159,17 +159,26 @@ pd_spmd_fn pd_ap_rule_nn(pd_op_id id);
 /* addmm, dot and the indexed ops (gather_nd, scatter_nd_add, scatter,
  * masked_select; spmd_rules_index.c); NULL for other ops. */
 pd_spmd_fn pd_ap_rule_index(pd_op_id id);
-/* Local steps (spmd_local.c). */
-pd_status pd_ap_local_embedding(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-pd_status pd_ap_local_cross_entropy(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-pd_status pd_ap_local_cross_entropy_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-/* The random ops drawn at their elements' global indices
+/* The op (and its attrs) that runs op c->id on this rank's shards where a
+ * rule asks for a local step that is one op: c_embedding(_grad),
+ * c_softmax_with_cross_entropy(_grad), dropout of a shard, multinomial of
+ * a row shard (spmd_local.c; c->in is not read). PD_ERR_UNIMPLEMENTED for
+ * the other local steps. */
+pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a);
+/* Whether op id's local step is one op (pd_ap_local_op gives it). */
+bool pd_ap_local_has_op(pd_op_id id);
+/* The local step of embedding, cross entropy, dropout and multinomial in
+ * eager:
+ * pd_ap_local_op's op on c->in, then c->id's grad node
+ * (pd_ap_local_computed). */
+pd_status pd_ap_local_step(const pd_spmd_local *c, pd_tensor **out, int *n_out);
+/* Installs the kernels of the communication ops (comm_op_kernels.c). */
+void pd_ap_install_comm_ops(void);
+/* The other random ops drawn at their elements' global indices
  * (spmd_local_random.c). */
-pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_alpha_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_rrelu(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_bernoulli(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-pd_status pd_ap_local_multinomial(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* nll_loss and nll_loss_grad with reduction mean over sharded samples
  * (spmd_local_loss.c). */
 pd_status pd_ap_local_nll(const pd_spmd_local *c, pd_tensor **out, int *n_out);

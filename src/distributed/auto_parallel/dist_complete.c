@@ -10,7 +10,10 @@
  * ops that wrote them; constants replicated) go through the op's rule,
  * whose wanted input placements are kept for partition and whose output
  * placements become the outputs' dist attrs. An op without a rule gets
- * replicated inputs and outputs, as in eager. */
+ * replicated inputs and outputs, as in eager. An op whose rule asks for a
+ * local step (the plain op on the shards would be wrong) is marked for
+ * partition, which emits the op of that step, where the step is one op;
+ * otherwise it runs replicated. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +23,7 @@ void pd_ap_completion_free(pd_ap_completion *c) {
   if (!c) return;
   free(c->want);
   free(c->want_off);
+  free(c->local);
   memset(c, 0, sizeof *c);
 }
 
@@ -90,7 +94,7 @@ static void adopt_accumulators(pd_variable *const *vin, int n_in) {
 }
 
 static pd_status complete_op(const pd_static_block *b, const pd_operator *op, pd_dist_process_mesh *mesh,
-                             pd_spmd_dist *want) {
+                             pd_spmd_dist *want, bool *local) {
   if (op->op_id < 0) {
     if (op->value) return PD_OK; /* a constant: replicated */
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
@@ -136,18 +140,20 @@ static pd_status complete_op(const pd_static_block *b, const pd_operator *op, pd
                        .out = dout};
   pd_spmd_fn rule = pd_ap_rule_of(id);
   if ((st = (rule ? rule : pd_ap_rule_replicated)(&args)) != PD_OK) return st;
-  /* The plain op on these shards would be wrong and a Program has no op for
-   * the rule's local step: the op runs replicated, as one without a rule
-   * (an inplace op cannot: it writes its input where it is). */
-  if (args.local && !(def->flags & PD_OPF_INPLACE)) {
+  /* The plain op on these shards would be wrong. Where the rule's local
+   * step is one op, partition writes that op (pd_ap_local_op); elsewhere
+   * a Program has no op for the step, and the op runs replicated, as one
+   * without a rule (an inplace op cannot: it writes its input where it is). */
+  if (args.local && !pd_ap_local_has_op(id) && !(def->flags & PD_OPF_INPLACE)) {
     args.local = NULL;
     if ((st = pd_ap_rule_replicated(&args)) != PD_OK) return st;
   }
-  if (args.local)
+  if (args.local && !pd_ap_local_has_op(id))
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
                         "dist.to_static: %s on these placements needs its rule's local step (as eager runs "
                         "it), which a static Program cannot hold yet",
                         op->type);
+  *local = args.local != NULL;
   for (int k = 0; k < op->n_out; k++) {
     if (k == 0 && (def->flags & PD_OPF_INPLACE)) continue; /* x keeps its attr */
     pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
@@ -187,11 +193,12 @@ pd_status pd_ap_complete(const pd_ap_program *serial, pd_ap_program *out, pd_ap_
   c->n_ops = b->n_ops;
   c->want = calloc((size_t)total + 1, sizeof *c->want);
   c->want_off = calloc((size_t)b->n_ops + 1, sizeof *c->want_off);
-  if (st == PD_OK && (!c->want || !c->want_off))
+  c->local = calloc((size_t)b->n_ops + 1, sizeof *c->local);
+  if (st == PD_OK && (!c->want || !c->want_off || !c->local))
     st = pd_set_error(PD_ERR_MEMORY, "dist.to_static: out of memory");
   for (int k = 0, off = 0; k < b->n_ops && st == PD_OK; k++) {
     c->want_off[k] = off;
-    st = complete_op(b, b->ops[k], out->mesh, c->want + off);
+    st = complete_op(b, b->ops[k], out->mesh, c->want + off, &c->local[k]);
     off += b->ops[k]->n_in;
   }
   if (st != PD_OK) {

@@ -5,7 +5,11 @@
  * Replicate as c_allreduce over the axis group, Shard -> Replicate as
  * c_allgather, Replicate -> Partial as a scale (1 on coordinate 0, else 0),
  * Replicate -> Shard as a slice of this rank's chunk (a strided_slice
- * copy where a slice view would not be contiguous). Ops whose attributes
+ * copy where a slice view would not be contiguous). An op whose rule asks
+ * for a local step becomes the op that computes it on the shards, as
+ * Paddle's partitioner does: c_embedding(_grad) for a vocab-sharded
+ * table, c_softmax_with_cross_entropy(_grad) for class-sharded logits,
+ * dropout with the whole shape and the shard's offset. Ops whose attributes
  * hold an output shape (reshape, expand, broadcast_to) get the local one.
  * With the completion's reduce_scatter (Strategy.sharding stage 2) a
  * Partial axis whose target is Shard(d) is one c_reduce_scatter instead
@@ -248,8 +252,44 @@ static void forget(part *w, const char *name) {
     if (strcmp(w->cache[i].from, name) == 0) w->cache[i--] = w->cache[--w->n_cache];
 }
 
-static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist *want) {
+/* The op a rule's local step runs on this rank's shards in place of op
+ * (its type into *type, its attrs into *attrs), from the global metas and
+ * the placements the rule wants. */
+static pd_status local_op(part *w, const pd_operator *op, const pd_spmd_dist *want, const char **type,
+                          pd_attrs *attrs) {
+  pd_meta im[PD_MAX_OUTPUTS], om[PD_MAX_OUTPUTS];
+  pd_spmd_dist out_dist[PD_MAX_OUTPUTS];
+  for (int i = 0; i < op->n_in; i++) {
+    const pd_variable *v = pd_ir_find_var(w->src, op->inputs[i]);
+    im[i] = (pd_meta){.dtype = v->dtype, .ndim = v->ndim};
+    memcpy(im[i].shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+  }
+  for (int k = 0; k < op->n_out; k++) {
+    const pd_variable *v = pd_ir_find_var(w->src, op->outputs[k]);
+    om[k] = (pd_meta){.dtype = v->dtype, .ndim = v->ndim};
+    memcpy(om[k].shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    const pd_dist_attr *a = pd_ap_var_attr(v);
+    pd_ap_to_spmd(a ? a->p : NULL, a ? a->n : 0, v->ndim, &out_dist[k]);
+  }
+  pd_spmd_local lc = {.id = (pd_op_id)op->op_id,
+                      .attrs = &op->attrs,
+                      .n_in = op->n_in,
+                      .n_out = op->n_out,
+                      .in_meta = im,
+                      .out_meta = om,
+                      .in_dist = want,
+                      .out_dist = out_dist,
+                      .mesh = w->mesh,
+                      .coords = w->coord};
+  pd_op_id id;
+  pd_status st = pd_ap_local_op(&lc, &id, attrs);
+  if (st == PD_OK) *type = pd_op_table[id]->name;
+  return st;
+}
+
+static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist *want, bool local) {
   pd_attrs attrs = op->attrs;
+  const char *type = op->type;
   char in_names[3 * PD_MAX_OUTPUTS][PD_AP_NAME_LEN];
   const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
   pd_status st = PD_OK;
@@ -270,6 +310,7 @@ static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist
     outs[k] = op->outputs[k];
     if (!dst_var(w, op->outputs[k])) st = pd_last_status();
   }
+  if (st == PD_OK && local) st = local_op(w, op, want, &type, &attrs);
   if (st != PD_OK) return st;
   if (def && op->n_out == 1 &&
       (op->op_id == PD_OP_reshape || op->op_id == PD_OP_reshape_ || op->op_id == PD_OP_expand ||
@@ -278,7 +319,7 @@ static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist
     const pd_dist_attr *oa = pd_ap_var_attr(ov);
     if (oa) attrs.nv[0] = pd_ap_local_shape(oa, attrs.v[0]);
   }
-  pd_operator *d = pd_ir_append_op(w->dst, op->type, ins, op->n_in, outs, op->n_out, &attrs);
+  pd_operator *d = pd_ir_append_op(w->dst, type, ins, op->n_in, outs, op->n_out, &attrs);
   if (!d) return pd_last_status();
   d->role = op->role;
   memcpy(d->name_scope, op->name_scope, sizeof d->name_scope);
@@ -308,7 +349,7 @@ pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion
   for (int i = 0; i < out->n_feed && st == PD_OK; i++)
     if (!dst_var(&w, out->feed[i])) st = pd_last_status();
   for (int k = 0; k < w.src->n_ops && st == PD_OK; k++) {
-    st = partition_op(&w, w.src->ops[k], c->want + c->want_off[k]);
+    st = partition_op(&w, w.src->ops[k], c->want + c->want_off[k], c->local[k]);
     if (st != PD_OK) pd_error_prefix("dist.to_static: partitioning op %d (%s)", k, w.src->ops[k]->type);
   }
   /* the fetches, replicated */

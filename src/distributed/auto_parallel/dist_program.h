@@ -12,6 +12,9 @@
  *   partition  (dist_partition.c) one rank's Program: local shapes, and
  *              where an input's placements differ from the wanted ones the
  *              reshard as ops (c_allreduce, c_allgather, slice, scale);
+ *              an op whose rule asks for a local step becomes the op that
+ *              computes it (c_embedding, c_softmax_with_cross_entropy,
+ *              dropout of a shard: spmd_local.c);
  *   run        (dist_model.c)     the rank's Program on the Executor.
  *
  * Program rewrites (gradient merge, sharding, recompute) belong between
@@ -55,13 +58,15 @@ typedef struct pd_ap_record_args {
 pd_status pd_ap_record(const pd_ap_record_args *a, pd_ap_program *out);
 
 /* What complete adds: per op of out->main, the placements each input must
- * have (want[want_off[k] + i], in the rules' form). reduce_scatter (set by
- * the sharding rewrite, stage 2): partition turns a Partial axis whose
- * wanted placement is Shard into one c_reduce_scatter rather than
- * c_allreduce then a slice. */
+ * have (want[want_off[k] + i], in the rules' form), and whether its rule
+ * asks for a local step (local[k]: partition emits the op that computes
+ * it on the shards, pd_ap_local_op). reduce_scatter (set by the sharding
+ * rewrite, stage 2): partition turns a Partial axis whose wanted placement
+ * is Shard into one c_reduce_scatter rather than c_allreduce then a slice. */
 typedef struct pd_ap_completion {
   pd_spmd_dist *want;
   int *want_off;
+  bool *local;
   int n_ops;
   bool reduce_scatter;
 } pd_ap_completion;
@@ -119,8 +124,5 @@ static inline const char *pd_ap_param_var_name(const pd_tensor *t, const char *s
 /* The Executor a DistModel runs its Programs with (for the bench's arena
  * figure). */
 pd_executor *pd_ap_model_executor(pd_dist_model *m);
-
-/* Installs the kernels of the communication ops (comm_op_kernels.c). */
-void pd_ap_install_comm_ops(void);
 
 #endif

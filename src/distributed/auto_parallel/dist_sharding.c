@@ -29,12 +29,15 @@ typedef struct rewrite {
   pd_operator **ops;
   pd_spmd_dist *want;
   int *off;
+  bool *local;
   int n_ops, n_want;
 } rewrite;
 
-/* Appends op (already in the block) with its inputs' wanted placements. */
-static void emit(rewrite *r, pd_operator *op, const pd_spmd_dist *want) {
+/* Appends op (already in the block) with its inputs' wanted placements
+ * and whether partition writes its rule's local step. */
+static void emit(rewrite *r, pd_operator *op, const pd_spmd_dist *want, bool local) {
   r->ops[r->n_ops] = op;
+  r->local[r->n_ops] = local;
   r->off[r->n_ops++] = r->n_want;
   for (int i = 0; i < op->n_in; i++) r->want[r->n_want++] = want[i];
 }
@@ -93,7 +96,7 @@ static pd_status shard_update(pd_ap_program *p, int axis, pd_operator *op, const
   pd_operator *take = st == PD_OK ? pd_ir_append_op(b, "assign", ins, 1, outs, 1, NULL) : NULL;
   if (!take) return pd_last_status();
   take->role = op->role;
-  emit(r, take, &ws);
+  emit(r, take, &ws, false);
   /* the update on the shard: its states held as S (not the gradient, input
    * 1, even when persistable: gradient_merge's buffer keeps its placement
    * and is sliced for the update) */
@@ -111,13 +114,13 @@ static pd_status shard_update(pd_ap_program *p, int axis, pd_operator *op, const
   if (st == PD_OK) st = rename_io(&op->inputs[0], name);
   if (st == PD_OK) st = rename_io(&op->outputs[0], name);
   if (st != PD_OK) return st;
-  emit(r, op, w);
+  emit(r, op, w, false);
   /* copy_(P, P@SHARD): the shards gathered back */
   const char *gather_outs[1] = {pv->name};
   pd_operator *back = pd_ir_append_op(b, "copy_", ins, 2, gather_outs, 1, NULL);
   if (!back) return pd_last_status();
   back->role = op->role;
-  emit(r, back, (const pd_spmd_dist[]){wa, wa});
+  emit(r, back, (const pd_spmd_dist[]){wa, wa}, false);
   *done = true;
   return PD_OK;
 }
@@ -130,8 +133,9 @@ pd_status pd_ap_sharding(pd_ap_program *p, pd_ap_completion *c, int stage, int a
   pd_operator **old = malloc(sizeof *old * ((size_t)n_old + 1));
   r.ops = malloc(sizeof *r.ops * (3 * (size_t)n_old + 1));
   r.off = malloc(sizeof *r.off * (3 * (size_t)n_old + 1));
+  r.local = malloc(sizeof *r.local * (3 * (size_t)n_old + 1));
   r.want = malloc(sizeof *r.want * ((size_t)total + 3 * (size_t)n_old + 1));
-  pd_status st = old && r.ops && r.off && r.want
+  pd_status st = old && r.ops && r.off && r.local && r.want
                      ? PD_OK
                      : pd_set_error(PD_ERR_MEMORY, "Strategy.sharding: out of memory");
   if (st == PD_OK) memcpy(old, b->ops, sizeof *old * (size_t)n_old);
@@ -140,24 +144,28 @@ pd_status pd_ap_sharding(pd_ap_program *p, pd_ap_completion *c, int stage, int a
     bool done = false;
     if (op->op_id >= 0 && pd_ap_is_update_op((pd_op_id)op->op_id))
       st = shard_update(p, axis, op, c->want + c->want_off[k], &r, &done);
-    if (st == PD_OK && !done) emit(&r, op, c->want + c->want_off[k]);
+    if (st == PD_OK && !done) emit(&r, op, c->want + c->want_off[k], c->local[k]);
   }
   if (st == PD_OK) {
     /* the block holds the old ops then the new ones; put them in order */
     memcpy(b->ops, r.ops, sizeof *r.ops * (size_t)r.n_ops);
     free(c->want);
     free(c->want_off);
+    free(c->local);
     c->want = r.want;
     c->want_off = r.off;
+    c->local = r.local;
     c->n_ops = r.n_ops;
     c->reduce_scatter = stage == 2;
     r.want = NULL;
     r.off = NULL;
+    r.local = NULL;
     pd_ir_touch(p->main);
   }
   free(old);
   free(r.ops);
   free(r.off);
+  free(r.local);
   free(r.want);
   return st;
 }

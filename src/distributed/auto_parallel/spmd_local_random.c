@@ -1,12 +1,12 @@
 /* The local steps of the random ops on shards: each element is drawn at
  * its global index, so a sharded result is the unsharded one's slice for
- * the same seed. The elementwise ops (dropout, alpha_dropout, rrelu,
- * bernoulli) map element i of the whole tensor (row-major) to a fixed
- * Philox counter and word (their kernels' comments give the map); every
- * rank reserves the whole tensor's counters, so the generators stay
- * together, and fills its shard from its elements' global indices.
- * multinomial draws row by row: the op takes its shard's first row and the
- * whole row count. They run with the DTensor hook off. */
+ * the same seed. The elementwise ops (alpha_dropout, rrelu, bernoulli) map
+ * element i of the whole tensor (row-major) to a fixed Philox counter and
+ * word (their kernels' comments give the map); every rank reserves the
+ * whole tensor's counters, so the generators stay together, and fills its
+ * shard from its elements' global indices. dropout's and multinomial's
+ * steps are one op each (spmd_local.c). They run with the DTensor hook
+ * off. */
 #include <stdlib.h>
 
 #include "../../core/core_internal.h"
@@ -106,38 +106,6 @@ static pd_status two_outputs_drawn(const pd_spmd_local *c, pd_tensor **out, fill
   out[0] = o0;
   out[1] = o1;
   return PD_OK;
-}
-
-/* ---- dropout ------------------------------------------------------------ */
-
-/* Mask element i is kept when its uniform is >= p (nn/dropout.c); the
- * output is x times the mask. */
-static pd_status dropout_shard(const pd_spmd_local *c, pd_tensor **out) {
-  pd_tensor *x = c->in[0];
-  double p = c->attrs->f[0];
-  double kv = c->attrs->i[0] == 0 ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
-  float pf = (float)p, *u = shard_uniforms(c);
-  if (!u) return pd_last_status();
-  pd_tensor *m = pd_zeros(x->ndim, x->shape, PD_FLOAT64);
-  if (m) {
-    double *mp = pd_tensor_data(m);
-    for (int64_t e = 0; e < m->numel; e++) mp[e] = u[e] >= pf ? kv : 0;
-  }
-  free(u);
-  pd_tensor *mask = m ? pd_cast(m, x->dtype) : NULL;
-  pd_tensor_release(m);
-  pd_tensor *y = mask ? pd_multiply(x, mask) : NULL;
-  if (!y) {
-    pd_tensor_release(mask);
-    return pd_last_status();
-  }
-  out[0] = y;
-  out[1] = mask;
-  return PD_OK;
-}
-
-pd_status pd_ap_local_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  return pd_ap_local_computed(c, dropout_shard, out, n_out);
 }
 
 /* ---- alpha_dropout ------------------------------------------------------ */
@@ -254,16 +222,4 @@ static pd_status bernoulli_shard(const pd_spmd_local *c, pd_tensor **out) {
 
 pd_status pd_ap_local_bernoulli(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
   return pd_ap_local_computed(c, bernoulli_shard, out, n_out);
-}
-
-/* ---- multinomial -------------------------------------------------------- */
-
-/* The op on the shard's rows, told their first global row (i2) and the
- * whole row count (i3). */
-pd_status pd_ap_local_multinomial(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
-  int64_t rows = c->in_meta[0].shape[0];
-  pd_attrs a = *c->attrs;
-  a.i[2] = pd_ap_local_start(c, c->in_dist[0].dims_mapping[0], rows);
-  a.i[3] = rows;
-  return pd_dispatch(c->id, c->in, c->n_in, &a, out, n_out);
 }

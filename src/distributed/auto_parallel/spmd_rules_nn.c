@@ -31,7 +31,7 @@ static pd_status rule_embedding(pd_spmd_args *s) {
   place_out(s, 0, map, nd + 1);
   if (map[nd + 1] >= 0) {
     s->out[0].partial[map[nd + 1]] = PD_REDUCE_SUM;
-    s->local = pd_ap_local_embedding;
+    s->local = pd_ap_local_step;
   }
   return PD_OK;
 }
@@ -54,7 +54,7 @@ static pd_status rule_embedding_grad(pd_spmd_args *s) {
   place_out(s, 0, (const int8_t[]){map[nd + 1], map[nd]}, 2);
   for (int d = 0; d < nd; d++)
     if (map[d] >= 0) s->out[0].partial[map[d]] = PD_REDUCE_SUM;
-  if (map[nd + 1] >= 0) s->local = pd_ap_local_embedding;
+  if (map[nd + 1] >= 0) s->local = pd_ap_local_step;
   return PD_OK;
 }
 
@@ -87,7 +87,7 @@ static pd_status rule_cross_entropy(pd_spmd_args *s) {
   want(s, 1, soft ? map : rows, nd);
   for (int i = 2; i < s->n_in; i++) want(s, i, rows, nd);
   for (int k = 0; k < s->n_out; k++) place_out(s, k, grad ? map : rows, nd);
-  if (map[ax] >= 0) s->local = grad ? pd_ap_local_cross_entropy_grad : pd_ap_local_cross_entropy;
+  if (map[ax] >= 0) s->local = pd_ap_local_step;
   return PD_OK;
 }
 
@@ -115,7 +115,7 @@ static pd_status rule_drawn_elementwise(pd_spmd_args *s, pd_spmd_local_fn local)
  * everything is replicated. */
 static pd_status rule_dropout(pd_spmd_args *s) {
   if (s->attrs->nv[0] > 0) return pd_ap_rule_replicated(s);
-  return rule_drawn_elementwise(s, pd_ap_local_dropout);
+  return rule_drawn_elementwise(s, pd_ap_local_step);
 }
 
 /* alpha_dropout (out, mask), bernoulli, rrelu (out, noise; i0 is_test
@@ -136,7 +136,7 @@ static pd_status rule_multinomial(pd_spmd_args *s) {
   int8_t map[2] = {r, -1};
   want(s, 0, map, s->in_meta[0].ndim);
   place_out(s, 0, map, s->out_meta[0].ndim);
-  if (r >= 0) s->local = pd_ap_local_multinomial;
+  if (r >= 0) s->local = pd_ap_local_step;
   return PD_OK;
 }
 

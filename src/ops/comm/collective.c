@@ -6,12 +6,33 @@
  * With nranks 1 they copy. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "comm_util.h"
 
 static _Atomic(pd_comm_op_fn) g_comm;
 
 void pd_comm_ops_install(pd_comm_op_fn fn) { atomic_store(&g_comm, fn); }
+
+pd_status pd_comm_allreduce_f64(const pd_op_def *def, int64_t ring_id, int64_t nranks, int64_t reduce,
+                                double *buf, int64_t n) {
+  if (nranks == 1 || n == 0) return PD_OK;
+  pd_comm_op_fn fn = atomic_load(&g_comm);
+  if (!fn)
+    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
+                        def->name);
+  pd_tensor *x = pd_tensor_new_untracked(PD_FLOAT64, 1, &n),
+            *out = pd_tensor_new_untracked(PD_FLOAT64, 1, &n);
+  pd_status st = x && out ? PD_OK : pd_last_status();
+  if (st == PD_OK) {
+    memcpy(pd_tensor_data(x), buf, (size_t)n * sizeof *buf);
+    st = fn(PD_COMM_OP_ALLREDUCE, ring_id, nranks, reduce, 0, x, out);
+  }
+  if (st == PD_OK) memcpy(buf, pd_tensor_data(out), (size_t)n * sizeof *buf);
+  pd_tensor_release(x);
+  pd_tensor_release(out);
+  return st;
+}
 
 static pd_status check_group(const pd_op_def *def, const pd_attrs *a) {
   if (a->i[1] < 1)

@@ -24,14 +24,8 @@
 
 static pd_status ce_check(const pd_op_def *def, pd_tensor *x, pd_tensor *label, const pd_attrs *a,
                           int *axis) {
-  if (x->ndim == 0)
-    return pd_set_error(PD_ERR_SHAPE, "%s: input must have at least 1 dimension (got a 0-D tensor)",
-                        def->name);
-  pd_status st = pd_norm_axis(def->name, a->i[3], x->ndim, axis);
+  pd_status st = pd_loss_check_logits(def, x, a->i[3], axis);
   if (st != PD_OK) return st;
-  if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
-    return pd_set_error(PD_ERR_DTYPE, "%s: input dtype %s is not supported (expected a floating dtype)",
-                        def->name, pd_dtype_name(x->dtype));
   if (a->i[0]) { /* soft labels */
     if (label->dtype != x->dtype)
       return pd_set_error(PD_ERR_DTYPE, "%s: soft label dtype %s differs from input dtype %s", def->name,

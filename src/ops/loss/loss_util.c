@@ -164,6 +164,18 @@ pd_status pd_loss_labels_i64(const char *op, pd_tensor *label, int64_t n, int64_
   return PD_OK;
 }
 
+pd_status pd_loss_check_logits(const pd_op_def *def, const pd_tensor *x, int64_t axis, int *ax) {
+  if (x->ndim == 0)
+    return pd_set_error(PD_ERR_SHAPE, "%s: input must have at least 1 dimension (got a 0-D tensor)",
+                        def->name);
+  pd_status st = pd_norm_axis(def->name, axis, x->ndim, ax);
+  if (st != PD_OK) return st;
+  if (x->dtype != PD_FLOAT32 && x->dtype != PD_FLOAT64)
+    return pd_set_error(PD_ERR_DTYPE, "%s: input dtype %s is not supported (expected a floating dtype)",
+                        def->name, pd_dtype_name(x->dtype));
+  return PD_OK;
+}
+
 pd_ce_geom pd_loss_class_geom(int ndim, const int64_t *shape, int axis) {
   pd_ce_geom g = {1, ndim ? shape[axis] : 1, 1};
   for (int d = 0; d < axis; d++) g.outer *= shape[d];

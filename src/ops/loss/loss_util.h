@@ -39,6 +39,10 @@ pd_status pd_loss_labels_i64(const char *op, pd_tensor *label, int64_t n, int64_
 pd_status pd_loss_check_class_axis(const char *op, const char *what, const pd_tensor *x,
                                    const pd_tensor *label, int64_t axis, int *ax);
 
+/* The logits of a softmax cross entropy: x has a dimension and a float32
+ * or float64 dtype, axis is in range (normalised into *ax). */
+pd_status pd_loss_check_logits(const pd_op_def *def, const pd_tensor *x, int64_t axis, int *ax);
+
 /* [outer, n, inner] around axis of a shape. */
 pd_ce_geom pd_loss_class_geom(int ndim, const int64_t *shape, int axis);
 

@@ -7,14 +7,23 @@
 #include "manipulation_util.h"
 #include "paddlec/ops.h"
 
-/* Attrs of embedding: i0 padding_idx, i1 has_padding, and for a
- * vocab-sharded table (auto_parallel, Paddle's c_embedding) i2 the first
- * row this shard holds, i3 the whole table's rows (0: not sharded): ids
- * outside the shard's rows read zeros. Of embedding_grad: i0 num_embeddings
- * (the shard's rows), i1 padding_idx (normalised), i2 has_padding, i3 and
- * i4 the shard's first row and the table's rows (ids outside the shard add
- * nothing); its optional third input is the weight, read for its
- * placement only. */
+/* Attrs of embedding: i0 padding_idx, i1 has_padding. c_embedding (Paddle's
+ * op for a vocab-sharded table, which auto_parallel runs on a shard) adds
+ * i2 start_index, the first row this shard holds, and i3 vocab_size, the
+ * whole table's rows: ids outside the shard's rows read zeros. Of
+ * embedding_grad: i0 num_embeddings (the shard's rows), i1 padding_idx
+ * (normalised), i2 has_padding; c_embedding_grad adds i3 start_index and
+ * i4 vocab_size (ids outside the shard add nothing); the optional third
+ * input is the weight, read for its placement only. */
+
+/* A shard's row range [start, start + rows) must lie in the vocabulary. */
+static pd_status check_shard(const pd_op_def *def, int64_t start, int64_t rows, int64_t vocab) {
+  if (vocab < 1 || start < 0 || start > vocab - rows)
+    return pd_set_error(PD_ERR_INVALID,
+                        "%s: a shard of %lld rows from start_index %lld does not fit a vocab_size of %lld",
+                        def->name, (long long)rows, (long long)start, (long long)vocab);
+  return PD_OK;
+}
 static pd_status norm_padding(const char *op, int64_t pad, int64_t n, int64_t *out) {
   if (pad < -n || pad >= n)
     return pd_set_error(PD_ERR_INDEX,
@@ -37,7 +46,9 @@ static pd_status embedding_meta(const pd_op_def *def, pd_tensor *const *in, int 
   if (ids->ndim + 1 > PD_MAX_DIMS)
     return pd_set_error(PD_ERR_SHAPE, "%s: the output rank %d exceeds the maximum %d", def->name,
                         ids->ndim + 1, PD_MAX_DIMS);
-  int64_t pad, rows = a->i[3] > 0 ? a->i[3] : w->shape[0];
+  bool sharded = def == &pd_opdef_c_embedding;
+  if (sharded && (st = check_shard(def, a->i[2], w->shape[0], a->i[3])) != PD_OK) return st;
+  int64_t pad, rows = sharded ? a->i[3] : w->shape[0];
   if (a->i[1] && (st = norm_padding(def->name, a->i[0], rows, &pad)) != PD_OK) return st;
   out->dtype = w->dtype;
   out->ndim = ids->ndim + 1;
@@ -66,11 +77,12 @@ static void gather_rows(char *o, const char *w, const int64_t *idx, int64_t m, i
 
 static pd_status embedding_kernel(const pd_kernel_ctx *ctx) {
   int64_t n = ctx->in[1]->shape[0], d = ctx->in[1]->shape[1], m = ctx->in[0]->numel, pad = -1, *idx = NULL;
-  int64_t rows = ctx->attrs->i[3] > 0 ? ctx->attrs->i[3] : n;
+  bool sharded = ctx->def == &pd_opdef_c_embedding;
+  int64_t rows = sharded ? ctx->attrs->i[3] : n;
   if (ctx->attrs->i[1]) norm_padding(ctx->def->name, ctx->attrs->i[0], rows, &pad);
   pd_status st = pd_mu_read_indices(ctx->def->name, "x", ctx->in[0], 0, rows, false, &idx);
   if (st != PD_OK) return st;
-  if (ctx->attrs->i[3] > 0) {
+  if (sharded) {
     shard_ids(idx, m, ctx->attrs->i[2], n, pad);
     pad = -1;
   }
@@ -81,7 +93,7 @@ static pd_status embedding_kernel(const pd_kernel_ctx *ctx) {
   }
   int64_t es = (int64_t)pd_dtype_size(w->dtype);
   char *o = pd_tensor_data(ctx->out[0]);
-  if (ctx->attrs->i[3] > 0)
+  if (sharded)
     gather_rows(o, pd_tensor_data(w), idx, m, d, es);
   else
     pdk_gather_axis(pd_tensor_data(w), o, idx, 1, n, m, d, es);
@@ -104,9 +116,14 @@ static pd_status embedding_backward(const pd_backward_ctx *c) {
 }
 
 PD_OPDEF(embedding, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
-         .attr_names = "i0:padding_idx,i1:has_padding,i2:vocab_start,i3:vocab_rows",
-         .infer_meta = embedding_meta, .kernel = {[PD_PLACE_CPU] = embedding_kernel},
-         .backward = embedding_backward);
+         .attr_names = "i0:padding_idx,i1:has_padding", .infer_meta = embedding_meta,
+         .kernel = {[PD_PLACE_CPU] = embedding_kernel}, .backward = embedding_backward);
+
+/* Not differentiable: a partitioned Program holds its backward as
+ * c_embedding_grad already. */
+PD_OPDEF(c_embedding, .n_in = 2, .n_out = 1,
+         .attr_names = "i0:padding_idx,i1:has_padding,i2:start_index,i3:vocab_size",
+         .infer_meta = embedding_meta, .kernel = {[PD_PLACE_CPU] = embedding_kernel});
 
 pd_tensor *pd_embedding(pd_tensor *ids, pd_tensor *weight, int64_t padding_idx) {
   pd_tensor *in[2] = {ids, weight};
@@ -132,7 +149,9 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
       (in[2]->ndim != 2 || in[2]->shape[0] != a->i[0] || in[2]->shape[1] != g->shape[g->ndim - 1]))
     return pd_set_error(PD_ERR_SHAPE, "%s: weight of shape %s does not match num_embeddings %lld and grad %s",
                         def->name, PD_SHAPE_STR(in[2]), (long long)a->i[0], PD_SHAPE_STR(g));
-  int64_t rows = a->i[4] > 0 ? a->i[4] : a->i[0];
+  bool sharded = def == &pd_opdef_c_embedding_grad;
+  if (sharded && (st = check_shard(def, a->i[3], a->i[0], a->i[4])) != PD_OK) return st;
+  int64_t rows = sharded ? a->i[4] : a->i[0];
   if (a->i[0] < 0 || (a->i[2] && (a->i[1] < 0 || a->i[1] >= rows)))
     return pd_set_error(PD_ERR_INVALID, "%s: num_embeddings %lld with padding_idx %lld is invalid", def->name,
                         (long long)a->i[0], (long long)a->i[1]);
@@ -147,7 +166,7 @@ static pd_status embedding_grad_meta(const pd_op_def *def, pd_tensor *const *in,
 static pd_status embedding_grad_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *o = ctx->out[0];
   int64_t n = ctx->attrs->i[0], d = o->shape[1], *idx = NULL, skip = ctx->attrs->i[2] ? ctx->attrs->i[1] : -1;
-  bool sharded = ctx->attrs->i[4] > 0;
+  bool sharded = ctx->def == &pd_opdef_c_embedding_grad;
   pd_status st =
       pd_mu_read_indices(ctx->def->name, "x", ctx->in[0], 0, sharded ? ctx->attrs->i[4] : n, false, &idx);
   if (st != PD_OK) return st;
@@ -178,6 +197,9 @@ static pd_status embedding_grad_backward(const pd_backward_ctx *c) {
 }
 
 PD_OPDEF(embedding_grad, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_HALF_VIA_F32,
-         .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding,i3:vocab_start,i4:vocab_rows",
-         .infer_meta = embedding_grad_meta, .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel},
-         .backward = embedding_grad_backward);
+         .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding", .infer_meta = embedding_grad_meta,
+         .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel}, .backward = embedding_grad_backward);
+
+PD_OPDEF(c_embedding_grad, .n_in = -1, .n_out = 1, .flags = PD_OPF_HALF_VIA_F32,
+         .attr_names = "i0:num_embeddings,i1:padding_idx,i2:has_padding,i3:start_index,i4:vocab_size",
+         .infer_meta = embedding_grad_meta, .kernel = {[PD_PLACE_CPU] = embedding_grad_kernel});

@@ -6,7 +6,11 @@
  * float32 uniform of word i%4 of Philox counter first + i/4, as uniform
  * (creation/random_dist.c), and is kept when that uniform is >= p; the result does
  * not depend on the number of threads. A nonzero seed attribute draws from a
- * private stream starting at counter 0 (Paddle's fix_seed). */
+ * private stream starting at counter 0 (Paddle's fix_seed). A dropout of a
+ * shard (auto_parallel) names the whole tensor's shape and the shard's
+ * offset in it: it reserves the whole tensor's counters and fills each
+ * element from its global index, so the shard's mask is the slice of the
+ * mask the whole tensor would draw. */
 #include <math.h>
 #include <string.h>
 
@@ -75,9 +79,34 @@ static pd_status check_axes(const char *op, const pd_tensor *x, int n, const int
   return PD_OK;
 }
 
+/* The shard form's attrs (v1 the whole tensor's shape, v2 x's offset in
+ * it): one per dim of x, x inside the whole, no shared-mask axes. */
+static pd_status check_shard(const char *op, const pd_tensor *x, const pd_attrs *a) {
+  if (a->nv[1] == 0 && a->nv[2] == 0) return PD_OK;
+  if (a->nv[0] > 0 || a->nv[1] != x->ndim || a->nv[2] != x->ndim)
+    return pd_set_error(
+        PD_ERR_INVALID,
+        "%s: a shard needs global_shape and offset of x's rank %d (got %d and %d) and no axis "
+        "(got %d)",
+        op, x->ndim, a->nv[1], a->nv[2], a->nv[0]);
+  int64_t total = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    int64_t g = a->v[1][d], o = a->v[2][d];
+    if (o < 0 || g < 0 || o > g - x->shape[d])
+      return pd_set_error(PD_ERR_INVALID,
+                          "%s: dim %d: a shard of %lld from offset %lld does not fit the global size %lld",
+                          op, d, (long long)x->shape[d], (long long)o, (long long)g);
+    if (g > 0 && total > INT64_MAX / 4 / g)
+      return pd_set_error(PD_ERR_SHAPE, "%s: the global shape overflows int64", op);
+    total *= g;
+  }
+  return PD_OK;
+}
+
 /* ---- dropout ---------------------------------------------------------------- */
 /* Attrs: f0 p, i0 mode (0 upscale_in_train, 1 downscale_in_infer), i1 seed,
- * v0 axes (none: one draw per element). */
+ * v0 axes (none: one draw per element), v1 and v2 a shard's global shape
+ * and offset (none: x is the whole tensor). */
 static pd_status dropout_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
                               pd_meta *out, int *n_out) {
   (void)n_in;
@@ -85,6 +114,7 @@ static pd_status dropout_meta(const pd_op_def *def, pd_tensor *const *in, int n_
   pd_status st = check_float(def->name, x);
   if (st == PD_OK) st = check_p(def->name, a->f[0]);
   if (st == PD_OK) st = check_axes(def->name, x, a->nv[0], a->v[0]);
+  if (st == PD_OK) st = check_shard(def->name, x, a);
   if (st != PD_OK) return st;
   pd_meta_of(x, &out[0]);
   pd_meta_of(x, &out[1]);
@@ -116,6 +146,46 @@ static const pd_ew_fn k_mul[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(dmul);
     }                                                       \
   })
 
+/* The mask of a shard: element i of x at global row-major index gi takes
+ * word gi % 4 of counter first + gi / 4 of the whole tensor's reservation. */
+#define FILL_SHARD(T, m, kv)                                                         \
+  do {                                                                               \
+    T *mp_ = pd_tensor_data(m);                                                      \
+    int64_t idx_[PD_MAX_DIMS] = {0}, cached_ = -1;                                   \
+    uint32_t w_[4] = {0};                                                            \
+    for (int64_t i_ = 0; i_ < (m)->numel; i_++) {                                    \
+      int64_t gi_ = 0;                                                               \
+      for (int d_ = 0; d_ < nd; d_++) gi_ += (a->v[2][d_] + idx_[d_]) * gstride[d_]; \
+      if (gi_ / 4 != cached_) {                                                      \
+        cached_ = gi_ / 4;                                                           \
+        pd_philox(first + (uint64_t)cached_, key, w_);                               \
+      }                                                                              \
+      mp_[i_] = pd_u32_to_unit_f32(w_[gi_ % 4]) >= pf ? (kv) : (T)0;                 \
+      for (int d_ = nd - 1; d_ >= 0; d_--) { /* the next local index */              \
+        if (++idx_[d_] < (m)->shape[d_]) break;                                      \
+        idx_[d_] = 0;                                                                \
+      }                                                                              \
+    }                                                                                \
+  } while (0)
+
+static pd_status dropout_shard_kernel(const pd_kernel_ctx *ctx, double kv, float pf) {
+  const pd_attrs *a = ctx->attrs;
+  pd_tensor *m = ctx->out[1];
+  int nd = m->ndim;
+  int64_t total = 1, gstride[PD_MAX_DIMS];
+  for (int d = nd - 1; d >= 0; d--) {
+    gstride[d] = total;
+    total *= a->v[1][d];
+  }
+  uint64_t key, first = reserve((uint64_t)((total + 3) / 4), a->i[1], &key);
+  if (m->dtype == PD_FLOAT32)
+    FILL_SHARD(float, m, (float)kv);
+  else
+    FILL_SHARD(double, m, kv);
+  pd_tensor *y = ctx->out[0];
+  return pd_ew_apply(ctx->def->name, k_mul, y->dtype, y, (pd_tensor *[]){ctx->in[0], m}, 2, NULL);
+}
+
 static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *x = ctx->in[0], *y = ctx->out[0], *m = ctx->out[1];
   double p = ctx->attrs->f[0];
@@ -123,6 +193,7 @@ static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
   double kv = upscale ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
   float pf = (float)p;
   int64_t n = m->numel;
+  if (ctx->attrs->nv[1] > 0) return dropout_shard_kernel(ctx, kv, pf);
   if (n == 0) return PD_OK;
   uint64_t key, first = reserve((uint64_t)((n + 3) / 4), ctx->attrs->i[1], &key);
   bool fused = ctx->attrs->nv[0] == 0 && x->is_contiguous;
@@ -207,7 +278,7 @@ static pd_status mask_backward(const pd_backward_ctx *c) {
 
 PD_OPDEF(dropout, .n_in = 1, .n_out = 2,
          .flags = PD_OPF_DIFF | PD_OPF_RANDOM | PD_OPF_SAVE_OUT | PD_OPF_HALF_VIA_F32, .nondiff_out = 1u << 1,
-         .attr_names = "f0:p,i0:mode,i1:seed,v0:axis", .infer_meta = dropout_meta,
+         .attr_names = "f0:p,i0:mode,i1:seed,v0:axis,v1:global_shape,v2:offset", .infer_meta = dropout_meta,
          .kernel = {[PD_PLACE_CPU] = dropout_kernel}, .backward = mask_backward, .flops = pd_flops_per_elem);
 
 static pd_status parse_mode(const char *op, const char *mode, int *out) {
