@@ -64,7 +64,9 @@ static bool blocked(const pd_static_block *b, int from, int to, const char *name
 static int fusable_add(pd_pass_ctx *c, const int *readers, int k, int *r_slot, bool *r_first) {
   pd_static_block *b = c->b;
   const pd_operator *d = b->ops[k];
-  if (d->n_in != 1 || d->n_out != 2 || d->attrs.nv[0] != 0) return -1;
+  /* shared-mask axes, or a shard of a larger tensor (its draws follow the
+   * global indices), keep the plain dropout */
+  if (d->n_in != 1 || d->n_out != 2 || d->attrs.nv[0] != 0 || d->attrs.nv[1] != 0) return -1;
   int xs = pd_pass_slot(c, d->inputs[0]), ys = pd_pass_slot(c, d->outputs[0]),
       ms = pd_pass_slot(c, d->outputs[1]);
   if (xs < 0 || ys < 0 || ms < 0 || readers[ys] != 1 || pd_pass_is_fetched(c, d->outputs[0])) return -1;

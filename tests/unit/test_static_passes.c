@@ -204,6 +204,24 @@ static void test_fuse_dropout_add(void **state) {
   model_free(&m);
 }
 
+/* A dropout of a shard (a distributed Program's: it draws at the global
+ * indices its global_shape and offset give) keeps the plain op. */
+static void test_no_fusion_of_a_shard_dropout(void **state) {
+  (void)state;
+  model m;
+  build_dropout_adds(&m);
+  pd_static_block *b = m.main->blocks[0];
+  for (int k = 0; k < b->n_ops; k++)
+    if (strcmp(b->ops[k]->type, "dropout") == 0) { /* the whole [8, 300] as a shard of itself */
+      pd_attrs *a = &b->ops[k]->attrs;
+      a->nv[1] = a->nv[2] = 2;
+      a->v[1][0] = 8, a->v[1][1] = 300, a->v[2][0] = a->v[2][1] = 0;
+    }
+  pd_pass_stats s = check_pass(&m, (pd_pass_options){.fuse_dropout_add = true}, 0);
+  assert_int_equal(s.dropout_adds, 0);
+  model_free(&m);
+}
+
 static void test_fuse_elementwise(void **state) {
   (void)state;
   model m;
@@ -422,11 +440,17 @@ static void test_compiled_program(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fold_constants),     cmocka_unit_test(test_remove_dead_ops),
-      cmocka_unit_test(test_fuse_gemm_epilogue), cmocka_unit_test(test_fuse_dropout_add),
-      cmocka_unit_test(test_fuse_elementwise),   cmocka_unit_test(test_fuse_elementwise_broadcast),
-      cmocka_unit_test(test_fuse_rope),          cmocka_unit_test(test_inplace),
-      cmocka_unit_test(test_sgd_update_fused),   cmocka_unit_test(test_compiled_program),
+      cmocka_unit_test(test_fold_constants),
+      cmocka_unit_test(test_remove_dead_ops),
+      cmocka_unit_test(test_fuse_gemm_epilogue),
+      cmocka_unit_test(test_fuse_dropout_add),
+      cmocka_unit_test(test_no_fusion_of_a_shard_dropout),
+      cmocka_unit_test(test_fuse_elementwise),
+      cmocka_unit_test(test_fuse_elementwise_broadcast),
+      cmocka_unit_test(test_fuse_rope),
+      cmocka_unit_test(test_inplace),
+      cmocka_unit_test(test_sgd_update_fused),
+      cmocka_unit_test(test_compiled_program),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
