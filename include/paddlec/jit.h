@@ -13,13 +13,15 @@ extern "C" {
 /* paddle.jit.to_static(layer, input_spec): records layer's forward once on
  * data Variables described by the specs (-1 dims: any size; a spec without
  * a name is fed as "input_<i>"), and with it the gradients of the outputs
- * with respect to layer's trainable parameters, and returns a layer (a new
- * reference) that runs the forward Program with the Executor when called
- * (pd_layer_call, one tensor per spec, in order). With grad enabled the
- * call is one autograd node whose backward runs the gradient Program, so
- * pd_backward on a loss of its outputs fills the parameters' gradients and
- * an optimizer over them trains the layer; no gradient flows to the
- * inputs. It computes with layer's parameters as they are at each call
+ * with respect to layer's trainable parameters and the floating inputs
+ * (recorded with stop_gradient False, as Paddle's InputSpec), and returns a
+ * layer (a new reference) that runs the forward Program with the Executor
+ * when called (pd_layer_call, one tensor per spec, in order). With grad
+ * enabled the call is one autograd node whose backward runs the gradient
+ * Program, so pd_backward on a loss of its outputs sets the parameters'
+ * gradients, and those of the inputs whose stop_gradient was False at the
+ * call, and an optimizer over the parameters trains the layer. It computes
+ * with layer's parameters as they are at each call
  * and holds layer as its sublayer "layer" (its parameters() are layer's).
  * NULL with the recording's error on failure. */
 PD_API pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int n_specs);
@@ -38,7 +40,8 @@ typedef pd_tensor *(*pd_jit_loss_fn)(pd_layer *layer, pd_tensor *const *inputs, 
  * now if it has not stepped yet), so state_dict and eager steps before or
  * after continue one training; the learning rate is the optimizer's at
  * this call, or its scheduler's at each call. Parameter gradients stay in
- * the Program (grad is not set). Holds layer as sublayer "layer"; the
+ * the Program (grad is not set), as in Paddle's whole-graph train step.
+ * Holds layer as sublayer "layer"; the
  * optimizer need not outlive it. NULL with the recording's error. */
 PD_API pd_layer *pd_jit_to_static_train(pd_layer *layer, pd_jit_loss_fn loss_fn, void *user,
                                         pd_optimizer *optimizer, const pd_input_spec *input_spec,

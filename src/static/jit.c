@@ -21,11 +21,13 @@ typedef struct static_function {
   pd_var_scope *scope;  /* the persistable values */
   pd_executor *exe;
   /* to_static only: the forward and its gradients with respect to the
-   * parameters, given one gradient per output (fed as grad_feed[k]) */
+   * parameters and the floating inputs, given one gradient per output (fed
+   * as grad_feed[k]) */
   pd_program *train;
   int n_params;
   pd_tensor **params; /* the layer's trainable parameters (owned references) */
   char **param_grads; /* the gradient Variable of each (NULL: none flows) */
+  char **input_grads; /* n_feed: the gradient Variable of each input (NULL: none flows) */
   char **grad_feed;   /* n_fetch names */
 } static_function;
 
@@ -57,8 +59,15 @@ static int run_forward(static_function *f, pd_tensor *const *in, int n_in, pd_te
 typedef struct call_data {
   static_function *f;
   int n_out;
+  bool *input_needs_grad; /* per input: stop_gradient was False at the call */
   pd_meta out[];
 } call_data;
+
+static void free_call_data(void *p) {
+  call_data *d = p;
+  free(d->input_needs_grad);
+  free(d);
+}
 
 static pd_status pl_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
   static_function *f = t_applying;
@@ -66,15 +75,21 @@ static pd_status pl_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in,
   int n = run_forward(f, in, n_x, out, n_out);
   if (n < 0) return (pd_status)n;
   call_data *d = malloc(sizeof *d + (size_t)n_out * sizeof(pd_meta));
-  if (!d) return pd_set_error(PD_ERR_MEMORY, "to_static: out of memory");
+  bool *needs = d ? calloc((size_t)n_x + 1, sizeof *needs) : NULL;
+  if (!needs) {
+    free(d);
+    return pd_set_error(PD_ERR_MEMORY, "to_static: out of memory");
+  }
   d->f = f;
   d->n_out = n_out;
+  d->input_needs_grad = needs;
+  for (int i = 0; i < n_x; i++) needs[i] = !pd_tensor_stop_gradient(in[i]) && f->input_grads[i];
   for (int k = 0; k < n_out; k++) {
     d->out[k].dtype = pd_tensor_dtype(out[k]);
     d->out[k].ndim = pd_tensor_ndim(out[k]);
     memcpy(d->out[k].shape, pd_tensor_shape(out[k]), sizeof(int64_t) * (size_t)d->out[k].ndim);
   }
-  pd_pylayer_set_data(ctx, d, free);
+  pd_pylayer_set_data(ctx, d, free_call_data);
   /* the gradient Program reruns the forward on the inputs */
   return pd_pylayer_save_for_backward(ctx, in, n_x);
 }
@@ -98,6 +113,12 @@ static pd_status pl_backward(pd_pylayer_ctx *ctx, pd_tensor *const *gout, int n_
     feed[n_x + k] = (pd_static_feed){f->grad_feed[k], g};
   }
   pd_static_block *gb = pd_program_global_block(f->train);
+  /* only the gradients wanted: the executor prunes the ops of the others */
+  for (int i = 0; i < n_x && st == PD_OK; i++) {
+    if (!d->input_needs_grad[i]) continue;
+    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->input_grads[i]))) st = pd_last_status();
+    slot[n_fetch++] = i;
+  }
   for (int j = 0; j < f->n_params && st == PD_OK; j++) {
     if (!f->param_grads[j]) continue;
     if (!(fetch[n_fetch] = pd_static_block_var(gb, f->param_grads[j]))) st = pd_last_status();
@@ -142,9 +163,11 @@ static void sf_destroy(pd_layer *self) {
     free(f->param_grads[j]);
   }
   for (int k = 0; f->grad_feed && k < f->m.n_fetch; k++) free(f->grad_feed[k]);
+  for (int i = 0; f->input_grads && i < f->m.n_feed; i++) free(f->input_grads[i]);
   free(f->params);
   free(f->param_grads);
   free(f->grad_feed);
+  free(f->input_grads);
   pd_inference_model_free(&f->m);
 }
 
@@ -176,9 +199,9 @@ static char *dup_name(const char *s) {
 /* The gradient Program of to_static (see static_function). */
 typedef struct train_parts {
   pd_program *train;
-  int n_params;
+  int n_params, n_inputs;
   pd_tensor **params;
-  char **param_grads, **grad_feed;
+  char **param_grads, **grad_feed, **input_grads;
 } train_parts;
 
 static void free_parts(train_parts *t, int n_fetch) {
@@ -188,41 +211,59 @@ static void free_parts(train_parts *t, int n_fetch) {
     free(t->param_grads[j]);
   }
   for (int k = 0; t->grad_feed && k < n_fetch; k++) free(t->grad_feed[k]);
+  for (int i = 0; t->input_grads && i < t->n_inputs; i++) free(t->input_grads[i]);
   free(t->params);
   free(t->param_grads);
   free(t->grad_feed);
+  free(t->input_grads);
   memset(t, 0, sizeof *t);
 }
 
-/* Under the guard of m->program, after the forward: m->program becomes a
- * copy of the forward, and t->train the forward with the gradients of
- * sum(out_k * grad_k) with respect to the trainable parameters. */
-static pd_status add_backward(pd_inference_model *m, pd_tensor *const *outs, int n_out, train_parts *t) {
+/* Under the guard of m->program, after the forward on the data Variables
+ * ins: m->program becomes a copy of the forward, and t->train the forward
+ * with the gradients of sum(out_k * grad_k) with respect to the trainable
+ * parameters and the inputs (those recorded with stop_gradient False: the
+ * floating ones). */
+static pd_status add_backward(pd_inference_model *m, pd_tensor *const *ins, int n_in, pd_tensor *const *outs,
+                              int n_out, train_parts *t) {
   const pd_static_block *gb = m->program->blocks[0];
   pd_program *fwd = pd_program_clone(m->program, false);
   t->params = calloc((size_t)gb->n_vars + 1, sizeof *t->params);
   t->param_grads = calloc((size_t)gb->n_vars + 1, sizeof *t->param_grads);
   t->grad_feed = calloc((size_t)n_out + 1, sizeof *t->grad_feed);
-  pd_tensor *gv[MAX_IO] = {0}, **grads = calloc((size_t)gb->n_vars + 1, sizeof *grads);
-  pd_status st = fwd && t->params && t->param_grads && t->grad_feed && grads
+  t->input_grads = calloc((size_t)n_in + 1, sizeof *t->input_grads);
+  t->n_inputs = n_in;
+  pd_tensor *gv[MAX_IO] = {0}, **grads = calloc((size_t)gb->n_vars + (size_t)n_in + 1, sizeof *grads);
+  pd_tensor **wrt = calloc((size_t)gb->n_vars + (size_t)n_in + 1, sizeof *wrt);
+  pd_status st = fwd && t->params && t->param_grads && t->grad_feed && t->input_grads && grads && wrt
                      ? PD_OK
                      : pd_set_error(PD_ERR_MEMORY, "to_static: out of memory");
   for (int k = 0; st == PD_OK && k < gb->n_vars; k++)
     if (gb->vars[k]->is_parameter && !gb->vars[k]->stop_gradient)
       t->params[t->n_params++] = pd_tensor_retain(gb->vars[k]->tensor);
+  int n_wrt = 0, input_at[MAX_IO];
+  for (int j = 0; st == PD_OK && j < t->n_params; j++) wrt[n_wrt++] = t->params[j];
+  for (int i = 0; st == PD_OK && i < n_in; i++) {
+    input_at[i] = pd_tensor_stop_gradient(ins[i]) ? -1 : n_wrt;
+    if (input_at[i] >= 0) wrt[n_wrt++] = ins[i];
+  }
   for (int k = 0; st == PD_OK && k < n_out; k++) {
     char name[64];
     snprintf(name, sizeof name, "to_static_out_%d@GRAD", k);
     gv[k] = pd_static_data(name, pd_tensor_ndim(outs[k]), pd_tensor_shape(outs[k]), pd_tensor_dtype(outs[k]));
     if (!gv[k] || !(t->grad_feed[k] = dup_name(name))) st = pd_last_status();
   }
-  if (st == PD_OK && t->n_params)
-    st = pd_static_gradients(outs, n_out, t->params, t->n_params, gv, NULL, 0, grads);
+  if (st == PD_OK && n_wrt) st = pd_static_gradients(outs, n_out, wrt, n_wrt, gv, NULL, 0, grads);
   for (int j = 0; st == PD_OK && j < t->n_params; j++)
     if (grads[j] && !(t->param_grads[j] = dup_name(pd_tensor_name(grads[j])))) st = pd_last_status();
-  for (int j = 0; grads && j < t->n_params; j++) pd_tensor_release(grads[j]);
+  for (int i = 0; st == PD_OK && i < n_in; i++)
+    if (input_at[i] >= 0 && grads[input_at[i]] &&
+        !(t->input_grads[i] = dup_name(pd_tensor_name(grads[input_at[i]]))))
+      st = pd_last_status();
+  for (int j = 0; grads && j < n_wrt; j++) pd_tensor_release(grads[j]);
   for (int k = 0; k < n_out; k++) pd_tensor_release(gv[k]);
   free(grads);
+  free(wrt);
   if (st != PD_OK) {
     pd_program_release(fwd);
     return st;
@@ -277,6 +318,11 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
         s.name = name;
       }
       ins[i] = pd_static_data_from_spec(&s);
+      /* to_static differentiates with respect to its floating inputs, as
+       * Paddle's InputSpec (stop_gradient False); a call asks for the
+       * gradients of the inputs that need one */
+      if (ins[i] && t && pd_dtype_is_floating(pd_tensor_dtype(ins[i])))
+        pd_tensor_set_stop_gradient(ins[i], false);
       if (!ins[i])
         st = pd_last_status();
       else if (!(m->feed_names[m->n_feed++] = dup_name(s.name)))
@@ -290,7 +336,7 @@ static pd_status trace(pd_layer *layer, const pd_input_spec *specs, int n_specs,
       else if (n_out == 0)
         st = pd_set_error(PD_ERR_INVALID, "jit: the layer's forward returned no outputs");
       else if (t)
-        st = add_backward(m, outs, n_out, t);
+        st = add_backward(m, ins, n_specs, outs, n_out, t);
     }
     pd_status end = pd_static_program_guard_end();
     if (st == PD_OK) st = end;
@@ -349,6 +395,7 @@ pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int
   sf->params = t.params;
   sf->param_grads = t.param_grads;
   sf->grad_feed = t.grad_feed;
+  sf->input_grads = t.input_grads;
   /* the traced layer is a sublayer: parameters() and state_dict() see its parameters */
   if (f && !pd_layer_add_sublayer(f, "layer", pd_layer_retain(layer))) {
     pd_layer_release(f);
