@@ -157,7 +157,7 @@ pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_
  * other ops. */
 pd_spmd_fn pd_ap_rule_nn(pd_op_id id);
 /* addmm, dot and the indexed ops (gather_nd, scatter_nd_add, scatter,
- * masked_select; spmd_rules_index.c); NULL for other ops. */
+ * masked_select, nonzero; spmd_rules_index.c); NULL for other ops. */
 pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 /* The op (and its attrs) that runs op c->id on this rank's shards where a
  * rule asks for a local step that is one op: c_embedding(_grad),

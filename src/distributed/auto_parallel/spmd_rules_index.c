@@ -1,6 +1,6 @@
 /* SPMD rules of the contractions matmul's rule does not cover (addmm, dot)
  * and of the indexed reads and writes (gather_nd, scatter_nd_add, scatter,
- * masked_select). A contraction over a sharded dim leaves its result
+ * masked_select, nonzero). A contraction over a sharded dim leaves its result
  * Partial(sum) on that mesh axis; an indexed op keeps the shards of the
  * dims its index does not address and gathers the ones it does. */
 #include <string.h>
@@ -141,13 +141,13 @@ static pd_status rule_scatter(pd_spmd_args *s) {
   return PD_OK;
 }
 
-/* masked_select replicates on purpose: its output is the selected elements
- * in row-major order, a 1-D tensor whose length depends on the mask's
- * values; a shard's selection is neither a slice of it nor of a size the
- * metas know, so x and mask are gathered and every rank selects the whole.
- * (Paddle has no masked_select rule either; its nonzero rule replicates
- * too.) */
-static pd_status rule_masked_select(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
+/* masked_select and nonzero replicate on purpose: their outputs (the
+ * selected elements, the coordinates of the nonzero ones, in row-major
+ * order) have a length that depends on the values; a shard's result is
+ * neither a slice of the whole nor of a size the metas know, so the inputs
+ * are gathered and every rank computes the whole. (Paddle's
+ * NonZeroInferSpmd replicates too; it has no masked_select rule.) */
+static pd_status rule_sized_by_values(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
 
 pd_spmd_fn pd_ap_rule_index(pd_op_id id) {
   switch (id) {
@@ -162,7 +162,8 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id) {
     case PD_OP_scatter:
       return rule_scatter;
     case PD_OP_masked_select:
-      return rule_masked_select;
+    case PD_OP_nonzero:
+      return rule_sized_by_values;
     default:
       return NULL;
   }
