@@ -232,6 +232,14 @@ static double normal_quantile(double p) {
 
 static double normal_cdf(double x) { return 0.5 * erfc(-x / M_SQRT2); }
 
+/* Stores double v as element i of a buffer of any floating dtype. */
+static inline void store_f64(void *p, pd_dtype dt, int64_t i, double v) {
+  if (dt == PD_FLOAT64)
+    ((double *)p)[i] = v;
+  else
+    store_f32(p, dt, i, (float)v);
+}
+
 /* attrs: f0 mean, f1 std, f2 a, f3 b (the cut-offs, values not standard
  * deviations, as paddle.nn.initializer.TruncatedNormal), i0 seed. Element
  * i draws the float64 uniform u_i of `uniform` (counter first + i/2) on
@@ -249,11 +257,7 @@ static pd_status truncated_kernel(const pd_kernel_ctx *ctx) {
   double mean = ctx->attrs->f[0], std = ctx->attrs->f[1], lo = ctx->attrs->f[2], hi = ctx->attrs->f[3];
   if (std == 0) {
     double v = mean < lo ? lo : mean > hi ? hi : mean;
-    for (int64_t i = 0; i < n; i++)
-      if (dt == PD_FLOAT64)
-        ((double *)p)[i] = v;
-      else
-        store_f32(p, dt, i, (float)v);
+    for (int64_t i = 0; i < n; i++) store_f64(p, dt, i, v);
     return PD_OK;
   }
   double alpha = (lo - mean) / std, beta = (hi - mean) / std, sign = 1;
@@ -271,11 +275,7 @@ static pd_status truncated_kernel(const pd_kernel_ctx *ctx) {
     for (int k = 0; k < 2 && 2 * b + k < n; k++) {
       double u = ulo + urange * pd_u64_to_unit_f64(w[2 * k], w[2 * k + 1]);
       double v = mean + sign * std * normal_quantile(ca + (cb - ca) * u);
-      v = v < lo ? lo : v > hi ? hi : v;
-      if (dt == PD_FLOAT64)
-        ((double *)p)[2 * b + k] = v;
-      else
-        store_f32(p, dt, 2 * b + k, (float)v);
+      store_f64(p, dt, 2 * b + k, v < lo ? lo : v > hi ? hi : v);
     }
   });
   return PD_OK;
