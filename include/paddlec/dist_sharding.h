@@ -65,7 +65,8 @@ PD_API pd_optimizer *pd_dist_shard_optimizer(pd_optimizer *opt, const pd_dist_sh
  * pd_dist_shard_optimizer implements, and what pd_dist_to_static applies:
  * sharding stages 1 and 2 (degree: the size of the mesh axis that shards
  * the batch), gradient_merge (k_steps >= 1), recompute (the segments
- * marked by pd_dist_recompute, dist_model.h) and fused_passes; sharding
+ * marked by pd_dist_recompute, dist_model.h), fused_passes and
+ * dp_optimization (fuse_grad_size_in_MB > 0); sharding
  * stage 3, pipeline and amp, when enabled, are refused by name (never
  * ignored). */
 typedef struct pd_dist_strategy_sharding {
@@ -129,6 +130,22 @@ typedef struct pd_dist_strategy_recompute {
   int n_no_recompute_segments;
 } pd_dist_strategy_recompute;
 
+/* Strategy._dp_optimization (Paddle's DPOptimizationConfig): with enable,
+ * dist.to_static's train Program all-reduces the gradients of the
+ * data-parallel axes in buckets (one collective per bucket over one flat
+ * buffer the gradients are planned in) of about fuse_grad_size_in_MB each,
+ * in the order backward produces them; with overlap_comm_cacl each bucket's
+ * all_reduce starts as soon as its last gradient exists and is waited for
+ * only before the first update that reads it, so it runs beside the rest of
+ * backward. fuse_all_reduce_ops false: a bucket per gradient. */
+typedef struct pd_dist_strategy_dp_optimization {
+  bool enable;                         /* false */
+  bool fuse_all_reduce_ops;            /* true */
+  double fuse_grad_size_in_MB;         /* 32 */
+  bool overlap_comm_cacl;              /* true */
+  bool gradient_sync_after_accumulate; /* false (true is refused: not supported yet) */
+} pd_dist_strategy_dp_optimization;
+
 typedef struct pd_dist_strategy {
   pd_dist_strategy_sharding sharding;
   pd_dist_strategy_gradient_merge gradient_merge;
@@ -136,6 +153,7 @@ typedef struct pd_dist_strategy {
   pd_dist_strategy_amp amp;
   pd_dist_strategy_fused_passes fused_passes;
   pd_dist_strategy_recompute recompute;
+  pd_dist_strategy_dp_optimization dp_optimization;
   bool explicit_zero; /* set by pd_dist_strategy_default(): every field as written */
 } pd_dist_strategy;
 

@@ -421,6 +421,45 @@ static void arena_free(arena *a) {
   free(a);
 }
 
+/* Gradient buckets without copies: a c_coalesce op (a bucket of gradients
+ * to all-reduce as one buffer) whose input is a fresh arena value that it
+ * alone reads gets that value planned as a piece of its output, at the
+ * input's place in the concatenation; the op producing the gradient then
+ * writes it straight into the bucket, and the coalesce copies nothing for
+ * it (its kernel skips an input already in place). piece_of[s]: the
+ * bucket slot s is a piece of (-1: none), piece_off[s] its byte offset.
+ * Returns false when out of memory. */
+static bool plan_bucket_pieces(const plan *pl, const arena *a, const int *root, const bool *planned,
+                               pd_plan_value *vals, int *piece_of, size_t *piece_off) {
+  const pd_static_block *b = pl->block;
+  int *readers = calloc((size_t)b->n_vars + 1, sizeof *readers);
+  if (!readers) return false;
+  for (int k = 0; k < pl->n_ops; k++)
+    for (int i = 0; i < pl->ops[k].op->n_in; i++)
+      if (pl->ops[k].in[i] >= 0) readers[root[pl->ops[k].in[i]]]++;
+  for (int k = 0; k < pl->n_ops; k++) {
+    const pd_operator *op = pl->ops[k].op;
+    if (op->op_id != PD_OP_c_coalesce || op->fused || !a->into[k] || op->n_out != 1) continue;
+    int f = pl->ops[k].out[0];
+    size_t off = 0, es = pd_dtype_size(b->vars[f]->dtype);
+    for (int i = 0; i < op->n_in; i++) {
+      int m = pl->ops[k].in[i];
+      if (m < 0) break;
+      const pd_variable *v = b->vars[m];
+      if (m != f && planned[m] && root[m] == m && readers[m] == 1 && piece_of[m] < 0 && !vals[m].keep &&
+          v->dtype == b->vars[f]->dtype) {
+        piece_of[m] = f;
+        piece_off[m] = off;
+        vals[m].external = true; /* placed with its bucket */
+        vals[f].shared_writes = true;
+      }
+      off += (size_t)pd_shape_numel(v->ndim, v->shape) * es;
+    }
+  }
+  free(readers);
+  return true;
+}
+
 /* Plans the arena of the lowered plan pl (fetches in fetch_slots). Returns
  * NULL (no error) where a plan cannot be made; the plan then runs as the
  * interpreter does. */
@@ -434,13 +473,15 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   pd_plan_value *vals = calloc((size_t)nv + 1, sizeof *vals);
   pd_plan_op *ops = calloc((size_t)no + 1, sizeof *ops);
   int *slots = malloc(sizeof(int) * (size_t)(2 * PD_MAX_OUTPUTS * (no + 1)));
+  int *piece_of = malloc(sizeof(int) * (size_t)(nv + 1));
+  size_t *piece_off = calloc((size_t)nv + 1, sizeof(size_t));
   if (a) {
     a->n_slots = nv;
     a->slot = calloc((size_t)nv + 1, sizeof *a->slot);
     a->into = calloc((size_t)no + 1, sizeof *a->into);
   }
-  bool ok = a && root && planned && vals && ops && slots && a->slot && a->into;
-  for (int s = 0; ok && s < nv; s++) root[s] = s;
+  bool ok = a && root && planned && vals && ops && slots && piece_of && piece_off && a->slot && a->into;
+  for (int s = 0; ok && s < nv; s++) root[s] = s, piece_of[s] = -1;
   /* which ops write fresh values into the arena; views and inplace ops
    * alias their input 0 */
   for (int k = 0; ok && k < no; k++) {
@@ -471,6 +512,7 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   }
   for (int i = 0; ok && i < n_fetch; i++)
     if (fetch_slots[i] >= 0) vals[root[fetch_slots[i]]].keep = true;
+  if (ok) ok = plan_bucket_pieces(pl, a, root, planned, vals, piece_of, piece_off);
   int *cur = slots;
   for (int k = 0; ok && k < no; k++) {
     const pd_operator *op = pl->ops[k].op;
@@ -483,12 +525,15 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
       if (pl->ops[k].in[i] < 0) continue;
       int r = root[pl->ops[k].in[i]]; /* not a view: a transposed view over the output is no elementwise op */
       if (i == ip && r == pl->ops[k].in[i] && planned[r]) po->inplace_in = (int)(cur - po->in);
-      *cur++ = root[pl->ops[k].in[i]];
+      *cur++ = piece_of[r] >= 0 ? piece_of[r] : r; /* a bucket's piece is its bucket */
     }
     po->n_in = (int)(cur - po->in);
     po->out = cur;
     if (a->into[k])
-      for (int j = 0; j < op->n_out; j++) *cur++ = pl->ops[k].out[j];
+      for (int j = 0; j < op->n_out; j++) {
+        int o = pl->ops[k].out[j];
+        *cur++ = o >= 0 && piece_of[o] >= 0 ? piece_of[o] : o;
+      }
     po->n_out = (int)(cur - po->out);
   }
   if (ok && pd_memory_plan_build(vals, nv, ops, no, &a->mp) != PD_OK) {
@@ -505,14 +550,14 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   for (int s = 0; ok && s < nv; s++) {
     if (!planned[s]) continue;
     const pd_variable *v = b->vars[s];
-    a->slot[s] =
-        pd_tensor_from_blob((char *)a->mem + a->mp.offset[s], v->dtype, v->ndim, v->shape, NULL, NULL);
+    int64_t at = piece_of[s] >= 0 ? a->mp.offset[piece_of[s]] + (int64_t)piece_off[s] : a->mp.offset[s];
+    a->slot[s] = pd_tensor_from_blob((char *)a->mem + at, v->dtype, v->ndim, v->shape, NULL, NULL);
     if (!a->slot[s]) {
       pd_clear_error();
       ok = false;
     }
   }
-  free(root), free(planned), free(vals), free(ops), free(slots);
+  free(root), free(planned), free(vals), free(ops), free(slots), free(piece_of), free(piece_off);
   if (!ok) {
     arena_free(a);
     return NULL;

@@ -114,10 +114,11 @@ static pd_status lifetimes(const pd_plan_value *values, int n_values, const pd_p
       if (values[v].external)
         return pd_set_error(PD_ERR_INVALID,
                             "memory plan: op %d writes value %d, which lives outside the plan", i, v);
-      if (first[v] >= 0)
+      if (first[v] >= 0 && !values[v].shared_writes)
         return pd_set_error(PD_ERR_INVALID, "memory plan: value %d is written by op %d and again by op %d", v,
                             first[v], i);
-      first[v] = last[v] = i;
+      if (first[v] < 0) first[v] = i;
+      last[v] = i;
     }
   }
   for (int v = 0; v < n_values; v++)
@@ -131,6 +132,7 @@ static bool can_reuse(const pd_plan_value *values, const pd_plan_op *op, int i, 
   if (op->inplace_in < 0 || op->n_out < 1) return false;
   int src = op->in[op->inplace_in], dst = op->out[0];
   if (values[src].external || offset[src] < 0 || last[src] != i || src == dst) return false;
+  if (values[src].shared_writes || values[dst].shared_writes) return false;
   if (align_up(values[src].bytes) != align_up(values[dst].bytes)) return false;
   for (int k = 1; k < op->n_out; k++)
     if (op->out[k] == src) return false;
@@ -170,6 +172,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
         plan->n_inplace++;
         continue;
       }
+      if (plan->offset[v] >= 0) continue; /* a shared_writes value, placed at its first write */
       size_t off;
       st = take(&f, align_up(values[v].bytes), &off);
       plan->offset[v] = (int64_t)off;
@@ -185,7 +188,9 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
     }
     for (int k = 0; k < op->n_out && st == PD_OK; k++) {
       int v = op->out[k];
-      if (last[v] == i) st = give_back(&f, (size_t)plan->offset[v], align_up(values[v].bytes));
+      bool read_here = false; /* a shared_writes value read and written here died with the inputs */
+      for (int j = 0; j < op->n_in; j++) read_here |= op->in[j] == v;
+      if (last[v] == i && !read_here) st = give_back(&f, (size_t)plan->offset[v], align_up(values[v].bytes));
     }
   }
   if (st != PD_OK) goto done;

@@ -25,12 +25,16 @@ typedef struct pd_plan_value {
   bool external;
   /* Read after the last op (a fetch target): live to the end. */
   bool keep;
+  /* Written in parts by several ops (a buffer whose pieces are other
+   * values, e.g. a gradient bucket): placed at its first write, live to
+   * its last read or write, never placed over an input in place. */
+  bool shared_writes;
 } pd_plan_value;
 
 typedef struct pd_plan_op {
   const int *in; /* value ids the op reads (may repeat) */
   int n_in;
-  const int *out; /* value ids the op writes, each written by this op only */
+  const int *out; /* value ids the op writes, each written by this op only (unless shared_writes) */
   int n_out;
   /* Output 0 may take the bytes of input number `inplace_in` (an index
    * into in[]) when that input dies at this op and has the same size (an

@@ -50,6 +50,18 @@ static int s_c_softmax_ce_grad(pd_tensor **in, pd_attrs *a) {
   return 4;
 }
 
+static int s_coalesce(pd_tensor **in, pd_attrs *a) {
+  (void)a;
+  in[0] = sample_uniform(2, S(3, 2), -1, 1);
+  in[1] = sample_uniform(1, S(4), -1, 1);
+  return 2;
+}
+static int s_bucket(pd_tensor **in, pd_attrs *a) { /* start or wait: a group of one does nothing */
+  in[0] = sample_uniform(1, S(6), -1, 1);
+  a->i[1] = 1;
+  return 1;
+}
+
 const pd_op_sample pd_samples_comm[] = {
     {"c_allreduce", s_allreduce, 0},
     {"c_allgather", s_allgather, 0},
@@ -57,5 +69,8 @@ const pd_op_sample pd_samples_comm[] = {
     {"c_softmax_with_cross_entropy", s_c_softmax_ce, 0},
     {"c_softmax_with_cross_entropy", s_c_softmax_ce_soft_axis0, 0},
     {"c_softmax_with_cross_entropy_grad", s_c_softmax_ce_grad, 0},
+    {"c_coalesce", s_coalesce, 0},
+    {"c_allreduce_start_", s_bucket, 0},
+    {"c_allreduce_wait_", s_bucket, 0},
     {NULL, NULL, 0},
 };

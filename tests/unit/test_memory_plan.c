@@ -20,7 +20,10 @@ static void expect_refused(pd_status st, const char *text) {
 /* feed -> v1 -> v2 -> v3 (fetched), each 100 bytes (128 aligned) */
 static void test_chain(void **state) {
   (void)state;
-  pd_plan_value vals[4] = {{100, true, false}, {100, false, false}, {100, false, false}, {100, false, true}};
+  pd_plan_value vals[4] = {{100, true, false, false},
+                           {100, false, false, false},
+                           {100, false, false, false},
+                           {100, false, true, false}};
   int i0[] = {0}, o0[] = {1}, i1[] = {1}, o1[] = {2}, i2[] = {2}, o2[] = {3};
   pd_plan_op ops[3] = {{i0, 1, o0, 1, -1}, {i1, 1, o1, 1, -1}, {i2, 1, o2, 1, -1}};
   pd_memory_plan p;
@@ -52,8 +55,11 @@ static void test_chain(void **state) {
  * op0: a; op1: b, c from a; op2: d from b, c; op3: e from a, d. */
 static void test_diamond(void **state) {
   (void)state;
-  pd_plan_value vals[5] = {
-      {64, false, false}, {256, false, false}, {64, false, false}, {64, false, false}, {60, false, true}};
+  pd_plan_value vals[5] = {{64, false, false, false},
+                           {256, false, false, false},
+                           {64, false, false, false},
+                           {64, false, false, false},
+                           {60, false, true, false}};
   int o0[] = {0}, i1[] = {0}, o1[] = {1, 2}, i2[] = {1, 2}, o2[] = {3}, i3[] = {0, 3}, o3[] = {4};
   pd_plan_op ops[4] = {{NULL, 0, o0, 1, -1}, {i1, 1, o1, 2, -1}, {i2, 2, o2, 1, -1}, {i3, 2, o3, 1, 1}};
   pd_memory_plan p;
@@ -74,7 +80,7 @@ static void test_diamond(void **state) {
 
 static void test_refused(void **state) {
   (void)state;
-  pd_plan_value vals[2] = {{8, false, false}, {8, false, false}};
+  pd_plan_value vals[2] = {{8, false, false, false}, {8, false, false, false}};
   int v0[] = {0}, v1[] = {1}, bad[] = {7};
   pd_memory_plan p;
   pd_plan_op before[1] = {{v0, 1, v1, 1, -1}};
@@ -86,13 +92,45 @@ static void test_refused(void **state) {
   expect_refused(pd_memory_plan_build(vals, 2, range, 1, &p), "op 0 writes value 7 (there are 2)");
   pd_plan_op inpl[1] = {{NULL, 0, v0, 1, 0}};
   expect_refused(pd_memory_plan_build(vals, 2, inpl, 1, &p), "inplace input 0 of 0 inputs");
-  pd_plan_value ext[1] = {{8, true, false}};
+  pd_plan_value ext[1] = {{8, true, false, false}};
   pd_plan_op write_ext[1] = {{NULL, 0, v0, 1, -1}};
   expect_refused(pd_memory_plan_build(ext, 1, write_ext, 1, &p), "lives outside the plan");
   /* nothing to plan is a plan of nothing */
   assert_int_equal(pd_memory_plan_build(NULL, 0, NULL, 0, &p), PD_OK);
   assert_int_equal(p.arena_bytes, 0);
   pd_memory_plan_free(&p);
+}
+
+/* A bucket written in parts (shared_writes): b (v0) is written by op0 and
+ * op2 and read by op3. It is placed at its first write and stays live
+ * until its last use, so t (v1, op1 -> op2) goes beside it; no output goes
+ * over it in place, nor it over an input. A value that is not
+ * shared_writes is still refused a second write. */
+static void test_shared_writes(void **state) {
+  (void)state;
+  pd_plan_value vals[4] = {{256, false, false, true},
+                           {64, false, false, false},
+                           {64, false, false, false},
+                           {64, false, true, false}};
+  int b[] = {0}, t[] = {1}, u[] = {2}, e[] = {3};
+  /* op0: part of b; op1: t; op2: b's other part from t (in place asked); op3: e from b (in place asked) */
+  pd_plan_op ops[4] = {{NULL, 0, b, 1, -1}, {NULL, 0, t, 1, -1}, {t, 1, b, 1, 0}, {b, 1, e, 1, 0}};
+  pd_memory_plan p;
+  assert_int_equal(pd_memory_plan_build(vals, 4, ops, 4, &p), PD_OK);
+  assert_int_equal(p.offset[0], 0);
+  assert_int_equal(p.offset[1], 256);
+  assert_int_equal(p.offset[3], 256); /* b is read at op3, so e goes where t was (t died at op2) */
+  assert_int_equal(p.n_inplace, 0);
+  assert_int_equal(p.arena_bytes, 320);
+  pd_memory_plan_free(&p);
+  /* an op reading and writing the bucket (the coalesce) as its last use frees it once */
+  pd_plan_op last[3] = {{NULL, 0, b, 1, -1}, {b, 1, b, 1, -1}, {NULL, 0, u, 1, -1}};
+  assert_int_equal(pd_memory_plan_build(vals, 4, last, 3, &p), PD_OK);
+  assert_int_equal(p.offset[2], 0); /* u reuses the freed bucket */
+  assert_int_equal(p.arena_bytes, 256);
+  pd_memory_plan_free(&p);
+  vals[0].shared_writes = false;
+  expect_refused(pd_memory_plan_build(vals, 4, ops, 4, &p), "value 0 is written by op 0 and again by op 2");
 }
 
 static unsigned rnd(unsigned *s) {
@@ -114,14 +152,14 @@ static void test_random_programs(void **state) {
     pd_plan_op *ops = calloc((size_t)n_ops, sizeof *ops);
     int *ins = calloc((size_t)n_ops * 3, sizeof(int)), *outs = calloc((size_t)n_ops * 2, sizeof(int));
     int nv = 0;
-    for (; nv < n_ext; nv++) vals[nv] = (pd_plan_value){1 + rnd(&seed) % 300, true, false};
+    for (; nv < n_ext; nv++) vals[nv] = (pd_plan_value){1 + rnd(&seed) % 300, true, false, false};
     for (int i = 0; i < n_ops; i++) {
       int ni = 1 + (int)(rnd(&seed) % 3), no = 1 + (int)(rnd(&seed) % 2);
       for (int k = 0; k < ni; k++) ins[3 * i + k] = (int)(rnd(&seed) % (unsigned)nv);
       for (int k = 0; k < no; k++) {
         /* same sizes often, so in-place reuse happens */
         size_t bytes = rnd(&seed) % 2 ? vals[ins[3 * i]].bytes : 1 + rnd(&seed) % 500;
-        vals[nv] = (pd_plan_value){bytes, false, rnd(&seed) % 8 == 0};
+        vals[nv] = (pd_plan_value){bytes, false, rnd(&seed) % 8 == 0, false};
         outs[2 * i + k] = nv++;
       }
       ops[i] = (pd_plan_op){ins + 3 * i, ni, outs + 2 * i, no,
@@ -186,9 +224,8 @@ static void test_random_programs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_chain),
-      cmocka_unit_test(test_diamond),
-      cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_chain),           cmocka_unit_test(test_diamond),
+      cmocka_unit_test(test_refused),         cmocka_unit_test(test_shared_writes),
       cmocka_unit_test(test_random_programs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

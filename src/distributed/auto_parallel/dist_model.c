@@ -46,8 +46,9 @@ struct pd_dist_model {
   bool recompute;    /* Strategy.recompute.enable */
   int *rc_skip;      /* ... no_recompute_segments (a copy) */
   int n_rc_skip;
-  long gm_calls;    /* train calls so far: the k-th of each k runs the update */
-  pd_tensor **held; /* state_dict("opt")'s DTensors of the scope's accumulators */
+  pd_dist_strategy_dp_optimization dp; /* Strategy.dp_optimization (enable false: none) */
+  long gm_calls;                       /* train calls so far: the k-th of each k runs the update */
+  pd_tensor **held;                    /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
 };
 
@@ -109,6 +110,7 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
   m->exe = pd_static_executor(PD_CPU);
   m->gm_k = strategy && strategy->gradient_merge.enable ? strategy->gradient_merge.k_steps : 1;
   m->gm_avg = strategy && strategy->gradient_merge.avg;
+  if (strategy) m->dp = strategy->dp_optimization;
   if (m->gm_k > 1 && m->exe) m->exe_acc = pd_static_executor(PD_CPU);
   m->recompute = strategy && strategy->recompute.enable;
   if (m->recompute && (m->n_rc_skip = strategy->recompute.n_no_recompute_segments) > 0) {
@@ -301,15 +303,17 @@ static pd_status sharding_axis(pd_dist_model *m, const pd_dist_process_mesh *mes
 }
 
 /* serial completed (then with the sharding rewrite of stage `sharding` on
- * mesh axis `axis`, if any) and partitioned: this rank's Program *dist. */
-static pd_status complete_partition(const pd_ap_program *serial, pd_ap_program *dist, int sharding,
-                                    int axis) {
+ * mesh axis `axis`, if any) and partitioned: this rank's Program *dist,
+ * its gradient all_reduces in buckets where dp asks. */
+static pd_status complete_partition(const pd_ap_program *serial, pd_ap_program *dist, int sharding, int axis,
+                                    const pd_dist_strategy_dp_optimization *dp) {
   pd_ap_program completed;
   pd_ap_completion c;
   pd_status st = pd_ap_complete(serial, &completed, &c);
   if (st != PD_OK) return st;
   if (sharding) st = pd_ap_sharding(&completed, &c, sharding, axis);
   if (st == PD_OK) st = pd_ap_partition(&completed, &c, dist);
+  if (st == PD_OK && dp->enable && (st = pd_ap_grad_buckets(dist, dp)) != PD_OK) pd_ap_program_free(dist);
   pd_ap_program_free(&completed);
   pd_ap_completion_free(&c);
   return st;
@@ -359,8 +363,8 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   if (st == PD_OK && m->recompute && m->mode == PD_DIST_MODE_TRAIN)
     st = pd_ap_recompute(&mp->serial, m->rc_skip, m->n_rc_skip, NULL);
   if (st == PD_OK && merge) st = pd_ap_gradient_merge(&mp->serial, m->gm_k, m->gm_avg, &acc_serial);
-  if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist, sharding, m->sharding_axis);
-  if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc, 0, 0);
+  if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist, sharding, m->sharding_axis, &m->dp);
+  if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc, 0, 0, &m->dp);
   pd_ap_program_free(&acc_serial);
   pd_var_scope *initial = NULL;
   for (int k = 0; k < 2 && st == PD_OK; k++) {

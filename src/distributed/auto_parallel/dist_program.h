@@ -15,6 +15,9 @@
  *              an op whose rule asks for a local step becomes the op that
  *              computes it (c_embedding, c_softmax_with_cross_entropy,
  *              dropout of a shard: spmd_local.c);
+ *   buckets    (dist_grad_buckets.c, Strategy.dp_optimization) the
+ *              gradient all_reduces fused into buckets that overlap
+ *              backward;
  *   run        (dist_model.c)     the rank's Program on the Executor.
  *
  * Program rewrites (gradient merge, sharding, recompute) belong between
@@ -106,6 +109,11 @@ void pd_ap_recompute_marking(bool on);
  * the parameter. Parameters whose sharded dim does not split evenly over
  * the axis are left whole. */
 pd_status pd_ap_sharding(pd_ap_program *completed, pd_ap_completion *c, int stage, int axis);
+/* Strategy.dp_optimization (dist_grad_buckets.c): in a rank's partitioned
+ * Program p, the gradient c_allreduces become buckets (c_coalesce,
+ * c_allreduce_start_ after the bucket's last gradient, c_allreduce_wait_
+ * before its first reader, views of the result). */
+pd_status pd_ap_grad_buckets(pd_ap_program *p, const pd_dist_strategy_dp_optimization *o);
 
 /* The dist attr of a Program's Variable (NULL: replicated). */
 static inline const pd_dist_attr *pd_ap_var_attr(const pd_variable *v) {

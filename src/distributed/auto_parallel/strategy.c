@@ -18,6 +18,7 @@ pd_dist_strategy pd_dist_strategy_default(void) {
   s.amp.decr_every_n_nan_or_inf = 2;
   s.amp.incr_ratio = 2.0;
   s.amp.decr_ratio = 0.8;
+  s.dp_optimization = (pd_dist_strategy_dp_optimization){false, true, 32, true, false};
   s.explicit_zero = true;
   return s;
 }
@@ -46,6 +47,15 @@ pd_status pd_dist_strategy_check(const pd_dist_strategy *s) {
     if (rc->no_recompute_segments[i] < 0)
       return pd_set_error(PD_ERR_INVALID, "Strategy.recompute.no_recompute_segments[%d]: %d (must be >= 0)",
                           i, rc->no_recompute_segments[i]);
+  if (s->dp_optimization.enable) {
+    double mb = s->dp_optimization.fuse_grad_size_in_MB;
+    if (!(mb > 0 && mb <= 1048576.0))
+      return pd_set_error(PD_ERR_INVALID,
+                          "Strategy.dp_optimization.fuse_grad_size_in_MB: %g (must be in (0, 1048576])", mb);
+    if (s->dp_optimization.gradient_sync_after_accumulate)
+      return missing("dp_optimization.gradient_sync_after_accumulate",
+                     "syncing gradients after gradient merge");
+  }
   if (s->pipeline.enable) return missing("pipeline.enable", "the pipeline schedule of auto_parallel");
   if (s->amp.enable) return missing("amp.enable", "automatic mixed precision in auto_parallel");
   return PD_OK;

@@ -3,7 +3,7 @@
  * Replicate, Shard -> Replicate, Partial -> Shard). Attributes: ring_id
  * (the process group's id), nranks (its size), and the reduce op or the
  * gather dim (c_reduce_scatter: the reduce op, then the dim it splits).
- * With nranks 1 they copy. */
+ * With nranks 1 they copy. Below them, the ops of gradient buckets. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -126,3 +126,84 @@ PD_OPDEF(c_allgather, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks
 
 PD_OPDEF(c_reduce_scatter, .n_in = 1, .n_out = 1, .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type,i3:axis",
          .infer_meta = reduce_scatter_meta, .kernel = {[PD_PLACE_CPU] = reduce_scatter_kernel});
+
+/* ---- gradient buckets (Strategy.dp_optimization) -------------------------
+ * c_coalesce: its inputs (one dtype) flattened into one 1-D buffer, in
+ * order; an input whose bytes already lie at their place in the output (a
+ * compiled Program plans the bucket's gradients inside it) is not copied.
+ * c_allreduce_start_ / c_allreduce_wait_: the allreduce of such a buffer in
+ * place, launched on the group's communication thread and waited for
+ * later, so the ops between them overlap it. Attributes of both: ring_id,
+ * nranks, reduce_type, as c_allreduce's. */
+static pd_status coalesce_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
+                               pd_meta *out, int *n_out) {
+  (void)a;
+  if (n_in < 1) return pd_set_error(PD_ERR_INVALID, "%s: no inputs", def->name);
+  int64_t total = 0;
+  bool unknown = false; /* a static Variable's -1 dim: the length is unknown too */
+  for (int i = 0; i < n_in; i++) {
+    if (in[i]->dtype != in[0]->dtype)
+      return pd_set_error(PD_ERR_DTYPE, "%s: input %d is %s, input 0 %s (a bucket holds one dtype)",
+                          def->name, i, pd_dtype_name(in[i]->dtype), pd_dtype_name(in[0]->dtype));
+    for (int d = 0; d < in[i]->ndim; d++) unknown |= in[i]->shape[d] < 0;
+    if (unknown) continue;
+    if (in[i]->numel > INT64_MAX - total)
+      return pd_set_error(PD_ERR_SHAPE, "%s: %d inputs of more than INT64_MAX elements", def->name, n_in);
+    total += in[i]->numel;
+  }
+  out[0] = (pd_meta){.dtype = in[0]->dtype, .ndim = 1, .shape = {unknown ? -1 : total}};
+  *n_out = 1;
+  return PD_OK;
+}
+
+static pd_status coalesce_kernel(const pd_kernel_ctx *ctx) {
+  pd_tensor *out = ctx->out[0];
+  size_t es = pd_dtype_size(out->dtype);
+  char *dst = pd_tensor_data(out);
+  pd_status st = PD_OK;
+  for (int i = 0; i < ctx->n_in && st == PD_OK; i++) {
+    pd_tensor *x = ctx->in[i];
+    size_t bytes = (size_t)x->numel * es;
+    if (x->is_contiguous) {
+      const char *src = pd_tensor_data(x);
+      if (src != dst && bytes) memcpy(dst, src, bytes);
+    } else {
+      pd_tensor *c = pd_kernel_contiguous(x);
+      if (c && bytes) memcpy(dst, pd_tensor_data(c), bytes);
+      if (!c) st = pd_last_status();
+      pd_tensor_release(c);
+    }
+    dst += bytes;
+  }
+  return st;
+}
+
+static pd_status bucket_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
+  const pd_attrs *a = ctx->attrs;
+  pd_tensor *x = ctx->in[0];
+  if (!x->is_contiguous)
+    return pd_set_error(PD_ERR_INVALID, "%s: the bucket (shape %s) is not contiguous", ctx->def->name,
+                        PD_SHAPE_STR(x));
+  if (a->i[1] == 1) return PD_OK;
+  pd_comm_op_fn fn = atomic_load(&g_comm);
+  if (!fn)
+    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
+                        ctx->def->name);
+  return fn(kind, a->i[0], a->i[1], a->i[2], 0, x, x);
+}
+
+static pd_status start_kernel(const pd_kernel_ctx *ctx) {
+  return bucket_kernel(ctx, PD_COMM_OP_ALLREDUCE_START);
+}
+static pd_status wait_kernel(const pd_kernel_ctx *ctx) { return bucket_kernel(ctx, PD_COMM_OP_WAIT); }
+
+PD_OPDEF(c_coalesce, .n_in = -1, .n_out = 1, .attr_names = "", .infer_meta = coalesce_meta,
+         .kernel = {[PD_PLACE_CPU] = coalesce_kernel});
+
+PD_OPDEF(c_allreduce_start_, .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE,
+         .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type", .infer_meta = allreduce_meta,
+         .kernel = {[PD_PLACE_CPU] = start_kernel});
+
+PD_OPDEF(c_allreduce_wait_, .n_in = 1, .n_out = 1, .flags = PD_OPF_INPLACE,
+         .attr_names = "i0:ring_id,i1:nranks,i2:reduce_type", .infer_meta = allreduce_meta,
+         .kernel = {[PD_PLACE_CPU] = wait_kernel});

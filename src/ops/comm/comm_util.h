@@ -11,14 +11,19 @@
 typedef enum pd_comm_op_kind {
   PD_COMM_OP_ALLREDUCE,
   PD_COMM_OP_ALLGATHER,
-  PD_COMM_OP_REDUCE_SCATTER
+  PD_COMM_OP_REDUCE_SCATTER,
+  PD_COMM_OP_ALLREDUCE_START,
+  PD_COMM_OP_WAIT
 } pd_comm_op_kind;
 
 /* Runs collective `kind` of group ring_id with nranks members on x into out
  * (allocated, contiguous): allreduce with reduce op `arg` (a pd_reduce_op),
  * allgather concatenating the members' x along dim `arg`, in group-rank
  * order, reduce_scatter reducing (op `arg`) the members' x and keeping
- * block r of nranks equal blocks along dim `axis` on group rank r. */
+ * block r of nranks equal blocks along dim `axis` on group rank r.
+ * ALLREDUCE_START launches the allreduce of x in place (out is x) on the
+ * group's communication thread and returns; WAIT waits for the one
+ * launched on x's memory (ring_id, nranks and arg as the start's). */
 typedef pd_status (*pd_comm_op_fn)(pd_comm_op_kind kind, int64_t ring_id, int64_t nranks, int64_t arg,
                                    int64_t axis, pd_tensor *x, pd_tensor *out);
 void pd_comm_ops_install(pd_comm_op_fn fn);
