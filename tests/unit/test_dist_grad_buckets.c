@@ -14,56 +14,18 @@
 #include <string.h>
 
 #include "dist_ranks.h"
+#include "dist_seed.h"
 #include "paddlec.h"
 #include "test_util.h"
 
-enum { B = 8, IMG = 16, CLS = 8, STEPS = 4, MAXP = IMG * IMG };
-
-/* Step s's global batch: images [B, IMG], labels [B, CLS]. */
-static void batch(int s, pd_tensor **x, pd_tensor **y) {
-  double xs[B * IMG], ys[B * CLS];
-  for (int i = 0; i < B * IMG; i++) xs[i] = 0.5 + 0.5 * sin(0.37 * (s * B * IMG + i + 1));
-  for (int i = 0; i < B * CLS; i++) ys[i] = 0.5 + 0.5 * sin(0.53 * (s * B * CLS + i + 1));
-  *x = pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){B, IMG});
-  *y = pd_tensor_from_f64(ys, PD_FLOAT32, 2, (const int64_t[]){B, CLS});
-}
-
-/* DemoNet (Linear(16, 16), ReLU, Linear(16, 8)) with its weights placed
- * w0 and w1 on mesh (the biases replicated). */
-static pd_layer *demo_net(pd_dist_process_mesh *mesh, const pd_dist_placement *w0,
-                          const pd_dist_placement *w1) {
-  pd_seed(2024);
-  pd_layer *ls[3] = {pd_nn_linear(IMG, IMG, NULL), pd_nn_relu(), pd_nn_linear(IMG, CLS, NULL)};
-  pd_layer *net = pd_nn_sequential(ls, 3);
-  if (!net) return NULL;
-  pd_scope_begin();
-  int n = pd_dist_process_mesh_ndim(mesh);
-  bool ok = pd_dist_shard_tensor(pd_layer_parameter(ls[0], "weight"), mesh, w0, n) &&
-            pd_dist_shard_tensor(pd_layer_parameter(ls[2], "weight"), mesh, w1, n);
-  pd_scope_end();
-  if (!ok) {
-    pd_layer_release(net);
-    return NULL;
-  }
-  return net;
-}
+enum { STEPS = SN };
 
 typedef struct run_result {
   double loss[STEPS];
-  double param[4][MAXP];
+  double param[4][SEED_MAX_PARAM];
   int numel[4];
   char *ops; /* the partitioned train Program's op types, space-separated */
 } run_result;
-
-/* The op types of p's global block, space-separated (malloc'ed). */
-static char *op_list(pd_program *p) {
-  pd_static_block *b = pd_program_global_block(p);
-  size_t cap = 16384, len = 0;
-  char *s = calloc(cap, 1);
-  for (int i = 0; s && i < pd_static_block_num_ops(b); i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? " " : "", pd_static_block_op_type(b, i));
-  return s;
-}
 
 /* STEPS train calls of the DistModel of net on batches split along mesh
  * dim 0 (Shard(0) on it, replicated on the others), with strategy s. */
@@ -75,7 +37,7 @@ static int train(int rank, pd_dist_process_mesh *mesh, const pd_dist_placement *
   pd_optimizer *opt = pd_optimizer_sgd(0.1, ps.tensors, ps.n, NULL);
   pd_dist_model *m = NULL;
   pd_dist_data_loader *dl = NULL;
-  pd_tensor *stub = pd_zeros(2, (const int64_t[]){B, IMG}, PD_FLOAT32);
+  pd_tensor *stub = pd_zeros(2, (const int64_t[]){SB, IMG}, PD_FLOAT32); /* the rank's scope holds it */
   pd_io_dataset *ds = pd_io_tensor_dataset(&stub, 1);
   pd_io_loader *loader = pd_io_data_loader(ds, NULL);
   DIST_CHECK(opt && loader && pd_dist_to_static(net, loader, NULL, mse, opt, s, &m, &dl) == PD_OK, 11);
@@ -85,27 +47,21 @@ static int train(int rank, pd_dist_process_mesh *mesh, const pd_dist_placement *
   for (int step = 0; step < STEPS; step++) {
     pd_scope_begin();
     pd_tensor *x, *y, *loss = NULL;
-    batch(step, &x, &y);
+    seed_batch(step, &x, &y);
     pd_tensor *in[2] = {pd_dist_shard_tensor(x, mesh, split, nd), pd_dist_shard_tensor(y, mesh, split, nd)};
     DIST_CHECK(in[0] && in[1] && pd_dist_model_call(m, in, 2, &loss, 1) == 1, 12);
     r->loss[step] = pd_tensor_item(loss);
     pd_scope_end();
   }
-  pd_scope_begin();
-  for (int i = 0; i < 4; i++) {
-    pd_tensor *t = pd_dist_is_dist(ps.tensors[i]) ? pd_dist_unshard_dtensor(ps.tensors[i]) : ps.tensors[i];
-    DIST_CHECK(t && pd_tensor_numel(t) <= MAXP, 13);
-    r->numel[i] = (int)pd_tensor_copy_to(t, r->param[i], pd_tensor_numel(t), PD_FLOAT64);
-  }
-  pd_scope_end();
-  r->ops = op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
+  int rc = seed_param_values(rank, net, r->param, r->numel);
+  if (rc) return rc;
+  r->ops = seed_op_list(pd_dist_model_main_program(m, PD_DIST_MODE_TRAIN, false));
   DIST_CHECK(r->ops, 14);
   pd_named_tensors_free(&ps);
   pd_dist_model_release(m);
   pd_dist_data_loader_release(dl);
   pd_io_loader_release(loader);
   pd_io_dataset_release(ds);
-  pd_tensor_release(stub);
   pd_optimizer_release(opt);
   pd_layer_release(mse);
   pd_layer_release(net);
@@ -119,13 +75,9 @@ static int same(int rank, const char *what, const run_result *a, const run_resul
               b->loss[s]);
       return 20;
     }
-  for (int p = 0; p < 4; p++)
-    for (int i = 0; i < b->numel[p]; i++)
-      if (a->numel[p] != b->numel[p] || fabs(a->param[p][i] - b->param[p][i]) > 1e-6) {
-        fprintf(stderr, "rank %d: %s: parameter %d [%d] %.9g, without buckets %.9g\n", rank, what, p, i,
-                a->param[p][i], b->param[p][i]);
-        return 21;
-      }
+  int rc = seed_values_equal(rank, what, (double(*)[SEED_MAX_PARAM])a->param,
+                             (double(*)[SEED_MAX_PARAM])b->param, b->numel);
+  if (rc) return rc;
   DIST_CHECK(a->loss[STEPS - 1] < a->loss[0], 22);
   return 0;
 }
