@@ -41,13 +41,12 @@ typedef enum pd_dist_model_mode {
 
 /* to_static(layer, loader, loss, optimizer, strategy): exactly one of loader
  * (a DataLoader) and shard_loader (from shard_dataloader) is given (borrowed;
- * they must outlive the results), as are layer, loss and opt (loss and opt
- * may be NULL). The default mode: train with a loss and an optimizer, eval
- * with a loss only, predict with neither. A strategy enabling a pass that
- * is not implemented is refused by name. An optimizer from
- * pd_dist_shard_optimizer with ShardingStage1/2 turns Strategy.sharding on
- * (its stage; degree: its sharding axis' size), as Paddle does. Writes
- * *model and *dist_loader. */
+ * it must outlive the results), and layer, loss and opt (loss and opt may
+ * be NULL), which the model holds a reference to, as Paddle's DistModel
+ * does: the caller may release its own at any time. The default mode: train with a loss and an optimizer,
+ * eval with a loss only, predict with neither. A strategy enabling a pass that is not implemented is refused
+ * by name. An optimizer from pd_dist_shard_optimizer with ShardingStage1/2 turns Strategy.sharding on (its
+ * stage; degree: its sharding axis' size), as Paddle does. Writes *model and *dist_loader. */
 PD_API pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader,
                                    pd_dist_shard_dataloader *shard_loader, pd_layer *loss, pd_optimizer *opt,
                                    const pd_dist_strategy *strategy, pd_dist_model **model,
@@ -81,14 +80,41 @@ PD_API const char *pd_dist_model_output_name(int i, char *buf, size_t cap);
 
 /* state_dict(mode): mode "param" gives the layer's parameters and
  * persistable buffers by structured name ("0.weight"), "opt" the
- * optimizer's accumulators by Paddle's names (after train calls, the
- * values the static steps left), "all" (or NULL) both; the tensors are
- * borrowed DTensors carrying their placements (pd_dist_attr_str), valid
- * until the next state_dict or the model's release. Free the list with
- * pd_named_tensors_free. */
+ * optimizer's accumulators by Paddle's names ("linear_0.w_0_moment1_0",
+ * "..._beta1_pow_acc_0"; master weights and LR_Scheduler entries as
+ * pd_optimizer_state_dict gives them), "all" (or NULL) both. The tensors
+ * are borrowed DTensors carrying their placements (pd_dist_attr_str), or
+ * dense tensors for dense values, valid until the next state_dict or the
+ * model's release. Every accumulator is listed, before the first train
+ * call too (created as the first step would: zeros, beta powers at beta,
+ * as Paddle's startup program makes them); after train calls they are the
+ * values the static steps left, this rank's part under the train
+ * Program's placements (with sharding stages 1 and 2, its slices: Shard
+ * on the sharding axis). Writing into the tensors in place (as
+ * pd_dist_load_state_dict does) writes the model's state. Free the list
+ * with pd_named_tensors_free.
+ *
+ * Checkpoints (docs/auto_parallel.md):
+ *   pd_dist_model_state_dict(m, "all", &sd);
+ *   pd_dist_save_state_dict(&sd, dir);        (every rank)
+ *   ... a fresh model, any layout or number of processes:
+ *   pd_dist_model_state_dict(m2, "all", &sd2);
+ *   pd_dist_load_state_dict(&sd2, dir);
+ *   pd_dist_model_set_state_dict(m2, &sd2); */
 PD_API pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out);
-/* set_state_dict(sd): copies the entries the layer has into it and the
- * rest into the optimizer; a name neither has is an error naming it. */
+/* set_state_dict(sd): writes each entry into every place the model keeps
+ * it: the layer's parameter or buffer, the eager optimizer's state, and,
+ * once the train Program is built, the static scope its Executor runs
+ * from (a Program built later starts from the values loaded). An entry is
+ * a DTensor of any placements on the model's mesh, or a dense tensor
+ * holding the global value; each place gets it resharded to its own
+ * placements (this rank's slice of a sharded optimizer state). A
+ * collective when entries are distributed: every rank calls it with the
+ * same names in the same order. Entries the model has that sd lacks keep
+ * their values; LR_Scheduler entries set the optimizer's scheduler.
+ * Errors, before anything is written: a name neither the layer nor the
+ * optimizer has, a global shape or a dtype other than the model's, each
+ * naming the entry and the values. */
 PD_API pd_status pd_dist_model_set_state_dict(pd_dist_model *m, const pd_named_tensors *sd);
 
 /* auto.recompute(layer) (Paddle's paddle.distributed.fleet.utils.recompute

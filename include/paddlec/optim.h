@@ -376,7 +376,12 @@ PD_API pd_status pd_optimizer_state_dict(pd_optimizer *opt, pd_named_tensors *ou
  * accumulator that exists but is missing from sd is an error naming it, as
  * is a missing LR_Scheduler entry when a scheduler is in use. */
 PD_API pd_status pd_optimizer_set_state_dict(pd_optimizer *opt, const pd_named_tensors *sd);
-/* Frees the optimizer, its state, and its references. NULL is a no-op. */
+/* Adds a reference (an optimizer starts with one, its creator's); returns
+ * opt. Objects that keep an optimizer (a DistModel) hold one, so the
+ * caller may release its own at any time. NULL is a no-op. */
+PD_API pd_optimizer *pd_optimizer_retain(pd_optimizer *opt);
+/* Drops one reference; the last one frees the optimizer, its state, and
+ * its references (a wrapper's: the optimizer it wraps). NULL is a no-op. */
 PD_API void pd_optimizer_release(pd_optimizer *opt);
 
 #ifdef __cplusplus

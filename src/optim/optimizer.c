@@ -2,6 +2,7 @@
  * (named as Paddle names them), the step that runs one fused update op per
  * parameter, learning rates, state dicts. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ struct pd_optimizer {
   pd_optimizer *inner;
   const pd_optim_wrapper_ops *wops;
   void *wctx;
+  atomic_int refcount; /* pd_optimizer_retain / pd_optimizer_release */
 };
 
 pd_optimizer *pd_optim_wrap(pd_optimizer *inner, const pd_optim_wrapper_ops *ops, void *ctx) {
@@ -91,6 +93,7 @@ pd_optimizer *pd_optim_wrap(pd_optimizer *inner, const pd_optim_wrapper_ops *ops
     pd_set_error(PD_ERR_MEMORY, "optimizer wrapper: out of memory");
     return NULL;
   }
+  atomic_init(&o->refcount, 1);
   o->inner = inner;
   o->wops = ops;
   o->wctx = ctx;
@@ -197,6 +200,7 @@ pd_optimizer *pd_optim_create(const pd_optim_spec *spec, double learning_rate, p
   pd_optimizer *o = calloc(1, sizeof *o);
   int ng = groups ? c->n_groups : 1;
   if (o) {
+    atomic_init(&o->refcount, 1);
     o->groups = calloc((size_t)ng, sizeof *o->groups);
     o->slots = calloc((size_t)(total ? total : 1), sizeof *o->slots);
   }
@@ -761,8 +765,13 @@ pd_status pd_optimizer_set_state_dict(pd_optimizer *o, const pd_named_tensors *s
   return st;
 }
 
+pd_optimizer *pd_optimizer_retain(pd_optimizer *o) {
+  if (o) atomic_fetch_add(&o->refcount, 1);
+  return o;
+}
+
 void pd_optimizer_release(pd_optimizer *o) {
-  if (!o) return;
+  if (!o || atomic_fetch_sub(&o->refcount, 1) != 1) return;
   if (o->inner) {
     if (o->wops->release) o->wops->release(o->wctx);
     pd_optimizer_release(o->inner);

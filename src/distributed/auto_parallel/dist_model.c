@@ -15,42 +15,8 @@
 
 #include "../../optim/optim_internal.h"
 #include "../../static/passes.h"
-#include "dist_program.h"
+#include "dist_model_internal.h"
 #include "paddlec.h"
-
-/* A mode's Programs and the feeds they were built for. */
-typedef struct mode_programs {
-  bool built;
-  int n_feed;
-  pd_dist_attr *feed_attr[2];
-  pd_dtype feed_dtype[2];
-  pd_ap_program serial, dist;
-  pd_ap_program acc; /* gradient_merge: the rank's Program of the calls that only accumulate */
-} mode_programs;
-
-struct pd_dist_model {
-  pd_layer *layer, *loss;
-  pd_optimizer *opt;
-  pd_dist_model_mode mode;
-  pd_dist_process_mesh *mesh; /* the parameters' (NULL until known) */
-  mode_programs progs[4];
-  pd_var_scope *scope;
-  pd_executor *exe;
-  pd_executor *exe_acc;     /* gradient_merge: runs the accumulate Program (each keeps its plan) */
-  pd_optimizer *record_opt; /* what record minimizes: opt, or the optimizer shard_optimizer wraps */
-  int sharding_stage;       /* Strategy.sharding (0: off; 1, 2) */
-  int sharding_degree;
-  int sharding_axis; /* the sharding mesh axis (-1: the one sharding the batch, known at the first call) */
-  int gm_k;          /* Strategy.gradient_merge.k_steps (1: no merge) */
-  bool gm_avg;       /* ... avg */
-  bool recompute;    /* Strategy.recompute.enable */
-  int *rc_skip;      /* ... no_recompute_segments (a copy) */
-  int n_rc_skip;
-  pd_dist_strategy_dp_optimization dp; /* Strategy.dp_optimization (enable false: none) */
-  long gm_calls;                       /* train calls so far: the k-th of each k runs the update */
-  pd_tensor **held;                    /* state_dict("opt")'s DTensors of the scope's accumulators */
-  int n_held;
-};
 
 struct pd_dist_data_loader {
   pd_io_loader *loader;
@@ -99,9 +65,10 @@ pd_status pd_dist_to_static(pd_layer *layer, pd_io_loader *loader, pd_dist_shard
     free(l);
     return pd_set_error(PD_ERR_MEMORY, "dist.to_static: out of memory");
   }
-  m->layer = layer;
-  m->loss = loss;
-  m->opt = opt;
+  /* held, as Paddle's DistModel holds them: the caller may release its own */
+  m->layer = pd_layer_retain(layer);
+  m->loss = pd_layer_retain(loss);
+  m->opt = pd_optimizer_retain(opt);
   m->record_opt = opt_stage ? pd_optim_wrapper_inner(opt) : opt;
   m->sharding_stage = strategy && strategy->sharding.enable ? strategy->sharding.stage : 0;
   m->sharding_degree = strategy ? strategy->sharding.degree : 1;
@@ -165,6 +132,9 @@ void pd_dist_model_release(pd_dist_model *m) {
   free(m->rc_skip);
   for (int i = 0; i < m->n_held; i++) pd_tensor_release(m->held[i]);
   free(m->held);
+  pd_optimizer_release(m->opt);
+  pd_layer_release(m->loss);
+  pd_layer_release(m->layer);
   free(m);
 }
 
@@ -249,6 +219,9 @@ static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_
       st = pd_last_status();
   }
   pd_named_tensors_free(&ps);
+  /* an optimizer state the eager optimizer holds (set_state_dict loaded
+   * it, or state_dict created it) starts from its value */
+  if (!value && st == PD_OK) st = pd_ap_model_eager_value(m, v, &value);
   if (!value && st == PD_OK) {
     if (!*initial) {
       *initial = pd_static_scope();
@@ -463,114 +436,6 @@ pd_program *pd_dist_model_main_program(pd_dist_model *m, pd_dist_model_mode mode
     return NULL;
   }
   return serial ? m->progs[mode].serial.main : m->progs[mode].dist.main;
-}
-
-/* Appends src's entries to dst (names copied). */
-static pd_status append_named(pd_named_tensors *dst, const pd_named_tensors *src) {
-  int n = dst->n + src->n;
-  char **names = realloc(dst->names, (size_t)(n ? n : 1) * sizeof *names);
-  if (names) dst->names = names;
-  pd_tensor **ts = names ? realloc(dst->tensors, (size_t)(n ? n : 1) * sizeof *ts) : NULL;
-  if (!ts) return pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory");
-  dst->tensors = ts;
-  for (int i = 0; i < src->n; i++) {
-    if (!(dst->names[dst->n] = strdup(src->names[i])))
-      return pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory");
-    dst->tensors[dst->n++] = src->tensors[i];
-  }
-  return PD_OK;
-}
-
-/* Whether `name` is an accumulator Variable of parameter Variable `param`
- * (<param>_<...>_0, as the static optimizer names them; the sharding
- * rewrite's update reads <param>@SHARD). */
-static bool is_accumulator_of(const char *name, const char *param) {
-  size_t np = strcspn(param, "@"), n = strlen(name);
-  return n > np + 3 && strncmp(name, param, np) == 0 && name[np] == '_' && strcmp(name + n - 2, "_0") == 0;
-}
-
-/* The train Program's accumulators as the static steps left them in the
- * scope (the eager optimizer's own are not stepped by the Program): each
- * replaces the entry of its name in *out or is appended, a DTensor of the
- * Variable's placements held by m until the next state_dict. */
-static pd_status static_accumulators(pd_dist_model *m, pd_named_tensors *out) {
-  for (int i = 0; i < m->n_held; i++) pd_tensor_release(m->held[i]);
-  m->n_held = 0;
-  const pd_program *p = m->progs[PD_DIST_MODE_TRAIN].built ? m->progs[PD_DIST_MODE_TRAIN].dist.main : NULL;
-  const pd_static_block *b = p ? p->blocks[0] : NULL;
-  pd_status st = PD_OK;
-  for (int k = 0; b && k < b->n_ops && st == PD_OK; k++) {
-    const pd_operator *op = b->ops[k];
-    if (op->op_id < 0 || !pd_ap_is_update_op((pd_op_id)op->op_id)) continue;
-    for (int i = 3; i < op->n_in && st == PD_OK; i++) {
-      const pd_variable *v = pd_ir_find_var(b, op->inputs[i]);
-      pd_tensor *local = v && v->persistable && is_accumulator_of(v->name, op->inputs[0])
-                             ? pd_var_scope_find_var(m->scope, v->name)
-                             : NULL;
-      if (!local) continue;
-      const pd_dist_attr *a = pd_ap_var_attr(v);
-      pd_internal_enter();
-      pd_tensor *t = a ? pd_dist_dtensor_from_local(local, a->mesh, a->p, a->n) : pd_tensor_retain(local);
-      pd_internal_leave();
-      pd_tensor **h = t ? realloc(m->held, (size_t)(m->n_held + 1) * sizeof *h) : NULL;
-      if (!h) {
-        pd_tensor_release(t);
-        st = t ? pd_set_error(PD_ERR_MEMORY, "DistModel.state_dict: out of memory") : pd_last_status();
-        break;
-      }
-      m->held = h;
-      m->held[m->n_held++] = t;
-      int j = 0;
-      while (j < out->n && strcmp(out->names[j], v->name) != 0) j++;
-      if (j < out->n) {
-        out->tensors[j] = t;
-      } else {
-        pd_named_tensors one = {.n = 1, .names = (char *[]){(char *)v->name}, .tensors = &t};
-        st = append_named(out, &one);
-      }
-    }
-  }
-  return st;
-}
-
-pd_status pd_dist_model_state_dict(pd_dist_model *m, const char *mode, pd_named_tensors *out) {
-  if (!m || !out) return pd_set_error(PD_ERR_INVALID, "DistModel.state_dict: model and out must not be NULL");
-  if (!mode) mode = "all";
-  bool all = strcmp(mode, "all") == 0, param = all || strcmp(mode, "param") == 0,
-       opt = all || strcmp(mode, "opt") == 0;
-  if (!param && !opt)
-    return pd_set_error(PD_ERR_INVALID, "DistModel.state_dict: mode '%s' is none of 'opt', 'param', 'all'",
-                        mode);
-  *out = (pd_named_tensors){0};
-  pd_named_tensors part = {0};
-  pd_status st = param ? pd_layer_state_dict(m->layer, &part) : PD_OK;
-  if (st == PD_OK) st = append_named(out, &part);
-  pd_named_tensors_free(&part);
-  if (st == PD_OK && opt && m->opt) {
-    st = pd_optimizer_state_dict(m->opt, &part);
-    if (st == PD_OK) st = append_named(out, &part);
-    pd_named_tensors_free(&part);
-    if (st == PD_OK) st = static_accumulators(m, out);
-  }
-  if (st != PD_OK) pd_named_tensors_free(out);
-  return st;
-}
-
-pd_status pd_dist_model_set_state_dict(pd_dist_model *m, const pd_named_tensors *sd) {
-  if (!m || !sd)
-    return pd_set_error(PD_ERR_INVALID, "DistModel.set_state_dict: model and sd must not be NULL");
-  pd_named_tensors unexpected = {0};
-  pd_status st = pd_layer_set_state_dict(m->layer, sd, NULL, &unexpected);
-  if (st == PD_OK && unexpected.n > 0) {
-    if (m->opt)
-      st = pd_optimizer_set_state_dict(m->opt, &unexpected);
-    else
-      st = pd_set_error(PD_ERR_INVALID,
-                        "DistModel.set_state_dict: '%s' is neither a parameter nor an optimizer state",
-                        unexpected.names[0]);
-  }
-  pd_named_tensors_free(&unexpected);
-  return st;
 }
 
 int pd_dist_data_loader_next(pd_dist_data_loader *l, pd_tensor **batch, int max) {
