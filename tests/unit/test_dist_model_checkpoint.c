@@ -7,7 +7,8 @@
  * already (set_state_dict writes the static scope) or not yet (they start
  * from what was loaded), with the same layout, with sharding stage 2 (the
  * optimizer states loaded as this rank's slices), with the weights sharded
- * (mp) and in one process. set_state_dict refuses unknown names, wrong
+ * (mp), from entries of other placements (resharded on the way in) and in
+ * one process. set_state_dict refuses unknown names, wrong
  * global shapes and dtypes by name, changing nothing; a DistModel holds its
  * layer, loss and optimizer, so the caller may release them first.
  *
@@ -128,9 +129,11 @@ static int phase_save(int rank) {
   return rc;
 }
 
-/* A state dict of new dense tensors shaped as m's global values (a copy of
- * the names), for a load that does not write the model's own tensors. */
-static int dense_copy(int rank, pd_dist_model *m, pd_named_tensors *out) {
+/* A state dict of new tensors shaped as m's global values (a copy of the
+ * names), for a load that does not write the model's own tensors: dense,
+ * or (sharded) DTensors split along dim 0 over "dp" where it splits evenly,
+ * placements the model's own tensors do not all have. */
+static int new_tensors(int rank, pd_dist_model *m, bool sharded, pd_named_tensors *out) {
   pd_named_tensors own;
   DIST_CHECK(pd_dist_model_state_dict(m, "all", &own) == PD_OK, 20);
   *out = (pd_named_tensors){
@@ -143,6 +146,10 @@ static int dense_copy(int rank, pd_dist_model *m, pd_named_tensors *out) {
       memcpy(shape, pd_tensor_shape(own.tensors[i]), sizeof(int64_t) * (size_t)nd);
     }
     out->tensors[i] = pd_full(nd, shape, 0.0, pd_tensor_dtype(own.tensors[i])); /* the scope holds it */
+    const pd_dist_placement s0[1] = {pd_dist_shard(0)};
+    if (sharded && nd > 0 && shape[0] % 2 == 0)
+      out->tensors[i] = pd_dist_shard_tensor(out->tensors[i], g_mesh, s0, 1);
+    DIST_CHECK(out->tensors[i], 21);
   }
   free(own.tensors);
   return 0;
@@ -151,7 +158,8 @@ static int dense_copy(int rank, pd_dist_model *m, pd_named_tensors *out) {
 typedef enum how_loaded {
   IN_PLACE_FRESH, /* state_dict's own tensors filled, before any call: the Programs start from them */
   IN_PLACE_BUILT, /* the same after a step that built the Programs (and moved the states) */
-  COPY_BUILT      /* new tensors filled, then set_state_dict into built Programs */
+  COPY_BUILT,     /* new dense tensors filled, then set_state_dict into built Programs */
+  SHARDED_BUILT   /* the same with DTensors of other placements (resharded on the way in) */
 } how_loaded;
 
 /* Loads the checkpoint into a fresh model (layout lay, other weights), then
@@ -162,8 +170,8 @@ static int resume(int rank, layout lay, how_loaded how) {
   double loss[STEPS];
   if (rc == 0 && how != IN_PLACE_FRESH) rc = step(rank, lay, &md, STEPS - 1, &loss[0]);
   pd_named_tensors sd = {0};
-  if (rc == 0 && how == COPY_BUILT) {
-    rc = dense_copy(rank, md.m, &sd);
+  if (rc == 0 && (how == COPY_BUILT || how == SHARDED_BUILT)) {
+    rc = new_tensors(rank, md.m, how == SHARDED_BUILT, &sd);
   } else if (rc == 0) {
     DIST_CHECK(pd_dist_model_state_dict(md.m, "all", &sd) == PD_OK, 30);
   }
@@ -195,6 +203,8 @@ static int phase_dp_fresh(int rank) { return resume(rank, DP, IN_PLACE_FRESH); }
 static int phase_stage2_fresh(int rank) { return resume(rank, DP_STAGE2, IN_PLACE_FRESH); }
 static int phase_stage2_copy(int rank) { return resume(rank, DP_STAGE2, COPY_BUILT); }
 static int phase_mp_built(int rank) { return resume(rank, MP, IN_PLACE_BUILT); }
+static int phase_mp_sharded(int rank) { return resume(rank, MP, SHARDED_BUILT); }
+static int phase_stage2_sharded(int rank) { return resume(rank, DP_STAGE2, SHARDED_BUILT); }
 /* rank 0 alone: the model of one process reads the 2-process checkpoint */
 static int phase_one_process(int rank) { return rank == 0 ? resume(rank, ONE_PROCESS, COPY_BUILT) : 0; }
 
@@ -209,6 +219,8 @@ static void test_checkpoint_round_trip(void **state) {
   dist_run_ranks_or_fail(2, phase_stage2_fresh, 120);
   dist_run_ranks_or_fail(2, phase_stage2_copy, 120);
   dist_run_ranks_or_fail(2, phase_mp_built, 120);
+  dist_run_ranks_or_fail(2, phase_mp_sharded, 120);
+  dist_run_ranks_or_fail(2, phase_stage2_sharded, 120);
   dist_run_ranks_or_fail(2, phase_one_process, 120);
   pd_dist_process_mesh_release(g_mesh);
   char cmd[128];
