@@ -1,15 +1,15 @@
 /* The local steps of SPMD rules whose ops, on a rank's shards, compute
- * something else than the plain op. Each is another registry op, as
- * Paddle's partitioner emits: a vocab-sharded embedding and its grad are
- * c_embedding and c_embedding_grad (the shard's rows, zeros elsewhere),
- * the class-sharded softmax cross entropy and its grad are
+ * something else than the plain op, where the step is one registry op, as
+ * Paddle's partitioner emits it: a vocab-sharded embedding and its grad
+ * are c_embedding and c_embedding_grad (the shard's rows, zeros
+ * elsewhere); the class-sharded softmax cross entropy and its grad are
  * c_softmax_with_cross_entropy(_grad) (row statistics allreduced over the
- * class shards, ParallelCrossEntropy), and dropout of a shard is dropout
- * with the whole tensor's shape and the shard's offset (the global mask's
- * slice), and multinomial of a row shard is multinomial told its first
- * row and the whole row count. pd_ap_local_op names that op and its attrs; the eager DTensor
- * step runs it (pd_ap_local_step) and a partitioned Program holds it
- * (dist_partition.c). */
+ * class shards, ParallelCrossEntropy); dropout of a shard is dropout with
+ * the whole tensor's shape and the shard's offset (the global mask's
+ * slice); multinomial of a row shard is multinomial told its first row
+ * and the whole row count. pd_ap_local_op names that op and its attrs;
+ * the eager DTensor step runs it (pd_ap_local_step) and a partitioned
+ * Program holds it (dist_partition.c). */
 #include "../../core/core_internal.h"
 #include "ap_internal.h"
 #include "paddlec/distributed.h"
