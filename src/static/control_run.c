@@ -12,6 +12,7 @@
 
 #include "../core/tensor_impl.h"
 #include "control_internal.h"
+#include "control_plan.h"
 #include "paddlec/autograd.h"
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
@@ -89,6 +90,32 @@ static void clear_env(block_run *r) {
   }
 }
 
+/* Runs op of block block_idx (control op ctl's) on in: new references in
+ * out[0..*n). A nested control or array op runs through c (NULL: as it
+ * is). */
+pd_status pd_ctl_run_block_op(const pd_program *p, pd_ctl_cache *c, const pd_operator *ctl, int block_idx,
+                              const pd_operator *op, pd_tensor *const *in, pd_tensor **out, int *n) {
+  pd_status st;
+  *n = 0;
+  if (op->grad_of >= 0 || op->fused) {
+    st = pd_set_error(PD_ERR_INVALID, "%s: grad op %s inside block %d", ctl->type, op->type, block_idx);
+  } else if (op->op_id < 0 && op->value) {
+    st = (out[0] = pd_assign(op->value)) ? PD_OK : pd_last_status();
+    *n = 1;
+  } else if (op->op_id < 0) { /* nested control flow, tensor array ops */
+    bool want[PD_MAX_OUTPUTS];
+    for (int j = 0; j < op->n_out; j++) want[j] = true;
+    st = c ? pd_ctl_run(c, op, in, want, out) : pd_static_run_control(p, op, in, want, out);
+    *n = op->n_out;
+  } else {
+    st = pd_dispatch((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, n);
+    if (st == PD_OK && *n != op->n_out)
+      st = pd_set_error(PD_ERR_STATE, "%s: op %s produced %d outputs, the program records %d", ctl->type,
+                        op->type, *n, op->n_out);
+  }
+  return st;
+}
+
 /* Runs ops [from, to) of the sub-block. */
 static pd_status run_ops(block_run *r, int from, int to) {
   for (int k = from; k < to; k++) {
@@ -99,23 +126,7 @@ static pd_status run_ops(block_run *r, int from, int to) {
     for (int i = 0; i < op->n_in; i++)
       if (!(in[i] = value_of(r, op->inputs[i]))) return pd_last_status();
     int n = 0;
-    pd_status st;
-    if (op->grad_of >= 0) {
-      st = pd_set_error(PD_ERR_INVALID, "%s: grad op %s inside block %d", r->op->type, op->type, r->sub->idx);
-    } else if (op->op_id < 0 && op->value) {
-      st = (out[0] = pd_assign(op->value)) ? PD_OK : pd_last_status();
-      n = 1;
-    } else if (op->op_id < 0) { /* nested control flow, tensor array ops */
-      bool want[PD_MAX_OUTPUTS];
-      for (int j = 0; j < op->n_out; j++) want[j] = true;
-      st = pd_static_run_control(r->p, op, in, want, out);
-      n = op->n_out;
-    } else {
-      st = pd_dispatch((pd_op_id)op->op_id, in, op->n_in, &op->attrs, out, &n);
-      if (st == PD_OK && n != op->n_out)
-        st = pd_set_error(PD_ERR_STATE, "%s: op %s produced %d outputs, the program records %d", r->op->type,
-                          op->type, n, op->n_out);
-    }
+    pd_status st = pd_ctl_run_block_op(r->p, NULL, r->op, r->sub->idx, op, in, out, &n);
     for (int j = 0; j < n; j++) {
       if (st != PD_OK) {
         pd_tensor_release(out[j]);
@@ -136,7 +147,7 @@ static pd_status run_ops(block_run *r, int from, int to) {
 
 /* The sub-block attribute at attrs.i[which], checked: a later block whose
  * parent holds the op (a Program file may say anything). */
-static pd_status sub_block(const pd_program *p, const pd_operator *op, int which,
+pd_status pd_ctl_sub_block(const pd_program *p, const pd_operator *op, int which,
                            const pd_static_block **sub) {
   int64_t bi = op->attrs.i[which];
   if (bi <= 0 || bi >= p->n_blocks)
@@ -147,71 +158,86 @@ static pd_status sub_block(const pd_program *p, const pd_operator *op, int which
 }
 
 /* ---- while ----------------------------------------------------------------------- */
+pd_status pd_ctl_loop_layout(const pd_program *p, const pd_operator *op, pd_ctl_loop *l) {
+  l->n = (int)op->attrs.i[1];
+  l->n_cond = (int)op->attrs.i[2];
+  pd_status st = pd_ctl_sub_block(p, op, 0, &l->sub);
+  if (st != PD_OK) return st;
+  const pd_static_block *sub = l->sub;
+  if (l->n < 1 || l->n > op->n_in || l->n > PD_MAX_OUTPUTS || l->n_cond < 0 || l->n_cond > sub->n_ops)
+    return pd_set_error(PD_ERR_INVALID, "while: %d loop variables, %d cond ops in block %d: not a loop", l->n,
+                        l->n_cond, sub->idx);
+  const char *key = op->attrs.s;
+  char name[160];
+  snprintf(name, sizeof name, "%s.cond", key);
+  l->cond_idx = var_index(sub, name);
+  if (l->cond_idx < 0) return pd_set_error(PD_ERR_INVALID, "while: block %d lacks '%s'", sub->idx, name);
+  for (int i = 0; i < l->n; i++) {
+    snprintf(name, sizeof name, "%s.in_%d", key, i);
+    l->in_idx[i] = var_index(sub, name);
+    snprintf(name, sizeof name, "%s.next_%d", key, i);
+    l->next_idx[i] = var_index(sub, name);
+    if (l->in_idx[i] < 0 || l->next_idx[i] < 0)
+      return pd_set_error(PD_ERR_INVALID, "while: block %d lacks loop variable %d ('%s')", sub->idx, i, name);
+  }
+  return PD_OK;
+}
+
 /* Runs the loop from init, writing the final values (new references). */
 static pd_status run_loop(const pd_program *p, const pd_operator *op, pd_tensor *const *init,
                           pd_tensor **final) {
-  const pd_static_block *sub = NULL;
-  int n = (int)op->attrs.i[1], n_cond = (int)op->attrs.i[2];
-  pd_status st = sub_block(p, op, 0, &sub);
+  pd_ctl_loop l;
+  pd_status st = pd_ctl_loop_layout(p, op, &l);
   if (st != PD_OK) return st;
-  if (n < 1 || n > op->n_in || n > PD_MAX_OUTPUTS || n_cond < 0 || n_cond > sub->n_ops)
-    return pd_set_error(PD_ERR_INVALID, "while: %d loop variables, %d cond ops in block %d: not a loop", n,
-                        n_cond, sub->idx);
-  const char *key = op->attrs.s;
+  const pd_static_block *sub = l.sub;
+  int n = l.n;
   block_run r = {.p = p, .op = op, .sub = sub, .caps = init + n, .cap0 = n, .n_caps = op->n_in - n};
-  int in_idx[PD_MAX_OUTPUTS], next_idx[PD_MAX_OUTPUTS], cond_idx;
-  char name[160];
-  snprintf(name, sizeof name, "%s.cond", key);
-  cond_idx = var_index(sub, name);
-  if (cond_idx < 0) st = pd_set_error(PD_ERR_INVALID, "while: block %d lacks '%s'", sub->idx, name);
-  for (int i = 0; i < n && st == PD_OK; i++) {
-    snprintf(name, sizeof name, "%s.in_%d", key, i);
-    in_idx[i] = var_index(sub, name);
-    snprintf(name, sizeof name, "%s.next_%d", key, i);
-    next_idx[i] = var_index(sub, name);
-    if (in_idx[i] < 0 || next_idx[i] < 0)
-      st = pd_set_error(PD_ERR_INVALID, "while: block %d lacks loop variable %d ('%s')", sub->idx, i, name);
-  }
-  if (st != PD_OK) return st;
   if (!(r.env = calloc((size_t)sub->n_vars + 1, sizeof *r.env)))
     return pd_set_error(PD_ERR_MEMORY, "while: out of memory");
-  for (int i = 0; i < n; i++) r.env[in_idx[i]] = pd_tensor_retain(init[i]);
+  for (int i = 0; i < n; i++) r.env[l.in_idx[i]] = pd_tensor_retain(init[i]);
   for (;;) {
-    if ((st = run_ops(&r, 0, n_cond)) != PD_OK) break;
-    pd_tensor *c = r.env[cond_idx];
+    if ((st = run_ops(&r, 0, l.n_cond)) != PD_OK) break;
+    pd_tensor *c = r.env[l.cond_idx];
     if ((st = pd_ctl_check_bool_scalar(c, "while", "the loop condition")) != PD_OK) break;
     if (pd_tensor_item(c) == 0.0) break;
-    if ((st = run_ops(&r, n_cond, sub->n_ops)) != PD_OK) break;
+    if ((st = run_ops(&r, l.n_cond, sub->n_ops)) != PD_OK) break;
     pd_tensor *next[PD_MAX_OUTPUTS];
-    for (int i = 0; i < n; i++) next[i] = pd_tensor_retain(r.env[next_idx[i]]);
+    for (int i = 0; i < n; i++) next[i] = pd_tensor_retain(r.env[l.next_idx[i]]);
     clear_env(&r);
-    for (int i = 0; i < n; i++) r.env[in_idx[i]] = next[i];
+    for (int i = 0; i < n; i++) r.env[l.in_idx[i]] = next[i];
   }
-  for (int i = 0; i < n; i++) final[i] = st == PD_OK ? pd_tensor_retain(r.env[in_idx[i]]) : NULL;
+  for (int i = 0; i < n; i++) final[i] = st == PD_OK ? pd_tensor_retain(r.env[l.in_idx[i]]) : NULL;
   clear_env(&r);
   free(r.env);
   return st;
 }
 
-static pd_status rerun_while(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                             pd_tensor **res) {
-  return run_loop(p, op, in, res);
+static pd_status rerun_while(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
+                             pd_tensor *const *in, pd_tensor **res) {
+  return c ? pd_ctl_plan_loop(c, op, in, res) : run_loop(p, op, in, res);
 }
 
 /* ---- conditional_block ------------------------------------------------------------ */
-/* Runs the branch pred (in[0]) picks, writing its n outputs "<key>.true_i"
- * or "<key>.false_i" (new references) to res. */
-static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                            pd_tensor **res) {
+pd_status pd_ctl_branch_taken(const pd_operator *op, pd_tensor *const *in, bool *taken) {
   int n = (int)op->attrs.i[2];
   if (op->n_in < 1 || n != op->n_out || n < 1 || n > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "conditional_block: %d inputs and %d outputs for %d results",
                         op->n_in, op->n_out, n);
   pd_status st = pd_ctl_check_bool_scalar(in[0], "conditional_block", "pred");
+  if (st == PD_OK) *taken = pd_tensor_item(in[0]) != 0.0;
+  return st;
+}
+
+/* Runs the branch pred (in[0]) picks, writing its n outputs "<key>.true_i"
+ * or "<key>.false_i" (new references) to res. */
+static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                            pd_tensor **res) {
+  int n = (int)op->attrs.i[2];
+  bool taken = false;
+  pd_status st = pd_ctl_branch_taken(op, in, &taken);
   if (st != PD_OK) return st;
-  bool taken = pd_tensor_item(in[0]) != 0.0;
   const pd_static_block *sub = NULL;
-  if ((st = sub_block(p, op, taken ? 0 : 1, &sub)) != PD_OK) return st;
+  if ((st = pd_ctl_sub_block(p, op, taken ? 0 : 1, &sub)) != PD_OK) return st;
   block_run r = {.p = p, .op = op, .sub = sub, .caps = in + 1, .cap0 = 1, .n_caps = op->n_in - 1};
   if (!(r.env = calloc((size_t)sub->n_vars + 1, sizeof *r.env)))
     return pd_set_error(PD_ERR_MEMORY, "conditional_block: out of memory");
@@ -237,13 +263,19 @@ static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tenso
   return st;
 }
 
-/* ---- the grad ops ----------------------------------------------------------------- */
-typedef pd_status (*rerun_fn)(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                              pd_tensor **res);
+static pd_status rerun_branch(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
+                              pd_tensor *const *in, pd_tensor **res) {
+  return c ? pd_ctl_plan_branch(c, op, in, res) : run_branch(p, op, in, res);
+}
 
-static pd_status rerun_array(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                             pd_tensor **res) {
+/* ---- the grad ops ----------------------------------------------------------------- */
+typedef pd_status (*rerun_fn)(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
+                              pd_tensor *const *in, pd_tensor **res);
+
+static pd_status rerun_array(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
+                             pd_tensor *const *in, pd_tensor **res) {
   (void)p;
+  (void)c;
   if (op->n_out > 2) return pd_set_error(PD_ERR_INVALID, "%s: %d outputs", op->type, op->n_out);
   return pd_static_run_array_op(op, in, res);
 }
@@ -385,7 +417,7 @@ static pd_status add_target(grad_set *g, pd_tensor *y, pd_tensor *gy) {
  * forward input. Reruns the forward (fn) on detached copies of the inputs
  * with the tape on and differentiates it; an array's gradient is an array
  * of its elements' gradients. */
-static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const char *fwd_type,
+static pd_status rerun_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, const char *fwd_type,
                             pd_tensor *const *in, const bool *want, pd_tensor **out, rerun_fn fn) {
   int fi = op->fwd_n_in, fo = op->fwd_n_out;
   if (fi < 1 || fo < 1 || fi > 2 * PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS || op->n_in != fi + 2 * fo ||
@@ -405,7 +437,7 @@ static pd_status rerun_grad(const pd_program *p, const pd_operator *op, const ch
   fwd.n_out = fo;
   fwd.outputs = op->inputs + fi;
   bool prev = pd_set_grad_enabled(true);
-  if (st == PD_OK && g.n > 0) st = fn(p, &fwd, leaf, res);
+  if (st == PD_OK && g.n > 0) st = fn(p, c, &fwd, leaf, res);
   for (int i = 0; i < fo && st == PD_OK && g.n > 0; i++) {
     pd_tensor *gy = in[fi + fo + i];
     if (pd_array_is_value(res[i])) { /* its gradient: an array too (absent: none flows) */
@@ -452,17 +484,18 @@ pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator
 }
 
 /* ---- the entry point --------------------------------------------------------------- */
-pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
-                                const bool *want, pd_tensor **out) {
+/* c: the lowered plan's cache of sub-plans, NULL when interpreted. */
+static pd_status run_control(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
+                             pd_tensor *const *in, const bool *want, pd_tensor **out) {
   bool grad;
   const char *fwd = forward_type(op->type, &grad);
   if (!fwd) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
   bool loop = strcmp(fwd, PD_STATIC_WHILE) == 0, branch = strcmp(fwd, PD_STATIC_COND) == 0;
   if (grad)
-    return rerun_grad(p, op, fwd, in, want, out, loop ? rerun_while : branch ? run_branch : rerun_array);
+    return rerun_grad(p, c, op, fwd, in, want, out, loop ? rerun_while : branch ? rerun_branch : rerun_array);
   if (!loop && !branch) {
     pd_tensor *res[2] = {0};
-    pd_status st = rerun_array(p, op, in, res);
+    pd_status st = rerun_array(p, c, op, in, res);
     for (int k = 0; k < op->n_out && k < 2; k++) {
       if (st == PD_OK && want[k])
         out[k] = res[k];
@@ -477,7 +510,7 @@ pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_t
   for (int i = 0; i < op->n_in; i++)
     if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[i]);
   pd_tensor *res[PD_MAX_OUTPUTS];
-  pd_status st = loop ? run_loop(p, op, in, res) : run_branch(p, op, in, res);
+  pd_status st = loop ? rerun_while(p, c, op, in, res) : rerun_branch(p, c, op, in, res);
   if (st != PD_OK) return st;
   for (int i = 0; i < op->n_out; i++) {
     if (want[i])
@@ -486,4 +519,14 @@ pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_t
       pd_tensor_release(res[i]);
   }
   return PD_OK;
+}
+
+pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,
+                                const bool *want, pd_tensor **out) {
+  return run_control(p, NULL, op, in, want, out);
+}
+
+pd_status pd_ctl_run(pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in, const bool *want,
+                     pd_tensor **out) {
+  return run_control(pd_ctl_cache_program(c), c, op, in, want, out);
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../core/alloc.h"
+#include "control_plan.h"
 #include "memory_plan.h"
 #include "paddlec/creation.h"
 #include "passes.h"
@@ -55,6 +56,7 @@ typedef struct lowered {
   int *feed_slots, *fetch_slots; /* in prog */
   bool failed;                   /* lowering refused this program: interpret it */
   struct arena *arena;           /* NULL: the plan runs without one */
+  pd_ctl_cache *ctl;             /* the sub-plans of its control ops */
   pd_pass_stats stats;           /* what the compile passes did */
   double compile_s;              /* seconds from the run's start to a plan ready to run */
 } lowered;
@@ -276,9 +278,11 @@ static pd_status run_grad_op(const plan_op *po, const pd_static_block *b, pd_var
   return st;
 }
 
-/* while / while_grad: control_flow.c runs them on this run's values. */
+/* A control or array op (control_run.c) on this run's values: in a
+ * lowered plan (ctl set) through the sub-plans of the op it stands for,
+ * each result checked against the shape lowering gave its Variable. */
 static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope,
-                                pd_tensor **env) {
+                                pd_tensor **env, pd_ctl_cache *ctl) {
   const pd_operator *op = po->op;
   if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "Executor: %s has %d inputs and %d outputs", op->type, op->n_in,
@@ -296,7 +300,20 @@ static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_
     in[i] = env[po->in[i]];
   }
   for (int k = 0; k < op->n_out; k++) want[k] = po->out[k] >= 0;
-  st = pd_static_run_control(b->program, op, in, want, out);
+  st = ctl && op->lowered_from ? pd_ctl_run(ctl, op->lowered_from, in, want, out)
+                               : pd_static_run_control(b->program, op, in, want, out);
+  for (int k = 0; k < op->n_out && st == PD_OK && ctl; k++) {
+    const pd_variable *v = want[k] ? b->vars[po->out[k]] : NULL;
+    if (!v || v->is_array || !out[k] || pd_array_is_value(out[k])) continue;
+    bool same = out[k]->dtype == v->dtype && out[k]->ndim == v->ndim;
+    for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] < 0 || v->shape[d] == out[k]->shape[d];
+    if (!same) {
+      char c[160];
+      st = pd_set_error(PD_ERR_SHAPE, "%s: output '%s' is %s of shape %s, the plan expected %s of shape %s",
+                        op->type, v->name, pd_dtype_name(out[k]->dtype), PD_SHAPE_STR(out[k]),
+                        pd_dtype_name(v->dtype), pd_shape_str(v->ndim, v->shape, c, sizeof c));
+    }
+  }
   for (int k = 0; k < op->n_out; k++) {
     if (st != PD_OK || !want[k]) {
       pd_tensor_release(out[k]);
@@ -340,14 +357,15 @@ static pd_status run_fused(const plan_op *po, const pd_static_block *b, pd_var_s
   return st;
 }
 
-static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env) {
+static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env,
+                        pd_ctl_cache *ctl) {
   const pd_operator *op = po->op;
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
   pd_status st;
   if (op->grad_of >= 0) return run_grad_op(po, b, scope, env);
   if (op->fused) return run_fused(po, b, scope, env, false);
-  if (op->op_id < 0 && !op->value) return run_control_op(po, b, scope, env);
+  if (op->op_id < 0 && !op->value) return run_control_op(po, b, scope, env, ctl);
   if (op->op_id < 0) { /* assign_value: a copy, unless no one can modify the constant */
     out[0] = op->shared_value ? pd_tensor_retain(op->value) : pd_assign(op->value);
     if (!out[0]) return pd_last_status();
@@ -482,6 +500,21 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   }
   bool ok = a && root && planned && vals && ops && slots && piece_of && piece_off && a->slot && a->into;
   for (int s = 0; ok && s < nv; s++) root[s] = s, piece_of[s] = -1;
+  /* a control or array op may keep what it reads (an array its elements, a
+   * loop run no iteration its inputs): those values stay out of the arena */
+  bool *escaped = calloc((size_t)nv + 1, sizeof(bool));
+  ok = ok && escaped;
+  for (int k = 0; ok && k < no; k++) {
+    const pd_operator *op = pl->ops[k].op;
+    const pd_op_def *def = op->op_id >= 0 && !op->fused ? pd_op_table[op->op_id] : NULL;
+    if (def && (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE)) && op->grad_of < 0)
+      for (int j = 0; j < op->n_out && op->n_in > 0; j++)
+        if (pl->ops[k].out[j] >= 0 && pl->ops[k].in[0] >= 0) root[pl->ops[k].out[j]] = root[pl->ops[k].in[0]];
+    if (op->op_id < 0 && !op->value && !op->fused && op->grad_of < 0)
+      for (int i = 0; i < op->n_in; i++)
+        if (pl->ops[k].in[i] >= 0) escaped[root[pl->ops[k].in[i]]] = true;
+  }
+  for (int s = 0; ok && s < nv; s++) root[s] = s;
   /* which ops write fresh values into the arena; views and inplace ops
    * alias their input 0 */
   for (int k = 0; ok && k < no; k++) {
@@ -499,7 +532,8 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
     for (int j = 0; j < op->n_out && all; j++) {
       int s = pl->ops[k].out[j];
       const pd_variable *v = s >= 0 ? b->vars[s] : NULL;
-      all = v && !v->persistable && !v->is_data && !pd_var_scope_find_var(scope, v->name) && v->ndim >= 0;
+      all = v && !v->persistable && !v->is_data && !v->is_array && !escaped[s] &&
+            !pd_var_scope_find_var(scope, v->name) && v->ndim >= 0;
       for (int d = 0; all && d < v->ndim; d++) all = v->shape[d] >= 0;
     }
     a->into[k] = all;
@@ -557,7 +591,8 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
       ok = false;
     }
   }
-  free(root), free(planned), free(vals), free(ops), free(slots), free(piece_of), free(piece_off);
+  free(root), free(planned), free(vals), free(ops), free(slots), free(piece_of), free(piece_off),
+      free(escaped);
   if (!ok) {
     arena_free(a);
     return NULL;
@@ -589,9 +624,9 @@ static double seconds_now(void) {
  * feed_slots, writing the fetches (new references) on success. With an
  * arena, its tensors stand for their slots, its ops write into them, and a
  * fetched value in it is copied out (the next run reuses the bytes). */
-static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, const pd_static_feed *feed,
-                          const int *feed_slots, int n_feed, const int *fetch, int n_fetch,
-                          pd_var_scope *scope, pd_tensor **fetched) {
+static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, pd_ctl_cache *ctl,
+                          const pd_static_feed *feed, const int *feed_slots, int n_feed, const int *fetch,
+                          int n_fetch, pd_var_scope *scope, pd_tensor **fetched) {
   const pd_static_block *b = pl->block;
   for (int i = 0; i < n_feed; i++)
     if (feed_slots[i] < 0 || feed_slots[i] >= b->n_vars)
@@ -607,7 +642,7 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, con
   pd_status st = PD_OK;
   for (int k = 0; k < pl->n_ops && st == PD_OK; k++) {
     if (live && !live[k]) continue;
-    st = ar && ar->into[k] ? run_into(&pl->ops[k], b, scope, env) : run_op(&pl->ops[k], b, scope, env);
+    st = ar && ar->into[k] ? run_into(&pl->ops[k], b, scope, env) : run_op(&pl->ops[k], b, scope, env, ctl);
   }
   for (int i = 0; i < n_fetch && st == PD_OK; i++) {
     if ((st = load(b, scope, env, fetch[i])) != PD_OK) break;
@@ -625,6 +660,7 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, con
 /* ---- the lowered plan cache ------------------------------------------------ */
 static void lowered_clear(lowered *l) {
   arena_free(l->arena);
+  pd_ctl_cache_free(l->ctl);
   for (int i = 0; i < l->n_feed; i++) free(l->feed_names[i]);
   free(l->feed_names);
   free(l->feed_meta);
@@ -696,6 +732,7 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
     return PD_OK;
   }
   st = pd_static_run_passes(l->prog, &e->passes, names, n_fetch, &l->stats);
+  if (st == PD_OK && !(l->ctl = pd_ctl_cache_new(p))) st = pd_last_status();
   if (st == PD_OK) st = compile(&l->plan, l->prog);
   for (int i = 0; i < n_feed && st == PD_OK; i++)
     l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */
@@ -736,6 +773,10 @@ const pd_pass_stats *pd_executor_pass_stats(const pd_executor *e) {
 
 void pd_executor_set_interpret(pd_executor *e, bool on) {
   if (e) e->interpret = on;
+}
+
+const pd_ctl_stats *pd_executor_control_stats(const pd_executor *e) {
+  return e && !e->low.failed && e->low.prog ? pd_ctl_cache_stats(e->low.ctl) : NULL;
 }
 
 const pd_program *pd_executor_lowered_program(const pd_executor *e) {
@@ -786,10 +827,10 @@ pd_status pd_executor_run(pd_executor *e, pd_program *program, const pd_static_f
       e->low.compile_s = seconds_now() - t0;
   const lowered *l = &e->low;
   if (st == PD_OK && !e->interpret && !l->failed)
-    st = run_plan(&l->plan, NULL, l->arena, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch, scope,
-                  fetched);
+    st = run_plan(&l->plan, NULL, l->arena, l->ctl, feed, l->feed_slots, n_feed, l->fetch_slots, n_fetch,
+                  scope, fetched);
   else if (st == PD_OK)
-    st = run_plan(pl, live, NULL, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);
+    st = run_plan(pl, live, NULL, NULL, feed, feed_slots, n_feed, fetch, n_fetch, scope, fetched);
   pd_internal_leave();
   pd_grad_mode_set(grad);
   pd_static_pause_end(tok);

@@ -78,15 +78,21 @@ static pd_status lower_assign_value(lower *w, const pd_operator *op, const int *
   return PD_OK;
 }
 
-/* Keeps grad op `op` as it is, on dst's variables: it then runs its rule on
- * each run's values. */
-static pd_status keep_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
-  const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
+/* The names in dst of op's inputs (in: their source slots). */
+static pd_status input_names(lower *w, const pd_operator *op, const int *in, const char **ins) {
   for (int i = 0; i < op->n_in; i++) {
     pd_tensor *h = in[i] >= 0 ? input(w, in[i]) : NULL;
     if (in[i] >= 0 && !h) return pd_last_status();
     ins[i] = h ? pd_ir_var_of(w->dst->program, h)->name : PD_STATIC_EMPTY_VAR;
   }
+  return PD_OK;
+}
+
+/* Keeps grad op `op` as it is, on dst's variables: it then runs its rule on
+ * each run's values. */
+static pd_status keep_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
+  if (input_names(w, op, in, ins) != PD_OK) return pd_last_status();
   pd_tensor *handles[PD_MAX_OUTPUTS] = {0};
   for (int i = 0; i < op->n_out; i++) {
     outs[i] = PD_STATIC_EMPTY_VAR;
@@ -184,10 +190,72 @@ static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, c
   return keep_grad_op(w, op, in, out);
 }
 
+/* The shape of result j of control op op, whose source Variable v may have
+ * -1 dims: a loop variable's is its initial value's, a gradient's its
+ * input's; false when nothing fixes it before the op runs. */
+static bool control_result_shape(lower *w, const pd_operator *op, const int *in, int j, const pd_variable *v,
+                                 int64_t *shape) {
+  bool known = v->ndim >= 0;
+  for (int d = 0; known && d < v->ndim; d++) known = v->shape[d] >= 0;
+  if (known) {
+    memcpy(shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    return true;
+  }
+  size_t n = strlen(op->type);
+  bool grad = n > 5 && strcmp(op->type + n - 5, "_grad") == 0;
+  bool loop = strcmp(op->type, PD_STATIC_WHILE) == 0 && j < (int)op->attrs.i[1];
+  if ((!grad && !loop) || j >= op->n_in || in[j] < 0) return false;
+  const pd_tensor *like = input(w, in[j]);
+  if (!like || like->ndim != v->ndim) {
+    pd_clear_error();
+    return false;
+  }
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->shape[d] >= 0 && v->shape[d] != like->shape[d]) return false;
+    shape[d] = like->shape[d];
+  }
+  return true;
+}
+
+/* Keeps control or array op op (a while, a conditional_block, their grad
+ * ops, a tensor array op) in dst: it runs through sub-plans of the source
+ * program's sub-blocks (control_plan.h). Its results need shapes known
+ * now, so the ops after it are lowered on them; an array result is an
+ * array Variable, shaped as its elements. */
+static pd_status keep_control_op(lower *w, const pd_operator *op, const int *in, const int *out) {
+  const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
+  if (input_names(w, op, in, ins) != PD_OK) return pd_last_status();
+  pd_tensor *handles[PD_MAX_OUTPUTS] = {0};
+  for (int j = 0; j < op->n_out; j++) {
+    outs[j] = PD_STATIC_EMPTY_VAR;
+    if (out[j] < 0) continue;
+    const pd_variable *v = w->src->vars[out[j]];
+    int64_t shape[PD_MAX_DIMS];
+    if (v->ndim > PD_MAX_DIMS || (!v->is_array && !control_result_shape(w, op, in, j, v, shape)))
+      return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                          "lowering: the shape of %s's result '%s' is not known before it runs", op->type,
+                          v->name);
+    pd_variable *d = pd_ir_add_var(w->dst, v->name, v->dtype, v->ndim, v->is_array ? v->shape : shape, NULL);
+    if (!d) return pd_last_status();
+    d->is_array = v->is_array;
+    d->stop_gradient = v->stop_gradient;
+    handles[j] = d->tensor;
+    outs[j] = v->name;
+  }
+  pd_operator *d = pd_ir_append_op(w->dst, op->type, ins, op->n_in, outs, op->n_out, &op->attrs);
+  if (!d) return pd_last_status();
+  d->fwd_n_in = op->fwd_n_in;
+  d->fwd_n_out = op->fwd_n_out;
+  d->role = op->role;
+  d->lowered_from = op;
+  for (int j = 0; j < op->n_out; j++)
+    if (handles[j]) w->meta[out[j]] = handles[j];
+  return PD_OK;
+}
+
 static pd_status lower_op(lower *w, const pd_operator *op, const int *in, const int *out) {
   if (op->grad_of >= 0) return lower_grad_op(w, op, in, out);
-  if (op->op_id < 0 && !op->value) /* control flow: the interpreter runs the program */
-    return pd_set_error(PD_ERR_UNIMPLEMENTED, "lowering: %s is not lowered", op->type);
+  if (op->op_id < 0 && !op->value) return keep_control_op(w, op, in, out);
   if (op->op_id < 0) return lower_assign_value(w, op, out);
   if (op->n_in > PD_MAX_OUTPUTS) return pd_set_error(PD_ERR_INVALID, "%s: %d inputs", op->type, op->n_in);
   pd_tensor *ins[PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];

@@ -476,6 +476,7 @@ pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so) {
   memcpy(op->name_scope, so->name_scope, sizeof op->name_scope);
   memcpy(op->op_device, so->op_device, sizeof op->op_device);
   op->value = so->value ? pd_tensor_retain(so->value) : NULL;
+  op->lowered_from = so->lowered_from;
   return op;
 }
 

@@ -85,6 +85,9 @@ typedef struct pd_operator {
   int role;
   char name_scope[64]; /* "/prefix/" of the name_scope it was recorded in, or "" */
   char op_device[16];  /* the device_guard it was recorded under ("cpu"), or "" */
+  /* a control or array op of a lowered plan: the op of the source program
+   * it stands for (its sub-blocks and the names they read); borrowed */
+  const struct pd_operator *lowered_from;
 } pd_operator;
 
 struct pd_static_block {

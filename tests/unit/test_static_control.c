@@ -8,6 +8,8 @@
 #include "paddlec/static.h"
 #include "paddlec/static_control.h"
 #include "paddlec/tensor_array.h"
+#include "core/alloc.h"
+#include "static/control_plan.h"
 #include "static/static_internal.h"
 #include "test_util.h"
 
@@ -22,6 +24,9 @@ static void run(pd_program *p, bool interpret, double x, int64_t k, pd_tensor **
   pd_static_feed feed[2] = {{"x", xv}, {"k", kv}};
   if (pd_executor_run(exe, p, feed, k >= 0 ? 2 : 1, fetch, n, out, scope) != PD_OK)
     fail_msg("run: %s", pd_last_error());
+  /* not interpreted: the control ops ran lowered, through sub-plans */
+  if (!interpret && (!pd_executor_lowered_program(exe) || !pd_executor_control_stats(exe)))
+    fail_msg("the program was not lowered");
   for (int i = 0; i < n; i++) {
     got[i] = pd_tensor_item(out[i]);
     pd_tensor_release(out[i]);
@@ -367,6 +372,88 @@ static void test_while_loop_repeated_squaring(void **state) {
   pd_program_release(main);
 }
 
+/* (i, x) -> (i + 1, x * tanh(x) + x): temporaries the size of x */
+static pd_status tanh_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)n;
+  (void)user;
+  pd_tensor *t = pd_tanh(v[1]), *m = t ? pd_multiply(t, v[1]) : NULL;
+  next[0] = pd_increment(v[0], 1);
+  next[1] = m ? pd_add(m, v[1]) : NULL;
+  pd_tensor_release(t);
+  pd_tensor_release(m);
+  return next[0] && next[1] ? PD_OK : pd_last_status();
+}
+
+/* Runs loop program p once with x (64 values from x0) and k fed, into got
+ * (64 values); returns the allocations the run counted. */
+static size_t run_loop_counted(pd_executor *exe, pd_program *p, pd_var_scope *scope, pd_tensor **fetch,
+                               int64_t k, double *got) {
+  pd_tensor *xv = pd_linspace(-1.0, 1.0, 64, PD_FLOAT64), *kv = scalar((double)k, PD_INT64), *out[1] = {0};
+  pd_static_feed feed[2] = {{"x", xv}, {"k", kv}};
+  size_t before = atomic_load(&pd_g_alloc_calls);
+  if (pd_executor_run(exe, p, feed, 2, fetch, 1, out, scope) != PD_OK) fail_msg("run: %s", pd_last_error());
+  size_t calls = atomic_load(&pd_g_alloc_calls) - before;
+  memcpy(got, pd_tensor_data(out[0]), 64 * sizeof(double));
+  pd_tensor_release(out[0]);
+  pd_tensor_release(xv);
+  pd_tensor_release(kv);
+  return calls;
+}
+
+/* A while_loop over a [64] value runs lowered: its body is a sub-plan with
+ * an arena, so after the first run an iteration allocates nothing (20 and
+ * 60 iterations count the same allocations), and every value equals the
+ * interpreted run's bit for bit. */
+static void test_while_loop_lowered_allocates_nothing_per_iteration(void **state) {
+  (void)state;
+  pd_program *main = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(64), PD_FLOAT64);
+  pd_tensor *k = pd_static_data("k", 1, SHAPE(1), PD_INT64);
+  pd_tensor *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0};
+  loop_ctx c = {k, NULL};
+  assert_int_equal(pd_static_nn_while_loop(below_k, tanh_body, &c, vars, 2, out), PD_OK);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  pd_executor *exe = pd_static_executor(PD_CPU), *ref = pd_static_executor(PD_CPU);
+  pd_executor_set_interpret(ref, true);
+  pd_var_scope *scope = pd_static_scope();
+  double got[64], want[64];
+  run_loop_counted(exe, main, scope, &out[1], 3, got); /* lowers, shows the body's shapes */
+  const pd_program *low = pd_executor_lowered_program(exe);
+  assert_non_null(low);
+  bool has_while = false;
+  for (int j = 0; j < low->blocks[0]->n_ops; j++)
+    has_while |= strcmp(low->blocks[0]->ops[j]->type, "while") == 0;
+  assert_true(has_while);
+  const pd_ctl_stats *st = pd_executor_control_stats(exe);
+  assert_non_null(st);
+  assert_int_equal(st->sub_plans, 1);
+  assert_int_equal(st->arenas, 1);
+  assert_true(st->arena_bytes >= 64 * sizeof(double));
+  run_loop_counted(exe, main, scope, &out[1], 5, got); /* runs in the arena, makes the loop buffers */
+  int64_t into0 = st->into_runs;
+  size_t a20 = run_loop_counted(exe, main, scope, &out[1], 20, got);
+  run_loop_counted(ref, main, scope, &out[1], 20, want);
+  assert_memory_equal(got, want, sizeof got);
+  size_t a60 = run_loop_counted(exe, main, scope, &out[1], 60, got);
+  run_loop_counted(ref, main, scope, &out[1], 60, want);
+  assert_memory_equal(got, want, sizeof got);
+  if (a20 != a60) fail_msg("20 iterations counted %zu allocations, 60 counted %zu", a20, a60);
+  size_t i20 = run_loop_counted(ref, main, scope, &out[1], 20, want),
+         i60 = run_loop_counted(ref, main, scope, &out[1], 60, want);
+  assert_true(i60 > i20 + 40); /* interpreted, every iteration allocates */
+  assert_true(pd_executor_control_stats(exe)->into_runs > into0 + 80 * 3);
+  assert_int_equal(pd_executor_control_stats(exe)->arenas, 1); /* planned once, cached with the plan */
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_executor_release(ref);
+  pd_tensor_release(x);
+  pd_tensor_release(k);
+  pd_tensor_release(i0);
+  for (int i = 0; i < 2; i++) pd_tensor_release(out[i]);
+  pd_program_release(main);
+}
+
 /* s_{t+1} = s_t * w with w read from outside the loop: after k = 3 steps
  * from s = x = 2, w = 1.5: s = x w^3, ds/dx = w^3, ds/dw = 3 x w^2. */
 static void test_while_loop_gradient_of_captured_variable(void **state) {
@@ -505,6 +592,7 @@ int main(void) {
       cmocka_unit_test(test_cond_counts_calls),
       cmocka_unit_test(test_cond_inside_while_loop),
       cmocka_unit_test(test_while_loop_repeated_squaring),
+      cmocka_unit_test(test_while_loop_lowered_allocates_nothing_per_iteration),
       cmocka_unit_test(test_while_loop_gradient_of_captured_variable),
       cmocka_unit_test(test_while_loop_counter),
       cmocka_unit_test(test_errors_name_what_differs),
