@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/shape_check.h"
 #include "../../kernels/cpu/parallel.h"
 #include "creation_util.h"
 #include "../op_registry.h"
@@ -119,7 +120,9 @@ static pd_status multinomial_meta(const pd_op_def *def, pd_tensor *const *in, in
   if (cats == 0)
     return pd_set_error(PD_ERR_SHAPE, "%s: x of shape %s has no categories", def->name, PD_SHAPE_STR(x));
   int64_t rows = x->ndim == 2 ? x->shape[0] : 1;
-  if (a->i[2] < 0 || (a->i[3] != 0 && a->i[3] < a->i[2] + rows))
+  int64_t draws; /* the whole tensor's rows draw num_samples (or read all categories) each */
+  if (a->i[2] < 0 || a->i[3] < 0 || (a->i[3] == 0 ? a->i[2] != 0 : a->i[2] > a->i[3] - rows) ||
+      pd_mul_overflow(a->i[3] ? a->i[3] : rows, s > cats ? s : cats, &draws))
     return pd_set_error(PD_ERR_INVALID, "%s: rows %lld.. of %lld do not hold the %lld rows of x (shape %s)",
                         def->name, (long long)a->i[2], (long long)a->i[3], (long long)rows, PD_SHAPE_STR(x));
   if (!a->i[1] && s > cats)

@@ -18,7 +18,7 @@
 
 /* A shard's row range [start, start + rows) must lie in the vocabulary. */
 static pd_status check_shard(const pd_op_def *def, int64_t start, int64_t rows, int64_t vocab) {
-  if (vocab < 1 || start < 0 || start > vocab - rows)
+  if (vocab < 1 || rows < 0 || start < 0 || start > vocab - rows)
     return pd_set_error(PD_ERR_INVALID,
                         "%s: a shard of %lld rows from start_index %lld does not fit a vocab_size of %lld",
                         def->name, (long long)rows, (long long)start, (long long)vocab);
