@@ -59,8 +59,9 @@ typedef struct ctl_entry {
   char *const *key; /* the op's inputs array: one per op, also for a grad op's forward view */
   sub_plan *sp[2];
   pd_ctl_loop loop;
-  pd_tensor *carry[PD_MAX_OUTPUTS]; /* a loop variable's value between iterations */
-  int res_idx[2][PD_MAX_OUTPUTS];   /* a branch's results */
+  pd_tensor *carry[PD_MAX_OUTPUTS][2];  /* a loop variable's value between iterations (two buffers) */
+  pd_tensor *result[PD_MAX_OUTPUTS][2]; /* a loop's final value, a branch's result */
+  int res_idx[2][PD_MAX_OUTPUTS];       /* a branch's results */
 } ctl_entry;
 
 struct pd_ctl_cache {
@@ -158,7 +159,7 @@ static void sub_plan_arena(pd_ctl_cache *c, sub_plan *sp) {
         if (so->out[j] >= 0) root[so->out[j]] = root[so->in[0]];
     if (!registry_op(so->op) && !so->op->value)
       for (int i = 0; i < so->op->n_in; i++)
-        if (so->in[i] >= 0) escaped[root[so->in[i]]] = true;
+        if (so->in[i] >= 0 && pd_ctl_may_keep_input(so->op, i)) escaped[root[so->in[i]]] = true;
   }
   for (int k = 0; ok && k < no; k++) {
     const sub_op *so = &sp->ops[k];
@@ -327,11 +328,6 @@ static pd_status sub_run(pd_ctl_cache *c, sub_plan *sp, const pd_operator *ctl, 
   return PD_OK;
 }
 
-/* A value leaving the block: a copy when it lies in the arena. */
-static pd_tensor *leave(const sub_plan *sp, pd_tensor *t) {
-  return in_arena(sp, t) ? pd_assign(t) : pd_tensor_retain(t);
-}
-
 /* Plans sp's arena once every op of it has run (and shown its shapes). */
 static void maybe_plan(pd_ctl_cache *c, sub_plan *sp) {
   if (sp->planned_once || pd_is_grad_enabled()) return; /* a grad op's rerun never uses one */
@@ -357,7 +353,11 @@ void pd_ctl_cache_free(pd_ctl_cache *c) {
     ctl_entry *e = c->e[i];
     sub_free(e->sp[0]);
     sub_free(e->sp[1]);
-    for (int k = 0; k < PD_MAX_OUTPUTS; k++) pd_tensor_release(e->carry[k]);
+    for (int k = 0; k < PD_MAX_OUTPUTS; k++)
+      for (int b = 0; b < 2; b++) {
+        pd_tensor_release(e->carry[k][b]);
+        pd_tensor_release(e->result[k][b]);
+      }
     free(e);
   }
   free(c->e);
@@ -391,30 +391,45 @@ static ctl_entry *entry_of(pd_ctl_cache *c, const pd_operator *op) {
 }
 
 /* ---- while ---------------------------------------------------------------------- */
-/* The value loop variable i starts the next iteration with: next itself,
- * or its bytes copied into the variable's own buffer when it lies in the
- * arena (the next iteration writes there). */
-static pd_tensor *carry(ctl_entry *e, const sub_plan *sp, int i, pd_tensor *next) {
-  if (!in_arena(sp, next)) return next;
-  pd_tensor *b = e->carry[i];
-  if (!b || atomic_load(&b->refcount) > 1 || b->dtype != next->dtype || b->ndim != next->ndim ||
-      !pd_shape_eq(b->ndim, b->shape, next->shape) || !next->is_contiguous) {
-    pd_tensor_release(e->carry[i]);
-    e->carry[i] = NULL;
-    if (!next->is_contiguous) {
-      pd_tensor *t = pd_assign(next);
-      pd_tensor_release(next);
-      return t;
-    }
-    if (!(e->carry[i] = pd_empty(next->ndim, next->shape, next->dtype))) {
-      pd_tensor_release(next);
+/* t's values in one of bufs[0..2): one nothing else holds (the consumer
+ * of the value copied there last has let it go) and of t's shape, else one
+ * made anew: how a value leaves the arena without an allocation per
+ * iteration or run. Two, since a loop variable may hold the last value
+ * while the next is copied. Takes the reference t; returns a new
+ * reference to the buffer. */
+static pd_tensor *copy_to_buffer(pd_tensor **bufs, pd_tensor *t) {
+  if (!t->is_contiguous) { /* a strided view: copied anew */
+    pd_tensor *r = pd_assign(t);
+    pd_tensor_release(t);
+    return r;
+  }
+  int pick = -1;
+  for (int i = 0; i < 2 && pick < 0; i++) {
+    pd_tensor *b = bufs[i];
+    if (b && atomic_load(&b->refcount) == 1 && b->dtype == t->dtype && b->ndim == t->ndim &&
+        pd_shape_eq(b->ndim, b->shape, t->shape))
+      pick = i;
+  }
+  if (pick < 0) {
+    pick = bufs[0] && atomic_load(&bufs[0]->refcount) == 1 ? 0 : 1; /* a free slot, else the second */
+    if (!bufs[0]) pick = 0;
+    pd_tensor_release(bufs[pick]);
+    if (!(bufs[pick] = pd_empty(t->ndim, t->shape, t->dtype))) {
+      pd_tensor_release(t);
       return NULL;
     }
-    b = e->carry[i];
   }
-  memcpy(pd_data_ptr(b), pd_data_ptr(next), (size_t)next->numel * pd_dtype_size(next->dtype));
-  pd_tensor_release(next);
+  pd_tensor *b = bufs[pick];
+  memcpy(pd_data_ptr(b), pd_data_ptr(t), (size_t)t->numel * pd_dtype_size(t->dtype));
+  pd_tensor_release(t);
   return pd_tensor_retain(b);
+}
+
+/* A value leaving the block (a new reference): t itself, or its bytes in
+ * *buf when it lies in the arena (the next run writes there). */
+static pd_tensor *leave(const sub_plan *sp, pd_tensor **bufs, pd_tensor *t) {
+  pd_tensor_retain(t);
+  return in_arena(sp, t) ? copy_to_buffer(bufs, t) : t;
 }
 
 pd_status pd_ctl_plan_loop(pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *init,
@@ -446,15 +461,20 @@ pd_status pd_ctl_plan_loop(pd_ctl_cache *c, const pd_operator *op, pd_tensor *co
     for (int i = 0; i < n; i++) next[i] = pd_tensor_retain(sp->env[l->next_idx[i]]);
     clear_env(sp);
     for (int i = 0; i < n; i++)
-      if (next[i] && !(next[i] = carry(e, sp, i, next[i])) && st == PD_OK) st = pd_last_status();
+      if (next[i] && in_arena(sp, next[i]) && !(next[i] = copy_to_buffer(e->carry[i], next[i])) &&
+          st == PD_OK)
+        st = pd_last_status();
     for (int i = 0; i < n; i++) sp->env[l->in_idx[i]] = next[i];
     if (st != PD_OK) break;
   }
   for (int i = 0; i < n; i++) {
     pd_tensor *v = sp->env[l->in_idx[i]];
     bool carried = false;
-    for (int j = 0; j < n && v; j++) carried |= e->carry[j] && v->storage == e->carry[j]->storage;
-    final[i] = st != PD_OK ? NULL : carried ? pd_assign(v) : leave(sp, v);
+    for (int j = 0; j < n && v; j++)
+      for (int b = 0; b < 2; b++) carried |= e->carry[j][b] && v->storage == e->carry[j][b]->storage;
+    final[i] = st != PD_OK ? NULL
+               : carried   ? copy_to_buffer(e->result[i], pd_tensor_retain(v))
+                           : leave(sp, e->result[i], v);
     if (st == PD_OK && !final[i]) st = pd_last_status();
   }
   if (st != PD_OK)
@@ -502,7 +522,7 @@ pd_status pd_ctl_plan_branch(pd_ctl_cache *c, const pd_operator *op, pd_tensor *
       snprintf(name, sizeof name, "%s.%s_%d", op->attrs.s, taken == 0 ? "true" : "false", i);
       st = pd_set_error(PD_ERR_INVALID, "conditional_block: block %d %s '%s'", sp->sub->idx,
                         s < 0 ? "lacks" : "never writes", name);
-    } else if (!(res[i] = leave(sp, sp->env[s]))) {
+    } else if (!(res[i] = leave(sp, e->result[i], sp->env[s]))) {
       st = pd_last_status();
     }
   }

@@ -55,6 +55,11 @@ pd_status pd_ctl_loop_layout(const pd_program *p, const pd_operator *op, pd_ctl_
 pd_status pd_ctl_run_block_op(const pd_program *p, pd_ctl_cache *c, const pd_operator *ctl, int block_idx,
                               const pd_operator *op, pd_tensor *const *in, pd_tensor **out, int *n);
 
+/* Whether control or array op op may hand input i on (a result, an
+ * array element, a loop of no iteration's final value): such a value
+ * cannot live in an arena whose bytes are reused (control_run.c). */
+bool pd_ctl_may_keep_input(const pd_operator *op, int i);
+
 /* Checks conditional_block op op and its pred in[0]; *taken: the pred
  * (control_run.c). */
 pd_status pd_ctl_branch_taken(const pd_operator *op, pd_tensor *const *in, bool *taken);

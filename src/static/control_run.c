@@ -35,6 +35,10 @@ static const char *forward_type(const char *type, bool *grad) {
   return NULL;
 }
 
+bool pd_ctl_may_keep_input(const pd_operator *op, int i) {
+  return !(i == 0 && op->type && strcmp(op->type, PD_STATIC_COND) == 0); /* a cond's pred is only read */
+}
+
 bool pd_static_is_control_type(const char *type) {
   bool grad;
   return forward_type(type, &grad) != NULL;

@@ -512,7 +512,7 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
         if (pl->ops[k].out[j] >= 0 && pl->ops[k].in[0] >= 0) root[pl->ops[k].out[j]] = root[pl->ops[k].in[0]];
     if (op->op_id < 0 && !op->value && !op->fused && op->grad_of < 0)
       for (int i = 0; i < op->n_in; i++)
-        if (pl->ops[k].in[i] >= 0) escaped[root[pl->ops[k].in[i]]] = true;
+        if (pl->ops[k].in[i] >= 0 && pd_ctl_may_keep_input(op, i)) escaped[root[pl->ops[k].in[i]]] = true;
   }
   for (int s = 0; ok && s < nv; s++) root[s] = s;
   /* which ops write fresh values into the arena; views and inplace ops

@@ -400,19 +400,30 @@ static size_t run_loop_counted(pd_executor *exe, pd_program *p, pd_var_scope *sc
   return calls;
 }
 
-/* A while_loop over a [64] value runs lowered: its body is a sub-plan with
- * an arena, so after the first run an iteration allocates nothing (20 and
- * 60 iterations count the same allocations), and every value equals the
- * interpreted run's bit for bit. */
-static void test_while_loop_lowered_allocates_nothing_per_iteration(void **state) {
-  (void)state;
+/* (i, x) -> (i + 1, cond(i < 2, x * w, 3 x)): a branch inside the body */
+static pd_tensor *g_two;
+static pd_status cond_tanh_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)n;
+  step_ctx c = {((loop_ctx *)user)->w, v[1]};
+  pd_tensor *small = pd_less_than(v[0], g_two);
+  next[0] = pd_increment(v[0], 1);
+  int k = small ? pd_static_nn_cond(small, times_w, times_3, &c, &next[1], 1) : -1;
+  pd_tensor_release(small);
+  return k == 1 && next[0] ? PD_OK : pd_last_status();
+}
+
+/* Runs the [64] loop (with_cond: a cond in its body) lowered and
+ * interpreted: see the test below. */
+static void check_loop_allocates_nothing_per_iteration(bool with_cond) {
   pd_program *main = pd_static_program();
   assert_int_equal(pd_static_program_guard_begin(main, NULL), PD_OK);
   pd_tensor *x = pd_static_data("x", 1, SHAPE(64), PD_FLOAT64);
   pd_tensor *k = pd_static_data("k", 1, SHAPE(1), PD_INT64);
-  pd_tensor *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0};
-  loop_ctx c = {k, NULL};
-  assert_int_equal(pd_static_nn_while_loop(below_k, tanh_body, &c, vars, 2, out), PD_OK);
+  pd_tensor *i0 = scalar(0, PD_INT64), *vars[2] = {i0, x}, *out[2] = {0}, *w = scalar(0.5, PD_FLOAT64);
+  g_two = scalar(2, PD_INT64);
+  loop_ctx c = {k, w};
+  assert_int_equal(pd_static_nn_while_loop(below_k, with_cond ? cond_tanh_body : tanh_body, &c, vars, 2, out),
+                   PD_OK);
   assert_int_equal(pd_static_program_guard_end(), PD_OK);
   pd_executor *exe = pd_static_executor(PD_CPU), *ref = pd_static_executor(PD_CPU);
   pd_executor_set_interpret(ref, true);
@@ -427,8 +438,9 @@ static void test_while_loop_lowered_allocates_nothing_per_iteration(void **state
   assert_true(has_while);
   const pd_ctl_stats *st = pd_executor_control_stats(exe);
   assert_non_null(st);
-  assert_int_equal(st->sub_plans, 1);
-  assert_int_equal(st->arenas, 1);
+  int plans = with_cond ? 3 : 1; /* the body, and both branches (3 steps take both) */
+  assert_int_equal(st->sub_plans, plans);
+  assert_int_equal(st->arenas, plans);
   assert_true(st->arena_bytes >= 64 * sizeof(double));
   run_loop_counted(exe, main, scope, &out[1], 5, got); /* runs in the arena, makes the loop buffers */
   int64_t into0 = st->into_runs;
@@ -443,15 +455,28 @@ static void test_while_loop_lowered_allocates_nothing_per_iteration(void **state
          i60 = run_loop_counted(ref, main, scope, &out[1], 60, want);
   assert_true(i60 > i20 + 40); /* interpreted, every iteration allocates */
   assert_true(pd_executor_control_stats(exe)->into_runs > into0 + 80 * 3);
-  assert_int_equal(pd_executor_control_stats(exe)->arenas, 1); /* planned once, cached with the plan */
+  assert_int_equal(pd_executor_control_stats(exe)->arenas, plans); /* planned once, cached with the plan */
   pd_var_scope_release(scope);
   pd_executor_release(exe);
   pd_executor_release(ref);
   pd_tensor_release(x);
   pd_tensor_release(k);
   pd_tensor_release(i0);
+  pd_tensor_release(w);
+  pd_tensor_release(g_two);
   for (int i = 0; i < 2; i++) pd_tensor_release(out[i]);
   pd_program_release(main);
+}
+
+/* A while_loop over a [64] value runs lowered: its body is a sub-plan with
+ * an arena, so after the first run an iteration allocates nothing (20 and
+ * 60 iterations count the same allocations), and every value equals the
+ * interpreted run's bit for bit; with a cond in the body too (its branches'
+ * sub-plans have arenas, its results reuse one buffer). */
+static void test_while_loop_lowered_allocates_nothing_per_iteration(void **state) {
+  (void)state;
+  check_loop_allocates_nothing_per_iteration(false);
+  check_loop_allocates_nothing_per_iteration(true);
 }
 
 /* s_{t+1} = s_t * w with w read from outside the loop: after k = 3 steps
