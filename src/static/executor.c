@@ -690,6 +690,13 @@ static bool lowered_matches(const lowered *l, const pd_program *p, pd_var_scope 
   return true;
 }
 
+static bool has_unknown_dims(const pd_static_block *b) {
+  for (int s = 0; s < b->n_vars; s++)
+    for (int d = 0; !b->vars[s]->is_array && d < b->vars[s]->ndim; d++)
+      if (b->vars[s]->shape[d] < 0) return true;
+  return false;
+}
+
 /* Lowers p for this call into e->low (see lower.c). A program lowering
  * cannot handle (a backward rule that reads values, not only shapes) is
  * remembered as such and run by the interpreter. */
@@ -731,7 +738,10 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
     free(names);
     return PD_OK;
   }
-  st = pd_static_run_passes(l->prog, &e->passes, names, n_fetch, &l->stats);
+  /* a plan with value-shaped results (-1 dims after a control op) runs
+   * without the passes: a fused op allocates its outputs from their shapes */
+  if (!has_unknown_dims(l->prog->blocks[0]))
+    st = pd_static_run_passes(l->prog, &e->passes, names, n_fetch, &l->stats);
   if (st == PD_OK && !(l->ctl = pd_ctl_cache_new(p))) st = pd_last_status();
   if (st == PD_OK) st = compile(&l->plan, l->prog);
   for (int i = 0; i < n_feed && st == PD_OK; i++)

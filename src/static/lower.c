@@ -181,8 +181,22 @@ static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, c
  * (PD_OPF_BACKWARD_READS_VALUES, or one that does so for some attributes
  * only and fails on a Variable) keeps its grad op, so the rest of the
  * program is still lowered. */
+/* Whether an input or output of grad op op (its first fi + fo inputs) has
+ * a shape only the run fixes (a -1 dim after a value-shaped control op
+ * result): its rule would bake the -1 into what it records. */
+static bool grad_op_sees_unknown_dims(lower *w, const pd_operator *op, const int *in) {
+  for (int i = 0; i < op->fwd_n_in + op->fwd_n_out && i < op->n_in; i++) {
+    const pd_tensor *h = in[i] >= 0 ? w->meta[in[i]] : NULL;
+    for (int d = 0; h && d < h->ndim; d++)
+      if (h->shape[d] < 0) return true;
+  }
+  return false;
+}
+
 static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, const int *out) {
-  if (pd_op_table[op->grad_of]->flags & PD_OPF_BACKWARD_READS_VALUES) return keep_grad_op(w, op, in, out);
+  if ((pd_op_table[op->grad_of]->flags & PD_OPF_BACKWARD_READS_VALUES) ||
+      grad_op_sees_unknown_dims(w, op, in))
+    return keep_grad_op(w, op, in, out);
   int mark = w->dst->n_ops;
   if (trace_grad_op(w, op, in, out) == PD_OK) return PD_OK;
   pd_ir_truncate_ops(w->dst, mark);
@@ -219,9 +233,9 @@ static bool control_result_shape(lower *w, const pd_operator *op, const int *in,
 
 /* Keeps control or array op op (a while, a conditional_block, their grad
  * ops, a tensor array op) in dst: it runs through sub-plans of the source
- * program's sub-blocks (control_plan.h). Its results need shapes known
- * now, so the ops after it are lowered on them; an array result is an
- * array Variable, shaped as its elements. */
+ * program's sub-blocks (control_plan.h). Its results get the shapes the
+ * program fixes, so the ops after it are lowered on them; an array result
+ * is an array Variable, shaped as its elements. */
 static pd_status keep_control_op(lower *w, const pd_operator *op, const int *in, const int *out) {
   const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
   if (input_names(w, op, in, ins) != PD_OK) return pd_last_status();
@@ -231,11 +245,14 @@ static pd_status keep_control_op(lower *w, const pd_operator *op, const int *in,
     if (out[j] < 0) continue;
     const pd_variable *v = w->src->vars[out[j]];
     int64_t shape[PD_MAX_DIMS];
-    if (v->ndim > PD_MAX_DIMS || (!v->is_array && !control_result_shape(w, op, in, j, v, shape)))
-      return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                          "lowering: the shape of %s's result '%s' is not known before it runs", op->type,
-                          v->name);
-    pd_variable *d = pd_ir_add_var(w->dst, v->name, v->dtype, v->ndim, v->is_array ? v->shape : shape, NULL);
+    if (v->ndim > PD_MAX_DIMS)
+      return pd_set_error(PD_ERR_INVALID, "lowering: %s's result '%s' has %d dims", op->type, v->name,
+                          v->ndim);
+    /* a shape only the run fixes (an array stacked into a tensor): its -1
+     * dims stay, the values downstream stay out of the arena, and grad ops
+     * reading them run their rules on the run's values */
+    bool fixed = !v->is_array && control_result_shape(w, op, in, j, v, shape);
+    pd_variable *d = pd_ir_add_var(w->dst, v->name, v->dtype, v->ndim, fixed ? shape : v->shape, NULL);
     if (!d) return pd_last_status();
     d->is_array = v->is_array;
     d->stop_gradient = v->stop_gradient;
