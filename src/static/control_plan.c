@@ -66,6 +66,7 @@ typedef struct ctl_entry {
 
 struct pd_ctl_cache {
   const pd_program *p;
+  bool arenas; /* sub-plans may get arenas (pd_executor_set_arena) */
   ctl_entry **e;
   int n, cap;
   pd_ctl_stats stats;
@@ -330,20 +331,21 @@ static pd_status sub_run(pd_ctl_cache *c, sub_plan *sp, const pd_operator *ctl, 
 
 /* Plans sp's arena once every op of it has run (and shown its shapes). */
 static void maybe_plan(pd_ctl_cache *c, sub_plan *sp) {
-  if (sp->planned_once || pd_is_grad_enabled()) return; /* a grad op's rerun never uses one */
+  if (sp->planned_once || pd_is_grad_enabled() || !c->arenas) return; /* a grad op's rerun never uses one */
   for (int k = 0; k < sp->n_ops; k++)
     if (!sp->ran[k]) return;
   sub_plan_arena(c, sp);
 }
 
 /* ---- the cache ---------------------------------------------------------------- */
-pd_ctl_cache *pd_ctl_cache_new(const pd_program *p) {
+pd_ctl_cache *pd_ctl_cache_new(const pd_program *p, bool arenas) {
   pd_ctl_cache *c = calloc(1, sizeof *c);
   if (!c) {
     pd_set_error(PD_ERR_MEMORY, "Executor: out of memory");
     return NULL;
   }
   c->p = p;
+  c->arenas = arenas;
   return c;
 }
 

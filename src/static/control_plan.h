@@ -28,8 +28,9 @@ typedef struct pd_ctl_stats {
 const pd_ctl_stats *pd_executor_control_stats(const pd_executor *e);
 
 /* A cache for the control ops of program p (the program holding their
- * sub-blocks); NULL with an error when out of memory. */
-pd_ctl_cache *pd_ctl_cache_new(const pd_program *p);
+ * sub-blocks), its sub-plans with arenas or not; NULL with an error when
+ * out of memory. */
+pd_ctl_cache *pd_ctl_cache_new(const pd_program *p, bool arenas);
 void pd_ctl_cache_free(pd_ctl_cache *c);
 const pd_program *pd_ctl_cache_program(const pd_ctl_cache *c);
 const pd_ctl_stats *pd_ctl_cache_stats(const pd_ctl_cache *c);

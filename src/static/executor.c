@@ -742,7 +742,7 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
    * without the passes: a fused op allocates its outputs from their shapes */
   if (!has_unknown_dims(l->prog->blocks[0]))
     st = pd_static_run_passes(l->prog, &e->passes, names, n_fetch, &l->stats);
-  if (st == PD_OK && !(l->ctl = pd_ctl_cache_new(p))) st = pd_last_status();
+  if (st == PD_OK && !(l->ctl = pd_ctl_cache_new(p, !e->no_arena))) st = pd_last_status();
   if (st == PD_OK) st = compile(&l->plan, l->prog);
   for (int i = 0; i < n_feed && st == PD_OK; i++)
     l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */

@@ -456,6 +456,13 @@ static void check_loop_allocates_nothing_per_iteration(bool with_cond) {
   assert_true(i60 > i20 + 40); /* interpreted, every iteration allocates */
   assert_true(pd_executor_control_stats(exe)->into_runs > into0 + 80 * 3);
   assert_int_equal(pd_executor_control_stats(exe)->arenas, plans); /* planned once, cached with the plan */
+  pd_executor_set_arena(exe, false); /* no arenas: the sub-plans allocate as they go, the same bits */
+  size_t n20 = run_loop_counted(exe, main, scope, &out[1], 20, got);
+  run_loop_counted(exe, main, scope, &out[1], 20, got);
+  assert_int_equal(pd_executor_control_stats(exe)->arenas, 0);
+  run_loop_counted(ref, main, scope, &out[1], 20, want);
+  assert_memory_equal(got, want, sizeof got);
+  assert_true(n20 > a20 + 20);
   pd_var_scope_release(scope);
   pd_executor_release(exe);
   pd_executor_release(ref);
