@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../ops/comm/comm_util.h"
+#include "../comm/group_internal.h"
 #include "ap_internal.h"
 #include "paddlec/distributed.h"
 #include "paddlec/manipulation.h"
@@ -60,42 +61,10 @@ static pd_status start_bucket(pd_dist_group *g, pd_reduce_op op, pd_tensor *x) {
 
 enum { COMM_MAX_RANKS = 1 << 10 };
 
-static pd_status allgather(pd_dist_opts *o, int64_t nranks, int64_t axis, pd_tensor *x, pd_tensor *out) {
-  pd_tensor *list[COMM_MAX_RANKS] = {0};
-  size_t bytes = (size_t)out->numel * pd_dtype_size(out->dtype);
-  pd_tensor *xc = x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
-  pd_status st = xc ? pd_dist_all_gather(list, xc, o) : pd_last_status();
-  pd_tensor *cat = st == PD_OK ? pd_concat(list, (int)nranks, (int)axis) : NULL;
-  if (st == PD_OK && !cat) st = pd_last_status();
-  if (cat && !cat->is_contiguous) { /* a copy in memory order (pd_contiguous of a view is new) */
-    pd_tensor *c = pd_contiguous(cat);
-    pd_tensor_release(cat);
-    if (!(cat = c)) st = pd_last_status();
-  }
-  if (cat) memcpy(pd_tensor_data(out), pd_tensor_data(cat), bytes);
-  pd_tensor_release(cat);
-  pd_tensor_release(xc);
-  for (int64_t k = 0; k < nranks; k++) pd_tensor_release(list[k]);
-  return st;
-}
-
-/* x cut into nranks equal blocks along axis (contiguous copies where a
- * block is not), block r reduced over the group into out on group rank r. */
-static pd_status reduce_scatter(pd_dist_opts *o, int64_t nranks, pd_reduce_op op, int64_t axis, pd_tensor *x,
-                                pd_tensor *out) {
-  pd_tensor *list[COMM_MAX_RANKS] = {0};
-  int64_t chunk = x->shape[axis] / nranks;
-  pd_status st = PD_OK;
-  for (int64_t k = 0; k < nranks && st == PD_OK; k++) {
-    pd_tensor *b = pd_slice(x, 1, (const int64_t[]){axis}, (const int64_t[]){k * chunk},
-                            (const int64_t[]){(k + 1) * chunk});
-    list[k] = b && !b->is_contiguous ? pd_contiguous(b) : pd_tensor_retain(b);
-    pd_tensor_release(b);
-    if (!list[k]) st = pd_last_status();
-  }
-  if (st == PD_OK) st = pd_dist_reduce_scatter(out, list, op, o);
-  for (int64_t k = 0; k < nranks; k++) pd_tensor_release(list[k]);
-  return st;
+/* The collectives along a dim read and write contiguous tensors; out is an
+ * op's output, x may be a view. */
+static pd_tensor *contiguous(pd_tensor *x) {
+  return x->is_contiguous ? pd_tensor_retain(x) : pd_contiguous(x);
 }
 
 static pd_status comm_op(pd_comm_op_kind kind, int64_t ring_id, int64_t nranks, int64_t arg, int64_t axis,
@@ -119,14 +88,23 @@ static pd_status comm_op(pd_comm_op_kind kind, int64_t ring_id, int64_t nranks, 
                         COMM_MAX_RANKS);
   pd_dist_opts o = {.group = g};
   switch (kind) {
-    case PD_COMM_OP_ALLREDUCE: {
-      pd_status st = pd_write_copy(out, x);
-      return st == PD_OK ? pd_dist_all_reduce(out, (pd_reduce_op)arg, &o) : st;
-    }
+    case PD_COMM_OP_ALLREDUCE:
     case PD_COMM_OP_ALLGATHER:
-      return allgather(&o, nranks, arg, x, out);
-    case PD_COMM_OP_REDUCE_SCATTER:
-      return reduce_scatter(&o, nranks, (pd_reduce_op)arg, axis, x, out);
+    case PD_COMM_OP_REDUCE_SCATTER: {
+      pd_tensor *xc = contiguous(x);
+      if (!xc) return pd_last_status();
+      pd_status st;
+      if (kind == PD_COMM_OP_ALLGATHER)
+        st = pd_dist_all_gather_dim(out, xc, (int)arg, &o);
+      else if (kind == PD_COMM_OP_REDUCE_SCATTER)
+        st = pd_dist_reduce_scatter_dim(out, xc, (int)axis, (pd_reduce_op)arg, &o);
+      else if (pd_dist_group_rank(g) < 0) /* not in the group: the value passes as it is */
+        st = pd_write_copy(out, xc);
+      else
+        st = pd_dist_all_reduce_into(out, xc, (pd_reduce_op)arg, &o);
+      pd_tensor_release(xc);
+      return st;
+    }
     case PD_COMM_OP_ALLREDUCE_START:
       return start_bucket(g, (pd_reduce_op)arg, x);
     case PD_COMM_OP_WAIT:
