@@ -72,12 +72,6 @@ struct pd_ctl_cache {
   pd_ctl_stats stats;
 };
 
-static int var_index(const pd_static_block *b, const char *name) {
-  for (int i = 0; i < b->n_vars; i++)
-    if (strcmp(b->vars[i]->name, name) == 0) return i;
-  return -1;
-}
-
 /* ---- building ---------------------------------------------------------------- */
 static void sub_free(sub_plan *sp) {
   if (!sp) return;
@@ -121,13 +115,13 @@ static sub_plan *sub_compile(const pd_static_block *sub, const pd_operator *op, 
     so->op = o;
     so->in = cur;
     for (int i = 0; i < o->n_in; i++) {
-      int r = var_index(sub, o->inputs[i]);
+      int r = pd_ir_var_index(sub, o->inputs[i]);
       for (int j = cap0; r < 0 && j < op->n_in; j++)
         if (strcmp(op->inputs[j], o->inputs[i]) == 0) r = -(j - cap0 + 2);
       *cur++ = r < 0 && r > -2 ? REF_UNRESOLVED : r;
     }
     so->out = cur;
-    for (int j = 0; j < o->n_out; j++) *cur++ = var_index(sub, o->outputs[j]);
+    for (int j = 0; j < o->n_out; j++) *cur++ = pd_ir_var_index(sub, o->outputs[j]);
   }
   return sp;
 }
@@ -507,7 +501,7 @@ pd_status pd_ctl_plan_branch(pd_ctl_cache *c, const pd_operator *op, pd_tensor *
     for (int i = 0; i < n; i++) {
       char name[160];
       snprintf(name, sizeof name, "%s.%s_%d", op->attrs.s, taken == 0 ? "true" : "false", i);
-      int s = e->res_idx[taken][i] = var_index(sub, name);
+      int s = e->res_idx[taken][i] = pd_ir_var_index(sub, name);
       if (s >= 0) e->sp[taken]->keep[s] = true;
     }
   }

@@ -54,14 +54,8 @@ typedef struct block_run {
   int cap0, n_caps;
 } block_run;
 
-static int var_index(const pd_static_block *b, const char *name) {
-  for (int i = 0; i < b->n_vars; i++)
-    if (strcmp(b->vars[i]->name, name) == 0) return i;
-  return -1;
-}
-
 static pd_tensor *value_of(const block_run *r, const char *name) {
-  int s = var_index(r->sub, name);
+  int s = pd_ir_var_index(r->sub, name);
   if (s >= 0) {
     if (!r->env[s])
       pd_set_error(PD_ERR_STATE, "%s: '%s' is read before any op of block %d writes it", r->op->type, name,
@@ -76,7 +70,7 @@ static pd_tensor *value_of(const block_run *r, const char *name) {
 }
 
 static pd_status set_value(block_run *r, const char *name, pd_tensor *t) {
-  int s = var_index(r->sub, name);
+  int s = pd_ir_var_index(r->sub, name);
   if (s < 0) {
     pd_tensor_release(t);
     return pd_set_error(PD_ERR_STATE, "%s: an op writes '%s', which block %d lacks", r->op->type, name,
@@ -174,13 +168,13 @@ pd_status pd_ctl_loop_layout(const pd_program *p, const pd_operator *op, pd_ctl_
   const char *key = op->attrs.s;
   char name[160];
   snprintf(name, sizeof name, "%s.cond", key);
-  l->cond_idx = var_index(sub, name);
+  l->cond_idx = pd_ir_var_index(sub, name);
   if (l->cond_idx < 0) return pd_set_error(PD_ERR_INVALID, "while: block %d lacks '%s'", sub->idx, name);
   for (int i = 0; i < l->n; i++) {
     snprintf(name, sizeof name, "%s.in_%d", key, i);
-    l->in_idx[i] = var_index(sub, name);
+    l->in_idx[i] = pd_ir_var_index(sub, name);
     snprintf(name, sizeof name, "%s.next_%d", key, i);
-    l->next_idx[i] = var_index(sub, name);
+    l->next_idx[i] = pd_ir_var_index(sub, name);
     if (l->in_idx[i] < 0 || l->next_idx[i] < 0)
       return pd_set_error(PD_ERR_INVALID, "while: block %d lacks loop variable %d ('%s')", sub->idx, i, name);
   }
@@ -250,7 +244,7 @@ static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tenso
   for (int i = 0; i < n && st == PD_OK; i++) {
     char name[160];
     snprintf(name, sizeof name, "%s.%s_%d", op->attrs.s, taken ? "true" : "false", i);
-    int s = var_index(sub, name);
+    int s = pd_ir_var_index(sub, name);
     if (s < 0 || !r.env[s])
       st = pd_set_error(PD_ERR_INVALID, "conditional_block: block %d %s '%s'", sub->idx,
                         s < 0 ? "lacks" : "never writes", name);

@@ -161,10 +161,15 @@ const char *pd_static_block_op_type(const pd_static_block *b, int i) {
 }
 
 /* ---- variables --------------------------------------------------------------- */
-pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name) {
+int pd_ir_var_index(const pd_static_block *b, const char *name) {
   for (int i = 0; i < b->n_vars; i++)
-    if (strcmp(b->vars[i]->name, name) == 0) return b->vars[i];
-  return NULL;
+    if (strcmp(b->vars[i]->name, name) == 0) return i;
+  return -1;
+}
+
+pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name) {
+  int i = pd_ir_var_index(b, name);
+  return i >= 0 ? b->vars[i] : NULL;
 }
 
 pd_variable *pd_ir_find_var_recursive(const pd_static_block *b, const char *name) {

@@ -131,6 +131,8 @@ struct pd_program {
  * tensor that stands for it (retained), or NULL to create a meta tensor. */
 pd_variable *pd_ir_add_var(pd_static_block *b, const char *name, pd_dtype dt, int ndim, const int64_t *shape,
                            pd_tensor *handle);
+/* The index of block b's own variable `name` in b->vars, or -1. */
+int pd_ir_var_index(const pd_static_block *b, const char *name);
 pd_variable *pd_ir_find_var(const pd_static_block *b, const char *name);
 /* Makes t a second handle of v: ops recorded on t name v (a distributed
  * parameter whose Variable has the global shape, t being its local shard). */
