@@ -291,9 +291,10 @@ static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, in
  * oneDNN divides a product statically: when one of its threads loses its
  * core, the other finishes its half and waits for the whole rest of the
  * first one's. Here it waits at most for the panel the slow thread is on,
- * and takes the panels the slow one has not started. Each panel is one
- * single-threaded sgemm over the whole of K (oneDNN runs single-threaded
- * inside a parallel region). The bits of a float32 product already depend
+ * and takes the panels the slow one has not started. Each panel is a part
+ * of the deterministic mode's kind (run_part) with K whole: one
+ * single-threaded sgemm (oneDNN runs single-threaded inside a parallel
+ * region). The bits of a float32 product already depend
  * on oneDNN's division of the work (docs/determinism.md); deterministic
  * mode, whose parts are fixed by the shape, does not come here. Returns
  * -1 when the product runs as usual instead, else 0 or oneDNN's status. */
@@ -312,25 +313,11 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
   int64_t np = len / min < (int64_t)nt * PANELS_PER_THREAD ? len / min : (int64_t)nt * PANELS_PER_THREAD;
   if (np < 2) return -1;
+  gemm_parts parts = by_cols ? (gemm_parts){1, np, 1} : (gemm_parts){np, 1, 1}; /* K whole: no buffer */
   int failed = 0;
 #pragma omp parallel for schedule(dynamic) reduction(| : failed)
-  for (int64_t p = 0; p < np; p++) {
-    int64_t s = len * p / np, e = len * (p + 1) / np;
-    const float *a = A, *b = B;
-    float *c = C;
-    int64_t m = M, n = N;
-    if (by_cols) {
-      b = transb ? B + s * ldb : B + s;
-      c = C + s;
-      n = e - s;
-    } else {
-      a = transa ? A + s : A + s * lda;
-      c = C + s * ldc;
-      m = e - s;
-    }
-    failed |=
-        (int)dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', m, n, K, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  for (int64_t t = 0; t < np; t++)
+    failed |= run_part(&parts, t, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
   return failed;
 }
 
