@@ -103,7 +103,7 @@ pd_program *pd_static_program(void) {
 
 static void free_var(pd_variable *v) {
   if (!v) return;
-  if (v->dist_attr && v->dist_attr_free) v->dist_attr_free(v->dist_attr);
+  if (v->dist_attr && v->dist_attr_ops) v->dist_attr_ops->free(v->dist_attr);
   pd_tensor_release(v->tensor);
   free(v->name);
   free(v);
@@ -464,6 +464,10 @@ pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor
   v->is_parameter = sv->is_parameter;
   v->is_data = sv->is_data;
   v->is_array = sv->is_array;
+  if (sv->dist_attr && sv->dist_attr_ops) {
+    if (!(v->dist_attr = sv->dist_attr_ops->copy(sv->dist_attr))) return NULL; /* b frees v */
+    v->dist_attr_ops = sv->dist_attr_ops;
+  }
   return v;
 }
 

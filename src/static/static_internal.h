@@ -7,6 +7,15 @@
 #include "paddlec/optim.h"
 #include "paddlec/static.h"
 
+/* What the IR does with a Variable's dist_attr, which it does not look
+ * into: semi-automatic parallelism, which fills it, says how to free it
+ * and how to copy it (NULL with the error set when out of memory) for a
+ * copy of the Variable (pd_ir_copy_var, pd_ir_clone). */
+typedef struct pd_var_attr_ops {
+  void (*free)(void *attr);
+  void *(*copy)(const void *attr);
+} pd_var_attr_ops;
+
 /* A Variable: a named, typed value of a block. Its handle is a tensor: a
  * meta tensor (no storage, dims may be -1) for values computed when the
  * Program runs, or the eager tensor it stands for (a layer's parameter, a
@@ -18,8 +27,8 @@ typedef struct pd_variable {
   int64_t shape[PD_MAX_DIMS];
   bool persistable, stop_gradient, is_parameter, is_data;
   bool is_array;   /* a tensor array (LOD_TENSOR_ARRAY): dtype and shape are its elements' */
-  void *dist_attr; /* semi-automatic parallelism fills it; freed with dist_attr_free */
-  void (*dist_attr_free)(void *);
+  void *dist_attr; /* semi-automatic parallelism fills it (owned) */
+  const pd_var_attr_ops *dist_attr_ops;
   pd_tensor *tensor; /* owned reference */
   int scratch;       /* backward generation's index of the variable */
 } pd_variable;
@@ -171,7 +180,7 @@ pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to)
  * assign to an output, a While's loop variables) stays a new value. */
 pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v);
 /* A variable of b named and flagged as sv (persistable, parameter, data, array,
- * stop_gradient); handle as for pd_ir_add_var. */
+ * stop_gradient), with a copy of its dist_attr; handle as for pd_ir_add_var. */
 pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle);
 /* Appends a copy of op so (a grad op stays one) to b. */
 pd_operator *pd_ir_copy_op(pd_static_block *b, const pd_operator *so);

@@ -88,24 +88,6 @@ static pd_status copy_updates(pd_static_block *b, const pd_static_block *src, in
   return PD_OK;
 }
 
-/* A clone of p's main whose Variables keep their dist attrs. */
-static pd_program *clone_placed(const pd_program *p) {
-  pd_program *c = pd_ir_clone(p, false);
-  const pd_static_block *sb = p->blocks[0];
-  for (int s = 0; c && s < sb->n_vars; s++) {
-    const pd_dist_attr *sa = pd_ap_var_attr(sb->vars[s]);
-    pd_dist_attr *a = sa ? pd_ap_attr_copy(sa) : NULL;
-    pd_variable *v = pd_ir_find_var(c->blocks[0], sb->vars[s]->name);
-    if (sa && (!a || !v)) {
-      pd_ap_attr_free(a);
-      pd_program_release(c);
-      return NULL;
-    }
-    if (a) pd_ap_var_set_attr(v, a);
-  }
-  return c;
-}
-
 pd_status pd_ap_gradient_merge(pd_ap_program *serial, int k_steps, bool avg, pd_ap_program *acc) {
   memset(acc, 0, sizeof *acc);
   pd_static_block *b = serial->main->blocks[0];
@@ -141,7 +123,7 @@ pd_status pd_ap_gradient_merge(pd_ap_program *serial, int k_steps, bool avg, pd_
     st = pd_set_error(PD_ERR_STATE, "Strategy.gradient_merge: the train Program updates no parameter");
   /* accumulate: everything before the optimizer, then the sums */
   if (st == PD_OK) {
-    acc->main = clone_placed(serial->main);
+    acc->main = pd_ir_clone(serial->main, false);
     acc->mesh = pd_dist_process_mesh_retain(serial->mesh);
     acc->n_feed = serial->n_feed;
     acc->n_fetch = serial->n_fetch;

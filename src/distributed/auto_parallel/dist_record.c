@@ -15,10 +15,15 @@
 #include "dist_program.h"
 #include "paddlec/layers.h"
 
+static void *copy_attr(const void *a) { return pd_ap_attr_copy(a); }
+
+/* How the Program IR frees and copies a Variable's dist attr. */
+static const pd_var_attr_ops k_var_attr_ops = {pd_ap_attr_free, copy_attr};
+
 void pd_ap_var_set_attr(pd_variable *v, pd_dist_attr *a) {
-  if (v->dist_attr && v->dist_attr_free) v->dist_attr_free(v->dist_attr);
+  if (v->dist_attr && v->dist_attr_ops) v->dist_attr_ops->free(v->dist_attr);
   v->dist_attr = a;
-  v->dist_attr_free = a ? pd_ap_attr_free : NULL;
+  v->dist_attr_ops = a ? &k_var_attr_ops : NULL;
 }
 
 void pd_ap_program_free(pd_ap_program *p) {
