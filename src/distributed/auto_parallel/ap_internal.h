@@ -165,12 +165,10 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id);
  * a row shard (spmd_local.c; c->in is not read). PD_ERR_UNIMPLEMENTED for
  * the other local steps. */
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a);
-/* Whether op id's local step is one op (pd_ap_local_op gives it). */
-bool pd_ap_local_has_op(pd_op_id id);
 /* The local step of embedding, cross entropy, dropout and multinomial in
- * eager:
- * pd_ap_local_op's op on c->in, then c->id's grad node
- * (pd_ap_local_computed). */
+ * eager: pd_ap_local_op's op on c->in, then c->id's grad node
+ * (pd_ap_local_computed). A rule's local step is one op (one a Program
+ * can hold) exactly when it is this function. */
 pd_status pd_ap_local_step(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* Installs the kernels of the communication ops (comm_op_kernels.c). */
 void pd_ap_install_comm_ops(void);

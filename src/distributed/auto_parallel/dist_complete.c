@@ -144,11 +144,12 @@ static pd_status complete_op(const pd_static_block *b, const pd_operator *op, pd
    * step is one op, partition writes that op (pd_ap_local_op); elsewhere
    * a Program has no op for the step, and the op runs replicated, as one
    * without a rule (an inplace op cannot: it writes its input where it is). */
-  if (args.local && !pd_ap_local_has_op(id) && !(def->flags & PD_OPF_INPLACE)) {
+  bool one_op = args.local == pd_ap_local_step;
+  if (args.local && !one_op && !(def->flags & PD_OPF_INPLACE)) {
     args.local = NULL;
     if ((st = pd_ap_rule_replicated(&args)) != PD_OK) return st;
   }
-  if (args.local && !pd_ap_local_has_op(id))
+  if (args.local && !one_op)
     return pd_set_error(PD_ERR_UNIMPLEMENTED,
                         "dist.to_static: %s on these placements needs its rule's local step (as eager runs "
                         "it), which a static Program cannot hold yet",

@@ -104,11 +104,6 @@ static void multinomial_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   a->i[3] = rows;
 }
 
-bool pd_ap_local_has_op(pd_op_id id) {
-  return id == PD_OP_embedding || id == PD_OP_embedding_grad || id == PD_OP_cross_entropy_with_softmax ||
-         id == PD_OP_cross_entropy_with_softmax_grad || id == PD_OP_dropout || id == PD_OP_multinomial;
-}
-
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   *a = *c->attrs;
   switch (c->id) {

@@ -561,12 +561,19 @@ bool pd_ap_is_update_op(pd_op_id id) {
  * on a shard it would miss the other shards' zeros. Replicated inputs
  * give every rank the whole extent. (max, min, norm and abs_pow compute
  * their masks with ops on a DTensor, so they take the reduction and
- * unary rules.) */
+ * unary rules.) masked_select and nonzero: their outputs (the selected
+ * elements, the coordinates of the nonzero ones, in row-major order) have
+ * a length that depends on the values; a shard's result is neither a
+ * slice of the whole nor of a size the metas know, so the inputs are
+ * gathered and every rank computes the whole. (Paddle's NonZeroInferSpmd
+ * replicates too; it has no masked_select rule.) */
 static pd_status rule_replicate_on_purpose(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
 
 static bool replicates_on_purpose(pd_op_id id) {
   switch (id) {
     case PD_OP_prod_exclusive:
+    case PD_OP_masked_select:
+    case PD_OP_nonzero:
       return true;
     default:
       return false;

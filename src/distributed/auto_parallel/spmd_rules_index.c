@@ -1,6 +1,7 @@
 /* SPMD rules of the contractions matmul's rule does not cover (addmm, dot)
- * and of the indexed reads and writes (gather_nd, scatter_nd_add, scatter,
- * masked_select, nonzero). A contraction over a sharded dim leaves its result
+ * and of the indexed reads and writes (gather_nd, scatter_nd_add, scatter;
+ * masked_select and nonzero replicate on purpose, see spmd_rules.c's
+ * replicates_on_purpose). A contraction over a sharded dim leaves its result
  * Partial(sum) on that mesh axis; an indexed op keeps the shards of the
  * dims its index does not address and gathers the ones it does. */
 #include <string.h>
@@ -141,14 +142,6 @@ static pd_status rule_scatter(pd_spmd_args *s) {
   return PD_OK;
 }
 
-/* masked_select and nonzero replicate on purpose: their outputs (the
- * selected elements, the coordinates of the nonzero ones, in row-major
- * order) have a length that depends on the values; a shard's result is
- * neither a slice of the whole nor of a size the metas know, so the inputs
- * are gathered and every rank computes the whole. (Paddle's
- * NonZeroInferSpmd replicates too; it has no masked_select rule.) */
-static pd_status rule_sized_by_values(pd_spmd_args *s) { return pd_ap_rule_replicated(s); }
-
 pd_spmd_fn pd_ap_rule_index(pd_op_id id) {
   switch (id) {
     case PD_OP_addmm:
@@ -161,9 +154,6 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id) {
       return rule_scatter_nd_add;
     case PD_OP_scatter:
       return rule_scatter;
-    case PD_OP_masked_select:
-    case PD_OP_nonzero:
-      return rule_sized_by_values;
     default:
       return NULL;
   }
