@@ -73,6 +73,14 @@ void pd_ap_shard_range(int64_t global, int64_t n, int64_t c, int64_t *start, int
 /* The local shape of attr a on this rank (coords in its mesh); non-members
  * get the 1-d shape [0]. Returns the local rank. */
 int pd_ap_local_shape(const pd_dist_attr *a, int64_t *shape);
+/* Whether op id's attrs hold its (one) output's shape: reshape(_), expand,
+ * broadcast_to, slice_grad (x_shape), scatter_along and nll_loss_grad.
+ * On a rank, such an op on shards needs its shard's shape there, both in
+ * eager (dtensor_dispatch.c) and in a partitioned Program. */
+bool pd_ap_op_attrs_hold_out_shape(pd_op_id id);
+/* For such an op: its shape attr (v0, the slot each of them reads) set to
+ * this rank's shard of `out`, the output's dist attr. */
+void pd_ap_localize_out_shape(const pd_dist_attr *out, pd_attrs *a);
 /* placements <-> the rules' dims_mapping form. */
 void pd_ap_to_spmd(const pd_dist_placement *p, int n, int ndim, pd_spmd_dist *d);
 void pd_ap_from_spmd(const pd_spmd_dist *d, int n, int ndim, pd_dist_placement *p);

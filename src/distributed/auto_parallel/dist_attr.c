@@ -158,6 +158,15 @@ int pd_ap_local_shape(const pd_dist_attr *a, int64_t *shape) {
   return a->ndim;
 }
 
+bool pd_ap_op_attrs_hold_out_shape(pd_op_id id) {
+  return id == PD_OP_reshape || id == PD_OP_reshape_ || id == PD_OP_expand || id == PD_OP_broadcast_to ||
+         id == PD_OP_slice_grad || id == PD_OP_scatter_along || id == PD_OP_nll_loss_grad;
+}
+
+void pd_ap_localize_out_shape(const pd_dist_attr *out, pd_attrs *a) {
+  a->nv[0] = pd_ap_local_shape(out, a->v[0]);
+}
+
 void pd_ap_to_spmd(const pd_dist_placement *p, int n, int ndim, pd_spmd_dist *d) {
   for (int k = 0; k < PD_MAX_DIMS; k++) d->dims_mapping[k] = -1;
   for (int m = 0; m < PD_SPMD_MAX_MESH_DIMS; m++) d->partial[m] = -1;

@@ -312,12 +312,10 @@ static pd_status partition_op(part *w, const pd_operator *op, const pd_spmd_dist
   }
   if (st == PD_OK && local) st = local_op(w, op, want, &type, &attrs);
   if (st != PD_OK) return st;
-  if (def && op->n_out == 1 &&
-      (op->op_id == PD_OP_reshape || op->op_id == PD_OP_reshape_ || op->op_id == PD_OP_expand ||
-       op->op_id == PD_OP_broadcast_to)) {
-    const pd_variable *ov = pd_ir_find_var(w->src, op->outputs[0]);
-    const pd_dist_attr *oa = pd_ap_var_attr(ov);
-    if (oa) attrs.nv[0] = pd_ap_local_shape(oa, attrs.v[0]);
+  /* ops whose attrs hold the output's shape get its local shape */
+  if (def && op->n_out == 1 && pd_ap_op_attrs_hold_out_shape((pd_op_id)op->op_id)) {
+    const pd_dist_attr *oa = pd_ap_var_attr(pd_ir_find_var(w->src, op->outputs[0]));
+    if (oa) pd_ap_localize_out_shape(oa, &attrs);
   }
   pd_operator *d = pd_ir_append_op(w->dst, type, ins, op->n_in, outs, op->n_out, &attrs);
   if (!d) return pd_last_status();

@@ -285,15 +285,13 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     /* ops whose attrs hold the output's shape get its local shape */
     pd_attrs local_attrs;
     const pd_attrs *a_global = a;
-    if (nm == 1 &&
-        (id == PD_OP_reshape || id == PD_OP_reshape_ || id == PD_OP_expand || id == PD_OP_broadcast_to ||
-         id == PD_OP_slice_grad || id == PD_OP_scatter_along || id == PD_OP_nll_loss_grad)) {
+    if (nm == 1 && pd_ap_op_attrs_hold_out_shape(id)) {
       pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
       pd_ap_from_spmd(&dout[0], mesh->ndim, gm[0].ndim, p);
       pd_dist_attr *oa = pd_ap_attr_new(mesh, p, gm[0].ndim, gm[0].shape);
       if (oa) {
         local_attrs = *a;
-        local_attrs.nv[0] = pd_ap_local_shape(oa, local_attrs.v[0]);
+        pd_ap_localize_out_shape(oa, &local_attrs);
         a = &local_attrs;
         pd_ap_attr_free(oa);
       }
