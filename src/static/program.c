@@ -423,6 +423,14 @@ void pd_ir_truncate_ops(pd_static_block *b, int n) {
   pd_ir_touch(b->program);
 }
 
+pd_status pd_ir_set_slot(char **slot, const char *name) {
+  char *s = dup_str(name);
+  if (!s) return pd_set_error(PD_ERR_MEMORY, "Program: out of memory naming '%s'", name);
+  free(*slot);
+  *slot = s;
+  return PD_OK;
+}
+
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to) {
   pd_variable *v = pd_ir_find_var(b, from);
   if (!v) return pd_set_error(PD_ERR_INVALID, "Program: rename of unknown variable '%s'", from);
@@ -437,14 +445,10 @@ pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to)
       pd_operator *op = bb->ops[k];
       for (int s = 0; s < op->n_in + op->n_out; s++) {
         char **slot = s < op->n_in ? &op->inputs[s] : &op->outputs[s - op->n_in];
-        if (strcmp(*slot, old) != 0) continue;
-        char *r = dup_str(to);
-        if (!r) {
+        if (strcmp(*slot, old) == 0 && pd_ir_set_slot(slot, to) != PD_OK) {
           free(nn);
-          return pd_set_error(PD_ERR_MEMORY, "Program: out of memory");
+          return pd_last_status();
         }
-        free(*slot);
-        *slot = r;
       }
     }
   }

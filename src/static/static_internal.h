@@ -169,6 +169,9 @@ pd_operator *pd_ir_append_fused_op(pd_static_block *b, const char *type, const c
 void pd_ir_remove_op(pd_static_block *b, int k);
 /* Drops the ops of b from index n on (a lowering attempt given up). */
 void pd_ir_truncate_ops(pd_static_block *b, int n);
+/* Makes slot, one of an op's inputs or outputs, name a copy of name (the
+ * old name freed); unchanged with an error when out of memory. */
+pd_status pd_ir_set_slot(char **slot, const char *name);
 /* Renames variable `from` to `to` in b: the variable, its handle's name and
  * every op of the program that names it. */
 pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to);

@@ -90,16 +90,6 @@ pd_status pd_static_assign_to(pd_tensor *x, pd_tensor *output) {
 }
 
 /* ---- the end: loop variables from the writes ----------------------------------- */
-static pd_status set_name(char **slot, const char *name) {
-  size_t n = strlen(name) + 1;
-  char *c = malloc(n);
-  if (!c) return pd_set_error(PD_ERR_MEMORY, "While: out of memory");
-  memcpy(c, name, n);
-  free(*slot);
-  *slot = c;
-  return PD_OK;
-}
-
 static bool descends_from(const pd_program *p, int b, int ancestor) {
   while (b > ancestor) b = p->blocks[b]->parent_idx;
   return b == ancestor;
@@ -113,7 +103,7 @@ static pd_status rename_in_tree(pd_program *p, int root, const char *from, const
     pd_static_block *blk = p->blocks[b];
     for (int k = 0; k < blk->n_ops; k++)
       for (int i = 0; i < blk->ops[k]->n_in; i++)
-        if (strcmp(blk->ops[k]->inputs[i], from) == 0 && set_name(&blk->ops[k]->inputs[i], to) != PD_OK)
+        if (strcmp(blk->ops[k]->inputs[i], from) == 0 && pd_ir_set_slot(&blk->ops[k]->inputs[i], to) != PD_OK)
           return pd_last_status();
   }
   return PD_OK;
@@ -176,7 +166,7 @@ static pd_status close_loop(pd_program *p, const while_frame *f) {
     pd_operator *op = sub->ops[k];
     for (int i = 0; i < op->n_in && st == PD_OK; i++) {
       int j = find_name(w, n, op->inputs[i]);
-      if (j >= 0) st = set_name(&op->inputs[i], cur[j]);
+      if (j >= 0) st = pd_ir_set_slot(&op->inputs[i], cur[j]);
     }
     int n_sub = strcmp(op->type, PD_STATIC_COND) == 0 ? 2 : strcmp(op->type, PD_STATIC_WHILE) == 0 ? 1 : 0;
     for (int s = 0; s < n_sub && st == PD_OK; s++) {
@@ -193,7 +183,7 @@ static pd_status close_loop(pd_program *p, const while_frame *f) {
       if (!nv) return pd_last_status();
       nv->is_array = wv[j]->is_array;
       nv->stop_gradient = wv[j]->stop_gradient;
-      st = set_name(&op->outputs[o], name);
+      st = pd_ir_set_slot(&op->outputs[o], name);
       snprintf(cur[j], sizeof cur[j], "%s", name);
     }
   }

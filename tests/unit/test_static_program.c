@@ -340,8 +340,25 @@ static void test_name_scope_and_unique_names(void **state) {
   pd_program_release(p);
 }
 
+/* pd_ir_set_slot renames one input or output of an op and no other. */
+static void test_set_slot_renames_one_slot(void **state) {
+  (void)state;
+  pd_program *p = pd_static_program();
+  pd_static_block *b = pd_program_global_block(p);
+  const char *ins[2] = {"a", "a"}, *outs[1] = {"c"};
+  pd_operator *op = pd_ir_append_op(b, "add", ins, 2, outs, 1, NULL);
+  assert_non_null(op);
+  assert_int_equal(pd_ir_set_slot(&op->inputs[1], "a@MERGED"), PD_OK);
+  assert_int_equal(pd_ir_set_slot(&op->outputs[0], "d"), PD_OK);
+  assert_string_equal(op->inputs[0], "a");
+  assert_string_equal(op->inputs[1], "a@MERGED");
+  assert_string_equal(op->outputs[0], "d");
+  pd_program_release(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_set_slot_renames_one_slot),
       cmocka_unit_test(test_records_ops_and_vars),
       cmocka_unit_test(test_prints_like_paddle),
       cmocka_unit_test(test_executor_matches_eager),

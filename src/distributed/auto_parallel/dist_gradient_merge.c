@@ -77,11 +77,7 @@ static pd_status copy_updates(pd_static_block *b, const pd_static_block *src, in
     for (int i = 0; i < op->n_in; i++)
       for (int j = 0; j < n; j++) {
         if (strcmp(op->inputs[i], m[j].grad) != 0) continue;
-        char *s = malloc(strlen(m[j].buf) + 1);
-        if (!s) return pd_set_error(PD_ERR_MEMORY, "gradient_merge: out of memory");
-        strcpy(s, m[j].buf);
-        free(op->inputs[i]);
-        op->inputs[i] = s;
+        if (pd_ir_set_slot(&op->inputs[i], m[j].buf) != PD_OK) return pd_last_status();
         break;
       }
   }

@@ -120,15 +120,6 @@ static bool held(const rewrite *w, int e, const char *name) {
   return false;
 }
 
-static pd_status set_name(char **slot, const char *name) {
-  char *s = malloc(strlen(name) + 1);
-  if (!s) return pd_set_error(PD_ERR_MEMORY, "Strategy.recompute: out of memory");
-  strcpy(s, name);
-  free(*slot);
-  *slot = s;
-  return PD_OK;
-}
-
 /* The renamed values of one segment: original -> copy. */
 typedef struct renames {
   char (*from)[PD_AP_NAME_LEN];
@@ -217,11 +208,11 @@ static pd_status recompute_segment(rewrite *w, int s, int e, int seg) {
     c->name_scope[0] = 0;
     for (int i = 0; i < c->n_in && st == PD_OK; i++) {
       const char *to = renamed(&r, c->inputs[i], false);
-      if (to) st = set_name(&c->inputs[i], to);
+      if (to) st = pd_ir_set_slot(&c->inputs[i], to);
     }
     for (int j = 0; j < c->n_out && st == PD_OK; j++) {
       const char *to = renamed(&r, c->outputs[j], false);
-      if (to) st = set_name(&c->outputs[j], to);
+      if (to) st = pd_ir_set_slot(&c->outputs[j], to);
     }
   }
   if (st == PD_OK && n_copies > 0) st = move_tail(b, at, n_copies);
@@ -230,7 +221,7 @@ static pd_status recompute_segment(rewrite *w, int s, int e, int seg) {
       pd_operator *op = b->ops[k];
       for (int i = 0; i < op->n_in && st == PD_OK; i++) {
         const char *to = renamed(&r, op->inputs[i], true);
-        if (to) st = set_name(&op->inputs[i], to);
+        if (to) st = pd_ir_set_slot(&op->inputs[i], to);
       }
     }
   }

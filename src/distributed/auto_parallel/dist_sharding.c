@@ -55,14 +55,6 @@ static pd_status place_var(pd_variable *v, pd_dist_process_mesh *mesh, const pd_
   return PD_OK;
 }
 
-static pd_status rename_io(char **slot, const char *name) {
-  char *s = strdup(name);
-  if (!s) return pd_set_error(PD_ERR_MEMORY, "Strategy.sharding: out of memory");
-  free(*slot);
-  *slot = s;
-  return PD_OK;
-}
-
 /* Rewrites update op `op` (its wanted input placements `want`) into
  * assign, the update on the shard, copy_; false in *done when its parameter
  * stays whole. */
@@ -111,8 +103,8 @@ static pd_status shard_update(pd_ap_program *p, int axis, pd_operator *op, const
     pd_variable *v = pd_ir_find_var(b, op->outputs[k]);
     if (param_shaped(v, pv)) st = place_var(v, mesh, s);
   }
-  if (st == PD_OK) st = rename_io(&op->inputs[0], name);
-  if (st == PD_OK) st = rename_io(&op->outputs[0], name);
+  if (st == PD_OK) st = pd_ir_set_slot(&op->inputs[0], name);
+  if (st == PD_OK) st = pd_ir_set_slot(&op->outputs[0], name);
   if (st != PD_OK) return st;
   emit(r, op, w, false);
   /* copy_(P, P@SHARD): the shards gathered back */
