@@ -33,10 +33,7 @@ static pd_status replace_by_constant(pd_static_block *b, int k, pd_tensor *v) {
   if (!a) return pd_last_status();
   a->value = pd_tensor_retain(v);
   a->role = role;
-  pd_operator *old = b->ops[k];
-  b->ops[k] = a;
-  b->ops[b->n_ops - 1] = old;
-  pd_ir_truncate_ops(b, b->n_ops - 1);
+  pd_pass_replace_op(b, k);
   return PD_OK;
 }
 

@@ -134,11 +134,7 @@ pd_status pd_pass_fuse_dropout_add(pd_pass_ctx *c) {
       break;
     }
     op->role = add->role;
-    /* the fused op takes the add's place; the dropout is dropped */
-    pd_operator *old = b->ops[a];
-    b->ops[a] = op;
-    b->ops[b->n_ops - 1] = old;
-    pd_ir_truncate_ops(b, b->n_ops - 1);
+    pd_pass_replace_op(b, a); /* the fused op takes the add's place; the dropout is dropped */
     drop[k] = true;
     c->stats->dropout_adds++;
   }

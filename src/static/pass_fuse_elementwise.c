@@ -278,11 +278,7 @@ static pd_status build_chain(finder *w, int last, bool *drop) {
   pd_operator *f = pd_ir_append_fused_op(b, "fused_elementwise", in_names, c->n_in, outs, 1, &c->base);
   if (!f) return pd_last_status();
   f->role = b->ops[last]->role;
-  /* the fused op takes the last op's place; the members are dropped */
-  pd_operator *old = b->ops[last];
-  b->ops[last] = f;
-  b->ops[b->n_ops - 1] = old;
-  pd_ir_truncate_ops(b, b->n_ops - 1);
+  pd_pass_replace_op(b, last); /* the fused op takes the last op's place; the members are dropped */
   for (int m = 0; m < n; m++)
     if (members[m] != last) drop[members[m]] = true;
   w->c->stats->elementwise_chains++;
@@ -305,10 +301,7 @@ pd_status pd_pass_fuse_elementwise(pd_pass_ctx *c) {
   for (int s = 0; st == PD_OK && s < nv; s++) w.producer[s] = -1;
   for (int k = 0; st == PD_OK && k < no; k++) {
     const pd_operator *op = b->ops[k];
-    for (int j = 0; j < op->n_out; j++) {
-      int s = pd_pass_slot(c, op->outputs[j]);
-      if (s >= 0) w.producer[s] = k;
-    }
+    pd_pass_note_producer(c, k, w.producer); /* the writers up to op k */
     w.group[k] = -1;
     if (!fusable(&w, k)) continue;
     w.group[k] = k, w.size[k] = 1, w.first[k] = k;

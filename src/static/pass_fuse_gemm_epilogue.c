@@ -139,11 +139,7 @@ static int sole_reader(const finder *w, int k) {
 /* Puts fused op f (appended last) in place of op `at`, dropping `at` and
  * the other ops listed. */
 static void install(finder *w, int at, const int *others, int n_others) {
-  pd_static_block *b = w->b;
-  pd_operator *old = b->ops[at];
-  b->ops[at] = b->ops[b->n_ops - 1];
-  b->ops[b->n_ops - 1] = old;
-  pd_ir_truncate_ops(b, b->n_ops - 1);
+  pd_pass_replace_op(w->b, at);
   for (int i = 0; i < n_others; i++) w->drop[others[i]] = true;
 }
 
@@ -263,22 +259,18 @@ pd_status pd_pass_fuse_gemm_epilogue(pd_pass_ctx *c) {
   int nv = b->n_vars, no = b->n_ops;
   finder w = {.c = c, .b = b};
   w.readers = pd_pass_count_readers(c);
-  w.producer = malloc(sizeof(int) * ((size_t)nv + 1));
+  w.producer = pd_pass_producers(c);
   w.reader = malloc(sizeof(int) * ((size_t)nv + 1));
   w.drop = calloc((size_t)no + 1, sizeof(bool));
   pd_status st = w.readers && w.producer && w.reader && w.drop
                      ? PD_OK
                      : pd_set_error(PD_ERR_MEMORY, "Executor: out of memory fusing GEMMs");
-  for (int s = 0; st == PD_OK && s < nv; s++) w.producer[s] = w.reader[s] = -1;
+  for (int s = 0; st == PD_OK && s < nv; s++) w.reader[s] = -1;
   for (int k = 0; st == PD_OK && k < no; k++) {
     const pd_operator *op = b->ops[k];
     for (int i = 0; i < op->n_in; i++) {
       int s = pd_pass_slot(c, op->inputs[i]);
       if (s >= 0) w.reader[s] = k;
-    }
-    for (int j = 0; j < op->n_out; j++) {
-      int s = pd_pass_slot(c, op->outputs[j]);
-      if (s >= 0) w.producer[s] = k;
     }
   }
   for (int k = 0; st == PD_OK && k < no; k++) {

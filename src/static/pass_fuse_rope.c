@@ -222,10 +222,7 @@ static pd_status install(finder *w, rope_op *f, const char *const *ins, const ch
       pd_ir_append_fused_op(b, f->backward ? "fused_rope_grad" : "fused_rope", ins, 3, &out, 1, &f->base);
   if (!op) return pd_last_status();
   op->role = role;
-  pd_operator *old = b->ops[last]; /* the fused op takes the last op's place */
-  b->ops[last] = op;
-  b->ops[b->n_ops - 1] = old;
-  pd_ir_truncate_ops(b, b->n_ops - 1);
+  pd_pass_replace_op(b, last); /* the fused op takes the last op's place */
   for (int i = 0; i < n_ops; i++)
     if (ops[i] != last) w->drop[ops[i]] = true;
   w->c->stats->rope++;
@@ -407,20 +404,14 @@ static pd_status try_backward(finder *w, int kma) {
 
 pd_status pd_pass_fuse_rope(pd_pass_ctx *c) {
   pd_static_block *b = c->b;
-  int nv = b->n_vars, no = b->n_ops;
+  int no = b->n_ops;
   finder w = {.c = c, .b = b};
   w.readers = pd_pass_count_readers(c);
-  w.producer = malloc(sizeof(int) * ((size_t)nv + 1));
+  w.producer = pd_pass_producers(c);
   w.drop = calloc((size_t)no + 1, sizeof(bool));
   pd_status st = w.readers && w.producer && w.drop
                      ? PD_OK
                      : pd_set_error(PD_ERR_MEMORY, "Executor: out of memory fusing rotary embeddings");
-  for (int s = 0; st == PD_OK && s < nv; s++) w.producer[s] = -1;
-  for (int k = 0; st == PD_OK && k < no; k++)
-    for (int j = 0; j < b->ops[k]->n_out; j++) {
-      int s = pd_pass_slot(c, b->ops[k]->outputs[j]);
-      if (s >= 0) w.producer[s] = k;
-    }
   for (int k = 0; st == PD_OK && k < no; k++) {
     const pd_operator *op = b->ops[k];
     if (w.drop[k] || op->fused) continue;

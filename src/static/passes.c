@@ -97,6 +97,33 @@ int *pd_pass_count_readers(const pd_pass_ctx *c) {
   return readers;
 }
 
+void pd_pass_note_producer(const pd_pass_ctx *c, int k, int *producer) {
+  const pd_operator *op = c->b->ops[k];
+  for (int j = 0; j < op->n_out; j++) {
+    int s = pd_pass_slot(c, op->outputs[j]);
+    if (s >= 0) producer[s] = k;
+  }
+}
+
+int *pd_pass_producers(const pd_pass_ctx *c) {
+  const pd_static_block *b = c->b;
+  int *producer = malloc(sizeof(int) * ((size_t)b->n_vars + 1));
+  if (!producer) {
+    pd_set_error(PD_ERR_MEMORY, "Executor: out of memory in the compile passes");
+    return NULL;
+  }
+  for (int s = 0; s < b->n_vars; s++) producer[s] = -1;
+  for (int k = 0; k < b->n_ops; k++) pd_pass_note_producer(c, k, producer);
+  return producer;
+}
+
+void pd_pass_replace_op(pd_static_block *b, int k) {
+  pd_operator *old = b->ops[k];
+  b->ops[k] = b->ops[b->n_ops - 1];
+  b->ops[b->n_ops - 1] = old;
+  pd_ir_truncate_ops(b, b->n_ops - 1);
+}
+
 void pd_pass_drop_ops(pd_static_block *b, const bool *drop) {
   /* the kept ops to the front in order, the dropped ones after them, which
    * truncating frees */

@@ -85,6 +85,15 @@ int *pd_pass_count_readers(const pd_pass_ctx *c);
 int pd_pass_slot(const pd_pass_ctx *c, const char *name);
 /* Whether the variable is fetched. */
 bool pd_pass_is_fetched(const pd_pass_ctx *c, const char *name);
+/* Per variable slot of b: the last op writing it, or -1; producer[] has
+ * b->n_vars entries. Returns NULL with the error set when out of memory. */
+int *pd_pass_producers(const pd_pass_ctx *c);
+/* Records op k as the writer of its outputs in producer (a table being
+ * built op by op, as pd_pass_producers does for all ops). */
+void pd_pass_note_producer(const pd_pass_ctx *c, int k, int *producer);
+/* Puts the op appended last to b in place of op k, freeing op k (a fused
+ * or folded op taking the place of the one it stands for). */
+void pd_pass_replace_op(pd_static_block *b, int k);
 /* Removes the ops k of b with drop[k] set (freeing them), keeping the order. */
 void pd_pass_drop_ops(pd_static_block *b, const bool *drop);
 /* Whether a and b have one known shape. */
