@@ -325,7 +325,7 @@ static pd_status sub_run(pd_ctl_cache *c, sub_plan *sp, const pd_operator *ctl, 
 
 /* Plans sp's arena once every op of it has run (and shown its shapes). */
 static void maybe_plan(pd_ctl_cache *c, sub_plan *sp) {
-  if (sp->planned_once || pd_is_grad_enabled() || !c->arenas) return; /* a grad op's rerun never uses one */
+  if (sp->planned_once || pd_is_grad_enabled() || !c->arenas) return; /* a taped run never uses one */
   for (int k = 0; k < sp->n_ops; k++)
     if (!sp->ran[k]) return;
   sub_plan_arena(c, sp);

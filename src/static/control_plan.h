@@ -5,9 +5,9 @@
  * shape of every value the sub-block's ops write, the values that keep
  * one shape get offsets in an arena of their own (memory_plan.h), so a
  * loop body reuses the same bytes every iteration and a run allocates
- * nothing per iteration. Runs with the tape on (the grad ops rerun the
- * forward to differentiate it) use the sub-plan without its arena: the
- * tape keeps every step's values. */
+ * nothing per iteration. Runs with the tape on (a while kept for its
+ * while_grad, a grad op rerunning its forward: control_grad.h) use the
+ * sub-plan without its arena: the tape keeps every step's values. */
 #ifndef PADDLEC_CONTROL_PLAN_H
 #define PADDLEC_CONTROL_PLAN_H
 

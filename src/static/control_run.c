@@ -1,9 +1,7 @@
 /* Running the control-flow ops: while and conditional_block run their
- * sub-blocks on the values the executor hands them, and their grad ops
- * run the same sub-block again with the eager tape on and differentiate
- * it (Paddle's while_grad walks the step scopes it saved the same way;
- * here the tape keeps every step's values). Only the branch taken runs,
- * forward and backward. The tensor array ops run in tensor_array.c.
+ * sub-blocks on the values the executor hands them; their grad ops
+ * differentiate them on the eager tape (control_grad.c). Only the branch
+ * taken runs. The tensor array ops run in tensor_array.c.
  *
  * A sub-block sees its own Variables and the values the op captured: the
  * op's inputs from index cap0 on, by name. */
@@ -11,12 +9,11 @@
 #include <string.h>
 
 #include "../core/tensor_impl.h"
+#include "control_grad.h"
 #include "control_internal.h"
 #include "control_plan.h"
-#include "paddlec/autograd.h"
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
-#include "paddlec/math.h"
 
 static const char *const control_types[] = {
     PD_STATIC_WHILE,           PD_STATIC_COND,         PD_STATIC_CREATE_ARRAY,
@@ -210,11 +207,6 @@ static pd_status run_loop(const pd_program *p, const pd_operator *op, pd_tensor 
   return st;
 }
 
-static pd_status rerun_while(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
-                             pd_tensor *const *in, pd_tensor **res) {
-  return c ? pd_ctl_plan_loop(c, op, in, res) : run_loop(p, op, in, res);
-}
-
 /* ---- conditional_block ------------------------------------------------------------ */
 pd_status pd_ctl_branch_taken(const pd_operator *op, pd_tensor *const *in, bool *taken) {
   int n = (int)op->attrs.i[2];
@@ -261,262 +253,45 @@ static pd_status run_branch(const pd_program *p, const pd_operator *op, pd_tenso
   return st;
 }
 
-static pd_status rerun_branch(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
-                              pd_tensor *const *in, pd_tensor **res) {
-  return c ? pd_ctl_plan_branch(c, op, in, res) : run_branch(p, op, in, res);
-}
-
-/* ---- the grad ops ----------------------------------------------------------------- */
-typedef pd_status (*rerun_fn)(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
-                              pd_tensor *const *in, pd_tensor **res);
-
-static pd_status rerun_array(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
-                             pd_tensor *const *in, pd_tensor **res) {
-  (void)p;
-  (void)c;
+static pd_status array_forward(const pd_operator *op, pd_tensor *const *in, pd_tensor **res) {
   if (op->n_out > 2) return pd_set_error(PD_ERR_INVALID, "%s: %d outputs", op->type, op->n_out);
   return pd_static_run_array_op(op, in, res);
 }
 
-/* What a grad op differentiates: the tensors it made leaves of (an input,
- * or an element of an input array) with their gradients, and the outputs
- * (an output, or an element of an output array) with theirs. Arrays make
- * the counts unbounded (one element per loop step). */
-typedef struct grad_set {
-  pd_tensor **xs, **gx, **direct; /* per leaf: borrowed, owned, owned */
-  int *of, *elem;                 /* per leaf: input slot, element (-1: the input itself) */
-  int n, cap;
-  pd_tensor **ys, **gys; /* borrowed */
-  int ny, ycap;
-} grad_set;
-
-static bool grow(void **p, size_t size, int cap) {
-  void *q = realloc(*p, size * (size_t)cap);
-  if (q) *p = q;
-  return q != NULL;
+/* ---- the entry points -------------------------------------------------------------- */
+pd_status pd_ctl_forward(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
+                         pd_tensor **res) {
+  bool grad;
+  const char *fwd = forward_type(op->type, &grad);
+  if (!fwd || grad)
+    return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no forward control-flow op", op->type);
+  bool loop = strcmp(fwd, PD_STATIC_WHILE) == 0, branch = strcmp(fwd, PD_STATIC_COND) == 0;
+  if (!loop && !branch) return array_forward(op, in, res);
+  if (op->n_out < 1 || op->n_out > PD_MAX_OUTPUTS || op->n_in < 1 ||
+      (loop && (op->n_in < op->n_out || op->attrs.i[1] != op->n_out)))
+    return pd_set_error(PD_ERR_INVALID, "%s: %d inputs, %d outputs", op->type, op->n_in, op->n_out);
+  for (int i = 0; i < op->n_in; i++)
+    if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[i]);
+  return loop ? (c ? pd_ctl_plan_loop(c, op, in, res) : run_loop(p, op, in, res))
+              : (c ? pd_ctl_plan_branch(c, op, in, res) : run_branch(p, op, in, res));
 }
 
-static pd_status add_leaf(grad_set *g, pd_tensor *x, int j, int k) {
-  if (g->n == g->cap) {
-    int c = g->cap ? 2 * g->cap : 16;
-    if (!grow((void **)&g->xs, sizeof *g->xs, c) || !grow((void **)&g->gx, sizeof *g->gx, c) ||
-        !grow((void **)&g->direct, sizeof *g->direct, c) || !grow((void **)&g->of, sizeof *g->of, c) ||
-        !grow((void **)&g->elem, sizeof *g->elem, c))
-      return pd_set_error(PD_ERR_MEMORY, "gradient: out of memory");
-    g->cap = c;
-  }
-  g->xs[g->n] = x;
-  g->gx[g->n] = g->direct[g->n] = NULL;
-  g->of[g->n] = j;
-  g->elem[g->n++] = k;
-  return PD_OK;
-}
-
-static void grad_set_free(grad_set *g) {
-  for (int x = 0; x < g->n; x++) {
-    pd_tensor_release(g->gx[x]);
-    pd_tensor_release(g->direct[x]);
-  }
-  free(g->xs), free(g->gx), free(g->direct), free(g->of), free(g->elem), free(g->ys), free(g->gys);
-}
-
-/* The leaf standing for input j: a detached copy that requires grad (an
- * array: a new array of such copies of its elements). */
-static pd_tensor *make_leaf(pd_tensor *t, int j, bool want, grad_set *g) {
-  bool arr = pd_array_is_value(t);
-  if (!want || !pd_dtype_is_floating(t->dtype)) return pd_tensor_retain(t);
-  if (!arr) {
-    pd_tensor *x = pd_detach(t);
-    if (x) pd_tensor_set_stop_gradient(x, false);
-    if (x && add_leaf(g, x, j, -1) != PD_OK) {
-      pd_tensor_release(x);
-      return NULL;
-    }
-    return x;
-  }
-  int n = pd_array_value_len(t);
-  pd_tensor *r = pd_array_value_new(t->dtype, NULL, 0);
-  pd_status st = r ? PD_OK : pd_last_status();
-  for (int k = 0; k < n && st == PD_OK; k++) { /* appended one by one: r holds each leaf */
-    pd_tensor *e = pd_array_value_item(t, k), *x = e ? pd_detach(e) : NULL;
-    if (e && !x) {
-      st = pd_last_status();
-      break;
-    }
-    if (x) pd_tensor_set_stop_gradient(x, false);
-    st = pd_array_value_set(r, k, x);
-    pd_tensor_release(x);
-    if (st == PD_OK && x) st = add_leaf(g, x, j, k);
-  }
-  if (st != PD_OK) {
-    pd_tensor_release(r);
-    return NULL;
-  }
-  return r;
-}
-
-/* The gradient of input j: dense, or an array (holes where none flows). */
-static pd_tensor *input_grad(const pd_tensor *t, int j, grad_set *g) {
-  bool arr = pd_array_is_value(t);
-  pd_tensor *r = arr ? pd_array_value_new(t->dtype, NULL, 0) : NULL;
-  if (arr && !r) return NULL;
-  if (arr && pd_array_value_len(t) > 0 && pd_array_value_set(r, pd_array_value_len(t) - 1, NULL) != PD_OK) {
-    pd_tensor_release(r);
-    return NULL;
-  }
-  for (int x = 0; x < g->n; x++) {
-    if (g->of[x] != j) continue;
-    pd_tensor *a = g->gx[x], *d = g->direct[x];
-    pd_tensor *v = a && d ? pd_add(a, d) : a ? pd_detach(a) : d ? pd_tensor_retain(d) : NULL;
-    if ((a || d) && !v) {
-      pd_tensor_release(r);
-      return NULL;
-    }
-    if (!arr) {
-      pd_tensor_release(r);
-      r = v;
-      continue;
-    }
-    pd_status st = pd_array_value_set(r, g->elem[x], v);
-    pd_tensor_release(v);
-    if (st != PD_OK) {
-      pd_tensor_release(r);
-      return NULL;
-    }
-  }
-  return r ? r : pd_zeros(t->ndim, t->shape, t->dtype);
-}
-
-/* Adds the pair (y, gy) to differentiate: gy straight into the input when y
- * is one of the leaves (an element an array op passed through). */
-static pd_status add_target(grad_set *g, pd_tensor *y, pd_tensor *gy) {
-  if (!y || !gy || y->stop_gradient || !pd_dtype_is_floating(y->dtype)) return PD_OK;
-  for (int x = 0; x < g->n; x++)
-    if (g->xs[x] == y) {
-      pd_tensor *d = g->direct[x] ? pd_add(g->direct[x], gy) : pd_tensor_retain(gy);
-      if (!d) return pd_last_status();
-      pd_tensor_release(g->direct[x]);
-      g->direct[x] = d;
-      return PD_OK;
-    }
-  if (g->ny == g->ycap) {
-    int c = g->ycap ? 2 * g->ycap : 16;
-    if (!grow((void **)&g->ys, sizeof *g->ys, c) || !grow((void **)&g->gys, sizeof *g->gys, c))
-      return pd_set_error(PD_ERR_MEMORY, "gradient: out of memory");
-    g->ycap = c;
-  }
-  g->ys[g->ny] = y;
-  g->gys[g->ny++] = gy;
-  return PD_OK;
-}
-
-/* The grad op of a control or array op: inputs [forward inputs (fi),
- * forward outputs (fo), output gradients (fo)], outputs one gradient per
- * forward input. Reruns the forward (fn) on detached copies of the inputs
- * with the tape on and differentiates it; an array's gradient is an array
- * of its elements' gradients. */
-static pd_status rerun_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, const char *fwd_type,
-                            pd_tensor *const *in, const bool *want, pd_tensor **out, rerun_fn fn) {
-  int fi = op->fwd_n_in, fo = op->fwd_n_out;
-  if (fi < 1 || fo < 1 || fi > 2 * PD_MAX_OUTPUTS || fo > PD_MAX_OUTPUTS || op->n_in != fi + 2 * fo ||
-      op->n_out != fi)
-    return pd_set_error(PD_ERR_INVALID, "%s: %d inputs, %d outputs for a forward op of %d and %d", op->type,
-                        op->n_in, op->n_out, fi, fo);
-  for (int j = 0; j < fi + fo; j++)
-    if (!in[j]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[j]);
-  pd_tensor *leaf[2 * PD_MAX_OUTPUTS] = {0}, *res[PD_MAX_OUTPUTS] = {0}, *zeros[PD_MAX_OUTPUTS] = {0};
-  grad_set g = {0};
-  pd_status st = PD_OK;
-  for (int j = 0; j < fi && st == PD_OK; j++)
-    if (!(leaf[j] = make_leaf(in[j], j, want[j], &g))) st = pd_last_status();
-  pd_operator fwd = *op; /* the forward op, as its grad op names it */
-  fwd.type = (char *)fwd_type;
-  fwd.n_in = fi;
-  fwd.n_out = fo;
-  fwd.outputs = op->inputs + fi;
-  bool prev = pd_set_grad_enabled(true);
-  if (st == PD_OK && g.n > 0) st = fn(p, c, &fwd, leaf, res);
-  for (int i = 0; i < fo && st == PD_OK && g.n > 0; i++) {
-    pd_tensor *gy = in[fi + fo + i];
-    if (pd_array_is_value(res[i])) { /* its gradient: an array too (absent: none flows) */
-      for (int k = 0; gy && k < pd_array_value_len(res[i]) && st == PD_OK; k++)
-        st = add_target(&g, pd_array_value_item(res[i], k), pd_array_value_item(gy, k));
-      continue;
-    }
-    if (!gy && pd_dtype_is_floating(res[i]->dtype) && !res[i]->stop_gradient &&
-        !(gy = zeros[i] = pd_zeros(res[i]->ndim, res[i]->shape, res[i]->dtype)))
-      st = pd_last_status();
-    if (st == PD_OK) st = add_target(&g, res[i], gy);
-  }
-  if (st == PD_OK && g.ny > 0) {
-    pd_grad_opts o = {.allow_unused = true};
-    st = pd_grad(g.ys, g.ny, g.xs, g.n, g.gys, &o, g.gx);
-  }
-  pd_set_grad_enabled(prev);
-  for (int j = 0; j < fi && st == PD_OK; j++)
-    if (want[j] && !(out[j] = input_grad(in[j], j, &g))) st = pd_last_status();
-  for (int k = 0; k < 2 * PD_MAX_OUTPUTS; k++) pd_tensor_release(leaf[k]);
-  for (int k = 0; k < PD_MAX_OUTPUTS; k++) {
-    pd_tensor_release(res[k]);
-    pd_tensor_release(zeros[k]);
-  }
-  grad_set_free(&g);
-  if (st != PD_OK)
-    for (int j = 0; j < fi; j++) {
-      pd_tensor_release(out[j]);
-      out[j] = NULL;
-    }
-  return st;
-}
-
-pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
-                                           const char *const *outs) {
-  char type[96];
-  snprintf(type, sizeof type, "%s_grad", op->type);
-  pd_operator *g = pd_ir_append_op(b, type, ins, op->n_in + 2 * op->n_out, outs, op->n_in, &op->attrs);
-  if (!g) return NULL;
-  g->fwd_n_in = op->n_in;
-  g->fwd_n_out = op->n_out;
-  g->role = PD_OP_ROLE_BACKWARD;
-  return g;
-}
-
-/* ---- the entry point --------------------------------------------------------------- */
 /* c: the lowered plan's cache of sub-plans, NULL when interpreted. */
 static pd_status run_control(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
                              pd_tensor *const *in, const bool *want, pd_tensor **out) {
   bool grad;
   const char *fwd = forward_type(op->type, &grad);
   if (!fwd) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
-  bool loop = strcmp(fwd, PD_STATIC_WHILE) == 0, branch = strcmp(fwd, PD_STATIC_COND) == 0;
-  if (grad)
-    return rerun_grad(p, c, op, fwd, in, want, out, loop ? rerun_while : branch ? rerun_branch : rerun_array);
-  if (!loop && !branch) {
-    pd_tensor *res[2] = {0};
-    pd_status st = rerun_array(p, c, op, in, res);
-    for (int k = 0; k < op->n_out && k < 2; k++) {
-      if (st == PD_OK && want[k])
-        out[k] = res[k];
-      else
-        pd_tensor_release(res[k]);
-    }
-    return st;
-  }
-  if (op->n_out < 1 || op->n_out > PD_MAX_OUTPUTS || op->n_in < 1 ||
-      (loop && (op->n_in < op->n_out || op->attrs.i[1] != op->n_out)))
-    return pd_set_error(PD_ERR_INVALID, "%s: %d inputs, %d outputs", op->type, op->n_in, op->n_out);
-  for (int i = 0; i < op->n_in; i++)
-    if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", op->type, op->inputs[i]);
-  pd_tensor *res[PD_MAX_OUTPUTS];
-  pd_status st = loop ? rerun_while(p, c, op, in, res) : rerun_branch(p, c, op, in, res);
-  if (st != PD_OK) return st;
-  for (int i = 0; i < op->n_out; i++) {
-    if (want[i])
-      out[i] = res[i];
+  if (grad) return pd_ctl_grad(p, c, op, fwd, in, want, out);
+  pd_tensor *res[PD_MAX_OUTPUTS] = {0};
+  pd_status st = pd_ctl_forward(p, c, op, in, res);
+  for (int k = 0; k < op->n_out && k < PD_MAX_OUTPUTS; k++) {
+    if (st == PD_OK && want[k])
+      out[k] = res[k];
     else
-      pd_tensor_release(res[i]);
+      pd_tensor_release(res[k]);
   }
-  return PD_OK;
+  return st;
 }
 
 pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,

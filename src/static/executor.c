@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../core/alloc.h"
+#include "control_grad.h"
 #include "control_plan.h"
 #include "memory_plan.h"
 #include "paddlec/creation.h"
@@ -30,6 +31,7 @@
 typedef struct plan_op {
   const pd_operator *op;
   int *in, *out; /* variable slots */
+  int pair;      /* a while: its while_grad's index; a while_grad: its while's; else -1 */
 } plan_op;
 
 typedef struct plan {
@@ -38,7 +40,8 @@ typedef struct plan {
   const pd_static_block *block;
   plan_op *ops; /* every op of the block, in order */
   int n_ops;
-  int *ins_outs; /* backing store of the slot arrays */
+  int *ins_outs;  /* backing store of the slot arrays */
+  bool has_pairs; /* a while keeps its taped run for its while_grad */
 } plan;
 
 /* A program lowered for one call's feed shapes, fetch list and scope (the
@@ -106,6 +109,46 @@ static int slot_of(const pd_static_block *b, const char *name) {
   return -1;
 }
 
+/* Whether plan op g, a while_grad, differentiates plan op f: f is a while
+ * and g reads its inputs and outputs. */
+static bool differentiates(const plan_op *g, const plan_op *f) {
+  int fi = g->op->fwd_n_in, fo = g->op->fwd_n_out;
+  if (strcmp(f->op->type, PD_STATIC_WHILE) != 0 || fi != f->op->n_in || fo != f->op->n_out ||
+      g->op->n_in != fi + 2 * fo)
+    return false;
+  for (int j = 0; j < fi; j++)
+    if (g->in[j] < 0 || g->in[j] != f->in[j]) return false;
+  for (int i = 0; i < fo; i++)
+    if (f->out[i] < 0 || g->in[fi + i] != f->out[i]) return false;
+  return true;
+}
+
+/* Pairs each while with the while_grad after it that differentiates it,
+ * when it has exactly one: that while keeps its taped run for it
+ * (control_grad.h). A while with two grad ops keeps nothing; each reruns
+ * it. */
+static void pair_loops(plan *pl) {
+  for (int k = 0; k < pl->n_ops; k++) pl->ops[k].pair = -1;
+  for (int g = 0; g < pl->n_ops; g++) {
+    if (strcmp(pl->ops[g].op->type, PD_STATIC_WHILE "_grad") != 0) continue; /* few are: no cost per op */
+    for (int f = 0; f < g && pl->ops[g].pair < 0; f++)
+      if (differentiates(&pl->ops[g], &pl->ops[f])) pl->ops[g].pair = f;
+  }
+  pl->has_pairs = false;
+  for (int f = 0; f < pl->n_ops; f++) {
+    if (strcmp(pl->ops[f].op->type, PD_STATIC_WHILE) != 0) continue;
+    int grads = 0, last = -1;
+    for (int g = f + 1; g < pl->n_ops; g++)
+      if (pl->ops[g].pair == f) grads++, last = g;
+    if (grads == 1) {
+      pl->ops[f].pair = last;
+      pl->has_pairs = true;
+    }
+    for (int g = f + 1; grads > 1 && g < pl->n_ops; g++)
+      if (pl->ops[g].pair == f) pl->ops[g].pair = -1;
+  }
+}
+
 static pd_status compile(plan *pl, const pd_program *p) {
   plan_clear(pl);
   const pd_static_block *b = p->blocks[0];
@@ -141,6 +184,7 @@ static pd_status compile(plan *pl, const pd_program *p) {
   pl->program = p;
   pl->version = p->version;
   pl->block = b;
+  pair_loops(pl);
   return PD_OK;
 }
 
@@ -278,11 +322,47 @@ static pd_status run_grad_op(const plan_op *po, const pd_static_block *b, pd_var
   return st;
 }
 
+/* What a run of a plan hands its control ops besides their values. */
+typedef struct run_state {
+  const plan *pl;
+  const bool *live;   /* the ops that run (NULL: all) */
+  pd_ctl_cache *ctl;  /* the sub-plans of a lowered plan's control ops (NULL: interpreted) */
+  pd_ctl_kept **kept; /* per while paired with its grad op: its taped run until the grad op ran */
+} run_state;
+
+/* Runs control or array op po (the k-th of rs->pl) on in: a while whose
+ * while_grad runs later keeps its taped run, which that grad op then
+ * differentiates and frees. */
+static pd_status control_op_run(const run_state *rs, int k, pd_tensor *const *in, const bool *want,
+                                pd_tensor **out) {
+  const plan_op *po = &rs->pl->ops[k];
+  const pd_operator *op = po->op;
+  pd_ctl_cache *c = rs->ctl && op->lowered_from ? rs->ctl : NULL;
+  const pd_operator *src = c ? op->lowered_from : op;
+  const pd_program *p = c ? pd_ctl_cache_program(c) : rs->pl->block->program;
+  int pair = rs->kept ? po->pair : -1;
+  if (pair > k && (!rs->live || rs->live[pair])) {
+    const plan_op *g = &rs->pl->ops[pair];
+    bool grad_want[3 * PD_MAX_OUTPUTS];
+    for (int j = 0; j < op->n_in; j++) grad_want[j] = j < g->op->n_out && g->out[j] >= 0;
+    return pd_ctl_run_kept(p, c, src, in, want, grad_want, out, &rs->kept[k]);
+  }
+  if (pair >= 0 && pair < k) {
+    pd_status st = pd_ctl_grad_kept(p, c, rs->kept[pair], src, in, want, out);
+    pd_ctl_kept_free(rs->kept[pair]); /* the steps are done with */
+    rs->kept[pair] = NULL;
+    return st;
+  }
+  return c ? pd_ctl_run(c, src, in, want, out) : pd_static_run_control(p, src, in, want, out);
+}
+
 /* A control or array op (control_run.c) on this run's values: in a
  * lowered plan (ctl set) through the sub-plans of the op it stands for,
  * each result checked against the shape lowering gave its Variable. */
-static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope,
-                                pd_tensor **env, pd_ctl_cache *ctl) {
+static pd_status run_control_op(const run_state *rs, int k, pd_var_scope *scope, pd_tensor **env) {
+  const plan_op *po = &rs->pl->ops[k];
+  const pd_static_block *b = rs->pl->block;
+  pd_ctl_cache *ctl = rs->ctl;
   const pd_operator *op = po->op;
   if (op->n_in > 3 * PD_MAX_OUTPUTS || op->n_out > PD_MAX_OUTPUTS)
     return pd_set_error(PD_ERR_INVALID, "Executor: %s has %d inputs and %d outputs", op->type, op->n_in,
@@ -300,8 +380,7 @@ static pd_status run_control_op(const plan_op *po, const pd_static_block *b, pd_
     in[i] = env[po->in[i]];
   }
   for (int k = 0; k < op->n_out; k++) want[k] = po->out[k] >= 0;
-  st = ctl && op->lowered_from ? pd_ctl_run(ctl, op->lowered_from, in, want, out)
-                               : pd_static_run_control(b->program, op, in, want, out);
+  st = control_op_run(rs, k, in, want, out);
   for (int k = 0; k < op->n_out && st == PD_OK && ctl; k++) {
     const pd_variable *v = want[k] ? b->vars[po->out[k]] : NULL;
     if (!v || v->is_array || !out[k] || pd_array_is_value(out[k])) continue;
@@ -357,15 +436,16 @@ static pd_status run_fused(const plan_op *po, const pd_static_block *b, pd_var_s
   return st;
 }
 
-static pd_status run_op(const plan_op *po, const pd_static_block *b, pd_var_scope *scope, pd_tensor **env,
-                        pd_ctl_cache *ctl) {
+static pd_status run_op(const run_state *rs, int k, pd_var_scope *scope, pd_tensor **env) {
+  const plan_op *po = &rs->pl->ops[k];
+  const pd_static_block *b = rs->pl->block;
   const pd_operator *op = po->op;
   pd_tensor *out[PD_MAX_OUTPUTS];
   int n = 0;
   pd_status st;
   if (op->grad_of >= 0) return run_grad_op(po, b, scope, env);
   if (op->fused) return run_fused(po, b, scope, env, false);
-  if (op->op_id < 0 && !op->value) return run_control_op(po, b, scope, env, ctl);
+  if (op->op_id < 0 && !op->value) return run_control_op(rs, k, scope, env);
   if (op->op_id < 0) { /* assign_value: a copy, unless no one can modify the constant */
     out[0] = op->shared_value ? pd_tensor_retain(op->value) : pd_assign(op->value);
     if (!out[0]) return pd_last_status();
@@ -632,7 +712,13 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, pd_
     if (feed_slots[i] < 0 || feed_slots[i] >= b->n_vars)
       return pd_set_error(PD_ERR_STATE, "Executor.run: feed '%s' has no slot in the plan", feed[i].name);
   pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
-  if (!env) return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  run_state rs = {.pl = pl, .live = live, .ctl = ctl};
+  if (pl->has_pairs) rs.kept = calloc((size_t)pl->n_ops, sizeof *rs.kept);
+  if (!env || (pl->has_pairs && !rs.kept)) {
+    free(env);
+    free(rs.kept);
+    return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
+  }
   for (int s = 0; ar && s < b->n_vars; s++)
     if (ar->slot[s]) env[s] = pd_tensor_retain(ar->slot[s]);
   for (int i = 0; i < n_feed; i++) {
@@ -642,8 +728,10 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, pd_
   pd_status st = PD_OK;
   for (int k = 0; k < pl->n_ops && st == PD_OK; k++) {
     if (live && !live[k]) continue;
-    st = ar && ar->into[k] ? run_into(&pl->ops[k], b, scope, env) : run_op(&pl->ops[k], b, scope, env, ctl);
+    st = ar && ar->into[k] ? run_into(&pl->ops[k], b, scope, env) : run_op(&rs, k, scope, env);
   }
+  for (int k = 0; rs.kept && k < pl->n_ops; k++) pd_ctl_kept_free(rs.kept[k]); /* a run's steps end with it */
+  free(rs.kept);
   for (int i = 0; i < n_fetch && st == PD_OK; i++) {
     if ((st = load(b, scope, env, fetch[i])) != PD_OK) break;
     pd_tensor *t = env[fetch[i]];

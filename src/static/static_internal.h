@@ -301,7 +301,7 @@ pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_t
                                 const bool *want, pd_tensor **out);
 /* Appends to b the grad op ("<type>_grad") of control-flow or tensor
  * array op op: ins and outs laid out as for a registry grad op (see
- * pd_operator); it reruns op on the tape and differentiates it. */
+ * pd_operator); it differentiates op on the tape (control_grad.c). */
 pd_operator *pd_static_append_control_grad(pd_static_block *b, const pd_operator *op, const char *const *ins,
                                            const char *const *outs);
 /* ---- tensor arrays (tensor_array.c) ------------------------------------------
