@@ -6,8 +6,11 @@
  * rotary embedding and attention kept sharded, and max/min over a sharded
  * dim (Partial) splitting the gradient over ties on both shards; the placements
  * of addmm and dot (Partial), nll_loss's mean, gather_nd, batch_norm and
- * multinomial. Each result, unsharded, equals the one-process result
- * (float64 to 1e-12). */
+ * multinomial; scatter and scatter_ into a row shard (duplicate indices
+ * across the shards), through a Partial x or updates, and gather_nd with
+ * its index's batch dims sharded, on 2 processes and on a 2x2 mesh of 4.
+ * Each result, unsharded, equals the one-process result (float64 to
+ * 1e-12). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +36,14 @@ static bool close_values(pd_tensor *a, pd_tensor *b, double tol) {
 static bool placed(const pd_tensor *t, pd_dist_placement want) {
   pd_dist_placement p;
   return pd_dist_placements(t, &p, 1) == 1 && pd_dist_placement_equal(p, want);
+}
+
+static bool placed_n(const pd_tensor *t, const pd_dist_placement *want, int n) {
+  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
+  if (!t || pd_dist_placements(t, p, PD_DIST_MAX_MESH_DIMS) != n) return false;
+  for (int m = 0; m < n; m++)
+    if (!pd_dist_placement_equal(p[m], want[m])) return false;
+  return true;
 }
 
 static pd_dist_process_mesh *mesh2(void) {
@@ -243,6 +254,175 @@ static int rank_placements(int rank) {
   return 0;
 }
 
+/* ---- scatter and scatter_ ------------------------------------------------- */
+/* index with duplicates on both row shards of a 5-row x (rows 0-2 on rank
+ * 0, 3-4 on rank 1): row 3 twice, so with overwrite the last one wins */
+static pd_tensor *scatter_index(void) { return T(PD_INT64, 1, SHAPE(5), 3, 0, 3, 4, 1); }
+
+static int rank_scatter(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(17);
+  pd_tensor *idx = scatter_index();
+  for (int ow = 0; ow < 2; ow++) {
+    pd_tensor *x = input(2, SHAPE(5, 4)), *u = input(2, SHAPE(5, 4));
+    pd_tensor *ref = pd_scatter(x, idx, u, ow);
+    DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+    /* x's row shard stays: each rank writes its own rows */
+    pd_tensor *dx = sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_shard(0));
+    pd_tensor *du = sharded(pd_clone(u, PD_FLOAT64), m, pd_dist_shard(0));
+    pd_tensor *out = pd_scatter(dx, idx, du, ow);
+    DIST_CHECK(out && placed(out, pd_dist_shard(0)), 2);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+    DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+    DIST_CHECK(placed(pd_tensor_grad(dx), pd_dist_shard(0)), 5);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-12), 6);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(du)), pd_tensor_grad(u), 1e-12), 7);
+    /* linear in (x, updates): a Partial(sum) x or updates keeps the output Partial(sum) */
+    pd_tensor *px = sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_partial(PD_REDUCE_SUM));
+    out = pd_scatter(px, idx, u, ow);
+    DIST_CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 8);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 9);
+    pd_tensor *pu = sharded(pd_clone(u, PD_FLOAT64), m, pd_dist_partial(PD_REDUCE_SUM));
+    out = pd_scatter(x, idx, pu, ow);
+    DIST_CHECK(out && placed(out, pd_dist_partial(PD_REDUCE_SUM)), 10);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 11);
+    /* Partial(max) is not linear: resolved first */
+    out = pd_scatter(sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_partial(PD_REDUCE_MAX)), idx, u, ow);
+    DIST_CHECK(out && placed(out, pd_dist_replicate()), 12);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 13);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static int rank_scatter_inplace(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(19);
+  pd_tensor *idx = scatter_index();
+  pd_tensor *x = sample_uniform(2, SHAPE(5, 4), -1, 1), *u = sample_uniform(2, SHAPE(5, 4), -1, 1);
+  pd_tensor *ref = pd_scatter(x, idx, u, true);
+  /* not recorded; x keeps its placement: a row shard, a column shard (updates follow), Partial(sum) */
+  const pd_dist_placement keep[3] = {pd_dist_shard(0), pd_dist_shard(1), pd_dist_partial(PD_REDUCE_SUM)};
+  for (int k = 0; k < 3; k++) {
+    pd_tensor *dx = pd_dist_shard_tensor(pd_clone(x, PD_FLOAT64), m, &keep[k], 1);
+    pd_tensor *du = pd_dist_shard_tensor(pd_clone(u, PD_FLOAT64), m,
+                                         (pd_dist_placement[]){pd_dist_shard(k == 1 ? 0 : 1)}, 1);
+    pd_tensor *out = pd_scatter_(dx, idx, du, true);
+    DIST_CHECK(out == dx && placed(dx, keep[k]), 1);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(dx), ref, 1e-12), 2);
+  }
+  /* a Partial(max) x would have to be resolved, which an inplace op cannot do */
+  pd_tensor *mx = pd_dist_shard_tensor(pd_clone(x, PD_FLOAT64), m,
+                                       (pd_dist_placement[]){pd_dist_partial(PD_REDUCE_MAX)}, 1);
+  DIST_CHECK(!pd_scatter_(mx, idx, u, true) && strstr(pd_last_error(), "scatter_") &&
+                 strstr(pd_last_error(), "reshard it first"),
+             3);
+  pd_clear_error();
+  /* recorded (x needs a gradient): the result of scatter on a copy is placed as x */
+  pd_tensor *x0 = input(2, SHAPE(5, 4));
+  pd_tensor *xr = pd_scale(x0, 2, 0, true);
+  DIST_CHECK(pd_scatter_(xr, idx, u, true) == xr, 4);
+  DIST_CHECK(pd_backward(weighted(xr), NULL, false) == PD_OK, 5);
+  for (int k = 0; k < 2; k++) {
+    pd_tensor *d0 = sharded(pd_clone(x0, PD_FLOAT64), m, k ? pd_dist_shard(0) : pd_dist_replicate());
+    pd_tensor *dr = pd_scale(d0, 2, 0, true);
+    pd_tensor *du = sharded(pd_clone(u, PD_FLOAT64), m, pd_dist_shard(1)); /* the copy's result is Shard(1) */
+    DIST_CHECK(pd_scatter_(dr, idx, du, true) == dr, 6);
+    DIST_CHECK(placed(dr, k ? pd_dist_shard(0) : pd_dist_replicate()), 7);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(dr), xr, 1e-12), 8);
+    DIST_CHECK(pd_backward(weighted(dr), NULL, false) == PD_OK, 9);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(d0)), pd_tensor_grad(x0), 1e-12), 10);
+  }
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+/* ---- gather_nd with a sharded index ----------------------------------------- */
+static int rank_gather_nd_index(int rank) {
+  pd_dist_process_mesh *m = mesh2();
+  sample_reseed(23);
+  pd_tensor *x = input(3, SHAPE(3, 4, 6));
+  pd_tensor *idx = T(PD_INT64, 3, SHAPE(2, 3, 2), 0, 1, 2, -1, 1, 3, -3, 0, 2, 2, 0, -4); /* negatives too */
+  pd_tensor *ref = pd_gather_nd(x, idx);
+  DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+  for (int d = 0; d < 2; d++) {
+    pd_tensor *dx = sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_replicate());
+    pd_tensor *out =
+        pd_gather_nd(dx, pd_dist_shard_tensor(idx, m, (pd_dist_placement[]){pd_dist_shard(d)}, 1));
+    DIST_CHECK(out && placed(out, pd_dist_shard(d)), 2); /* the index's batch dims shard the output's */
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+    DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+    DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-12), 5);
+  }
+  /* one mesh axis for an index batch dim and x's kept dim: x keeps it */
+  pd_tensor *out = pd_gather_nd(sharded(pd_clone(x, PD_FLOAT64), m, pd_dist_shard(2)),
+                                pd_dist_shard_tensor(idx, m, (pd_dist_placement[]){pd_dist_shard(0)}, 1));
+  DIST_CHECK(out && placed(out, pd_dist_shard(2)), 6);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 7);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+/* ---- the same on a 2x2 mesh ---------------------------------------------------- */
+static int rank_indexed_2d(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, NULL);
+  sample_reseed(29);
+  pd_tensor *idx = scatter_index();
+  pd_tensor *x = input(2, SHAPE(5, 4)), *u = input(2, SHAPE(5, 4));
+  pd_tensor *ref = pd_scatter(x, idx, u, true);
+  DIST_CHECK(pd_backward(weighted(ref), NULL, false) == PD_OK, 1);
+  /* rows on axis 0, columns on axis 1; a Partial(sum) updates on axis 1 yields to x's columns */
+  const pd_dist_placement xp[2] = {pd_dist_shard(0), pd_dist_shard(1)};
+  pd_tensor *dx = pd_dist_shard_tensor(pd_clone(x, PD_FLOAT64), m, xp, 2);
+  pd_tensor_set_stop_gradient(dx, false);
+  pd_tensor *out = pd_scatter(dx, idx, u, true);
+  DIST_CHECK(placed_n(out, xp, 2), 2);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 0), 3);
+  DIST_CHECK(pd_backward(weighted(out), NULL, false) == PD_OK, 4);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dx)), pd_tensor_grad(x), 1e-12), 5);
+  const pd_dist_placement pp[2] = {pd_dist_partial(PD_REDUCE_SUM), pd_dist_shard(1)};
+  out = pd_scatter(pd_dist_shard_tensor(pd_clone(x, PD_FLOAT64), m, pp, 2), idx, u, true);
+  DIST_CHECK(placed_n(out, pp, 2), 6);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(out), ref, 1e-12), 7);
+  pd_tensor *ix = pd_dist_shard_tensor(pd_clone(x, PD_FLOAT64), m, pp, 2);
+  DIST_CHECK(pd_scatter_(ix, idx, u, true) == ix && placed_n(ix, pp, 2), 8);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(ix), ref, 1e-12), 9);
+  /* gather_nd: the index's batch dim on axis 0, x's kept dim on axis 1 */
+  pd_tensor *gx = input(3, SHAPE(3, 4, 6));
+  pd_tensor *gi = T(PD_INT64, 3, SHAPE(2, 3, 2), 0, 1, 2, -1, 1, 3, -3, 0, 2, 2, 0, -4);
+  pd_tensor *gref = pd_gather_nd(gx, gi);
+  DIST_CHECK(pd_backward(weighted(gref), NULL, false) == PD_OK, 10);
+  const pd_dist_placement gxp[2] = {pd_dist_replicate(), pd_dist_shard(2)};
+  const pd_dist_placement gip[2] = {pd_dist_shard(1), pd_dist_replicate()};
+  const pd_dist_placement gop[2] = {pd_dist_shard(1), pd_dist_shard(2)};
+  pd_tensor *dgx = pd_dist_shard_tensor(pd_clone(gx, PD_FLOAT64), m, gxp, 2);
+  pd_tensor_set_stop_gradient(dgx, false);
+  pd_tensor *gout = pd_gather_nd(dgx, pd_dist_shard_tensor(gi, m, gip, 2));
+  DIST_CHECK(placed_n(gout, gop, 2), 11);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(gout), gref, 0), 12);
+  DIST_CHECK(pd_backward(weighted(gout), NULL, false) == PD_OK, 13);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dgx)), pd_tensor_grad(gx), 1e-12), 14);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_scatter_row_shard_and_partial(void **state) {
+  (void)state;
+  run_ranks(2, rank_scatter);
+}
+static void test_scatter_inplace_keeps_placement(void **state) {
+  (void)state;
+  run_ranks(2, rank_scatter_inplace);
+}
+static void test_gather_nd_index_batch_sharded(void **state) {
+  (void)state;
+  run_ranks(2, rank_gather_nd_index);
+}
+static void test_indexed_on_2x2_mesh(void **state) {
+  (void)state;
+  run_ranks(4, rank_indexed_2d);
+}
+
 static void test_placements_of_contractions_indexing_and_norms(void **state) {
   (void)state;
   run_ranks(2, rank_placements);
@@ -277,6 +457,10 @@ int main(void) {
       cmocka_unit_test(test_heads_sharded_rotary_attention),
       cmocka_unit_test(test_max_min_ties_across_shards),
       cmocka_unit_test(test_placements_of_contractions_indexing_and_norms),
+      cmocka_unit_test(test_scatter_row_shard_and_partial),
+      cmocka_unit_test(test_scatter_inplace_keeps_placement),
+      cmocka_unit_test(test_gather_nd_index_batch_sharded),
+      cmocka_unit_test(test_indexed_on_2x2_mesh),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,6 +132,21 @@ static int s_multinomial_no_replacement(pd_tensor **in, pd_attrs *a) {
   return 1;
 }
 
+/* scatter_ with duplicates: the last one wins, and a row shard holding
+ * only some of them must write the same one */
+static int s_scatter_inplace(pd_tensor **in, pd_attrs *a) {
+  in[0] = sample_uniform(2, SHAPE(5, 4), -1, 1);
+  in[1] = pd_tensor_from_f64((const double[]){3, 0, 3, 4, 1}, PD_INT64, 1, SHAPE(5));
+  in[2] = sample_uniform(2, SHAPE(5, 4), -1, 1);
+  a->i[0] = 1;
+  return 3;
+}
+static int s_scatter_inplace_add(pd_tensor **in, pd_attrs *a) {
+  int n = s_scatter_inplace(in, a);
+  a->i[0] = 0;
+  return n;
+}
+
 static const pd_op_sample k_extra[] = {
     {"equal", s_compare, 0},
     {"not_equal", s_compare, 0},
@@ -168,6 +183,10 @@ static const pd_op_sample k_extra[] = {
     {"lamb_", s_lamb, 0},
     {"multinomial", s_multinomial_rows, 0},
     {"multinomial", s_multinomial_no_replacement, 0},
+    {"scatter_", s_scatter_inplace, 0},
+    {"scatter_", s_scatter_inplace_add, 0},
+    {"scatter", s_scatter_inplace, 0},
+    {"scatter", s_scatter_inplace_add, 0},
     {NULL, NULL, 0},
 };
 static const pd_op_sample *const k_tables_extra[] = {k_extra, NULL};

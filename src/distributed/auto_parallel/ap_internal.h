@@ -165,16 +165,16 @@ pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_
  * other ops. */
 pd_spmd_fn pd_ap_rule_nn(pd_op_id id);
 /* addmm, dot and the indexed ops (gather_nd, scatter_nd_add, scatter,
- * masked_select, nonzero; spmd_rules_index.c); NULL for other ops. */
+ * scatter_; spmd_rules_index.c); NULL for other ops. */
 pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 /* The op (and its attrs) that runs op c->id on this rank's shards where a
  * rule asks for a local step that is one op: c_embedding(_grad),
  * c_softmax_with_cross_entropy(_grad), dropout of a shard, multinomial of
- * a row shard (spmd_local.c; c->in is not read). PD_ERR_UNIMPLEMENTED for
- * the other local steps. */
+ * a row shard, scatter(_) into a row shard (spmd_local.c; c->in is not
+ * read). PD_ERR_UNIMPLEMENTED for the other local steps. */
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a);
-/* The local step of embedding, cross entropy, dropout and multinomial in
- * eager: pd_ap_local_op's op on c->in, then c->id's grad node
+/* The local step of embedding, cross entropy, dropout, multinomial and
+ * scatter(_) in eager: pd_ap_local_op's op on c->in, then c->id's grad node
  * (pd_ap_local_computed). A rule's local step is one op (one a Program
  * can hold) exactly when it is this function. */
 pd_status pd_ap_local_step(const pd_spmd_local *c, pd_tensor **out, int *n_out);

@@ -7,9 +7,11 @@
  * class shards, ParallelCrossEntropy); dropout of a shard is dropout with
  * the whole tensor's shape and the shard's offset (the global mask's
  * slice); multinomial of a row shard is multinomial told its first row
- * and the whole row count. pd_ap_local_op names that op and its attrs;
- * the eager DTensor step runs it (pd_ap_local_step) and a partitioned
- * Program holds it (dist_partition.c). */
+ * and the whole row count, and scatter (scatter_) into a shard of x's rows
+ * is scatter told the shard's first row and the whole row count.
+ * pd_ap_local_op names that op and its attrs; the eager DTensor step runs
+ * it (pd_ap_local_step) and a partitioned Program holds it
+ * (dist_partition.c). */
 #include "../../core/core_internal.h"
 #include "ap_internal.h"
 #include "paddlec/distributed.h"
@@ -104,6 +106,15 @@ static void multinomial_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   a->i[3] = rows;
 }
 
+/* scatter (scatter_) into x's row shard: its first global row (i1) and the
+ * whole row count (i2); index entries outside the shard are skipped. */
+static void scatter_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
+  int64_t rows = c->in_meta[0].shape[0];
+  *id = c->id;
+  a->i[1] = pd_ap_local_start(c, c->in_dist[0].dims_mapping[0], rows);
+  a->i[2] = rows;
+}
+
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   *a = *c->attrs;
   switch (c->id) {
@@ -119,6 +130,10 @@ pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
       return PD_OK;
     case PD_OP_multinomial:
       multinomial_op(c, id, a);
+      return PD_OK;
+    case PD_OP_scatter:
+    case PD_OP_scatter_:
+      scatter_op(c, id, a);
       return PD_OK;
     default: /* a step computed by several ops (nll_loss's mean, lamb_, alpha_dropout, rrelu, bernoulli) */
       return pd_set_error(PD_ERR_UNIMPLEMENTED,

@@ -99,15 +99,22 @@ static pd_status gather_nd_kernel(const pd_kernel_ctx *ctx) {
   return PD_OK;
 }
 
-/* An int64 copy of index with negative components made non-negative. */
+/* index as int64 with negative components made non-negative, computed by
+ * ops (index + (index < 0) * x.shape[:K]) so that a DTensor index keeps its
+ * placement. */
 static pd_tensor *normalised_index(const pd_meta *xm, pd_tensor *index) {
-  int64_t *v = NULL;
-  if (pd_mu_read_raw("gather_nd", "index", index, &v) != PD_OK) return NULL;
-  int k = (int)index->shape[index->ndim - 1];
-  for (int64_t i = 0; i < index->numel; i++)
-    if (v[i] < 0) v[i] += xm->shape[i % k];
-  pd_tensor *t = pd_to_tensor(v, PD_INT64, index->ndim, index->shape);
-  free(v);
+  int64_t k = index->ndim ? index->shape[index->ndim - 1] : 0;
+  pd_tensor *i64 = pd_cast(index, PD_INT64);
+  pd_tensor *dims = pd_to_tensor(xm->shape, PD_INT64, 1, &k);
+  pd_tensor *neg = i64 ? pd_less_than_scalar(i64, 0) : NULL;
+  pd_tensor *negi = neg ? pd_cast(neg, PD_INT64) : NULL;
+  pd_tensor *shift = negi && dims ? pd_multiply(negi, dims) : NULL;
+  pd_tensor *t = shift ? pd_add(i64, shift) : NULL;
+  pd_tensor_release(shift);
+  pd_tensor_release(negi);
+  pd_tensor_release(neg);
+  pd_tensor_release(dims);
+  pd_tensor_release(i64);
   return t;
 }
 
