@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/meta_util.h"
 #include "static_internal.h"
 
 pd_program *pd_static_program_of(const pd_tensor *t, const char *fn) {
@@ -128,8 +129,7 @@ static pd_status seed(bw *w, pd_variable *t, pd_variable *given) {
   pd_variable *g = new_grad_var(w, t, "@GRAD@RENAME@block0@0");
   if (!g) return pd_last_status();
   pd_operator *op;
-  bool known = true;
-  for (int d = 0; d < t->ndim; d++) known &= t->shape[d] >= 0;
+  bool known = !pd_dims_any_unknown(t->ndim, t->shape);
   const char *outs[1] = {g->name};
   if (given) {
     const char *ins[1] = {given->name};

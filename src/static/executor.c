@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../core/alloc.h"
+#include "../ops/meta_util.h"
 #include "control_grad.h"
 #include "control_plan.h"
 #include "memory_plan.h"
@@ -613,8 +614,7 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
       int s = pl->ops[k].out[j];
       const pd_variable *v = s >= 0 ? b->vars[s] : NULL;
       all = v && !v->persistable && !v->is_data && !v->is_array && !escaped[s] &&
-            !pd_var_scope_find_var(scope, v->name) && v->ndim >= 0;
-      for (int d = 0; all && d < v->ndim; d++) all = v->shape[d] >= 0;
+            !pd_var_scope_find_var(scope, v->name) && v->ndim >= 0 && !pd_dims_any_unknown(v->ndim, v->shape);
     }
     a->into[k] = all;
     for (int j = 0; j < op->n_out && all; j++) planned[pl->ops[k].out[j]] = true;
@@ -780,8 +780,7 @@ static bool lowered_matches(const lowered *l, const pd_program *p, pd_var_scope 
 
 static bool has_unknown_dims(const pd_static_block *b) {
   for (int s = 0; s < b->n_vars; s++)
-    for (int d = 0; !b->vars[s]->is_array && d < b->vars[s]->ndim; d++)
-      if (b->vars[s]->shape[d] < 0) return true;
+    if (!b->vars[s]->is_array && pd_dims_any_unknown(b->vars[s]->ndim, b->vars[s]->shape)) return true;
   return false;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/meta_util.h"
 #include "paddlec/creation.h"
 #include "static_internal.h"
 
@@ -187,8 +188,7 @@ static pd_status trace_grad_op(lower *w, const pd_operator *op, const int *in, c
 static bool grad_op_sees_unknown_dims(lower *w, const pd_operator *op, const int *in) {
   for (int i = 0; i < op->fwd_n_in + op->fwd_n_out && i < op->n_in; i++) {
     const pd_tensor *h = in[i] >= 0 ? w->meta[in[i]] : NULL;
-    for (int d = 0; h && d < h->ndim; d++)
-      if (h->shape[d] < 0) return true;
+    if (h && pd_dims_any_unknown(h->ndim, h->shape)) return true;
   }
   return false;
 }

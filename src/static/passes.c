@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/tensor_impl.h"
+#include "../ops/meta_util.h"
+
 pd_pass_options pd_pass_options_all(void) {
   return (pd_pass_options){.fold_constants = true,
                            .remove_dead_ops = true,
@@ -145,21 +148,14 @@ void pd_pass_drop_ops(pd_static_block *b, const bool *drop) {
 }
 
 bool pd_pass_known_shape(const pd_variable *v, int64_t *numel) {
-  int64_t n = 1;
-  if (v->ndim < 0) return false;
-  for (int d = 0; d < v->ndim; d++) {
-    if (v->shape[d] < 0) return false;
-    n *= v->shape[d];
-  }
-  if (numel) *numel = n;
+  if (v->ndim < 0 || pd_dims_any_unknown(v->ndim, v->shape)) return false;
+  if (numel) *numel = pd_dims_numel(v->ndim, v->shape);
   return true;
 }
 
 bool pd_pass_same_shape(const pd_variable *a, const pd_variable *b) {
-  if (a->ndim != b->ndim) return false;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->shape[d] != b->shape[d] || a->shape[d] < 0) return false;
-  return true;
+  return a->ndim == b->ndim && pd_shape_eq(a->ndim, a->shape, b->shape) &&
+         !pd_dims_any_unknown(a->ndim, a->shape);
 }
 
 bool pd_pass_inplace_between(const pd_static_block *b, int from, int to) {

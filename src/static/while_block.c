@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../core/tensor_impl.h"
+#include "../ops/meta_util.h"
 #include "control_internal.h"
 #include "paddlec/static_control.h"
 
@@ -67,9 +68,7 @@ pd_status pd_static_assign_to(pd_tensor *x, pd_tensor *output) {
     return pd_set_error(PD_ERR_INVALID, "%s: x ('%s') is %s %s, output ('%s') %s %s", fn, xv->name,
                         xv->is_array ? "an array of" : "a tensor of", pd_dtype_name(xv->dtype), ov->name,
                         ov->is_array ? "an array of" : "a tensor of", pd_dtype_name(ov->dtype));
-  bool fits = xv->is_array || xv->ndim == ov->ndim;
-  for (int d = 0; fits && !xv->is_array && d < xv->ndim; d++)
-    fits = xv->shape[d] == ov->shape[d] || xv->shape[d] < 0 || ov->shape[d] < 0;
+  bool fits = xv->is_array || (xv->ndim == ov->ndim && pd_shapes_agree(xv->ndim, xv->shape, ov->shape));
   if (!fits) {
     char a[160], b[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: x ('%s') has shape %s, output ('%s') %s", fn, xv->name,
