@@ -581,8 +581,10 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
   }
   bool ok = a && root && planned && vals && ops && slots && piece_of && piece_off && a->slot && a->into;
   for (int s = 0; ok && s < nv; s++) root[s] = s, piece_of[s] = -1;
-  /* a control or array op may keep what it reads (an array its elements, a
-   * loop run no iteration its inputs): those values stay out of the arena */
+  /* root[s]: the value slot s aliases (views and inplace ops alias their
+   * input 0); a control or array op may keep what it reads (an array its
+   * elements, a loop run no iteration its inputs): those values stay out
+   * of the arena */
   bool *escaped = calloc((size_t)nv + 1, sizeof(bool));
   ok = ok && escaped;
   for (int k = 0; ok && k < no; k++) {
@@ -595,20 +597,15 @@ static arena *arena_build(const plan *pl, pd_var_scope *scope, const int *fetch_
       for (int i = 0; i < op->n_in; i++)
         if (pl->ops[k].in[i] >= 0 && pd_ctl_may_keep_input(op, i)) escaped[root[pl->ops[k].in[i]]] = true;
   }
-  for (int s = 0; ok && s < nv; s++) root[s] = s;
-  /* which ops write fresh values into the arena; views and inplace ops
-   * alias their input 0 */
+  /* which ops write fresh values into the arena (views and inplace ops
+   * write none) */
   for (int k = 0; ok && k < no; k++) {
     const pd_operator *op = pl->ops[k].op;
     if ((op->op_id < 0 && !op->fused) || op->grad_of >= 0 || op->n_out > PD_MAX_OUTPUTS ||
         op->n_in > PD_MAX_OUTPUTS)
       continue;
     const pd_op_def *def = op->fused ? NULL : pd_op_table[op->op_id];
-    if (def && (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) {
-      for (int j = 0; j < op->n_out && op->n_in > 0; j++)
-        if (pl->ops[k].out[j] >= 0 && pl->ops[k].in[0] >= 0) root[pl->ops[k].out[j]] = root[pl->ops[k].in[0]];
-      continue;
-    }
+    if (def && (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) continue;
     bool all = op->n_out > 0;
     for (int j = 0; j < op->n_out && all; j++) {
       int s = pl->ops[k].out[j];
