@@ -14,21 +14,41 @@
 
 #define MAX_IO 256
 
+/* The gradient Program of to_static: the forward and its gradients with
+ * respect to the parameters and the floating inputs, given one gradient
+ * per output (fed as grad_feed[k]). */
+typedef struct train_parts {
+  pd_program *train;
+  int n_params, n_inputs;
+  pd_tensor **params; /* the layer's trainable parameters (owned references) */
+  char **param_grads; /* the gradient Variable of each (NULL: none flows) */
+  char **input_grads; /* n_inputs: the gradient Variable of each input (NULL: none flows) */
+  char **grad_feed;   /* one name per output */
+} train_parts;
+
+/* Frees t's contents (n_fetch: its outputs) and zeroes it. */
+static void free_parts(train_parts *t, int n_fetch) {
+  pd_program_release(t->train);
+  for (int j = 0; j < t->n_params; j++) {
+    pd_tensor_release(t->params[j]);
+    free(t->param_grads[j]);
+  }
+  for (int k = 0; t->grad_feed && k < n_fetch; k++) free(t->grad_feed[k]);
+  for (int i = 0; t->input_grads && i < t->n_inputs; i++) free(t->input_grads[i]);
+  free(t->params);
+  free(t->param_grads);
+  free(t->grad_feed);
+  free(t->input_grads);
+  memset(t, 0, sizeof *t);
+}
+
 /* The layer to_static and jit.load return. */
 typedef struct static_function {
   pd_layer base;
   pd_inference_model m; /* the Program and its feed and fetch names */
   pd_var_scope *scope;  /* the persistable values */
   pd_executor *exe;
-  /* to_static only: the forward and its gradients with respect to the
-   * parameters and the floating inputs, given one gradient per output (fed
-   * as grad_feed[k]) */
-  pd_program *train;
-  int n_params;
-  pd_tensor **params; /* the layer's trainable parameters (owned references) */
-  char **param_grads; /* the gradient Variable of each (NULL: none flows) */
-  char **input_grads; /* n_feed: the gradient Variable of each input (NULL: none flows) */
-  char **grad_feed;   /* n_fetch names */
+  train_parts t; /* to_static only (else zeroed) */
 } static_function;
 
 static _Thread_local static_function *t_applying; /* the function pd_pylayer_apply runs */
@@ -71,7 +91,7 @@ static void free_call_data(void *p) {
 
 static pd_status pl_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
   static_function *f = t_applying;
-  int n_x = n_in - f->n_params;
+  int n_x = n_in - f->t.n_params;
   int n = run_forward(f, in, n_x, out, n_out);
   if (n < 0) return (pd_status)n;
   call_data *d = malloc(sizeof *d + (size_t)n_out * sizeof(pd_meta));
@@ -83,7 +103,7 @@ static pd_status pl_forward(pd_pylayer_ctx *ctx, pd_tensor *const *in, int n_in,
   d->f = f;
   d->n_out = n_out;
   d->input_needs_grad = needs;
-  for (int i = 0; i < n_x; i++) needs[i] = !pd_tensor_stop_gradient(in[i]) && f->input_grads[i];
+  for (int i = 0; i < n_x; i++) needs[i] = !pd_tensor_stop_gradient(in[i]) && f->t.input_grads[i];
   for (int k = 0; k < n_out; k++) {
     d->out[k].dtype = pd_tensor_dtype(out[k]);
     d->out[k].ndim = pd_tensor_ndim(out[k]);
@@ -98,7 +118,7 @@ static pd_status pl_backward(pd_pylayer_ctx *ctx, pd_tensor *const *gout, int n_
                              int n_in) {
   call_data *d = pd_pylayer_data(ctx);
   static_function *f = d->f;
-  int n_x = n_in - f->n_params;
+  int n_x = n_in - f->t.n_params;
   for (int i = 0; i < n_in; i++) gin[i] = NULL;
   pd_static_feed feed[2 * MAX_IO];
   pd_tensor *zeros[MAX_IO] = {0}, *fetch[MAX_IO], *got[MAX_IO] = {0};
@@ -110,22 +130,22 @@ static pd_status pl_backward(pd_pylayer_ctx *ctx, pd_tensor *const *gout, int n_
     pd_tensor *g = gout[k];
     if (!g) g = zeros[k] = pd_zeros(d->out[k].ndim, d->out[k].shape, d->out[k].dtype);
     if (!g) st = pd_last_status();
-    feed[n_x + k] = (pd_static_feed){f->grad_feed[k], g};
+    feed[n_x + k] = (pd_static_feed){f->t.grad_feed[k], g};
   }
-  pd_static_block *gb = pd_program_global_block(f->train);
+  pd_static_block *gb = pd_program_global_block(f->t.train);
   /* only the gradients wanted: the executor prunes the ops of the others */
   for (int i = 0; i < n_x && st == PD_OK; i++) {
     if (!d->input_needs_grad[i]) continue;
-    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->input_grads[i]))) st = pd_last_status();
+    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->t.input_grads[i]))) st = pd_last_status();
     slot[n_fetch++] = i;
   }
-  for (int j = 0; j < f->n_params && st == PD_OK; j++) {
-    if (!f->param_grads[j]) continue;
-    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->param_grads[j]))) st = pd_last_status();
+  for (int j = 0; j < f->t.n_params && st == PD_OK; j++) {
+    if (!f->t.param_grads[j]) continue;
+    if (!(fetch[n_fetch] = pd_static_block_var(gb, f->t.param_grads[j]))) st = pd_last_status();
     slot[n_fetch++] = n_x + j;
   }
   if (st == PD_OK && n_fetch)
-    st = pd_executor_run(f->exe, f->train, feed, n_x + n_out, fetch, n_fetch, got, f->scope);
+    st = pd_executor_run(f->exe, f->t.train, feed, n_x + n_out, fetch, n_fetch, got, f->scope);
   for (int k = 0; k < n_fetch; k++) {
     if (st == PD_OK)
       gin[slot[k]] = got[k];
@@ -140,15 +160,15 @@ static const pd_pylayer k_run_program = {"run_program", pl_forward, pl_backward}
 
 static int sf_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tensor **out, int max_out) {
   static_function *f = (static_function *)self;
-  if (!f->train || !pd_is_grad_enabled()) return run_forward(f, in, n_in, out, max_out);
+  if (!f->t.train || !pd_is_grad_enabled()) return run_forward(f, in, n_in, out, max_out);
   if (n_in != f->m.n_feed || max_out < f->m.n_fetch)
     return run_forward(f, in, n_in, out, max_out); /* its error */
   pd_tensor *args[2 * MAX_IO];
   for (int i = 0; i < n_in; i++) args[i] = in[i];
-  for (int j = 0; j < f->n_params; j++) args[n_in + j] = f->params[j];
+  for (int j = 0; j < f->t.n_params; j++) args[n_in + j] = f->t.params[j];
   static_function *outer = t_applying;
   t_applying = f;
-  pd_status st = pd_pylayer_apply(&k_run_program, args, n_in + f->n_params, out, f->m.n_fetch);
+  pd_status st = pd_pylayer_apply(&k_run_program, args, n_in + f->t.n_params, out, f->m.n_fetch);
   t_applying = outer;
   return st == PD_OK ? f->m.n_fetch : st;
 }
@@ -157,17 +177,7 @@ static void sf_destroy(pd_layer *self) {
   static_function *f = (static_function *)self;
   pd_executor_release(f->exe);
   pd_var_scope_release(f->scope);
-  pd_program_release(f->train);
-  for (int j = 0; j < f->n_params; j++) {
-    pd_tensor_release(f->params[j]);
-    free(f->param_grads[j]);
-  }
-  for (int k = 0; f->grad_feed && k < f->m.n_fetch; k++) free(f->grad_feed[k]);
-  for (int i = 0; f->input_grads && i < f->m.n_feed; i++) free(f->input_grads[i]);
-  free(f->params);
-  free(f->param_grads);
-  free(f->grad_feed);
-  free(f->input_grads);
+  free_parts(&f->t, f->m.n_fetch);
   pd_inference_model_free(&f->m);
 }
 
@@ -194,29 +204,6 @@ static char *dup_name(const char *s) {
   char *d = s ? strdup(s) : NULL;
   if (s && !d) pd_set_error(PD_ERR_MEMORY, "jit: out of memory");
   return d;
-}
-
-/* The gradient Program of to_static (see static_function). */
-typedef struct train_parts {
-  pd_program *train;
-  int n_params, n_inputs;
-  pd_tensor **params;
-  char **param_grads, **grad_feed, **input_grads;
-} train_parts;
-
-static void free_parts(train_parts *t, int n_fetch) {
-  pd_program_release(t->train);
-  for (int j = 0; j < t->n_params; j++) {
-    pd_tensor_release(t->params[j]);
-    free(t->param_grads[j]);
-  }
-  for (int k = 0; t->grad_feed && k < n_fetch; k++) free(t->grad_feed[k]);
-  for (int i = 0; t->input_grads && i < t->n_inputs; i++) free(t->input_grads[i]);
-  free(t->params);
-  free(t->param_grads);
-  free(t->grad_feed);
-  free(t->input_grads);
-  memset(t, 0, sizeof *t);
 }
 
 /* Under the guard of m->program, after the forward on the data Variables
@@ -389,13 +376,7 @@ pd_layer *pd_jit_to_static(pd_layer *layer, const pd_input_spec *input_spec, int
     free_parts(&t, n_fetch);
     return NULL;
   }
-  static_function *sf = (static_function *)f;
-  sf->train = t.train;
-  sf->n_params = t.n_params;
-  sf->params = t.params;
-  sf->param_grads = t.param_grads;
-  sf->grad_feed = t.grad_feed;
-  sf->input_grads = t.input_grads;
+  ((static_function *)f)->t = t;
   /* the traced layer is a sublayer: parameters() and state_dict() see its parameters */
   if (f && !pd_layer_add_sublayer(f, "layer", pd_layer_retain(layer))) {
     pd_layer_release(f);
