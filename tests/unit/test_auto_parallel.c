@@ -392,6 +392,37 @@ static void test_outside_mesh(void **state) {
   run_ranks(3, rank_outside_mesh);
 }
 
+/* Shard(0) -> Replicate of g on mesh m: the all_gather along its axis
+ * group gives g back. */
+static bool gathers(pd_dist_process_mesh *m, pd_tensor *g) {
+  pd_tensor *x = pd_dist_shard_tensor(g, m, (pd_dist_placement[]){pd_dist_shard(0)}, 1);
+  pd_tensor *r = x ? pd_dist_reshard(x, m, (pd_dist_placement[]){pd_dist_replicate()}, 1) : NULL;
+  return r && same_values(pd_dist_local_value(r), g);
+}
+
+/* The parallel environment left and joined again in one process (as
+ * destroy_process_group allows): a mesh whose axis groups were made in the
+ * old world makes them again, even after another mesh made the new
+ * world's (the old groups are freed with their world). */
+static int rank_mesh_after_reinit(int rank) {
+  pd_dist_process_mesh *a = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  pd_dist_process_mesh *b = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  pd_tensor *g = global_value(2, SHAPE(4, 3), PD_FLOAT32);
+  DIST_CHECK(gathers(a, g), 1);
+  DIST_CHECK(pd_dist_destroy_process_group(NULL) == PD_OK, 2);
+  DIST_CHECK(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 20}), 3);
+  DIST_CHECK(gathers(b, g), 4);
+  DIST_CHECK(gathers(a, g), 5);
+  pd_dist_process_mesh_release(a);
+  pd_dist_process_mesh_release(b);
+  return 0;
+}
+
+static void test_mesh_after_reinit(void **state) {
+  (void)state;
+  run_ranks(2, rank_mesh_after_reinit);
+}
+
 /* matmul with x and y each Replicate, Shard(0) or Shard(1), in the four
  * transpose cases: the unsharded result and gradients equal the dense
  * ones (float64). */
@@ -707,6 +738,7 @@ int main(void) {
       cmocka_unit_test(test_global_and_sub_meshes),
       cmocka_unit_test(test_backward_across_stages),
       cmocka_unit_test(test_outside_mesh),
+      cmocka_unit_test(test_mesh_after_reinit),
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_partial_add_stays_partial),
       cmocka_unit_test(test_demo_net_two_ranks),

@@ -20,8 +20,9 @@ struct pd_dist_process_mesh {
   int64_t size;
   int *ids; /* row-major */
   char names[PD_DIST_MAX_MESH_DIMS][PD_DIST_NAME_LEN];
-  /* the communication groups along each axis, made on first use */
-  bool groups_made;
+  /* the communication groups along each axis, made on first use in the
+   * world groups_world (pd_dist_world_generation; 0: not made) */
+  unsigned long groups_world;
   pd_dist_group **axis_groups[PD_DIST_MAX_MESH_DIMS]; /* per axis, per sub-mesh */
 };
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/group_internal.h"
 #include "ap_internal.h"
 
 static pd_dist_process_mesh *mesh_alloc(int ndim, const int64_t *shape, int64_t size) {
@@ -255,7 +256,7 @@ typedef struct group_entry {
 } group_entry;
 static group_entry *g_groups;
 static int g_ngroups;
-static pd_dist_group *g_world_seen; /* the world these groups belong to */
+static unsigned long g_groups_world; /* the world these groups belong to */
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
@@ -267,13 +268,13 @@ static pd_dist_group *shared_group(const int *ranks, int n) {
   }
   memcpy(sorted, ranks, (size_t)n * sizeof *ranks);
   qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
-  pd_dist_group *world = pd_dist_get_group(0);
-  if (world != g_world_seen) { /* a new world: the old groups are gone */
+  unsigned long world = pd_dist_world_generation();
+  if (world != g_groups_world) { /* a new world: the old groups are gone */
     for (int i = 0; i < g_ngroups; i++) free(g_groups[i].ranks);
     free(g_groups);
     g_groups = NULL;
     g_ngroups = 0;
-    g_world_seen = world;
+    g_groups_world = world;
   }
   for (int i = 0; i < g_ngroups; i++)
     if (g_groups[i].n == n && memcmp(g_groups[i].ranks, sorted, (size_t)n * sizeof *sorted) == 0)
@@ -296,7 +297,7 @@ static pd_dist_group *shared_group(const int *ranks, int n) {
 
 /* Makes every axis group of m (all sub-meshes of every axis of size > 1). */
 static pd_status make_groups(pd_dist_process_mesh *m) {
-  if (m->groups_made && pd_dist_get_group(0) == g_world_seen) return PD_OK;
+  if (m->groups_world && m->groups_world == pd_dist_world_generation()) return PD_OK;
   char buf[256];
   if (!pd_dist_is_initialized())
     return pd_set_error(PD_ERR_STATE,
@@ -331,7 +332,7 @@ static pd_status make_groups(pd_dist_process_mesh *m) {
       if (!(m->axis_groups[a][s] = shared_group(ranks, (int)n))) return pd_last_status();
     }
   }
-  m->groups_made = true;
+  m->groups_world = pd_dist_world_generation();
   return PD_OK;
 }
 

@@ -21,6 +21,8 @@ typedef struct dist_state {
 } dist_state;
 
 static dist_state g_dist;
+/* Counts the worlds joined in this process (reset_state keeps it). */
+static unsigned long g_world_generation;
 
 pd_dist_group *pd_dist_world(void) { return g_dist.initialized ? g_dist.groups[0] : NULL; }
 
@@ -238,6 +240,7 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
     return NULL;
   }
   g_dist.initialized = 1;
+  g_world_generation++;
   /* as Paddle: init ends with a barrier, so every rank leaves it ready */
   if (pd_dist_barrier(g_dist.groups[0]) < 0) {
     char msg[1024];
@@ -250,6 +253,8 @@ pd_dist_group *pd_dist_init_parallel_env(const pd_dist_init_opts *opts) {
 }
 
 bool pd_dist_is_initialized(void) { return g_dist.initialized != 0; }
+
+unsigned long pd_dist_world_generation(void) { return g_dist.initialized ? g_world_generation : 0; }
 
 pd_status pd_dist_destroy_process_group(pd_dist_group *group) {
   if (!g_dist.initialized) return PD_OK;

@@ -80,6 +80,10 @@ pd_status pd_dist_alltoall_dim(pd_tensor *out, pd_tensor *in, int in_dim, int ou
 /* group.c */
 /* The world group (NULL when not initialised). */
 pd_dist_group *pd_dist_world(void);
+/* Which world this is: a number that changes each time the parallel
+ * environment is joined (0 when not initialised). Caches of groups key on
+ * it, not on the world group's address, which a new world may reuse. */
+unsigned long pd_dist_world_generation(void);
 /* g, or the world for NULL; NULL with an error when not initialised. */
 pd_dist_group *pd_dist_resolve_group(pd_dist_group *g, const char *op);
 
