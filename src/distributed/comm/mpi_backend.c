@@ -299,6 +299,7 @@ static const pd_comm_ops k_mpi_ops = {
     .recv = pd_mpi_recv,
     .barrier = mpi_barrier,
     .all_gather_blocked = mpi_all_gather_blocked,
+    .alltoall_blocked = pd_mpi_alltoall_blocked,
     .alloc_shared = NULL,
     .free_shared = NULL,
     .destroy = mpi_destroy,

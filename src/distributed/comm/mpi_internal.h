@@ -58,6 +58,12 @@ MPI_Datatype pd_mpi_datatype(pd_dtype dt);
  * Ops are created on first use; pd_mpi_free_ops releases them. */
 pd_status pd_mpi_reduce_op(pd_dtype dt, pd_reduce_op op, MPI_Op *out);
 void pd_mpi_free_ops(void);
+/* Bytes [off, off + len) of a piece of a blocked buffer (blocked_layout.h
+ * counted in bytes: rows of cols bytes, ld apart; len <= INT_MAX) as one
+ * committed datatype of len MPI_BYTEs starting *disp bytes into the piece:
+ * the rest of a row, whole rows (an hvector), the start of the next. An MPI
+ * error code; the caller frees *out. */
+int pd_mpi_blocked_range(size_t cols, size_t ld, size_t off, size_t len, MPI_Datatype *out, size_t *disp);
 
 /* ---- mpi_wait.c ---- */
 double pd_mpi_now(void);
@@ -112,5 +118,10 @@ pd_status pd_mpi_send(pd_comm *c, const void *buf, size_t count, pd_dtype dt, in
 pd_status pd_mpi_recv(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer);
 pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
                           const size_t *recv_counts, pd_dtype dt);
+/* alltoall with blocked buffers (backend.h's alltoall_blocked): each block
+ * moves as datatypes over the blocked rows, in the same messages as the
+ * plain alltoall (so ranks may mix the forms); nothing is packed. */
+pd_status pd_mpi_alltoall_blocked(pd_comm *c, const void *in, size_t in_rows, void *out, size_t out_rows,
+                                  size_t count, pd_dtype dt);
 
 #endif

@@ -36,17 +36,58 @@ typedef struct p2p_msgs {
 
 static size_t nchunks(size_t bytes, size_t chunk) { return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk; }
 
-/* Posts the chunks of one message; reqs has nchunks(bytes) slots. */
-static int post_chunks(int is_send, void *buf, size_t bytes, size_t chunk, int peer, int tag, MPI_Comm comm,
-                       MPI_Request *reqs) {
+/* Where a message's bytes lie: contiguous (cols = 0), or a piece of a
+ * blocked buffer (blocked_layout.h counted in bytes: rows of cols bytes, ld
+ * apart), which the chunks describe as datatypes (pd_mpi_blocked_range) so
+ * that nothing is packed. */
+typedef struct msg_layout {
+  size_t cols, ld;
+} msg_layout;
+static const msg_layout k_contiguous = {0, 0};
+
+/* Posts the chunks of one message; reqs has nchunks(bytes) slots. Every
+ * chunk is `chunk` bytes of MPI_BYTE but the last, whatever the layout, so
+ * either side may hold its piece blocked or contiguous. */
+static int post_chunks_laid(int is_send, void *buf, msg_layout lay, size_t bytes, size_t chunk, int peer,
+                            int tag, MPI_Comm comm, MPI_Request *reqs) {
   size_t k = 0;
   for (size_t off = 0; off < bytes; off += chunk, k++) {
     int n = (int)(bytes - off < chunk ? bytes - off : chunk);
-    int rc = is_send ? MPI_Isend((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &reqs[k])
-                     : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &reqs[k]);
+    MPI_Datatype t = MPI_BYTE;
+    size_t at = off;
+    int cnt = n;
+    if (lay.cols) {
+      int rc = pd_mpi_blocked_range(lay.cols, lay.ld, off, (size_t)n, &t, &at);
+      if (rc != MPI_SUCCESS) return rc;
+      cnt = 1;
+    }
+    int rc = is_send ? MPI_Isend((char *)buf + at, cnt, t, peer, tag, comm, &reqs[k])
+                     : MPI_Irecv((char *)buf + at, cnt, t, peer, tag, comm, &reqs[k]);
+    if (t != MPI_BYTE) MPI_Type_free(&t); /* a posted transfer keeps its datatype */
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
+}
+
+static int post_chunks(int is_send, void *buf, size_t bytes, size_t chunk, int peer, int tag, MPI_Comm comm,
+                       MPI_Request *reqs) {
+  return post_chunks_laid(is_send, buf, k_contiguous, bytes, chunk, peer, tag, comm, reqs);
+}
+
+/* bytes of piece src into piece dst, each contiguous or blocked. */
+static void copy_laid(char *dst, msg_layout dl, const char *src, msg_layout sl, size_t bytes) {
+  if (!dl.cols && !sl.cols) {
+    if (bytes) memmove(dst, src, bytes);
+    return;
+  }
+  size_t dc = dl.cols ? dl.cols : bytes, sc = sl.cols ? sl.cols : bytes;
+  for (size_t off = 0; off < bytes;) {
+    size_t di = off / dc, dj = off % dc, si = off / sc, sj = off % sc;
+    size_t m = dc - dj < sc - sj ? dc - dj : sc - sj;
+    if (m > bytes - off) m = bytes - off;
+    memcpy(dst + di * dl.ld + dj, src + si * sl.ld + sj, m);
+    off += m;
+  }
 }
 
 static void call_str(char *buf, size_t cap, const char *kind, pd_dtype dt, size_t count) {
@@ -207,9 +248,11 @@ pd_status pd_mpi_recv(pd_comm *c, void *buf, size_t count, pd_dtype dt, int peer
 /* Each pair exchanges its blocks directly (as MPI's own linear alltoallv
  * does), in chunks, so neither counts nor displacements overflow int.
  * Tagged with the collective's sequence number on the collective
- * communicator: MPI's collectives there never match these. */
-pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
-                          const size_t *recv_counts, pd_dtype dt) {
+ * communicator: MPI's collectives there never match these. in_lay /
+ * out_lay: blocked pieces (block j at j * cols bytes) or contiguous ones
+ * (at the running sum of the counts); the messages are the same. */
+static pd_status alltoall_laid(pd_comm *c, const void *in, msg_layout in_lay, const size_t *send_counts,
+                               void *out, msg_layout out_lay, const size_t *recv_counts, pd_dtype dt) {
   int n = c->nranks, me = c->rank;
   size_t total = 0;
   for (int j = 0; j < n; j++) total += send_counts[j];
@@ -231,13 +274,15 @@ pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts,
   int rc = MPI_SUCCESS;
   for (int j = 0; j < n && rc == MPI_SUCCESS; j++) {
     size_t sb = send_counts[j] * esz, rb = recv_counts[j] * esz;
+    char *sp = (char *)(uintptr_t)in + (in_lay.cols ? (size_t)j * in_lay.cols : soff);
+    char *rp = (char *)out + (out_lay.cols ? (size_t)j * out_lay.cols : roff);
     if (j == me) {
-      if (sb) memmove((char *)out + roff, (const char *)in + soff, sb);
+      copy_laid(rp, out_lay, sp, in_lay, sb);
     } else {
-      rc = post_chunks(0, (char *)out + roff, rb, m->chunk_bytes, j, tag, m->coll, reqs + k);
+      rc = post_chunks_laid(0, rp, out_lay, rb, m->chunk_bytes, j, tag, m->coll, reqs + k);
       k += nchunks(rb, m->chunk_bytes);
       if (rc == MPI_SUCCESS)
-        rc = post_chunks(1, (char *)in + soff, sb, m->chunk_bytes, j, tag, m->coll, reqs + k);
+        rc = post_chunks_laid(1, sp, in_lay, sb, m->chunk_bytes, j, tag, m->coll, reqs + k);
       k += nchunks(sb, m->chunk_bytes);
     }
     soff += sb;
@@ -255,5 +300,25 @@ pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts,
   st = pd_mpi_wait_data(c, reqs, (int)nreq, pd_mpi_now() + c->timeout_s, &sig);
   if (st != PD_OK) pd_mpi_abandon(reqs, (int)nreq);
   free(reqs);
+  return st;
+}
+
+pd_status pd_mpi_alltoall(pd_comm *c, const void *in, const size_t *send_counts, void *out,
+                          const size_t *recv_counts, pd_dtype dt) {
+  return alltoall_laid(c, in, k_contiguous, send_counts, out, k_contiguous, recv_counts, dt);
+}
+
+pd_status pd_mpi_alltoall_blocked(pd_comm *c, const void *in, size_t in_rows, void *out, size_t out_rows,
+                                  size_t count, pd_dtype dt) {
+  size_t n = (size_t)c->nranks, esz = pd_dtype_size(dt);
+  size_t *counts = malloc(n * sizeof *counts + 1);
+  if (!counts) return pd_set_error(PD_ERR_MEMORY, "mpi alltoall: out of memory");
+  for (size_t j = 0; j < n; j++) counts[j] = count;
+  /* one row per block is the plain layout, whose pieces are contiguous */
+  size_t ic = count / in_rows * esz, oc = count / out_rows * esz;
+  msg_layout il = in_rows > 1 ? (msg_layout){ic, n * ic} : k_contiguous;
+  msg_layout ol = out_rows > 1 ? (msg_layout){oc, n * oc} : k_contiguous;
+  pd_status st = alltoall_laid(c, in, il, counts, out, ol, counts, dt);
+  free(counts);
   return st;
 }

@@ -2,7 +2,8 @@
  * floating types itself; float16 and bfloat16 (no MPI type) travel as
  * 16-bit integers and reduce through user ops that call the same kernel as
  * the shm backend; bool travels as bytes and reduces with MPI's logical
- * or / and (SUM and MAX are or, PROD and MIN are and, as in the kernel). */
+ * or / and (SUM and MAX are or, PROD and MIN are and, as in the kernel).
+ * And byte ranges of a blocked buffer's piece as datatypes. */
 #include <pthread.h>
 
 #include "../../kernels/cpu/comm_reduce.h"
@@ -98,6 +99,37 @@ pd_status pd_mpi_reduce_op(pd_dtype dt, pd_reduce_op op, MPI_Op *out) {
   if (st == PD_OK) *out = g_user_ops[dt == PD_BFLOAT16][op];
   pthread_mutex_unlock(&g_ops_lock);
   return st;
+}
+
+int pd_mpi_blocked_range(size_t cols, size_t ld, size_t off, size_t len, MPI_Datatype *out, size_t *disp) {
+  size_t i = off / cols, j = off % cols, head = cols - j < len ? cols - j : len;
+  *disp = i * ld + j;
+  if (head == len) {
+    int rc = MPI_Type_contiguous((int)len, MPI_BYTE, out);
+    if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(out)) != MPI_SUCCESS) MPI_Type_free(out);
+    return rc;
+  }
+  /* the rest of row i, whole rows from row i + 1, the start of the row after them */
+  size_t rows = (len - head) / cols, tail = (len - head) % cols;
+  MPI_Datatype vec = MPI_DATATYPE_NULL, types[3] = {MPI_BYTE, MPI_BYTE, MPI_BYTE};
+  int lens[3] = {(int)head, 0, 0}, nb = 1;
+  MPI_Aint displs[3] = {0, (MPI_Aint)(ld - j), 0};
+  int rc = MPI_SUCCESS;
+  if (rows) {
+    rc = MPI_Type_create_hvector((int)rows, (int)cols, (MPI_Aint)ld, MPI_BYTE, &vec);
+    if (rc != MPI_SUCCESS) return rc;
+    types[nb] = vec;
+    lens[nb] = 1;
+    displs[nb++] = (MPI_Aint)(ld - j);
+  }
+  if (tail) {
+    lens[nb] = (int)tail;
+    displs[nb++] = (MPI_Aint)(ld - j + rows * ld);
+  }
+  rc = MPI_Type_create_struct(nb, lens, displs, types, out);
+  if (vec != MPI_DATATYPE_NULL) MPI_Type_free(&vec);
+  if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(out)) != MPI_SUCCESS) MPI_Type_free(out);
+  return rc;
 }
 
 /* Called before MPI_Finalize. */

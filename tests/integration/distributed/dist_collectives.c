@@ -393,7 +393,7 @@ static void test_dim_collectives(pd_dtype dt, const int64_t *block, int *world, 
 }
 
 /* The blocked and the plain forms are the same collective: ranks may mix
- * them; and bad shapes are errors naming them (the group stays usable). */
+ * them (all_gather, alltoall); and bad shapes are errors naming them (the group stays usable). */
 static void test_dim_mixed_and_errors(void) {
   pd_scope_begin();
   const int64_t block[3] = {3, 2, 5}, whole[3] = {3, 2 * g_n, 5};
@@ -407,6 +407,26 @@ static void test_dim_mixed_and_errors(void) {
     pd_tensor *flat = pd_empty(3, (const int64_t[]){3 * g_n, 2, 5}, PD_INT64);
     CHECK_OK(pd_dist_all_gather_into_tensor(flat, parts[g_rank], NULL));
     check_same(flat, pd_concat(parts, g_n, 0), "all_gather_into_tensor beside one along dim 1", PD_INT64, 0);
+  }
+  /* alltoall: rank 0 sends and receives blocks along dim 1 (rows of 35
+   * elements, longer than the 256-byte chunks of dist_mpi_dims_3_chunked),
+   * the others the same blocks packed along dim 0 */
+  {
+    const int64_t aw[3] = {3, 7 * g_n, 5}, ap[3] = {3 * g_n, 7, 5};
+    pd_tensor *blocks[8][8], *mine[8];
+    for (int r = 0; r < g_n; r++)
+      if (pd_split(make3(r, aw, PD_INT64, 21), g_n, NULL, 1, blocks[r], 8) != g_n)
+        FAIL("split: %s", pd_last_error());
+    for (int r = 0; r < g_n; r++) mine[r] = blocks[r][g_rank];
+    if (g_rank == 0) {
+      pd_tensor *out = pd_empty(3, aw, PD_INT64);
+      CHECK_OK(pd_dist_alltoall_dim(out, make3(0, aw, PD_INT64, 21), 1, 1, NULL));
+      check_same(out, pd_concat(mine, g_n, 1), "alltoall along dim 1 beside plain ones", PD_INT64, 1);
+    } else {
+      pd_tensor *out = pd_empty(3, ap, PD_INT64);
+      CHECK_OK(pd_dist_alltoall_single(out, pd_concat(blocks[g_rank], g_n, 0), NULL, NULL, NULL));
+      check_same(out, pd_concat(mine, g_n, 0), "alltoall_single beside one along dim 1", PD_INT64, 0);
+    }
   }
   pd_tensor *x = make3(g_rank, block, PD_FLOAT32, 0),
             *bad = pd_empty(3, (const int64_t[]){3, 2 * g_n, 4}, PD_FLOAT32);
