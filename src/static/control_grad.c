@@ -234,12 +234,13 @@ static void drop_outputs(const pd_operator *op, pd_tensor **out) {
   }
 }
 
-pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, const char *fwd_type,
-                      pd_tensor *const *in, const bool *want, pd_tensor **out) {
+pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
+                      const bool *want, pd_tensor **out) {
   pd_status st = check_grad_op(op, in);
   if (st != PD_OK) return st;
   pd_operator fwd = *op; /* the forward op, as its grad op names it */
-  fwd.type = (char *)fwd_type;
+  fwd.type = (char *)pd_static_control_type(op->ctl);
+  fwd.ctl_grad = false;
   fwd.n_in = op->fwd_n_in;
   fwd.n_out = op->fwd_n_out;
   fwd.outputs = op->inputs + op->fwd_n_in;
@@ -292,7 +293,7 @@ static pd_status run_plain(const pd_program *p, pd_ctl_cache *c, const pd_operat
 pd_status pd_ctl_run_kept(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                           const bool *want, const bool *grad_want, pd_tensor **out, pd_ctl_kept **kept) {
   *kept = NULL;
-  if (strcmp(op->type, PD_STATIC_WHILE) != 0 || op->n_in > 2 * PD_MAX_OUTPUTS || op->n_out < 1 ||
+  if (op->ctl != PD_CTL_WHILE || op->ctl_grad || op->n_in > 2 * PD_MAX_OUTPUTS || op->n_out < 1 ||
       op->n_out > PD_MAX_OUTPUTS)
     return run_plain(p, c, op, in, want, out); /* nothing to keep; its errors as without a grad op */
   for (int j = 0; j < op->n_in; j++)
@@ -327,7 +328,7 @@ pd_status pd_ctl_grad_kept(const pd_program *p, pd_ctl_cache *c, pd_ctl_kept *k,
   bool same = k && k->n_in == op->fwd_n_in;
   for (int j = 0; same && j < k->n_in; j++) same = k->in[j] == in[j];
   if (!same) /* the inputs are not those the loop ran from: run it again on these */
-    return pd_ctl_grad(p, c, op, PD_STATIC_WHILE, in, want, out);
+    return pd_ctl_grad(p, c, op, in, want, out);
   st = grad_of_tape(op, in, want, out, &k->t);
   if (st != PD_OK) drop_outputs(op, out);
   return st;

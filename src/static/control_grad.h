@@ -11,12 +11,12 @@
 pd_status pd_ctl_forward(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                          pd_tensor **res);
 
-/* Grad op op of a forward of type fwd_type: inputs [forward inputs (fi),
+/* Grad op op (of a forward of kind op->ctl): inputs [forward inputs (fi),
  * forward outputs (fo), output gradients (fo)], out one gradient per
  * forward input with want[j] set. Reruns the forward on leaves standing
  * for its inputs with the tape on and differentiates it. */
-pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, const char *fwd_type,
-                      pd_tensor *const *in, const bool *want, pd_tensor **out);
+pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
+                      const bool *want, pd_tensor **out);
 
 /* A while's taped run, kept for its while_grad: the leaves standing for
  * its inputs and its results, whose graph holds what each iteration's

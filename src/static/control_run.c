@@ -15,30 +15,38 @@
 #include "paddlec/creation.h"
 #include "paddlec/manipulation.h"
 
-static const char *const control_types[] = {
-    PD_STATIC_WHILE,           PD_STATIC_COND,         PD_STATIC_CREATE_ARRAY,
-    PD_STATIC_WRITE_ARRAY,     PD_STATIC_READ_ARRAY,   PD_STATIC_ARRAY_LENGTH,
-    PD_STATIC_ARRAY_TO_TENSOR, PD_STATIC_ASSIGN_ARRAY, PD_STATIC_ARRAY_ADD};
+/* The types by kind (pd_ctl_kind). */
+static const char *const control_types[] = {NULL,
+                                            PD_STATIC_WHILE,
+                                            PD_STATIC_COND,
+                                            PD_STATIC_CREATE_ARRAY,
+                                            PD_STATIC_WRITE_ARRAY,
+                                            PD_STATIC_READ_ARRAY,
+                                            PD_STATIC_ARRAY_LENGTH,
+                                            PD_STATIC_ARRAY_TO_TENSOR,
+                                            PD_STATIC_ASSIGN_ARRAY,
+                                            PD_STATIC_ARRAY_ADD};
+_Static_assert(sizeof control_types / sizeof *control_types == PD_CTL_ARRAY_ADD + 1, "a type per kind");
 
-/* The forward type a control type names: itself, or without "_grad"
- * (grad set); NULL when it is none. */
-static const char *forward_type(const char *type, bool *grad) {
+pd_ctl_kind pd_static_control_kind(const char *type, bool *grad) {
   size_t n = type ? strlen(type) : 0;
   *grad = n > 5 && strcmp(type + n - 5, "_grad") == 0;
   size_t base = *grad ? n - 5 : n;
-  for (size_t i = 0; i < sizeof control_types / sizeof *control_types; i++)
-    if (strlen(control_types[i]) == base && strncmp(type, control_types[i], base) == 0)
-      return control_types[i];
-  return NULL;
+  for (int k = PD_CTL_WHILE; k <= PD_CTL_ARRAY_ADD; k++)
+    if (strlen(control_types[k]) == base && strncmp(type, control_types[k], base) == 0) return (pd_ctl_kind)k;
+  *grad = false;
+  return PD_CTL_NONE;
 }
 
+const char *pd_static_control_type(pd_ctl_kind k) { return control_types[k]; }
+
 bool pd_ctl_may_keep_input(const pd_operator *op, int i) {
-  return !(i == 0 && op->type && strcmp(op->type, PD_STATIC_COND) == 0); /* a cond's pred is only read */
+  return !(i == 0 && op->ctl == PD_CTL_COND && !op->ctl_grad); /* a cond's pred is only read */
 }
 
 bool pd_static_is_control_type(const char *type) {
   bool grad;
-  return forward_type(type, &grad) != NULL;
+  return pd_static_control_kind(type, &grad) != PD_CTL_NONE;
 }
 
 /* ---- running a sub-block ------------------------------------------------------- */
@@ -261,11 +269,9 @@ static pd_status array_forward(const pd_operator *op, pd_tensor *const *in, pd_t
 /* ---- the entry points -------------------------------------------------------------- */
 pd_status pd_ctl_forward(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                          pd_tensor **res) {
-  bool grad;
-  const char *fwd = forward_type(op->type, &grad);
-  if (!fwd || grad)
+  if (op->ctl == PD_CTL_NONE || op->ctl_grad)
     return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no forward control-flow op", op->type);
-  bool loop = strcmp(fwd, PD_STATIC_WHILE) == 0, branch = strcmp(fwd, PD_STATIC_COND) == 0;
+  bool loop = op->ctl == PD_CTL_WHILE, branch = op->ctl == PD_CTL_COND;
   if (!loop && !branch) return array_forward(op, in, res);
   if (op->n_out < 1 || op->n_out > PD_MAX_OUTPUTS || op->n_in < 1 ||
       (loop && (op->n_in < op->n_out || op->attrs.i[1] != op->n_out)))
@@ -279,10 +285,9 @@ pd_status pd_ctl_forward(const pd_program *p, pd_ctl_cache *c, const pd_operator
 /* c: the lowered plan's cache of sub-plans, NULL when interpreted. */
 static pd_status run_control(const pd_program *p, pd_ctl_cache *c, const pd_operator *op,
                              pd_tensor *const *in, const bool *want, pd_tensor **out) {
-  bool grad;
-  const char *fwd = forward_type(op->type, &grad);
-  if (!fwd) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
-  if (grad) return pd_ctl_grad(p, c, op, fwd, in, want, out);
+  if (op->ctl == PD_CTL_NONE)
+    return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no control-flow op", op->type);
+  if (op->ctl_grad) return pd_ctl_grad(p, c, op, in, want, out);
   pd_tensor *res[PD_MAX_OUTPUTS] = {0};
   pd_status st = pd_ctl_forward(p, c, op, in, res);
   for (int k = 0; k < op->n_out && k < PD_MAX_OUTPUTS; k++) {

@@ -114,7 +114,7 @@ static int slot_of(const pd_static_block *b, const char *name) {
  * and g reads its inputs and outputs. */
 static bool differentiates(const plan_op *g, const plan_op *f) {
   int fi = g->op->fwd_n_in, fo = g->op->fwd_n_out;
-  if (strcmp(f->op->type, PD_STATIC_WHILE) != 0 || fi != f->op->n_in || fo != f->op->n_out ||
+  if (f->op->ctl != PD_CTL_WHILE || f->op->ctl_grad || fi != f->op->n_in || fo != f->op->n_out ||
       g->op->n_in != fi + 2 * fo)
     return false;
   for (int j = 0; j < fi; j++)
@@ -131,13 +131,13 @@ static bool differentiates(const plan_op *g, const plan_op *f) {
 static void pair_loops(plan *pl) {
   for (int k = 0; k < pl->n_ops; k++) pl->ops[k].pair = -1;
   for (int g = 0; g < pl->n_ops; g++) {
-    if (strcmp(pl->ops[g].op->type, PD_STATIC_WHILE "_grad") != 0) continue; /* few are: no cost per op */
+    if (pl->ops[g].op->ctl != PD_CTL_WHILE || !pl->ops[g].op->ctl_grad) continue;
     for (int f = 0; f < g && pl->ops[g].pair < 0; f++)
       if (differentiates(&pl->ops[g], &pl->ops[f])) pl->ops[g].pair = f;
   }
   pl->has_pairs = false;
   for (int f = 0; f < pl->n_ops; f++) {
-    if (strcmp(pl->ops[f].op->type, PD_STATIC_WHILE) != 0) continue;
+    if (pl->ops[f].op->ctl != PD_CTL_WHILE || pl->ops[f].op->ctl_grad) continue;
     int grads = 0, last = -1;
     for (int g = f + 1; g < pl->n_ops; g++)
       if (pl->ops[g].pair == f) grads++, last = g;

@@ -327,7 +327,9 @@ static char **dup_names(const char *const *names, int n) {
 pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *const *inputs, int n_in,
                              const char *const *outputs, int n_out, const pd_attrs *attrs) {
   int id = pd_op_find(type);
-  if (id < 0 && strcmp(type, PD_STATIC_ASSIGN_VALUE) != 0 && !pd_static_is_control_type(type)) {
+  bool ctl_grad;
+  pd_ctl_kind ctl = pd_static_control_kind(type, &ctl_grad);
+  if (id < 0 && strcmp(type, PD_STATIC_ASSIGN_VALUE) != 0 && ctl == PD_CTL_NONE) {
     pd_set_error(PD_ERR_INVALID, "Program: no op named '%s' in the registry", type);
     return NULL;
   }
@@ -349,6 +351,8 @@ pd_operator *pd_ir_append_op(pd_static_block *b, const char *type, const char *c
   }
   op->op_id = id;
   op->grad_of = -1;
+  op->ctl = ctl;
+  op->ctl_grad = ctl_grad;
   if (attrs) op->attrs = *attrs;
   b->ops[b->n_ops++] = op;
   pd_ir_touch(b->program);

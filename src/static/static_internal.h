@@ -57,6 +57,22 @@ enum { PD_OP_ROLE_FORWARD = 0, PD_OP_ROLE_BACKWARD = 1, PD_OP_ROLE_OPTIMIZE = 2,
 #define PD_STATIC_ASSIGN_ARRAY "assign_array"              /* (array) -> the same array */
 #define PD_STATIC_ARRAY_ADD "array_add" /* (a, b) -> the sums of their elements (gradients) */
 
+/* The kind of a control-flow or tensor array op (pd_operator.ctl), in the
+ * order of the types above; the IR resolves it from the type when the op
+ * is appended, so running one compares no strings. */
+typedef enum pd_ctl_kind {
+  PD_CTL_NONE = 0, /* not a control or array op */
+  PD_CTL_WHILE,
+  PD_CTL_COND,
+  PD_CTL_CREATE_ARRAY,
+  PD_CTL_WRITE_ARRAY,
+  PD_CTL_READ_ARRAY,
+  PD_CTL_ARRAY_LENGTH,
+  PD_CTL_ARRAY_TO_TENSOR,
+  PD_CTL_ASSIGN_ARRAY,
+  PD_CTL_ARRAY_ADD
+} pd_ctl_kind;
+
 /* The name of an absent slot of a grad op (Paddle's kEmptyVarName). */
 #define PD_STATIC_EMPTY_VAR "@EMPTY@"
 
@@ -91,6 +107,8 @@ typedef struct pd_operator {
    * (a folded constant that no op writes and no fetch returns) */
   bool shared_value;
   pd_fused_op *fused; /* a fused op (op_id -1; owned), else NULL */
+  pd_ctl_kind ctl;    /* a control or array op's kind (of its forward op when ctl_grad), else NONE */
+  bool ctl_grad;      /* the grad op ("<type>_grad") of control or array op kind ctl */
   int role;
   char name_scope[64]; /* "/prefix/" of the name_scope it was recorded in, or "" */
   char op_device[16];  /* the device_guard it was recorded under ("cpu"), or "" */
@@ -295,6 +313,11 @@ const pd_program *pd_executor_lowered_program(const pd_executor *e);
 /* Whether type names a control-flow or tensor array op (see above), or
  * the grad op of one ("<type>_grad"). */
 bool pd_static_is_control_type(const char *type);
+/* The kind of control or array op type names (PD_CTL_NONE: none); *grad:
+ * whether it is the kind's grad op. */
+pd_ctl_kind pd_static_control_kind(const char *type, bool *grad);
+/* The type of a forward op of kind k (k not NONE). */
+const char *pd_static_control_type(pd_ctl_kind k);
 /* Runs control-flow op op of p: in holds its inputs (NULL for an absent
  * slot), out gets one new reference per output k with want[k] set. */
 pd_status pd_static_run_control(const pd_program *p, const pd_operator *op, pd_tensor *const *in,

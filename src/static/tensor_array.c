@@ -192,17 +192,18 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
   for (int i = 0; i < op->n_in; i++)
     if (!in[i]) return pd_set_error(PD_ERR_INVALID, "%s: input '%s' has no value", t, op->inputs[i]);
   int want_in = -1, want_out = 1;
-  if (strcmp(t, PD_STATIC_CREATE_ARRAY) == 0)
+  pd_ctl_kind k = op->ctl_grad ? PD_CTL_NONE : op->ctl;
+  if (k == PD_CTL_CREATE_ARRAY)
     want_in = 0;
-  else if (strcmp(t, PD_STATIC_WRITE_ARRAY) == 0)
+  else if (k == PD_CTL_WRITE_ARRAY)
     want_in = 3;
-  else if (strcmp(t, PD_STATIC_READ_ARRAY) == 0)
+  else if (k == PD_CTL_READ_ARRAY)
     want_in = 2;
-  else if (strcmp(t, PD_STATIC_ARRAY_LENGTH) == 0 || strcmp(t, PD_STATIC_ASSIGN_ARRAY) == 0)
+  else if (k == PD_CTL_ARRAY_LENGTH || k == PD_CTL_ASSIGN_ARRAY)
     want_in = 1;
-  else if (strcmp(t, PD_STATIC_ARRAY_TO_TENSOR) == 0)
+  else if (k == PD_CTL_ARRAY_TO_TENSOR)
     want_in = 1, want_out = 2;
-  else if (strcmp(t, PD_STATIC_ARRAY_ADD) == 0)
+  else if (k == PD_CTL_ARRAY_ADD)
     want_in = 2;
   if (want_in < 0) return pd_set_error(PD_ERR_INVALID, "Executor: '%s' is no tensor array op", t);
   if (op->n_in != want_in || op->n_out != want_out)
@@ -212,7 +213,7 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
     out[0] = pd_array_value_new(op->attrs.dtype < PD_NUM_DTYPES ? op->attrs.dtype : PD_FLOAT32, NULL, 0);
     return out[0] ? PD_OK : pd_last_status();
   }
-  if (strcmp(t, PD_STATIC_WRITE_ARRAY) == 0) { /* (x, i, array): a new list */
+  if (k == PD_CTL_WRITE_ARRAY) { /* (x, i, array): a new list */
     int64_t k;
     if (need_value(in[2], t) != PD_OK || index_of(in[1], t, &k) != PD_OK) return pd_last_status();
     if (pd_array_is_value(in[0])) return pd_set_error(PD_ERR_INVALID, "%s: x is a tensor array", t);
@@ -228,12 +229,10 @@ pd_status pd_static_run_array_op(const pd_operator *op, pd_tensor *const *in, pd
     out[0] = r;
     return PD_OK;
   }
-  if (strcmp(t, PD_STATIC_READ_ARRAY) == 0)
-    return (out[0] = read_at(in[0], in[1], t)) ? PD_OK : pd_last_status();
-  if (strcmp(t, PD_STATIC_ARRAY_LENGTH) == 0)
-    return (out[0] = length_of(in[0], t)) ? PD_OK : pd_last_status();
-  if (strcmp(t, PD_STATIC_ARRAY_ADD) == 0) return add_arrays(in[0], in[1], out);
-  if (strcmp(t, PD_STATIC_ASSIGN_ARRAY) == 0) { /* values never change: share it */
+  if (k == PD_CTL_READ_ARRAY) return (out[0] = read_at(in[0], in[1], t)) ? PD_OK : pd_last_status();
+  if (k == PD_CTL_ARRAY_LENGTH) return (out[0] = length_of(in[0], t)) ? PD_OK : pd_last_status();
+  if (k == PD_CTL_ARRAY_ADD) return add_arrays(in[0], in[1], out);
+  if (k == PD_CTL_ASSIGN_ARRAY) { /* values never change: share it */
     if (need_value(in[0], t) != PD_OK) return pd_last_status();
     out[0] = pd_tensor_retain(in[0]);
     return PD_OK;

@@ -356,8 +356,49 @@ static void test_set_slot_renames_one_slot(void **state) {
   pd_program_release(p);
 }
 
+/* A control or array op's kind is resolved from its type when it is
+ * appended (the executor then compares no strings), and a clone keeps it. */
+static void test_control_kind_resolved_on_append(void **state) {
+  (void)state;
+  pd_program *p = pd_static_program();
+  pd_static_block *b = pd_program_global_block(p);
+  const char *ins[2] = {"a", "b"}, *outs[1] = {"c"};
+  static const struct {
+    const char *type;
+    pd_ctl_kind kind;
+    bool grad;
+  } cases[] = {{"while", PD_CTL_WHILE, false},
+               {"while_grad", PD_CTL_WHILE, true},
+               {"conditional_block", PD_CTL_COND, false},
+               {"write_to_array", PD_CTL_WRITE_ARRAY, false},
+               {"read_from_array_grad", PD_CTL_READ_ARRAY, true},
+               {"array_add", PD_CTL_ARRAY_ADD, false},
+               {"add", PD_CTL_NONE, false},
+               {PD_STATIC_ASSIGN_VALUE, PD_CTL_NONE, false}};
+  int n = (int)(sizeof cases / sizeof *cases);
+  for (int i = 0; i < n; i++) {
+    pd_operator *op = pd_ir_append_op(b, cases[i].type, ins, 2, outs, 1, NULL);
+    assert_non_null(op);
+    assert_int_equal(op->ctl, cases[i].kind);
+    assert_int_equal(op->ctl_grad, cases[i].grad);
+    if (cases[i].kind == PD_CTL_NONE) continue;
+    const char *fwd = pd_static_control_type(op->ctl); /* the type, without "_grad" */
+    assert_int_equal(strncmp(cases[i].type, fwd, strlen(fwd)), 0);
+    assert_int_equal(strlen(cases[i].type), strlen(fwd) + (cases[i].grad ? 5 : 0));
+  }
+  pd_program *c = pd_program_clone(p, false);
+  assert_non_null(c);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(c->blocks[0]->ops[i]->ctl, cases[i].kind);
+    assert_int_equal(c->blocks[0]->ops[i]->ctl_grad, cases[i].grad);
+  }
+  pd_program_release(c);
+  pd_program_release(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_control_kind_resolved_on_append),
       cmocka_unit_test(test_set_slot_renames_one_slot),
       cmocka_unit_test(test_records_ops_and_vars),
       cmocka_unit_test(test_prints_like_paddle),
