@@ -61,6 +61,10 @@ pd_status pd_ap_check_placements(const char *op, const pd_dist_process_mesh *m, 
                                  int n, int ndim);
 pd_dist_attr *pd_ap_attr_new(pd_dist_process_mesh *m, const pd_dist_placement *p, int ndim,
                              const int64_t *shape);
+/* Every mesh axis Replicate (pd_dist_replicate()), as placements and as
+ * the attr of a tensor of the given global shape on mesh m. */
+extern const pd_dist_placement pd_ap_replicated[PD_DIST_MAX_MESH_DIMS];
+pd_dist_attr *pd_ap_attr_replicated(pd_dist_process_mesh *m, int ndim, const int64_t *shape);
 pd_dist_attr *pd_ap_attr_copy(const pd_dist_attr *a);
 void pd_ap_attr_free(void *attr);
 /* Sets t's dist attr (t takes `a`), replacing any. */
@@ -157,6 +161,10 @@ int64_t pd_ap_local_start(const pd_spmd_local *c, int axis, int64_t global);
 /* Records op c->id's grad node over c->in and out (the local step computed
  * out with other ops, grad off), when grad mode and an input ask for one. */
 pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out);
+/* Sums v[0..n-1] in place over each mesh axis that shards input i of c
+ * (shards' Partial(sum) statistics: lamb_'s norms, nll_loss's mean); v is
+ * unchanged on failure. Every rank of those axes calls it. */
+pd_status pd_ap_sum_over_shards(const pd_spmd_local *c, int i, double *v, int n);
 /* Runs fn (the op's outputs from other ops, grad off), then records op
  * c->id's own grad node over them; *n_out = c->n_out. */
 pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_spmd_local *, pd_tensor **),

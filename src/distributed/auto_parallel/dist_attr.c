@@ -20,6 +20,10 @@ bool pd_dist_placement_equal(pd_dist_placement a, pd_dist_placement b) {
   return true;
 }
 
+/* All zero is Replicate on every axis. */
+_Static_assert(PD_DIST_REPLICATE == 0 && PD_REDUCE_SUM == 0, "pd_ap_replicated is zero-initialized");
+const pd_dist_placement pd_ap_replicated[PD_DIST_MAX_MESH_DIMS];
+
 bool pd_ap_placements_equal(const pd_dist_placement *a, const pd_dist_placement *b, int n) {
   for (int i = 0; i < n; i++)
     if (!pd_dist_placement_equal(a[i], b[i])) return false;
@@ -98,6 +102,10 @@ pd_dist_attr *pd_ap_attr_new(pd_dist_process_mesh *m, const pd_dist_placement *p
   a->ndim = ndim;
   for (int d = 0; d < ndim; d++) a->shape[d] = shape[d];
   return a;
+}
+
+pd_dist_attr *pd_ap_attr_replicated(pd_dist_process_mesh *m, int ndim, const int64_t *shape) {
+  return pd_ap_attr_new(m, pd_ap_replicated, ndim, shape);
 }
 
 pd_dist_attr *pd_ap_attr_copy(const pd_dist_attr *a) {

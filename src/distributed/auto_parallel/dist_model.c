@@ -193,14 +193,33 @@ static pd_dist_attr *feed_attr(pd_tensor *t, pd_dist_process_mesh *mesh) {
                  pd_ap_mesh_str(a->mesh, b1, sizeof b1), pd_ap_mesh_str(mesh, b2, sizeof b2));
     return NULL;
   }
-  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
-  for (int i = 0; i < mesh->ndim; i++) p[i] = pd_dist_replicate();
-  return pd_ap_attr_new(mesh, p, t->ndim, t->shape);
+  return pd_ap_attr_replicated(mesh, t->ndim, t->shape);
 }
 
 static bool same_attr(const pd_dist_attr *a, const pd_dist_attr *b) {
   return a->ndim == b->ndim && pd_shape_eq(a->ndim, a->shape, b->shape) &&
          pd_ap_placements_equal(a->p, b->p, a->n);
+}
+
+/* Whether feed t's attr on mesh (feed_attr's) and dtype are the ones the
+ * Programs were built for (want, dt), without making the attr. */
+static bool feed_matches(const pd_tensor *t, const pd_dist_process_mesh *mesh, const pd_dist_attr *want,
+                         pd_dtype dt) {
+  if (t->dtype != dt) return false;
+  const pd_dist_attr *a = pd_ap_attr(t);
+  if (a) return pd_dist_process_mesh_equal(a->mesh, mesh) && same_attr(a, want);
+  return t->ndim == want->ndim && pd_shape_eq(t->ndim, t->shape, want->shape) &&
+         pd_ap_placements_equal(pd_ap_replicated, want->p, want->n);
+}
+
+/* The tensors of p's fetch Variables (the executor's fetch list). */
+static pd_status find_fetches(const pd_ap_program *p, pd_tensor **fetch) {
+  for (int k = 0; k < p->n_fetch; k++) {
+    pd_variable *v = pd_ir_find_var(p->main->blocks[0], p->fetch[k]);
+    if (!v) return pd_set_error(PD_ERR_STATE, "DistModel: no fetch Variable '%s'", p->fetch[k]);
+    fetch[k] = v->tensor;
+  }
+  return PD_OK;
 }
 
 /* The scope's value of persistable `name` of the rank's Program: the
@@ -233,9 +252,7 @@ static pd_status init_persistable(pd_dist_model *m, mode_programs *mp, const pd_
       st = pd_set_error(PD_ERR_STATE, "DistModel: no initial value of persistable '%s'", v->name);
     const pd_dist_attr *a = pd_ap_var_attr(v);
     if (g && a) {
-      pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
-      for (int i = 0; i < a->n; i++) p[i] = pd_dist_replicate();
-      pd_dist_attr *rep = pd_ap_attr_new(a->mesh, p, a->ndim, a->shape);
+      pd_dist_attr *rep = pd_ap_attr_replicated(a->mesh, a->ndim, a->shape);
       value = rep ? pd_ap_reshard_local(g, rep, a) : NULL;
       pd_ap_attr_free(rep);
       if (!value) st = pd_last_status();
@@ -298,19 +315,16 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   mode_programs *mp = &m->progs[m->mode];
   pd_dist_process_mesh *mesh = model_mesh(m, inputs, n);
   if (!mesh) return NULL;
-  pd_dist_attr *fa[2] = {0};
   bool same = mp->built && mp->n_feed == n;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && same; i++)
+    same = feed_matches(inputs[i], mesh, mp->feed_attr[i], mp->feed_dtype[i]);
+  if (same) return mp;
+  pd_dist_attr *fa[2] = {0};
+  for (int i = 0; i < n; i++)
     if (!(fa[i] = feed_attr(inputs[i], mesh))) {
       pd_ap_attr_free(fa[0]);
       return NULL;
     }
-    same = same && same_attr(fa[i], mp->feed_attr[i]) && inputs[i]->dtype == mp->feed_dtype[i];
-  }
-  if (same) {
-    for (int i = 0; i < n; i++) pd_ap_attr_free(fa[i]);
-    return mp;
-  }
   mode_programs_clear(mp);
   mp->n_feed = n;
   for (int i = 0; i < n; i++) {
@@ -339,6 +353,8 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
   if (st == PD_OK) st = complete_partition(&mp->serial, &mp->dist, sharding, m->sharding_axis, &m->dp);
   if (st == PD_OK && merge) st = complete_partition(&acc_serial, &mp->acc, 0, 0, &m->dp);
   pd_ap_program_free(&acc_serial);
+  if (st == PD_OK) st = find_fetches(&mp->dist, mp->dist_fetch);
+  if (st == PD_OK && merge) st = find_fetches(&mp->acc, mp->acc_fetch);
   pd_var_scope *initial = NULL;
   for (int k = 0; k < 2 && st == PD_OK; k++) {
     const pd_static_block *b = k == 0 ? mp->dist.main->blocks[0] : merge ? mp->acc.main->blocks[0] : NULL;
@@ -359,10 +375,8 @@ static mode_programs *programs_for(pd_dist_model *m, pd_tensor *const *inputs, i
 /* This rank's part of feed t placed as a. New reference. */
 static pd_tensor *local_feed(pd_tensor *t, const pd_dist_attr *a) {
   if (pd_ap_attr(t)) return pd_ap_local_alias(t);
-  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
-  for (int i = 0; i < a->n; i++) p[i] = pd_dist_replicate();
-  if (pd_ap_placements_equal(p, a->p, a->n)) return pd_tensor_retain(t);
-  pd_dist_attr *rep = pd_ap_attr_new(a->mesh, p, a->ndim, a->shape);
+  if (pd_ap_placements_equal(pd_ap_replicated, a->p, a->n)) return pd_tensor_retain(t);
+  pd_dist_attr *rep = pd_ap_attr_replicated(a->mesh, a->ndim, a->shape);
   pd_tensor *r = rep ? pd_ap_reshard_local(t, rep, a) : NULL;
   pd_ap_attr_free(rep);
   return r;
@@ -388,26 +402,23 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
   if (!mp) return pd_last_status();
   /* gradient_merge: the update on every k-th train call, else accumulation */
   const pd_ap_program *run = &mp->dist;
+  pd_tensor **fetch = mp->dist_fetch;
   pd_executor *exe = m->exe;
   if (mp->acc.main && ++m->gm_calls % m->gm_k != 0) {
     run = &mp->acc;
+    fetch = mp->acc_fetch;
     exe = m->exe_acc;
   }
   /* the library's own tensors stay out of the caller's scope */
   pd_internal_enter();
   pd_static_feed feeds[2];
-  pd_tensor *local[2] = {0}, *fetch[PD_AP_MAX_FETCH], *got[PD_AP_MAX_FETCH] = {0};
+  pd_tensor *local[2] = {0}, *got[PD_AP_MAX_FETCH] = {0};
   for (int i = 0; i < n_inputs && rc == 0; i++) {
     local[i] = local_feed(inputs[i], mp->feed_attr[i]);
     feeds[i] = (pd_static_feed){run->feed[i], local[i]};
     if (!local[i]) rc = pd_last_status();
   }
   if (rc == 0) n_fetch = run->n_fetch < max_out ? run->n_fetch : max_out;
-  for (int k = 0; k < n_fetch && rc == 0; k++) {
-    pd_variable *v = pd_ir_find_var(run->main->blocks[0], run->fetch[k]);
-    fetch[k] = v ? v->tensor : NULL;
-    if (!v) rc = pd_set_error(PD_ERR_STATE, "DistModel: no fetch Variable '%s'", run->fetch[k]);
-  }
   if (rc == 0) rc = pd_executor_run(exe, run->main, feeds, n_inputs, fetch, n_fetch, got, m->scope);
   pd_internal_leave();
   for (int i = 0; i < 2; i++) pd_tensor_release(local[i]);

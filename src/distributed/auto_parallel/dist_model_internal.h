@@ -14,6 +14,8 @@ typedef struct mode_programs {
   pd_dtype feed_dtype[2];
   pd_ap_program serial, dist;
   pd_ap_program acc; /* gradient_merge: the rank's Program of the calls that only accumulate */
+  /* the fetch Variables' tensors of dist and acc, found once at build */
+  pd_tensor *dist_fetch[PD_AP_MAX_FETCH], *acc_fetch[PD_AP_MAX_FETCH];
 } mode_programs;
 
 struct pd_dist_model {

@@ -351,10 +351,8 @@ pd_status pd_ap_partition(const pd_ap_program *completed, const pd_ap_completion
     if (st != PD_OK) pd_error_prefix("dist.to_static: partitioning op %d (%s)", k, w.src->ops[k]->type);
   }
   /* the fetches, replicated */
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int m = 0; m < mesh->ndim; m++) rep[m] = pd_dist_replicate();
   for (int i = 0; i < completed->n_fetch && st == PD_OK; i++)
-    st = input_as(&w, completed->fetch[i], rep, out->fetch[i]);
+    st = input_as(&w, completed->fetch[i], pd_ap_replicated, out->fetch[i]);
   out->n_fetch = completed->n_fetch;
   free(w.cache);
   if (st != PD_OK) pd_ap_program_free(out);

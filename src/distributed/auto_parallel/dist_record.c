@@ -67,13 +67,6 @@ static int record_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, c
   return 1;
 }
 
-/* A replicated attr of the given global shape on mesh m. */
-static pd_dist_attr *replicated(pd_dist_process_mesh *m, int ndim, const int64_t *shape) {
-  pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
-  for (int i = 0; i < m->ndim; i++) p[i] = pd_dist_replicate();
-  return pd_ap_attr_new(m, p, ndim, shape);
-}
-
 /* The layer's parameters as Variables of their global shapes. */
 static pd_status add_params(pd_program *main, pd_layer *layer, pd_dist_process_mesh *mesh) {
   pd_named_tensors ps;
@@ -96,7 +89,7 @@ static pd_status add_params(pd_program *main, pd_layer *layer, pd_dist_process_m
     int ndim = ta ? ta->ndim : t->ndim;
     const int64_t *shape = ta ? ta->shape : t->shape;
     pd_variable *v = pd_ir_add_var(gb, name, t->dtype, ndim, shape, NULL);
-    pd_dist_attr *a = v ? (ta ? pd_ap_attr_copy(ta) : replicated(mesh, ndim, shape)) : NULL;
+    pd_dist_attr *a = v ? (ta ? pd_ap_attr_copy(ta) : pd_ap_attr_replicated(mesh, ndim, shape)) : NULL;
     if (!a) {
       st = pd_last_status();
       break;

@@ -48,9 +48,7 @@ pd_tensor *pd_dist_shard_tensor(pd_tensor *data, pd_dist_process_mesh *mesh,
   pd_internal_enter();
   pd_dist_attr *dst = attr_for("shard_tensor", mesh, placements, n_placements, data->ndim, data->shape);
   if (!dst) return finish(NULL);
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int a = 0; a < PD_DIST_MAX_MESH_DIMS; a++) rep[a] = pd_dist_replicate();
-  pd_dist_attr *src = pd_ap_attr_new(mesh, rep, data->ndim, data->shape);
+  pd_dist_attr *src = pd_ap_attr_replicated(mesh, data->ndim, data->shape);
   pd_tensor *local = src ? pd_ap_reshard_local(data, src, dst) : NULL;
   pd_ap_attr_free(src);
   if (!local) {
@@ -151,9 +149,7 @@ pd_tensor *pd_dist_unshard_dtensor(pd_tensor *t) {
   if (!t->dist_attr) return pd_scope_track(pd_tensor_retain(t));
   pd_internal_enter();
   const pd_dist_attr *a = pd_ap_attr(t);
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int m = 0; m < PD_DIST_MAX_MESH_DIMS; m++) rep[m] = pd_dist_replicate();
-  pd_dist_attr *dst = pd_ap_attr_new(a->mesh, rep, a->ndim, a->shape);
+  pd_dist_attr *dst = pd_ap_attr_replicated(a->mesh, a->ndim, a->shape);
   pd_tensor *local = dst ? pd_ap_local_alias(t) : NULL;
   pd_tensor *r = local ? pd_ap_reshard_local(local, a, dst) : NULL;
   pd_tensor_release(local);

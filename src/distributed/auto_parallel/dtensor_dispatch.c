@@ -248,13 +248,7 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     pd_dist_placement p[PD_DIST_MAX_MESH_DIMS];
     pd_ap_from_spmd(&want[i], mesh->ndim, im[i].ndim, p);
     const pd_dist_attr *ai = pd_ap_attr(in[i]);
-    bool same;
-    if (ai) {
-      same = pd_ap_placements_equal(p, ai->p, mesh->ndim);
-    } else {
-      same = true;
-      for (int m = 0; m < mesh->ndim; m++) same &= p[m].kind == PD_DIST_REPLICATE;
-    }
+    bool same = pd_ap_placements_equal(p, ai ? ai->p : pd_ap_replicated, mesh->ndim);
     if (same) continue;
     if (i == 0 && (def->flags & PD_OPF_INPLACE)) {
       char b1[600];
@@ -337,9 +331,8 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
       pd_ap_from_spmd(&dout[k], mesh->ndim, gm[k].ndim, p);
       bool inplace0 = k == 0 && (def->flags & PD_OPF_INPLACE);
       if (inplace0 && !in[0]->dist_attr) {
-        bool rep = true;
-        for (int m = 0; m < mesh->ndim; m++) rep &= p[m].kind == PD_DIST_REPLICATE;
-        if (rep) continue; /* a dense x updated by replicated values stays dense */
+        if (pd_ap_placements_equal(p, pd_ap_replicated, mesh->ndim))
+          continue; /* a dense x updated by replicated values stays dense */
       }
       if (!inplace0)
         for (int i = 0; i < n_in; i++)

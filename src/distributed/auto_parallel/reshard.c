@@ -432,10 +432,8 @@ static void reshard_ctx_free(void *p) {
 
 /* The attr of t as an input: its own, or replicated on mesh for a dense t. */
 static pd_dist_attr *attr_of(const pd_tensor *t, pd_dist_process_mesh *mesh, bool partial_to_r) {
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int a = 0; a < PD_DIST_MAX_MESH_DIMS; a++) rep[a] = pd_dist_replicate();
   pd_dist_attr *a =
-      t->dist_attr ? pd_ap_attr_copy(pd_ap_attr(t)) : pd_ap_attr_new(mesh, rep, t->ndim, t->shape);
+      t->dist_attr ? pd_ap_attr_copy(pd_ap_attr(t)) : pd_ap_attr_replicated(mesh, t->ndim, t->shape);
   if (a && partial_to_r)
     for (int m = 0; m < a->n; m++)
       if (is_p(a->p[m])) a->p[m] = pd_dist_replicate();

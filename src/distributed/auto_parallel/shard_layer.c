@@ -9,12 +9,10 @@
 
 /* Makes each dense tensor of list a Replicate DTensor on mesh, in place. */
 static pd_status replicate_all(const pd_named_tensors *list, pd_dist_process_mesh *mesh) {
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int m = 0; m < PD_DIST_MAX_MESH_DIMS; m++) rep[m] = pd_dist_replicate();
   for (int i = 0; i < list->n; i++) {
     pd_tensor *t = list->tensors[i];
     if (t->dist_attr) continue;
-    pd_dist_attr *a = pd_ap_attr_new(mesh, rep, t->ndim, t->shape);
+    pd_dist_attr *a = pd_ap_attr_replicated(mesh, t->ndim, t->shape);
     if (!a) return pd_last_status();
     if (!pd_dist_process_mesh_contains(mesh, pd_ap_my_rank())) { /* no data outside the mesh */
       pd_tensor *empty = pd_zeros(1, (const int64_t[]){0}, t->dtype);

@@ -49,9 +49,7 @@ static pd_tensor *relocal(pd_tensor *t, const pd_dist_attr *dst) {
   pd_dist_attr *rep = NULL;
   const pd_dist_attr *src = pd_ap_attr(t);
   if (!src) {
-    pd_dist_placement r[PD_DIST_MAX_MESH_DIMS];
-    for (int m = 0; m < PD_DIST_MAX_MESH_DIMS; m++) r[m] = pd_dist_replicate();
-    if (!(rep = pd_ap_attr_new(dst->mesh, r, dst->ndim, dst->shape))) return NULL;
+    if (!(rep = pd_ap_attr_replicated(dst->mesh, dst->ndim, dst->shape))) return NULL;
     src = rep;
   }
   pd_tensor *local = pd_ap_local_alias(t);
@@ -209,8 +207,6 @@ static pd_status resolve_axis(shard_ctx *c, const pd_dist_sharding_stage *s, pd_
 
 /* Every parameter a DTensor on the mesh (dense ones made Replicate). */
 static pd_status check_params(shard_ctx *c, pd_optimizer *opt) {
-  pd_dist_placement rep[PD_DIST_MAX_MESH_DIMS];
-  for (int m = 0; m < PD_DIST_MAX_MESH_DIMS; m++) rep[m] = pd_dist_replicate();
   for (int i = 0; i < pd_optim_n_params(opt); i++) {
     pd_tensor *p = pd_optim_param(opt, i);
     const pd_dist_attr *a = pd_ap_attr(p);
@@ -220,7 +216,7 @@ static pd_status check_params(shard_ctx *c, pd_optimizer *opt) {
                           pd_tensor_name(p) ? pd_tensor_name(p) : "");
     if (!c->mesh) c->mesh = pd_dist_process_mesh_retain(a->mesh);
     if (!a) {
-      pd_tensor *r = pd_dist_shard_tensor(p, c->mesh, rep, c->mesh->ndim);
+      pd_tensor *r = pd_dist_shard_tensor(p, c->mesh, pd_ap_replicated, c->mesh->ndim);
       if (!r) return pd_last_status();
       pd_tensor_release(r);
     } else if (!pd_dist_process_mesh_equal(a->mesh, c->mesh)) {

@@ -12,8 +12,11 @@
  * pd_ap_local_op names that op and its attrs; the eager DTensor step runs
  * it (pd_ap_local_step) and a partitioned Program holds it
  * (dist_partition.c). */
+#include <string.h>
+
 #include "../../core/core_internal.h"
 #include "ap_internal.h"
+#include "paddlec/creation.h"
 #include "paddlec/distributed.h"
 
 int64_t pd_ap_local_start(const pd_spmd_local *c, int axis, int64_t global) {
@@ -30,6 +33,22 @@ pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out) 
   bool needs = false;
   for (int i = 0; i < c->n_in; i++) needs |= !c->in[i]->stop_gradient;
   return needs ? rec(c->id, c->in, c->n_in, c->attrs, out, n_out) : PD_OK;
+}
+
+pd_status pd_ap_sum_over_shards(const pd_spmd_local *c, int i, double *v, int n) {
+  pd_tensor *t = pd_tensor_from_f64(v, PD_FLOAT64, 1, (const int64_t[]){n});
+  if (!t) return pd_last_status();
+  pd_status st = PD_OK;
+  for (int m = 0; m < c->mesh->ndim && st == PD_OK; m++) {
+    bool shards = false;
+    for (int d = 0; d < c->in_meta[i].ndim; d++) shards |= c->in_dist[i].dims_mapping[d] == m;
+    if (!shards) continue;
+    pd_dist_group *g = pd_ap_axis_group(c->mesh, m);
+    st = g ? pd_dist_all_reduce(t, PD_REDUCE_SUM, &(pd_dist_opts){.group = g}) : pd_last_status();
+  }
+  if (st == PD_OK) memcpy(v, pd_tensor_data(t), sizeof *v * (size_t)n);
+  pd_tensor_release(t);
+  return st;
 }
 
 pd_status pd_ap_local_computed(const pd_spmd_local *c, pd_status (*fn)(const pd_spmd_local *, pd_tensor **),

@@ -12,28 +12,17 @@
 #include "paddlec/manipulation.h"
 #include "paddlec/math.h"
 
-/* Sums v[0..n-1] over each mesh axis that shards input i. `local` is
- * this rank's status so far: it travels with the sums (a rank whose labels
- * failed still takes part), and every rank fails when one did. */
+/* Sums v[0..n-1] over each mesh axis that shards input i
+ * (pd_ap_sum_over_shards). `local` is this rank's status so far: it
+ * travels with the sums (a rank whose labels failed still takes part), and
+ * every rank fails when one did. */
 static pd_status sum_over_shards(const pd_spmd_local *c, int i, double *v, int n, pd_status local) {
   double buf[4] = {0};
   for (int k = 0; k < n; k++) buf[k] = local == PD_OK ? v[k] : 0;
   buf[n] = local == PD_OK ? 0 : 1;
-  pd_tensor *t = pd_tensor_from_f64(buf, PD_FLOAT64, 1, (const int64_t[]){n + 1});
-  if (!t) return pd_last_status();
-  pd_status st = PD_OK;
-  for (int m = 0; m < c->mesh->ndim && st == PD_OK; m++) {
-    bool shards = false;
-    for (int d = 0; d < c->in_meta[i].ndim; d++) shards |= c->in_dist[i].dims_mapping[d] == m;
-    if (!shards) continue;
-    pd_dist_group *g = pd_ap_axis_group(c->mesh, m);
-    pd_dist_opts o = {.group = g};
-    st = g ? pd_dist_all_reduce(t, PD_REDUCE_SUM, &o) : pd_last_status();
-  }
-  const double *r = pd_tensor_data(t);
-  for (int k = 0; k < n && st == PD_OK; k++) v[k] = r[k];
-  bool other_failed = st == PD_OK && r[n] > 0;
-  pd_tensor_release(t);
+  pd_status st = pd_ap_sum_over_shards(c, i, buf, n + 1);
+  for (int k = 0; k < n && st == PD_OK; k++) v[k] = buf[k];
+  bool other_failed = st == PD_OK && buf[n] > 0;
   if (local != PD_OK) return local;
   if (other_failed)
     return pd_set_error(PD_ERR_INDEX, "%s: the labels of another shard are invalid (its rank reports which)",

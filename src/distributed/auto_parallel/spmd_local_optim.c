@@ -6,32 +6,9 @@
  * norm clipping), and every shard applies the unsharded ratio. */
 #include "../../ops/optim/optim_util.h"
 #include "ap_internal.h"
-#include "paddlec/creation.h"
-#include "paddlec/distributed.h"
 
 /* Sums the two sums over every mesh axis that shards the parameter. */
-static int lamb_sums(double sums[2], void *user) {
-  const pd_spmd_local *c = user;
-  pd_tensor *t = pd_tensor_from_f64(sums, PD_FLOAT64, 1, (const int64_t[]){2});
-  if (!t) return 1;
-  int nd = c->in_meta[0].ndim;
-  for (int m = 0; m < c->mesh->ndim; m++) {
-    bool shards = false;
-    for (int d = 0; d < nd; d++) shards |= c->in_dist[0].dims_mapping[d] == m;
-    if (!shards) continue;
-    pd_dist_group *g = pd_ap_axis_group(c->mesh, m);
-    pd_dist_opts o = {.group = g};
-    if (!g || pd_dist_all_reduce(t, PD_REDUCE_SUM, &o) != PD_OK) {
-      pd_tensor_release(t);
-      return 1;
-    }
-  }
-  const double *v = pd_tensor_data(t);
-  sums[0] = v[0];
-  sums[1] = v[1];
-  pd_tensor_release(t);
-  return 0;
-}
+static int lamb_sums(double sums[2], void *user) { return pd_ap_sum_over_shards(user, 0, sums, 2) != PD_OK; }
 
 pd_status pd_ap_local_lamb(const pd_spmd_local *c, pd_tensor **out, int *n_out) {
   const pd_op_def *def = pd_op_table[c->id];

@@ -61,4 +61,22 @@ static inline void pd_blocked_write(void *piece, const void *src, size_t cols, s
   }
 }
 
+/* The packed form of a blocked buffer of n blocks (rows x cols each,
+ * count = rows * cols elements): block j at j * count in packed, for a
+ * call that takes only plain buffers. */
+static inline void pd_blocked_pack(void *packed, const void *blocked, size_t n, size_t count, size_t cols,
+                                   size_t es) {
+  for (size_t j = 0; j < n; j++)
+    pd_blocked_read((unsigned char *)packed + j * count * es, (const unsigned char *)blocked + j * cols * es,
+                    cols, n * cols, 0, count, es);
+}
+
+/* The reverse: packed block r (at r * count) into block r of blocked. */
+static inline void pd_blocked_unpack(void *blocked, const void *packed, size_t n, size_t count, size_t cols,
+                                     size_t es) {
+  for (size_t r = 0; r < n; r++)
+    pd_blocked_write((unsigned char *)blocked + r * cols * es, (const unsigned char *)packed + r * count * es,
+                     cols, n * cols, 0, count, es, false);
+}
+
 #endif

@@ -43,22 +43,19 @@ static pd_status run_blocked_packed(coll_call *c, pd_reduce_op op) {
   pd_status st;
   if (c->kind == PD_COMM_ALL_GATHER) {
     st = ops->all_gather(comm, in, tmp, count, c->dt);
-    for (size_t r = 0; st == PD_OK && r < n; r++)
-      pd_blocked_write(out + r * ic * es, tmp + r * count * es, ic, n * ic, 0, count, es, false);
+    if (st == PD_OK) pd_blocked_unpack(out, tmp, n, count, ic, es);
   } else if (c->kind == PD_COMM_REDUCE_SCATTER) {
-    for (size_t j = 0; j < n; j++)
-      pd_blocked_read(tmp + j * count * es, in + j * ic * es, ic, n * ic, 0, count, es);
+    pd_blocked_pack(tmp, in, n, count, ic, es);
     st = ops->reduce_scatter(comm, tmp, out, count, c->dt, op);
   } else {
     size_t *counts = malloc(n * sizeof *counts + 1);
     st = counts ? PD_OK : pd_set_error(PD_ERR_MEMORY, "alltoall: out of memory");
-    for (size_t j = 0; counts && j < n; j++) {
-      counts[j] = count;
-      pd_blocked_read(tmp + j * count * es, in + j * ic * es, ic, n * ic, 0, count, es);
+    for (size_t j = 0; counts && j < n; j++) counts[j] = count;
+    if (st == PD_OK) {
+      pd_blocked_pack(tmp, in, n, count, ic, es);
+      st = ops->alltoall(comm, tmp, counts, tmp2, counts, c->dt);
     }
-    if (st == PD_OK) st = ops->alltoall(comm, tmp, counts, tmp2, counts, c->dt);
-    for (size_t r = 0; st == PD_OK && r < n; r++)
-      pd_blocked_write(out + r * oc * es, tmp2 + r * count * es, oc, n * oc, 0, count, es, false);
+    if (st == PD_OK) pd_blocked_unpack(out, tmp2, n, count, oc, es);
     free(counts);
   }
   free(tmp);

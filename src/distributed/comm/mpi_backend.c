@@ -182,9 +182,7 @@ static pd_status mpi_all_gather_blocked(pd_comm *c, const void *in, void *out, s
     if (!tmp)
       return pd_set_error(PD_ERR_MEMORY, "mpi all_gather: out of memory for %zu bytes", n * count * esz);
     pd_status st = mpi_all_gather(c, in, tmp, count, dt);
-    for (size_t r = 0; st == PD_OK && r < n; r++)
-      pd_blocked_write((char *)out + r * cols * esz, tmp + r * count * esz, cols, n * cols, 0, count, esz,
-                       false);
+    if (st == PD_OK) pd_blocked_unpack(out, tmp, n, count, cols, esz);
     free(tmp);
     return st;
   }

@@ -289,9 +289,7 @@ static pd_status shm_reduce_scatter_blocked(pd_comm *c, const void *in, void *ou
   if (!srcs) return pd_set_error(PD_ERR_MEMORY, "shm reduce_scatter: out of memory");
   pd_status st = PD_OK;
   if ((size_t)n * count * es <= SHM_SMALL_BYTES) {
-    for (int j = 0; j < n; j++)
-      pd_blocked_read(my_small(s, &post) + (size_t)j * count * es, (const char *)in + (size_t)j * cols * es,
-                      cols, ld, 0, count, es);
+    pd_blocked_pack(my_small(s, &post), in, (size_t)n, count, cols, es);
     if ((st = shm_enter(s, &post)) >= 0) {
       for (int r = 0; r < n; r++) srcs[r] = small_of(s, r, &post) + (size_t)me * count * es;
       pdk_comm_reduce(out, srcs, n, count, dt, pd_comm_kernel_op(op));

@@ -14,23 +14,26 @@ static _Atomic(pd_comm_op_fn) g_comm;
 
 void pd_comm_ops_install(pd_comm_op_fn fn) { atomic_store(&g_comm, fn); }
 
+/* The installed collectives; NULL (the error naming op def) before the
+ * parallel env installs them. */
+static pd_comm_op_fn installed(const pd_op_def *def) {
+  pd_comm_op_fn fn = atomic_load(&g_comm);
+  if (!fn)
+    pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
+                 def->name);
+  return fn;
+}
+
 pd_status pd_comm_allreduce_f64(const pd_op_def *def, int64_t ring_id, int64_t nranks, int64_t reduce,
                                 double *buf, int64_t n) {
   if (nranks == 1 || n == 0) return PD_OK;
-  pd_comm_op_fn fn = atomic_load(&g_comm);
-  if (!fn)
-    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
-                        def->name);
-  pd_tensor *x = pd_tensor_new_untracked(PD_FLOAT64, 1, &n),
-            *out = pd_tensor_new_untracked(PD_FLOAT64, 1, &n);
-  pd_status st = x && out ? PD_OK : pd_last_status();
-  if (st == PD_OK) {
-    memcpy(pd_tensor_data(x), buf, (size_t)n * sizeof *buf);
-    st = fn(PD_COMM_OP_ALLREDUCE, ring_id, nranks, reduce, 0, x, out);
-  }
-  if (st == PD_OK) memcpy(buf, pd_tensor_data(out), (size_t)n * sizeof *buf);
-  pd_tensor_release(x);
-  pd_tensor_release(out);
+  pd_comm_op_fn fn = installed(def);
+  if (!fn) return pd_last_status();
+  /* buf itself, reduced in place: no data allocated or copied per call */
+  pd_tensor *t = pd_tensor_from_blob(buf, PD_FLOAT64, 1, &n, NULL, NULL);
+  if (!t) return pd_last_status();
+  pd_status st = fn(PD_COMM_OP_ALLREDUCE, ring_id, nranks, reduce, 0, t, t);
+  pd_tensor_release(t);
   return st;
 }
 
@@ -105,10 +108,8 @@ static pd_status comm_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
   const pd_attrs *a = ctx->attrs;
   pd_tensor *x = ctx->in[0], *out = ctx->out[0];
   if (a->i[1] == 1) return pd_write_copy(out, x);
-  pd_comm_op_fn fn = atomic_load(&g_comm);
-  if (!fn)
-    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
-                        ctx->def->name);
+  pd_comm_op_fn fn = installed(ctx->def);
+  if (!fn) return pd_last_status();
   return fn(kind, a->i[0], a->i[1], a->i[2], a->i[3], x, out);
 }
 
@@ -185,10 +186,8 @@ static pd_status bucket_kernel(const pd_kernel_ctx *ctx, pd_comm_op_kind kind) {
     return pd_set_error(PD_ERR_INVALID, "%s: the bucket (shape %s) is not contiguous", ctx->def->name,
                         PD_SHAPE_STR(x));
   if (a->i[1] == 1) return PD_OK;
-  pd_comm_op_fn fn = atomic_load(&g_comm);
-  if (!fn)
-    return pd_set_error(PD_ERR_STATE, "%s: no collectives are available (initialise the parallel env first)",
-                        ctx->def->name);
+  pd_comm_op_fn fn = installed(ctx->def);
+  if (!fn) return pd_last_status();
   return fn(kind, a->i[0], a->i[1], a->i[2], 0, x, x);
 }
 
