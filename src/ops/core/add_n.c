@@ -1,8 +1,6 @@
 /* add_n (paddle.add_n, fluid.layers.sums / sum): the sum of a list of
  * tensors of one shape and dtype, as a chain of add ops, so it records into
  * a Program and differentiates like add. */
-#include <string.h>
-
 #include "../op_registry.h"
 #include "paddlec/math.h"
 
@@ -17,8 +15,7 @@ pd_tensor *pd_add_n(pd_tensor *const *inputs, int n) {
       return NULL;
     }
     const pd_tensor *a = inputs[0], *b = inputs[i];
-    if (b->dtype != a->dtype || b->ndim != a->ndim ||
-        memcmp(b->shape, a->shape, sizeof(int64_t) * (size_t)a->ndim) != 0) {
+    if (b->dtype != a->dtype || b->ndim != a->ndim || !pd_shape_eq(a->ndim, b->shape, a->shape)) {
       char s[160];
       pd_set_error(PD_ERR_SHAPE, "add_n: input %d is %s %s, input 0 %s %s (all must match)", i,
                    pd_dtype_name(b->dtype), PD_SHAPE_STR(b), pd_dtype_name(a->dtype),

@@ -107,8 +107,7 @@ static pd_status take(const char *op, const char *what, int k, pd_tensor *r, pd_
   if (!r)
     return pd_last_status() != PD_OK ? pd_last_status()
                                      : pd_set_error(PD_ERR_INVALID, "%s: %s %d is NULL", op, what, k);
-  if (r->dtype != o->dtype || r->ndim != o->ndim ||
-      memcmp(r->shape, o->shape, sizeof(int64_t) * (size_t)o->ndim) != 0) {
+  if (r->dtype != o->dtype || r->ndim != o->ndim || !pd_shape_eq(o->ndim, r->shape, o->shape)) {
     char a[160];
     return pd_set_error(PD_ERR_SHAPE, "%s: %s %d is %s %s, expected %s %s", op, what, k,
                         pd_dtype_name(r->dtype), PD_SHAPE_STR(r), pd_dtype_name(o->dtype),
@@ -152,8 +151,7 @@ static pd_status py_backward(const pd_backward_ctx *c) {
   for (int i = 0; st == PD_OK && i < c->n_in; i++) {
     if (!g[i] || !c->needs_grad[i]) continue;
     const pd_meta *m = &c->in_meta[i];
-    if (g[i]->dtype != m->dtype || g[i]->ndim != m->ndim ||
-        memcmp(g[i]->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0) {
+    if (g[i]->dtype != m->dtype || g[i]->ndim != m->ndim || !pd_shape_eq(m->ndim, g[i]->shape, m->shape)) {
       char a[160];
       st = pd_set_error(PD_ERR_SHAPE, "py_func: the gradient of input %d is %s %s, expected %s %s", i,
                         pd_dtype_name(g[i]->dtype), PD_SHAPE_STR(g[i]), pd_dtype_name(m->dtype),

@@ -186,11 +186,16 @@ static pd_status dropout_shard_kernel(const pd_kernel_ctx *ctx, double kv, float
   return pd_ew_apply(ctx->def->name, k_mul, y->dtype, y, (pd_tensor *[]){ctx->in[0], m}, 2, NULL);
 }
 
+/* A kept element's factor: 1 / (1 - p) in mode 0 (upscale_in_train; 0
+ * for p = 1, where nothing is kept), else 1. */
+static double kept_scale(const pd_attrs *a) {
+  double p = a->f[0];
+  return a->i[0] == 0 ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+}
+
 static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
   pd_tensor *x = ctx->in[0], *y = ctx->out[0], *m = ctx->out[1];
-  double p = ctx->attrs->f[0];
-  bool upscale = ctx->attrs->i[0] == 0;
-  double kv = upscale ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+  double p = ctx->attrs->f[0], kv = kept_scale(ctx->attrs);
   float pf = (float)p;
   int64_t n = m->numel;
   if (ctx->attrs->nv[1] > 0) return dropout_shard_kernel(ctx, kv, pf);
@@ -245,9 +250,7 @@ static pd_status dropout_kernel(const pd_kernel_ctx *ctx) {
 
 pd_status pd_dropout_add_run(const pd_attrs *da, const pd_tensor *x, const pd_tensor *r, bool r_first,
                              pd_ew_fn add, const double *add_p, pd_tensor *y, pd_tensor *m) {
-  double p = da->f[0];
-  bool upscale = da->i[0] == 0;
-  double kv = upscale ? (p < 1.0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+  double p = da->f[0], kv = kept_scale(da);
   float pf = (float)p;
   int64_t n = m->numel;
   if (da->nv[0] != 0 || !x->is_contiguous || !r->is_contiguous || x->numel != n || r->numel != n ||

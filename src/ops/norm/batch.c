@@ -323,12 +323,9 @@ pd_tensor *pd_batch_norm(pd_tensor *x, pd_tensor *running_mean, pd_tensor *runni
   pd_tensor *stats[2] = {running_mean, running_var};
   for (int k = 0; k < 2; k++) {
     const int64_t *ss = pd_global_shape(stats[k], &snd);
-    if (snd != 1 || ss[0] != ch) {
-      pd_set_error(PD_ERR_SHAPE, "%s: %s of shape %s does not match the %lld channels of x (shape %s, %s)",
-                   op, k ? "running_var" : "running_mean", PD_SHAPE_STR(stats[k]), (long long)ch,
-                   PD_SHAPE_STR(x), layout_name(x, cl));
+    if (pd_norm_check_channel_dims(op, snd, ss, k ? "running_var" : "running_mean", ch, x,
+                                   layout_name(x, cl)) != PD_OK)
       return NULL;
-    }
   }
   bool batch_stats =
       use_global_stats == PD_GLOBAL_STATS_NONE ? training : use_global_stats == PD_GLOBAL_STATS_FALSE;

@@ -55,13 +55,20 @@ pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n
   return PD_OK;
 }
 
-pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what, int64_t channels,
-                                      const pd_tensor *x, const char *layout) {
-  if (p->ndim != 1 || p->shape[0] != channels)
+pd_status pd_norm_check_channel_dims(const char *op, int ndim, const int64_t *shape, const char *what,
+                                     int64_t channels, const pd_tensor *x, const char *layout) {
+  if (ndim != 1 || shape[0] != channels) {
+    char s[160];
     return pd_set_error(PD_ERR_SHAPE,
                         "%s: %s of shape %s does not match the %lld channels of x (shape %s, %s)", op, what,
-                        PD_SHAPE_STR(p), (long long)channels, PD_SHAPE_STR(x), layout);
+                        pd_shape_str(ndim, shape, s, sizeof s), (long long)channels, PD_SHAPE_STR(x), layout);
+  }
   return PD_OK;
+}
+
+pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what, int64_t channels,
+                                      const pd_tensor *x, const char *layout) {
+  return pd_norm_check_channel_dims(op, p->ndim, p->shape, what, channels, x, layout);
 }
 
 pd_status pd_norm_parse_format(const char *op, const char *fmt, const char *dflt, bool *channel_last) {

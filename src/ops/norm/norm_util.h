@@ -37,6 +37,9 @@ pd_status pd_norm_check_dtypes(const pd_op_def *def, pd_tensor *const *in, int n
 /* A 1-D per-channel tensor of `channels` elements (weight, bias, statistics). */
 pd_status pd_norm_check_channel_param(const char *op, const pd_tensor *p, const char *what, int64_t channels,
                                       const pd_tensor *x, const char *layout);
+/* The same check of a parameter's shape given apart (a DTensor's global one). */
+pd_status pd_norm_check_channel_dims(const char *op, int ndim, const int64_t *shape, const char *what,
+                                     int64_t channels, const pd_tensor *x, const char *layout);
 
 /* t itself (retained) when contiguous, else a contiguous copy. */
 
