@@ -101,6 +101,7 @@ static inline bool cache_put(int c, void *p) {
 /* live and peak bytes are atomics so small inline payloads can be counted
  * without taking the lock */
 atomic_size_t pd_g_allocated, pd_g_peak, pd_g_alloc_calls;
+atomic_bool pd_g_alloc_counting;
 
 /* Size classes: multiples of 64 B up to 1 KiB, then four classes per power
  * of two (at most 25% waste). Returns the class index and its byte size. */

@@ -390,9 +390,11 @@ static size_t run_loop_counted(pd_executor *exe, pd_program *p, pd_var_scope *sc
                                int64_t k, double *got) {
   pd_tensor *xv = pd_linspace(-1.0, 1.0, 64, PD_FLOAT64), *kv = scalar((double)k, PD_INT64), *out[1] = {0};
   pd_static_feed feed[2] = {{"x", xv}, {"k", kv}};
+  atomic_store(&pd_g_alloc_counting, true);
   size_t before = atomic_load(&pd_g_alloc_calls);
   if (pd_executor_run(exe, p, feed, 2, fetch, 1, out, scope) != PD_OK) fail_msg("run: %s", pd_last_error());
   size_t calls = atomic_load(&pd_g_alloc_calls) - before;
+  atomic_store(&pd_g_alloc_counting, false);
   memcpy(got, pd_tensor_data(out[0]), 64 * sizeof(double));
   pd_tensor_release(out[0]);
   pd_tensor_release(xv);
