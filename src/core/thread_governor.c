@@ -52,8 +52,9 @@
 #define BUSY_WINDOWS 2           /* park after this many contended windows in a row */
 #define CALM_WINDOWS 40          /* release after this many calm windows in a row (2 s) */
 
-atomic_int pd_g_governor_state;   /* pd_governor_state */
-atomic_bool pd_g_cores_contended; /* kernels/cpu/parallel.h */
+atomic_int pd_g_governor_state;        /* pd_governor_state */
+atomic_bool pd_g_cores_contended;      /* kernels/cpu/parallel.h */
+atomic_llong pd_g_gemm_panel_products; /* kernels/cpu/parallel.h */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;

@@ -90,18 +90,24 @@ static void test_gemm_larger_shapes(void **state) {
 
 /* While the cores are contended a large product runs as panels of C's
  * columns (wide C) or rows (tall C) handed out one at a time: every
- * transpose, with beta and padding, on a team of two. */
+ * transpose, with beta and padding, on a team of two; each of the 12
+ * products takes the panel path, and none does once the cores are quiet. */
 static void test_gemm_contended_panels(void **state) {
   (void)state;
   int nt = omp_get_max_threads();
   omp_set_num_threads(2);
   atomic_store(&pd_g_cores_contended, true);
+  long long before = atomic_load(&pd_g_gemm_panel_products);
   for (int t = 0; t < 4; t++) {
     check_one(t & 1, t & 2, 64, 301, 200, 1.0f, 0.0f, 1);  /* by columns */
     check_one(t & 1, t & 2, 303, 96, 120, 0.5f, -1.0f, 2); /* by rows */
     check_one(t & 1, t & 2, 130, 130, 130, 1.0f, 1.0f, 0);
   }
+  assert_int_equal(atomic_load(&pd_g_gemm_panel_products) - before, 12);
   atomic_store(&pd_g_cores_contended, false);
+  before = atomic_load(&pd_g_gemm_panel_products);
+  check_one(false, false, 64, 301, 200, 1.0f, 0.0f, 1);
+  assert_int_equal(atomic_load(&pd_g_gemm_panel_products) - before, 0);
   omp_set_num_threads(nt);
 }
 

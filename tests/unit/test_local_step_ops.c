@@ -1,13 +1,17 @@
 /* The ops a partitioned distributed Program runs for the SPMD rules' local
- * steps, in one process: dropout of a shard draws the slice of the whole
+ * steps: dropout of a shard draws the slice of the whole
  * tensor's mask (fixed seed and generator alike), c_softmax_with_cross_
  * entropy and its grad over one shard of every class equal
- * cross_entropy_with_softmax and its grad, c_embedding reads its shard's
+ * cross_entropy_with_softmax and its grad (and so do two ranks' shards of
+ * the classes, through the allreduce), c_embedding reads its shard's
  * rows and zeros for the other ids (c_embedding_grad adds only those), and
  * attributes that do not fit are errors naming the op and the values. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "dist_ranks.h"
+#include "distributed/auto_parallel/ap_internal.h"
 #include "op_samples.h"
 #include "test_util.h"
 
@@ -74,6 +78,50 @@ static void test_c_softmax_ce_one_shard_is_the_dense_op(void **state) {
   pd_scope_end();
 }
 
+/* Whether a and b (same shape) agree to 1e-12, in a rank (no cmocka). */
+static bool agree(pd_tensor *a, pd_tensor *b) {
+  pd_tensor *r = a && b ? pd_allclose(a, b, 0, 1e-12, false) : NULL;
+  return r && *(const bool *)pd_tensor_data(r);
+}
+
+/* Over two ranks, each holding three of x's six classes, every rank's
+ * c_softmax_with_cross_entropy (loss and lse) is the dense op's on the
+ * whole x, and its grad is the dense grad's columns of its classes: the
+ * row statistics go through the allreduce, hard and soft labels alike. */
+static int rank_c_softmax_ce(int rank) {
+  pd_ap_install_comm_ops(); /* as a partitioned Program's run does */
+  pd_dist_group *grp = pd_dist_new_group((const int[]){0, 1}, 2, NULL);
+  DIST_CHECK(grp, 1);
+  for (int soft = 0; soft < 2; soft++) {
+    sample_reseed(7); /* the same samples on both ranks */
+    pd_tensor *x = sample_uniform(2, S(4, 6), -2, 2);
+    pd_tensor *label = soft ? sample_uniform(2, S(4, 6), 0, 1) : sample_indices(2, S(4, 1), 6);
+    pd_tensor *g = sample_uniform(2, S(4, 1), -1, 1);
+    pd_attrs dense = {.i = {soft, 1, -100, 1}};
+    pd_attrs shard = {.i = {soft, pd_dist_group_id(grp), -100, 1, 2, 3 * rank}, .nv = {1}, .v = {{6}}};
+    pd_tensor *xs = block(x, 0, 4, 3 * rank, 3 * rank + 3),
+              *ls = soft ? block(label, 0, 4, 3 * rank, 3 * rank + 3) : label;
+    for (int k = 0; k < 2; k++)
+      DIST_CHECK(agree(run1(PD_OP_c_softmax_with_cross_entropy, (pd_tensor *[]){xs, ls}, 2, &shard, k),
+                       run1(PD_OP_cross_entropy_with_softmax, (pd_tensor *[]){x, label}, 2, &dense, k)),
+                 10 + 2 * soft + k);
+    pd_tensor *lse = run1(PD_OP_cross_entropy_with_softmax, (pd_tensor *[]){x, label}, 2, &dense, 1);
+    pd_tensor *dx =
+        run1(PD_OP_cross_entropy_with_softmax_grad, (pd_tensor *[]){x, label, lse, g}, 4, &dense, 0);
+    DIST_CHECK(dx, 20);
+    DIST_CHECK(
+        agree(run1(PD_OP_c_softmax_with_cross_entropy_grad, (pd_tensor *[]){xs, ls, lse, g}, 4, &shard, 0),
+              block(dx, 0, 4, 3 * rank, 3 * rank + 3)),
+        21 + soft);
+  }
+  return 0;
+}
+
+static void test_c_softmax_ce_two_ranks_is_the_dense_op(void **state) {
+  (void)state;
+  dist_run_ranks_or_fail(2, rank_c_softmax_ce, 120);
+}
+
 static void test_c_embedding_reads_its_rows(void **state) {
   (void)state;
   pd_scope_begin();
@@ -132,6 +180,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dropout_shard_is_the_whole_mask_slice),
       cmocka_unit_test(test_c_softmax_ce_one_shard_is_the_dense_op),
+      cmocka_unit_test(test_c_softmax_ce_two_ranks_is_the_dense_op),
       cmocka_unit_test(test_c_embedding_reads_its_rows),
       cmocka_unit_test(test_attributes_that_do_not_fit_are_errors),
   };

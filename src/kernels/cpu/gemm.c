@@ -315,6 +315,7 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (np < 2) return -1;
   gemm_parts parts = by_cols ? (gemm_parts){1, np, 1} : (gemm_parts){np, 1, 1}; /* K whole: no buffer */
   int failed = 0;
+  atomic_fetch_add_explicit(&pd_g_gemm_panel_products, 1, memory_order_relaxed);
 #pragma omp parallel for schedule(dynamic) reduction(| : failed)
   for (int64_t t = 0; t < np; t++)
     failed |= run_part(&parts, t, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);

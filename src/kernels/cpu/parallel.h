@@ -14,6 +14,9 @@
  * A team of two waits at every region's end for a member that has lost its
  * core, and these loops are short; oneDNN's GEMMs keep the team. */
 extern atomic_bool pd_g_cores_contended;
+/* How many float32 products ran as panels while the cores were contended
+ * (gemm.c; one relaxed add a product): a test's way to see that path ran. */
+extern atomic_llong pd_g_gemm_panel_products;
 
 static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
