@@ -5,13 +5,15 @@
  * runs, forward and backward; an array's gradient is an array of its
  * elements' gradients.
  *
- * A while whose while_grad runs later in the same run keeps its taped run
- * instead (pd_ctl_run_kept): it runs once, with the tape on, and its grad
- * op differentiates that run without running the loop again. The tape
- * holds, per iteration, what the grad rules of the body's ops read (their
- * saved inputs or outputs), as Paddle's while op keeps a scope per step for
- * while_grad to walk in reverse; a temporary no rule reads is freed as the
- * iteration ends. */
+ * A while or conditional_block whose grad op runs later in the same run
+ * keeps its taped run instead (pd_ctl_run_kept): it runs once, with the
+ * tape on, and its grad ops differentiate that run without running the
+ * loop or the branch again (all but the last retaining the graph). The
+ * tape holds what the grad rules of the ops that ran read (their saved
+ * inputs or outputs), per iteration for a while, as Paddle's while op
+ * keeps a scope per step for while_grad to walk in reverse and its
+ * conditional_block keeps the branch's scope; a temporary no rule reads is
+ * freed as soon as nothing else holds it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,15 +185,49 @@ static pd_status tape_forward(const pd_program *p, pd_ctl_cache *c, const pd_ope
   return st;
 }
 
+/* Forgets what an earlier grad op took from t (its targets and the
+ * gradients it found): the leaves and the taped run stay. */
+static void grad_set_reset(grad_set *g) {
+  for (int x = 0; x < g->n; x++) {
+    pd_tensor_release(g->gx[x]);
+    pd_tensor_release(g->direct[x]);
+    g->gx[x] = g->direct[x] = NULL;
+  }
+  g->ny = 0;
+}
+
+/* The gradients of g's targets for the leaves of the inputs want asks
+ * for (a run kept for several grad ops has leaves for the inputs any of
+ * them asks for; the tape walks only to those this one asks for). */
+static pd_status grad_of_wanted(grad_set *g, const bool *want, bool retain) {
+  pd_grad_opts o = {.allow_unused = true, .retain_graph = retain};
+  int m = 0;
+  for (int x = 0; x < g->n; x++) m += want[g->of[x]];
+  if (m == g->n) return pd_grad(g->ys, g->ny, g->xs, g->n, g->gys, &o, g->gx);
+  if (m == 0) return PD_OK;
+  pd_tensor **xs = malloc((size_t)m * sizeof *xs), **gx = calloc((size_t)m, sizeof *gx);
+  pd_status st = xs && gx ? PD_OK : pd_set_error(PD_ERR_MEMORY, "gradient: out of memory");
+  for (int x = 0, i = 0; x < g->n && st == PD_OK; x++)
+    if (want[g->of[x]]) xs[i++] = g->xs[x];
+  if (st == PD_OK) st = pd_grad(g->ys, g->ny, xs, m, g->gys, &o, gx);
+  for (int x = 0, i = 0; x < g->n && st == PD_OK; x++)
+    if (want[g->of[x]]) g->gx[x] = gx[i++];
+  free(xs);
+  free(gx);
+  return st;
+}
+
 /* Grad op op of the forward taped in t: its inputs [forward inputs (fi),
  * forward outputs (fo), output gradients (fo)], one gradient per forward
- * input want asks for written to out. */
-static pd_status grad_of_tape(const pd_operator *op, pd_tensor *const *in, const bool *want, pd_tensor **out,
-                              taped *t) {
+ * input want asks for written to out. retain: the tape keeps what its
+ * grad rules read, for another grad op of the same run. */
+static pd_status grad_of_tape(const pd_operator *op, pd_tensor *const *in, const bool *want, bool retain,
+                              pd_tensor **out, taped *t) {
   int fi = op->fwd_n_in, fo = op->fwd_n_out;
   grad_set *g = &t->g;
   pd_tensor *zeros[PD_MAX_OUTPUTS] = {0};
   pd_status st = PD_OK;
+  grad_set_reset(g);
   bool prev = pd_set_grad_enabled(true);
   for (int i = 0; i < fo && st == PD_OK && g->n > 0; i++) {
     pd_tensor *gy = in[fi + fo + i], *r = t->res[i];
@@ -205,10 +241,7 @@ static pd_status grad_of_tape(const pd_operator *op, pd_tensor *const *in, const
       st = pd_last_status();
     if (st == PD_OK) st = add_target(g, r, gy);
   }
-  if (st == PD_OK && g->ny > 0) {
-    pd_grad_opts o = {.allow_unused = true};
-    st = pd_grad(g->ys, g->ny, g->xs, g->n, g->gys, &o, g->gx);
-  }
+  if (st == PD_OK && g->ny > 0) st = grad_of_wanted(g, want, retain);
   pd_set_grad_enabled(prev);
   for (int j = 0; j < fi && st == PD_OK; j++)
     if (want[j] && !(out[j] = input_grad(in[j], j, g))) st = pd_last_status();
@@ -246,13 +279,15 @@ pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *o
   fwd.outputs = op->inputs + op->fwd_n_in;
   taped t = {0};
   st = tape_forward(p, c, &fwd, in, want, &t);
-  if (st == PD_OK) st = grad_of_tape(op, in, want, out, &t);
+  if (st == PD_OK) st = grad_of_tape(op, in, want, false, out, &t);
   taped_clear(&t);
   if (st != PD_OK) drop_outputs(op, out);
   return st;
 }
 
-/* ---- a while keeping its taped run ----------------------------------------------- */
+/* ---- a while or conditional_block keeping its taped run --------------------------- */
+bool pd_ctl_keeps_taped_run(pd_ctl_kind k) { return k == PD_CTL_WHILE || k == PD_CTL_COND; }
+
 struct pd_ctl_kept {
   taped t;
   pd_tensor *in[2 * PD_MAX_OUTPUTS]; /* the inputs it ran from */
@@ -293,15 +328,15 @@ static pd_status run_plain(const pd_program *p, pd_ctl_cache *c, const pd_operat
 pd_status pd_ctl_run_kept(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                           const bool *want, const bool *grad_want, pd_tensor **out, pd_ctl_kept **kept) {
   *kept = NULL;
-  if (op->ctl != PD_CTL_WHILE || op->ctl_grad || op->n_in > 2 * PD_MAX_OUTPUTS || op->n_out < 1 ||
+  if (!pd_ctl_keeps_taped_run(op->ctl) || op->ctl_grad || op->n_in > 2 * PD_MAX_OUTPUTS || op->n_out < 1 ||
       op->n_out > PD_MAX_OUTPUTS)
     return run_plain(p, c, op, in, want, out); /* nothing to keep; its errors as without a grad op */
   for (int j = 0; j < op->n_in; j++)
     if (!in[j]) return run_plain(p, c, op, in, want, out);
   pd_ctl_kept *k = calloc(1, sizeof *k);
-  if (!k) return pd_set_error(PD_ERR_MEMORY, "while: out of memory");
+  if (!k) return pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op->type);
   pd_status st = tape_forward(p, c, op, in, grad_want, &k->t);
-  if (st == PD_OK && k->t.g.n == 0) { /* no gradient wanted: the loop runs as without a grad op */
+  if (st == PD_OK && k->t.g.n == 0) { /* no gradient wanted: it runs as without a grad op */
     pd_ctl_kept_free(k);
     return run_plain(p, c, op, in, want, out);
   }
@@ -322,14 +357,16 @@ pd_status pd_ctl_run_kept(const pd_program *p, pd_ctl_cache *c, const pd_operato
 }
 
 pd_status pd_ctl_grad_kept(const pd_program *p, pd_ctl_cache *c, pd_ctl_kept *k, const pd_operator *op,
-                           pd_tensor *const *in, const bool *want, pd_tensor **out) {
+                           pd_tensor *const *in, const bool *want, bool last, pd_tensor **out) {
   pd_status st = check_grad_op(op, in);
   if (st != PD_OK) return st;
+  if (!op->ctl_grad || !pd_ctl_keeps_taped_run(op->ctl))
+    return pd_set_error(PD_ERR_INVALID, "%s: no grad op of a while or conditional_block", op->type);
   bool same = k && k->n_in == op->fwd_n_in;
   for (int j = 0; same && j < k->n_in; j++) same = k->in[j] == in[j];
-  if (!same) /* the inputs are not those the loop ran from: run it again on these */
+  if (!same) /* the inputs are not those the forward ran from: run it again on these */
     return pd_ctl_grad(p, c, op, in, want, out);
-  st = grad_of_tape(op, in, want, out, &k->t);
+  st = grad_of_tape(op, in, want, !last, out, &k->t);
   if (st != PD_OK) drop_outputs(op, out);
   return st;
 }

@@ -1,5 +1,5 @@
 /* The grad ops of the control-flow and tensor array ops (control_grad.c),
- * and a while keeping its taped run for its while_grad. */
+ * and a while or conditional_block keeping its taped run for its grad ops. */
 #ifndef PADDLEC_CONTROL_GRAD_H
 #define PADDLEC_CONTROL_GRAD_H
 
@@ -18,24 +18,32 @@ pd_status pd_ctl_forward(const pd_program *p, pd_ctl_cache *c, const pd_operator
 pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                       const bool *want, pd_tensor **out);
 
-/* A while's taped run, kept for its while_grad: the leaves standing for
- * its inputs and its results, whose graph holds what each iteration's
- * grad rules read. */
+/* Whether a control op of kind k keeps its taped run for its grad ops: a
+ * while (each iteration's values) or a conditional_block (the branch
+ * taken). */
+bool pd_ctl_keeps_taped_run(pd_ctl_kind k);
+
+/* A while's or conditional_block's taped run, kept for its grad ops: the
+ * leaves standing for its inputs and its results, whose graph holds what
+ * the grad rules of the ops that ran read (per iteration, for a while). */
 typedef struct pd_ctl_kept pd_ctl_kept;
 
-/* Runs while op op on in as pd_static_run_control does (the same values
- * in out[k] with want[k] set, cut from the tape) and, when grad_want asks
- * a gradient for a floating input, with the tape on from leaves of the
- * inputs, setting *kept to the run (else NULL: the loop ran as without a
- * grad op). */
+/* Runs while or conditional_block op op on in as pd_static_run_control
+ * does (the same values in out[k] with want[k] set, cut from the tape)
+ * and, when grad_want asks a gradient for a floating input, with the tape
+ * on from leaves of the inputs, setting *kept to the run (else NULL: the
+ * op ran as without a grad op). */
 pd_status pd_ctl_run_kept(const pd_program *p, pd_ctl_cache *c, const pd_operator *op, pd_tensor *const *in,
                           const bool *want, const bool *grad_want, pd_tensor **out, pd_ctl_kept **kept);
 
-/* while_grad op op (as pd_ctl_grad) from kept, the run of its while: no
+/* Grad op op (as pd_ctl_grad) from kept, the run of its forward: no
  * forward runs. A kept run of other inputs than in (or none) is not used:
- * the loop reruns on in. kept stays the caller's to free. */
+ * the forward reruns on in. last: no grad op reads kept after this one,
+ * so the tape drops what its grad rules read as it goes; else it keeps
+ * them and kept serves the next grad op too. kept stays the caller's to
+ * free. */
 pd_status pd_ctl_grad_kept(const pd_program *p, pd_ctl_cache *c, pd_ctl_kept *kept, const pd_operator *op,
-                           pd_tensor *const *in, const bool *want, pd_tensor **out);
+                           pd_tensor *const *in, const bool *want, bool last, pd_tensor **out);
 
 void pd_ctl_kept_free(pd_ctl_kept *k);
 

@@ -32,7 +32,7 @@
 typedef struct plan_op {
   const pd_operator *op;
   int *in, *out; /* variable slots */
-  int pair;      /* a while: its while_grad's index; a while_grad: its while's; else -1 */
+  int pair;      /* a while or cond: its last grad op's index; a grad op: its forward's; else -1 */
 } plan_op;
 
 typedef struct plan {
@@ -42,7 +42,7 @@ typedef struct plan {
   plan_op *ops; /* every op of the block, in order */
   int n_ops;
   int *ins_outs;  /* backing store of the slot arrays */
-  bool has_pairs; /* a while keeps its taped run for its while_grad */
+  bool has_pairs; /* a while or cond keeps its taped run for its grad ops */
 } plan;
 
 /* A program lowered for one call's feed shapes, fetch list and scope (the
@@ -110,12 +110,12 @@ static int slot_of(const pd_static_block *b, const char *name) {
   return -1;
 }
 
-/* Whether plan op g, a while_grad, differentiates plan op f: f is a while
- * and g reads its inputs and outputs. */
+/* Whether plan op g differentiates plan op f: f is a while or a
+ * conditional_block, g its grad op reading its inputs and outputs. */
 static bool differentiates(const plan_op *g, const plan_op *f) {
   int fi = g->op->fwd_n_in, fo = g->op->fwd_n_out;
-  if (f->op->ctl != PD_CTL_WHILE || f->op->ctl_grad || fi != f->op->n_in || fo != f->op->n_out ||
-      g->op->n_in != fi + 2 * fo)
+  if (!pd_ctl_keeps_taped_run(f->op->ctl) || f->op->ctl_grad || !g->op->ctl_grad ||
+      g->op->ctl != f->op->ctl || fi != f->op->n_in || fo != f->op->n_out || g->op->n_in != fi + 2 * fo)
     return false;
   for (int j = 0; j < fi; j++)
     if (g->in[j] < 0 || g->in[j] != f->in[j]) return false;
@@ -124,29 +124,20 @@ static bool differentiates(const plan_op *g, const plan_op *f) {
   return true;
 }
 
-/* Pairs each while with the while_grad after it that differentiates it,
- * when it has exactly one: that while keeps its taped run for it
- * (control_grad.h). A while with two grad ops keeps nothing; each reruns
- * it. */
-static void pair_loops(plan *pl) {
+/* Pairs each while and conditional_block with the grad ops after it that
+ * differentiate it: it keeps its taped run for them (control_grad.h). A
+ * grad op's pair is its forward; a forward's, its last grad op. */
+static void pair_control_ops(plan *pl) {
   for (int k = 0; k < pl->n_ops; k++) pl->ops[k].pair = -1;
-  for (int g = 0; g < pl->n_ops; g++) {
-    if (pl->ops[g].op->ctl != PD_CTL_WHILE || !pl->ops[g].op->ctl_grad) continue;
-    for (int f = 0; f < g && pl->ops[g].pair < 0; f++)
-      if (differentiates(&pl->ops[g], &pl->ops[f])) pl->ops[g].pair = f;
-  }
   pl->has_pairs = false;
-  for (int f = 0; f < pl->n_ops; f++) {
-    if (pl->ops[f].op->ctl != PD_CTL_WHILE || pl->ops[f].op->ctl_grad) continue;
-    int grads = 0, last = -1;
-    for (int g = f + 1; g < pl->n_ops; g++)
-      if (pl->ops[g].pair == f) grads++, last = g;
-    if (grads == 1) {
-      pl->ops[f].pair = last;
-      pl->has_pairs = true;
-    }
-    for (int g = f + 1; grads > 1 && g < pl->n_ops; g++)
-      if (pl->ops[g].pair == f) pl->ops[g].pair = -1;
+  for (int g = 0; g < pl->n_ops; g++) {
+    if (!pl->ops[g].op->ctl_grad || !pd_ctl_keeps_taped_run(pl->ops[g].op->ctl)) continue;
+    for (int f = g - 1; f >= 0 && pl->ops[g].pair < 0; f--) /* the nearest forward it differentiates */
+      if (differentiates(&pl->ops[g], &pl->ops[f])) {
+        pl->ops[g].pair = f;
+        pl->ops[f].pair = g;
+        pl->has_pairs = true;
+      }
   }
 }
 
@@ -185,7 +176,7 @@ static pd_status compile(plan *pl, const pd_program *p) {
   pl->program = p;
   pl->version = p->version;
   pl->block = b;
-  pair_loops(pl);
+  pair_control_ops(pl);
   return PD_OK;
 }
 
@@ -328,12 +319,33 @@ typedef struct run_state {
   const plan *pl;
   const bool *live;   /* the ops that run (NULL: all) */
   pd_ctl_cache *ctl;  /* the sub-plans of a lowered plan's control ops (NULL: interpreted) */
-  pd_ctl_kept **kept; /* per while paired with its grad op: its taped run until the grad op ran */
+  pd_ctl_kept **kept; /* per paired forward: its taped run until its last grad op ran */
+  int *uses;          /* per paired forward: how many of its grad ops are still to run */
 } run_state;
 
-/* Runs control or array op po (the k-th of rs->pl) on in: a while whose
- * while_grad runs later keeps its taped run, which that grad op then
- * differentiates and frees. */
+/* Keeps the taped run of forward k for the grad ops of this run that
+ * differentiate it (those after k paired with it that run): the gradients
+ * any of them writes are asked of the tape. */
+static pd_status run_and_keep(const run_state *rs, int k, const pd_program *p, pd_ctl_cache *c,
+                              const pd_operator *src, pd_tensor *const *in, const bool *want,
+                              pd_tensor **out) {
+  const plan_op *po = &rs->pl->ops[k];
+  bool grad_want[3 * PD_MAX_OUTPUTS] = {0};
+  rs->uses[k] = 0;
+  for (int g = k + 1; g <= po->pair; g++) {
+    const plan_op *go = &rs->pl->ops[g];
+    if (go->pair != k || (rs->live && !rs->live[g])) continue;
+    rs->uses[k]++;
+    for (int j = 0; j < po->op->n_in && j < go->op->n_out; j++) grad_want[j] |= go->out[j] >= 0;
+  }
+  if (rs->uses[k] == 0) /* no grad op of this run differentiates it */
+    return c ? pd_ctl_run(c, src, in, want, out) : pd_static_run_control(p, src, in, want, out);
+  return pd_ctl_run_kept(p, c, src, in, want, grad_want, out, &rs->kept[k]);
+}
+
+/* Runs control or array op po (the k-th of rs->pl) on in: a while or cond
+ * whose grad ops run later keeps its taped run, which they differentiate,
+ * the last one freeing it. */
 static pd_status control_op_run(const run_state *rs, int k, pd_tensor *const *in, const bool *want,
                                 pd_tensor **out) {
   const plan_op *po = &rs->pl->ops[k];
@@ -342,16 +354,14 @@ static pd_status control_op_run(const run_state *rs, int k, pd_tensor *const *in
   const pd_operator *src = c ? op->lowered_from : op;
   const pd_program *p = c ? pd_ctl_cache_program(c) : rs->pl->block->program;
   int pair = rs->kept ? po->pair : -1;
-  if (pair > k && (!rs->live || rs->live[pair])) {
-    const plan_op *g = &rs->pl->ops[pair];
-    bool grad_want[3 * PD_MAX_OUTPUTS];
-    for (int j = 0; j < op->n_in; j++) grad_want[j] = j < g->op->n_out && g->out[j] >= 0;
-    return pd_ctl_run_kept(p, c, src, in, want, grad_want, out, &rs->kept[k]);
-  }
-  if (pair >= 0 && pair < k) {
-    pd_status st = pd_ctl_grad_kept(p, c, rs->kept[pair], src, in, want, out);
-    pd_ctl_kept_free(rs->kept[pair]); /* the steps are done with */
-    rs->kept[pair] = NULL;
+  if (pair > k) return run_and_keep(rs, k, p, c, src, in, want, out);
+  if (pair >= 0) {
+    bool last = --rs->uses[pair] <= 0;
+    pd_status st = pd_ctl_grad_kept(p, c, rs->kept[pair], src, in, want, last, out);
+    if (last) { /* the steps are done with */
+      pd_ctl_kept_free(rs->kept[pair]);
+      rs->kept[pair] = NULL;
+    }
     return st;
   }
   return c ? pd_ctl_run(c, src, in, want, out) : pd_static_run_control(p, src, in, want, out);
@@ -710,10 +720,14 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, pd_
       return pd_set_error(PD_ERR_STATE, "Executor.run: feed '%s' has no slot in the plan", feed[i].name);
   pd_tensor **env = calloc((size_t)b->n_vars + 1, sizeof *env);
   run_state rs = {.pl = pl, .live = live, .ctl = ctl};
-  if (pl->has_pairs) rs.kept = calloc((size_t)pl->n_ops, sizeof *rs.kept);
-  if (!env || (pl->has_pairs && !rs.kept)) {
+  if (pl->has_pairs) {
+    rs.kept = calloc((size_t)pl->n_ops, sizeof *rs.kept);
+    rs.uses = calloc((size_t)pl->n_ops, sizeof *rs.uses);
+  }
+  if (!env || (pl->has_pairs && (!rs.kept || !rs.uses))) {
     free(env);
     free(rs.kept);
+    free(rs.uses);
     return pd_set_error(PD_ERR_MEMORY, "Executor.run: out of memory");
   }
   for (int s = 0; ar && s < b->n_vars; s++)
@@ -729,6 +743,7 @@ static pd_status run_plan(const plan *pl, const bool *live, const arena *ar, pd_
   }
   for (int k = 0; rs.kept && k < pl->n_ops; k++) pd_ctl_kept_free(rs.kept[k]); /* a run's steps end with it */
   free(rs.kept);
+  free(rs.uses);
   for (int i = 0; i < n_fetch && st == PD_OK; i++) {
     if ((st = load(b, scope, env, fetch[i])) != PD_OK) break;
     pd_tensor *t = env[fetch[i]];

@@ -10,6 +10,7 @@
 
 #include "paddlec/static.h"
 #include "paddlec/static_control.h"
+#include "control_grad_check.h"
 #include "core/alloc.h"
 #include "static/static_internal.h"
 #include "test_util.h"
@@ -27,31 +28,15 @@ static pd_tensor *below_k(void *user, pd_tensor *const *v, int n) {
 }
 
 /* ---- the body's forward runs once per iteration ----------------------------------- */
-static int g_forward_calls, g_backward_calls;
-
-/* identity, counting its calls; its backward passes the gradient on */
-static pd_status counted(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
-  (void)user, (void)n_in, (void)n_out;
-  g_forward_calls++;
-  out[0] = pd_assign(in[0]);
-  return out[0] ? PD_OK : pd_last_status();
-}
-static pd_status counted_grad(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
-  (void)user, (void)n_in, (void)n_out;
-  g_backward_calls++;
-  out[0] = pd_assign(in[2]); /* in: x, out, d out */
-  return out[0] ? PD_OK : pd_last_status();
-}
+static call_count g_calls;
 
 /* (i, x) -> (i + 1, counted(x) * w) */
 static pd_status counted_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
   (void)n;
   loop_ctx *c = user;
-  pd_input_spec spec = {.name = "counted", .ndim = 1, .shape = {1}, .dtype = PD_FLOAT64};
-  pd_tensor *y = NULL;
+  pd_tensor *y = record_counted(&g_calls, v[1]);
   next[0] = pd_increment(v[0], 1);
-  pd_status st = pd_static_py_func(counted, NULL, &v[1], 1, &spec, 1, &y, counted_grad);
-  next[1] = st == PD_OK ? pd_multiply(y, c->w) : NULL;
+  next[1] = y ? pd_multiply(y, c->w) : NULL;
   pd_tensor_release(y);
   return next[0] && next[1] ? PD_OK : pd_last_status();
 }
@@ -67,23 +52,12 @@ typedef struct loop_prog {
  * loop has two grad ops). */
 static void build(loop_prog *lp, int n, pd_static_loop_body_fn body, int n_grads) {
   memset(lp, 0, sizeof *lp);
-  lp->main = pd_static_program();
-  assert_int_equal(pd_static_program_guard_begin(lp->main, NULL), PD_OK);
-  lp->x = pd_static_data("x", 1, SHAPE(n), PD_FLOAT64);
-  lp->w = pd_static_data("w", 1, SHAPE(n), PD_FLOAT64);
-  lp->k = pd_static_data("k", 1, SHAPE(1), PD_INT64);
-  pd_tensor_set_stop_gradient(lp->x, false);
-  pd_tensor_set_stop_gradient(lp->w, false);
+  lp->main = xw_program_begin(n, (scalar_feed){"k", 0, PD_INT64}, &lp->x, &lp->w, &lp->k);
   lp->i0 = scalar(0, PD_INT64);
   pd_tensor *vars[2] = {lp->i0, lp->x};
   loop_ctx c = {lp->k, lp->w};
   assert_int_equal(pd_static_nn_while_loop(below_k, body, &c, vars, 2, lp->out), PD_OK);
-  pd_tensor *wrt[2] = {lp->x, lp->w};
-  if (n_grads == 1)
-    assert_int_equal(pd_static_gradients(&lp->out[1], 1, wrt, 2, NULL, NULL, 0, lp->g), PD_OK);
-  for (int i = 0; n_grads == 2 && i < 2; i++)
-    assert_int_equal(pd_static_gradients(&lp->out[1], 1, &wrt[i], 1, NULL, NULL, 0, &lp->g[i]), PD_OK);
-  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  xw_program_end(lp->out[1], lp->x, lp->w, n_grads, lp->g);
 }
 
 static void free_prog(loop_prog *lp) {
@@ -96,25 +70,14 @@ static void free_prog(loop_prog *lp) {
  * doubles each into got (NULL: released unread). */
 static void run(pd_executor *exe, pd_program *p, const double *x, const double *w, int n, int64_t k,
                 pd_tensor *const *fetch, int n_fetch, double *got) {
-  pd_tensor *xv = pd_to_tensor(x, PD_FLOAT64, 1, SHAPE(n)), *wv = pd_to_tensor(w, PD_FLOAT64, 1, SHAPE(n)),
-            *kv = scalar((double)k, PD_INT64);
-  pd_static_feed feed[3] = {{"x", xv}, {"w", wv}, {"k", kv}};
-  pd_tensor *out[4] = {0};
-  if (pd_executor_run(exe, p, feed, 3, fetch, n_fetch, out, NULL) != PD_OK)
-    fail_msg("run: %s", pd_last_error());
-  for (int i = 0; i < n_fetch; i++) {
-    if (got) memcpy(got + i * n, pd_tensor_data(out[i]), (size_t)n * sizeof(double));
-    pd_tensor_release(out[i]);
-  }
-  pd_tensor_release(xv);
-  pd_tensor_release(wv);
-  pd_tensor_release(kv);
+  run_xw(exe, p, x, w, n, (scalar_feed){"k", (double)k, PD_INT64}, fetch, n_fetch, got);
 }
 
 /* s = x w^3 after 3 steps at x = 2, w = 1.5: ds/dx = w^3, ds/dw = 3 x w^2.
- * Every step calls the body's py_func 3 times forward and 3 times
- * backward, lowered or interpreted; with two grad ops (one per input)
- * each reruns the loop: 9 forward calls. */
+ * Every step calls the body's py_func 3 times forward, lowered or
+ * interpreted, and 3 times backward per grad op; with two grad ops (one
+ * per input) both differentiate the one kept run: still 3 forward calls,
+ * 3 backward calls for ds/dx and 3 for ds/dw. */
 static void test_body_runs_once_per_iteration(void **state) {
   (void)state;
   const double x = 2.0, w = 1.5, want[3] = {x * w * w * w, w * w * w, 3 * x * w * w};
@@ -126,15 +89,15 @@ static void test_body_runs_once_per_iteration(void **state) {
       pd_executor_set_interpret(exe, interp);
       pd_tensor *fetch[3] = {lp.out[1], lp.g[0], lp.g[1]};
       for (int step = 1; step <= 4; step++) {
-        g_forward_calls = g_backward_calls = 0;
+        g_calls = (call_count){0};
         double got[3];
         run(exe, lp.main, &x, &w, 1, 3, fetch, 3, got);
         for (int i = 0; i < 3; i++)
           if (fabs(got[i] - want[i]) > 1e-12) fail_msg("value %d: %.17g, expected %.17g", i, got[i], want[i]);
-        int fwd = n_grads == 1 ? 3 : 9, bwd = n_grads == 1 ? 3 : 6;
-        if (g_forward_calls != fwd || g_backward_calls != bwd)
+        int fwd = 3, bwd = 3 * n_grads;
+        if (g_calls.forward != fwd || g_calls.backward != bwd)
           fail_msg("%s, %d grad ops, step %d: %d forward and %d backward calls, expected %d and %d",
-                   interp ? "interpreted" : "lowered", n_grads, step, g_forward_calls, g_backward_calls, fwd,
+                   interp ? "interpreted" : "lowered", n_grads, step, g_calls.forward, g_calls.backward, fwd,
                    bwd);
       }
       pd_executor_release(exe);
@@ -167,31 +130,8 @@ static void test_random_ops_keep_the_forward_values(void **state) {
   loop_prog lp;
   build(&lp, N, dropout_body, 1);
   pd_tensor *fetch[2] = {lp.out[1], lp.g[0]};
-  double first[N];
-  for (int interp = 0; interp < 2; interp++) {
-    pd_executor *exe = pd_static_executor(PD_CPU), *fwd_only = pd_static_executor(PD_CPU);
-    pd_executor_set_interpret(exe, interp);
-    pd_executor_set_interpret(fwd_only, interp);
-    for (int step = 0; step < 3; step++) {
-      static double got[2 * N], ref[N];
-      pd_seed(1000 + (uint64_t)step);
-      run(exe, lp.main, x, w, N, 4, fetch, 2, got);
-      pd_seed(1000 + (uint64_t)step);
-      run(fwd_only, lp.main, x, w, N, 4, fetch, 1, ref); /* the grad op is dead: the loop keeps nothing */
-      assert_memory_equal(got, ref, sizeof ref);
-      int zeros = 0;
-      for (int i = 0; i < N; i++) {
-        if (got[N + i] != got[i] / x[i])
-          fail_msg("element %d: ds/dx %g, s/x %g", i, got[N + i], got[i] / x[i]);
-        zeros += got[i] == 0.0;
-      }
-      assert_true(zeros > 0 && zeros < N);
-      if (step == 0 && interp == 0) memcpy(first, got, sizeof first);
-      if (step == 0 && interp == 1) assert_memory_equal(got, first, sizeof first);
-    }
-    pd_executor_release(exe);
-    pd_executor_release(fwd_only);
-  }
+  double first[2 * N];
+  check_dropout_steps(lp.main, (scalar_feed){"k", 4, PD_INT64}, fetch, x, w, N, 1000, first);
   free_prog(&lp);
 }
 
@@ -200,25 +140,27 @@ static void test_random_ops_keep_the_forward_values(void **state) {
 static pd_status tanh_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
   (void)n;
   loop_ctx *c = user;
-  pd_tensor *t = pd_tanh(v[1]), *tw = t ? pd_multiply(t, c->w) : NULL, *sq = pd_multiply(v[1], v[1]);
-  pd_tensor *h = sq ? pd_scale(sq, 0.5, 0.0, true) : NULL;
   next[0] = pd_increment(v[0], 1);
-  next[1] = tw && h ? pd_add(tw, h) : NULL;
-  pd_tensor *ts[] = {t, tw, sq, h};
-  for (int i = 0; i < 4; i++) pd_tensor_release(ts[i]);
+  next[1] = tanh_poly(v[1], c->w);
   return next[0] && next[1] ? PD_OK : pd_last_status();
 }
 
-static double loss_at(pd_executor *exe, loop_prog *lp, const double *x, const double *w) {
+typedef struct loss_ctx {
+  pd_executor *exe;
+  loop_prog *lp;
+} loss_ctx;
+
+static double loss_at(void *ctx, const double *x, const double *w) {
+  loss_ctx *c = ctx;
   double s[3];
-  run(exe, lp->main, x, w, 3, 3, &lp->out[1], 1, s);
+  run(c->exe, c->lp->main, x, w, 3, 3, &c->lp->out[1], 1, s);
   return s[0] + s[1] + s[2];
 }
 
 /* d sum(s) / dx and dw of three steps of the body above equal central
  * differences of the run's loss (h = 1e-6, float64) within 1e-7, and, bit
- * for bit, the gradients of the same loop with a grad op per input (each
- * reruns the loop on the tape: two grad ops cannot share one kept run). */
+ * for bit, the gradients of the same loop with a grad op per input (the
+ * two share one kept run). */
 static void test_gradient_equals_finite_differences(void **state) {
   (void)state;
   loop_prog lp;
@@ -227,19 +169,8 @@ static void test_gradient_equals_finite_differences(void **state) {
   double x[3] = {0.3, -0.7, 0.5}, w[3] = {1.2, -0.4, 0.8}, got[6];
   pd_tensor *fetch[2] = {lp.g[0], lp.g[1]};
   run(exe, lp.main, x, w, 3, 3, fetch, 2, got);
-  const double h = 1e-6;
-  for (int which = 0; which < 2; which++)
-    for (int i = 0; i < 3; i++) {
-      double *v = which ? w : x, keep = v[i];
-      v[i] = keep + h;
-      double up = loss_at(exe, &lp, x, w);
-      v[i] = keep - h;
-      double down = loss_at(exe, &lp, x, w);
-      v[i] = keep;
-      double fd = (up - down) / (2 * h), g = got[which * 3 + i];
-      if (fabs(fd - g) > 1e-7 * (1 + fabs(fd)))
-        fail_msg("d/d%s[%d]: %.12g, central difference %.12g", which ? "w" : "x", i, g, fd);
-    }
+  loss_ctx lc = {exe, &lp};
+  expect_central_differences(loss_at, &lc, x, w, 3, got, "while");
   loop_prog twice;
   build(&twice, 3, tanh_body, 2);
   double rerun[6];
@@ -287,11 +218,7 @@ static pd_status chain_body(void *user, pd_tensor *const *v, int n, pd_tensor **
 /* Runs p with x and w of 64 values and k fed; returns the allocations it
  * counted. */
 static size_t allocations(pd_executor *exe, pd_program *p, int64_t k, pd_tensor *const *fetch, int n_fetch) {
-  double x[64], w[64];
-  for (int i = 0; i < 64; i++) x[i] = i / 64.0, w[i] = 0.5;
-  size_t before = atomic_load(&pd_g_alloc_calls);
-  run(exe, p, x, w, 64, k, fetch, n_fetch, NULL);
-  return atomic_load(&pd_g_alloc_calls) - before;
+  return run_xw_allocations(exe, p, (scalar_feed){"k", (double)k, PD_INT64}, fetch, n_fetch);
 }
 
 /* A loop no grad op of the run differentiates keeps nothing per
