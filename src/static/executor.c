@@ -104,12 +104,6 @@ void pd_executor_release(pd_executor *e) {
   free(e);
 }
 
-static int slot_of(const pd_static_block *b, const char *name) {
-  for (int i = 0; i < b->n_vars; i++)
-    if (strcmp(b->vars[i]->name, name) == 0) return i;
-  return -1;
-}
-
 /* Whether plan op g differentiates plan op f: f is a while or a
  * conditional_block, g its grad op reading its inputs and outputs. */
 static bool differentiates(const plan_op *g, const plan_op *f) {
@@ -163,7 +157,7 @@ static pd_status compile(plan *pl, const pd_program *p) {
     cur += op->n_out;
     for (int s = 0; s < op->n_in + op->n_out; s++) {
       const char *nm = s < op->n_in ? op->inputs[s] : op->outputs[s - op->n_in];
-      int slot = strcmp(nm, PD_STATIC_EMPTY_VAR) == 0 ? -1 : slot_of(b, nm);
+      int slot = strcmp(nm, PD_STATIC_EMPTY_VAR) == 0 ? -1 : pd_ir_var_index(b, nm);
       if (slot < 0 && strcmp(nm, PD_STATIC_EMPTY_VAR) != 0) {
         plan_clear(pl);
         return pd_set_error(PD_ERR_INVALID, "Executor: op %d (%s) names variable '%s', which block 0 lacks",
@@ -184,7 +178,7 @@ static pd_status compile(plan *pl, const pd_program *p) {
 static pd_status check_feed(const pd_static_block *b, const pd_static_feed *f, int *slot) {
   if (!f->name || !f->value)
     return pd_set_error(PD_ERR_INVALID, "Executor.run: feed entry has a NULL %s", f->name ? "value" : "name");
-  *slot = slot_of(b, f->name);
+  *slot = pd_ir_var_index(b, f->name);
   if (*slot < 0) {
     char have[512] = "";
     size_t k = 0;
@@ -219,7 +213,7 @@ static pd_status fetch_slot(const pd_program *p, const pd_static_block *b, const
   if (!t) return pd_set_error(PD_ERR_INVALID, "Executor.run: fetch_list entry is NULL");
   const pd_variable *v = pd_ir_var_of(p, t);
   const char *name = v ? v->name : pd_tensor_name(t);
-  *slot = name ? slot_of(b, name) : -1;
+  *slot = name ? pd_ir_var_index(b, name) : -1;
   if (*slot < 0)
     return pd_set_error(PD_ERR_INVALID, "Executor.run: fetch '%s' is no variable of the program",
                         name ? name : "(unnamed tensor)");
@@ -844,8 +838,9 @@ static pd_status lower_for(pd_executor *e, pd_program *p, const bool *live, pd_v
   if (st == PD_OK && !(l->ctl = pd_ctl_cache_new(p, !e->no_arena))) st = pd_last_status();
   if (st == PD_OK) st = compile(&l->plan, l->prog);
   for (int i = 0; i < n_feed && st == PD_OK; i++)
-    l->feed_slots[i] = slot_of(l->plan.block, feed[i].name); /* every feed is a variable of prog */
-  for (int i = 0; i < n_fetch && st == PD_OK; i++) l->fetch_slots[i] = slot_of(l->plan.block, names[i]);
+    l->feed_slots[i] = pd_ir_var_index(l->plan.block, feed[i].name); /* every feed is a variable of prog */
+  for (int i = 0; i < n_fetch && st == PD_OK; i++)
+    l->fetch_slots[i] = pd_ir_var_index(l->plan.block, names[i]);
   free(names);
   if (st == PD_OK && !e->no_arena)
     l->arena = arena_build(&l->plan, scope, l->fetch_slots, n_fetch, e->passes.inplace);

@@ -209,15 +209,11 @@ static pd_status lower_grad_op(lower *w, const pd_operator *op, const int *in, c
  * input's; false when nothing fixes it before the op runs. */
 static bool control_result_shape(lower *w, const pd_operator *op, const int *in, int j, const pd_variable *v,
                                  int64_t *shape) {
-  bool known = v->ndim >= 0;
-  for (int d = 0; known && d < v->ndim; d++) known = v->shape[d] >= 0;
-  if (known) {
+  if (v->ndim >= 0 && !pd_dims_any_unknown(v->ndim, v->shape)) {
     memcpy(shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
     return true;
   }
-  size_t n = strlen(op->type);
-  bool grad = n > 5 && strcmp(op->type + n - 5, "_grad") == 0;
-  bool loop = strcmp(op->type, PD_STATIC_WHILE) == 0 && j < (int)op->attrs.i[1];
+  bool grad = op->ctl_grad, loop = op->ctl == PD_CTL_WHILE && !grad && j < (int)op->attrs.i[1];
   if ((!grad && !loop) || j >= op->n_in || in[j] < 0) return false;
   const pd_tensor *like = input(w, in[j]);
   if (!like || like->ndim != v->ndim) {
