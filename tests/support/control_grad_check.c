@@ -11,7 +11,9 @@
 
 static pd_status counted(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
   (void)n_in, (void)n_out;
-  ((call_count *)user)->forward++;
+  call_count *calls = user;
+  calls->forward++;
+  calls->taped += !pd_tensor_stop_gradient(in[0]);
   out[0] = pd_assign(in[0]);
   return out[0] ? PD_OK : pd_last_status();
 }

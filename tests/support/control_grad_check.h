@@ -10,6 +10,7 @@
 
 typedef struct call_count {
   int forward, backward;
+  int taped; /* forward calls whose input wants a gradient: it ran on the tape */
 } call_count;
 
 /* Records counted(x) under the current program guard (x a float64

@@ -77,7 +77,8 @@ static void run(pd_executor *exe, pd_program *p, const double *x, const double *
  * the false one s = x + w (1 and 1). Every step calls the py_func of the
  * branch taken once forward and once backward per grad op, the other
  * branch's not at all, lowered or interpreted, with one grad op or two
- * (one per input: they share the kept run). */
+ * (one per input: they share the kept run); fetching s alone, once off
+ * the tape. */
 static void test_branch_runs_once_per_step(void **state) {
   (void)state;
   const double x = 2.0, w = 1.5, want[2][3] = {{x * w, w, x}, {x + w, 1, 1}};
@@ -97,11 +98,15 @@ static void test_branch_runs_once_per_step(void **state) {
           if (fabs(got[i] - want[taken][i]) > 1e-12)
             fail_msg("branch %d, value %d: %.17g, expected %.17g", taken, i, got[i], want[taken][i]);
         call_count t = g_calls[taken], u = g_calls[1 - taken];
-        if (t.forward != 1 || t.backward != n_grads || u.forward != 0 || u.backward != 0)
+        if (t.forward != 1 || t.taped != 1 || t.backward != n_grads || u.forward != 0 || u.backward != 0)
           fail_msg("%s, %d grad ops, branch %d: %d forward and %d backward calls, the other branch %d and %d",
                    interp ? "interpreted" : "lowered", n_grads, taken, t.forward, t.backward, u.forward,
                    u.backward);
       }
+      /* s alone: the grad ops are dead, so the branch runs off the tape */
+      memset(g_calls, 0, sizeof g_calls);
+      run(exe, cp.main, &x, &w, 1, true, fetch, 1, NULL);
+      assert_true(g_calls[0].forward == 1 && g_calls[0].taped == 0 && g_calls[0].backward == 0);
       pd_executor_release(exe);
       free_prog(&cp);
     }

@@ -95,7 +95,7 @@ static void test_body_runs_once_per_iteration(void **state) {
         for (int i = 0; i < 3; i++)
           if (fabs(got[i] - want[i]) > 1e-12) fail_msg("value %d: %.17g, expected %.17g", i, got[i], want[i]);
         int fwd = 3, bwd = 3 * n_grads;
-        if (g_calls.forward != fwd || g_calls.backward != bwd)
+        if (g_calls.forward != fwd || g_calls.taped != fwd || g_calls.backward != bwd)
           fail_msg("%s, %d grad ops, step %d: %d forward and %d backward calls, expected %d and %d",
                    interp ? "interpreted" : "lowered", n_grads, step, g_calls.forward, g_calls.backward, fwd,
                    bwd);
