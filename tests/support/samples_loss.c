@@ -239,6 +239,19 @@ static int s_nllg_none(pd_tensor **in, pd_attrs *a) {
   sample_set_list(a, 0, 3, S(2, 3, 2));
   return 2;
 }
+/* c_nll_loss(_grad) in a group of one (ring 0, 1 rank): the mean op's */
+static int s_c_nll(pd_tensor **in, pd_attrs *a) {
+  int n = s_nll_mean_weight(in, a);
+  sample_set_list(a, 1, 1, S(0));
+  sample_set_list(a, 2, 1, S(1));
+  return n;
+}
+static int s_c_nllg(pd_tensor **in, pd_attrs *a) {
+  int n = s_nllg_mean(in, a);
+  sample_set_list(a, 1, 1, S(0));
+  sample_set_list(a, 2, 1, S(1));
+  return n;
+}
 
 const pd_op_sample pd_samples_loss[] = {
     {"mse_loss", s_mse_bcast_mean, 0},
@@ -272,5 +285,7 @@ const pd_op_sample pd_samples_loss[] = {
     {"nll_loss", s_nll_sum, 0},
     {"nll_loss_grad", s_nllg_mean, 0},
     {"nll_loss_grad", s_nllg_none, 0},
+    {"c_nll_loss", s_c_nll, 0},
+    {"c_nll_loss_grad", s_c_nllg, 0},
     {NULL, NULL, 0},
 };

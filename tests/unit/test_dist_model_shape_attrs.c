@@ -3,7 +3,11 @@
  *
  *   h = x @ w                       w replicated: h Shard(0)
  *   nll_loss(log_softmax(h), label) 'sum' and 'none': nll_loss_grad's
- *                                   x_shape
+ *                                   x_shape; 'mean': the local step
+ *                                   c_nll_loss (each shard's sum and
+ *                                   total weight all-reduced) and
+ *                                   c_nll_loss_grad with its x_shape,
+ *                                   no gather of the batch
  *   slice(h, columns 1..3)          slice_grad's x_shape (the batch dim
  *                                   taken whole keeps its shard)
  *   topk(h, 2) values               its backward's scatter_along shape
@@ -24,7 +28,7 @@
 enum { B = 4, IN = 3, H = 5, K = 2, STEPS = 3 };
 
 /* The op under test, in the loss. */
-typedef enum which { NLL_SUM, NLL_NONE, SLICE, TOPK } which;
+typedef enum which { NLL_SUM, NLL_NONE, NLL_MEAN, SLICE, TOPK } which;
 
 static which g_which;
 
@@ -50,6 +54,9 @@ static int loss_forward(pd_layer *self, pd_tensor *const *in, int n_in, pd_tenso
   switch (g_which) {
     case NLL_SUM:
       r = pd_nll_loss(pd_log_softmax(h, 1), label, NULL, -100, PD_REDUCTION_SUM);
+      break;
+    case NLL_MEAN: /* label 1 ignored: the total weight differs between the shards */
+      r = pd_nll_loss(pd_log_softmax(h, 1), label, NULL, 1, PD_REDUCTION_MEAN);
       break;
     case NLL_NONE:
       r = pd_sum(pd_square(pd_nll_loss(pd_log_softmax(h, 1), label, NULL, -100, PD_REDUCTION_NONE)), NULL, 0,
@@ -95,7 +102,7 @@ static net *net_new(void) {
 static void dataset_tensors(pd_tensor **x, pd_tensor **label) {
   double xs[STEPS * B * IN], ls[STEPS * B * K];
   for (int i = 0; i < STEPS * B * IN; i++) xs[i] = sin(0.37 * (i + 1));
-  bool nll = g_which == NLL_SUM || g_which == NLL_NONE;
+  bool nll = g_which == NLL_SUM || g_which == NLL_NONE || g_which == NLL_MEAN;
   for (int i = 0; i < STEPS * B * K; i++) ls[i] = nll ? (double)((3 * i + 1) % H) : cos(0.23 * (i + 1));
   *x = pd_tensor_from_f64(xs, PD_FLOAT32, 2, (const int64_t[]){STEPS * B, IN});
   *label = nll ? pd_tensor_from_f64(ls, PD_INT64, 1, (const int64_t[]){STEPS * B})
@@ -202,6 +209,13 @@ static int run_dist(int rank, result *r) {
   if (rc == 0 && !prog) rc = 16;
   if (rc == 0 && (g_which == NLL_SUM || g_which == NLL_NONE))
     rc = check_shape(rank, prog, " nll_loss_grad(", H);
+  if (rc == 0 && g_which == NLL_MEAN) rc = check_shape(rank, prog, " c_nll_loss_grad(", H);
+  if (rc == 0 && g_which == NLL_MEAN &&
+      (test_count_of(prog, " c_nll_loss(") != 1 || strstr(prog, " nll_loss(") ||
+       strstr(prog, "c_allgather"))) {
+    fprintf(stderr, "rank %d: nll_loss's mean is not one c_nll_loss on the shard:\n%s\n", rank, prog);
+    rc = 33;
+  }
   if (rc == 0 && g_which == SLICE) rc = check_shape(rank, prog, " slice_grad(", H);
   if (rc == 0 && g_which == TOPK) rc = check_shape(rank, prog, " scatter_along(", H);
   free(prog);
@@ -249,6 +263,11 @@ static void test_nll_loss_none_grad_on_a_batch_shard(void **state) {
   run_case(NLL_NONE);
 }
 
+static void test_nll_loss_mean_on_a_batch_shard(void **state) {
+  (void)state;
+  run_case(NLL_MEAN);
+}
+
 static void test_slice_grad_on_a_batch_shard(void **state) {
   (void)state;
   run_case(SLICE);
@@ -263,6 +282,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nll_loss_sum_grad_on_a_batch_shard),
       cmocka_unit_test(test_nll_loss_none_grad_on_a_batch_shard),
+      cmocka_unit_test(test_nll_loss_mean_on_a_batch_shard),
       cmocka_unit_test(test_slice_grad_on_a_batch_shard),
       cmocka_unit_test(test_topk_scatter_along_on_a_batch_shard),
   };

@@ -4,8 +4,10 @@
  * entropy and its grad over one shard of every class equal
  * cross_entropy_with_softmax and its grad (and so do two ranks' shards of
  * the classes, through the allreduce), c_embedding reads its shard's
- * rows and zeros for the other ids (c_embedding_grad adds only those), and
- * attributes that do not fit are errors naming the op and the values. */
+ * rows and zeros for the other ids (c_embedding_grad adds only those),
+ * c_nll_loss and its grad in a group of one are nll_loss's mean and its
+ * grad, and attributes that do not fit are errors naming the op and the
+ * values. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,6 +124,33 @@ static void test_c_softmax_ce_two_ranks_is_the_dense_op(void **state) {
   dist_run_ranks_or_fail(2, rank_c_softmax_ce, 120);
 }
 
+/* c_nll_loss and its grad in a group of one are nll_loss's mean and its
+ * grad (a weight and an ignored label: the total weight is not the count). */
+static void test_c_nll_loss_one_shard_is_the_mean(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = sample_uniform(2, S(5, 4), -3, 0);
+  pd_tensor *label = pd_tensor_from_f64((const double[]){3, 1, 0, 1, 2}, PD_INT64, 1, S(5));
+  pd_tensor *w = pd_tensor_from_f64((const double[]){0.5, 1.5, 2, 0.25}, PD_FLOAT64, 1, S(4));
+  pd_attrs dense = {.i = {1, PD_REDUCTION_MEAN}};
+  pd_attrs shard = {.i = {1, PD_REDUCTION_MEAN}, .nv = {0, 1, 1}, .v = {{0}, {0}, {1}}};
+  pd_tensor *in[3] = {x, label, w};
+  pd_tensor *loss = run1(PD_OP_c_nll_loss, in, 3, &shard, 0);
+  expect_close(loss, run1(PD_OP_nll_loss, in, 3, &dense, 0), 0, 1e-12);
+  /* by hand: labels 3, 0, 2 count (weights 0.25, 0.5, 2) */
+  pd_tensor *xc = pd_contiguous(x);
+  const double *xv = pd_tensor_data(xc);
+  double want = -(0.25 * xv[0 * 4 + 3] + 0.5 * xv[2 * 4 + 0] + 2 * xv[4 * 4 + 2]) / 2.75;
+  assert_true(fabs(pd_tensor_item(loss) - want) < 1e-12);
+  pd_tensor *g = pd_tensor_from_f64((const double[]){0.7}, PD_FLOAT64, 0, NULL), *gin[3] = {label, g, w};
+  dense.nv[0] = shard.nv[0] = 2;
+  memcpy(dense.v[0], S(5, 4), 2 * sizeof(int64_t));
+  memcpy(shard.v[0], S(5, 4), 2 * sizeof(int64_t));
+  expect_close(run1(PD_OP_c_nll_loss_grad, gin, 3, &shard, 0), run1(PD_OP_nll_loss_grad, gin, 3, &dense, 0),
+               0, 1e-12);
+  pd_scope_end();
+}
+
 static void test_c_embedding_reads_its_rows(void **state) {
   (void)state;
   pd_scope_begin();
@@ -173,6 +202,16 @@ static void test_attributes_that_do_not_fit_are_errors(void **state) {
   ce.i[4] = 2;
   ce.i[5] = 1; /* classes [1, 3) of 2 */
   expect_refused(PD_OP_c_softmax_with_cross_entropy, (pd_tensor *[]){x, label}, 2, &ce, "start_index 1");
+  /* c_nll_loss: mean only, one size per ring id, sizes >= 1 */
+  pd_tensor *lp = sample_uniform(2, S(3, 2), -2, 0), *nl = sample_indices(1, S(3), 2);
+  pd_attrs nll = {.i = {-100, PD_REDUCTION_SUM}, .nv = {0, 1, 1}, .v = {{0}, {0}, {2}}};
+  expect_refused(PD_OP_c_nll_loss, (pd_tensor *[]){lp, nl}, 2, &nll, "reduction 1 (only mean");
+  nll.i[1] = PD_REDUCTION_MEAN;
+  nll.nv[2] = 0;
+  expect_refused(PD_OP_c_nll_loss, (pd_tensor *[]){lp, nl}, 2, &nll, "1 ring_ids but 0 nranks");
+  nll.nv[2] = 1;
+  nll.v[2][0] = 0;
+  expect_refused(PD_OP_c_nll_loss, (pd_tensor *[]){lp, nl}, 2, &nll, "nranks[0] is 0");
   pd_scope_end();
 }
 
@@ -181,6 +220,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_shard_is_the_whole_mask_slice),
       cmocka_unit_test(test_c_softmax_ce_one_shard_is_the_dense_op),
       cmocka_unit_test(test_c_softmax_ce_two_ranks_is_the_dense_op),
+      cmocka_unit_test(test_c_nll_loss_one_shard_is_the_mean),
       cmocka_unit_test(test_c_embedding_reads_its_rows),
       cmocka_unit_test(test_attributes_that_do_not_fit_are_errors),
   };

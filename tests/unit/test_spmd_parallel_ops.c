@@ -226,6 +226,12 @@ static int rank_placements(int rank) {
   pd_tensor *g = pd_tensor_grad(dlogp);
   DIST_CHECK(g && placed(g, pd_dist_shard(0)), 9);
   DIST_CHECK(close_values(pd_dist_unshard_dtensor(g), pd_tensor_grad(logp), 1e-12), 10);
+  /* a bad label in rank 1's rows (3, 4) fails both ranks, none waits */
+  pd_tensor *bad = T(PD_INT64, 1, SHAPE(5), 3, 1, 0, 1, 7);
+  DIST_CHECK(!pd_nll_loss(dlogp, bad, w, 1, PD_REDUCTION_MEAN), 20);
+  DIST_CHECK(strstr(pd_last_error(), rank == 1 ? "label value 7 at index 1 is out of range"
+                                               : "the labels of another shard are invalid"),
+             21);
   /* gather_nd keeps the dims its index does not address */
   pd_tensor *gx = input(3, SHAPE(3, 4, 6)), *idx = T(PD_INT64, 2, SHAPE(2, 2), 0, 1, 2, 3);
   pd_tensor *gout = pd_gather_nd(sharded(pd_clone(gx, PD_FLOAT64), m, pd_dist_shard(2)), idx);

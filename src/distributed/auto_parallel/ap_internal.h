@@ -162,7 +162,7 @@ int64_t pd_ap_local_start(const pd_spmd_local *c, int axis, int64_t global);
  * out with other ops, grad off), when grad mode and an input ask for one. */
 pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out);
 /* Sums v[0..n-1] in place over each mesh axis that shards input i of c
- * (shards' Partial(sum) statistics: lamb_'s norms, nll_loss's mean); v is
+ * (shards' Partial(sum) statistics: lamb_'s norms); v is
  * unchanged on failure. Every rank of those axes calls it. */
 pd_status pd_ap_sum_over_shards(const pd_spmd_local *c, int i, double *v, int n);
 /* Runs fn (the op's outputs from other ops, grad off), then records op
@@ -179,11 +179,11 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 /* The op (and its attrs) that runs op c->id on this rank's shards where a
  * rule asks for a local step that is one op: c_embedding(_grad),
  * c_softmax_with_cross_entropy(_grad), dropout of a shard, multinomial of
- * a row shard, scatter(_) into a row shard (spmd_local.c; c->in is not
- * read). PD_ERR_UNIMPLEMENTED for the other local steps. */
+ * a row shard, scatter(_) into a row shard, c_nll_loss(_grad) (spmd_local.c;
+ * c->in is not read). PD_ERR_UNIMPLEMENTED for the other local steps. */
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a);
-/* The local step of embedding, cross entropy, dropout, multinomial and
- * scatter(_) in eager: pd_ap_local_op's op on c->in, then c->id's grad node
+/* The local step of embedding, cross entropy, dropout, multinomial,
+ * scatter(_) and nll_loss's mean in eager: pd_ap_local_op's op on c->in, then c->id's grad node
  * (pd_ap_local_computed). A rule's local step is one op (one a Program
  * can hold) exactly when it is this function. */
 pd_status pd_ap_local_step(const pd_spmd_local *c, pd_tensor **out, int *n_out);
@@ -194,10 +194,6 @@ void pd_ap_install_comm_ops(void);
 pd_status pd_ap_local_alpha_dropout(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_rrelu(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 pd_status pd_ap_local_bernoulli(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-/* nll_loss and nll_loss_grad with reduction mean over sharded samples
- * (spmd_local_loss.c). */
-pd_status pd_ap_local_nll(const pd_spmd_local *c, pd_tensor **out, int *n_out);
-pd_status pd_ap_local_nll_grad(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* lamb_ on a sharded parameter (spmd_local_optim.c). */
 pd_status pd_ap_local_lamb(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* The op's rule: its row's, else its family's; NULL when it has none. */

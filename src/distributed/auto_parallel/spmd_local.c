@@ -7,8 +7,10 @@
  * class shards, ParallelCrossEntropy); dropout of a shard is dropout with
  * the whole tensor's shape and the shard's offset (the global mask's
  * slice); multinomial of a row shard is multinomial told its first row
- * and the whole row count, and scatter (scatter_) into a shard of x's rows
- * is scatter told the shard's first row and the whole row count.
+ * and the whole row count, scatter (scatter_) into a shard of x's rows
+ * is scatter told the shard's first row and the whole row count, and
+ * nll_loss's mean over a split batch and its grad are c_nll_loss(_grad)
+ * (the sums allreduced over the groups that split the samples).
  * pd_ap_local_op names that op and its attrs; the eager DTensor step runs
  * it (pd_ap_local_step) and a partitioned Program holds it
  * (dist_partition.c). */
@@ -35,14 +37,19 @@ pd_status pd_ap_record_node(const pd_spmd_local *c, pd_tensor **out, int n_out) 
   return needs ? rec(c->id, c->in, c->n_in, c->attrs, out, n_out) : PD_OK;
 }
 
+/* Whether mesh axis m shards a dim of input i of c. */
+static bool axis_shards_input(const pd_spmd_local *c, int i, int m) {
+  for (int d = 0; d < c->in_meta[i].ndim; d++)
+    if (c->in_dist[i].dims_mapping[d] == m) return true;
+  return false;
+}
+
 pd_status pd_ap_sum_over_shards(const pd_spmd_local *c, int i, double *v, int n) {
   pd_tensor *t = pd_tensor_from_f64(v, PD_FLOAT64, 1, (const int64_t[]){n});
   if (!t) return pd_last_status();
   pd_status st = PD_OK;
   for (int m = 0; m < c->mesh->ndim && st == PD_OK; m++) {
-    bool shards = false;
-    for (int d = 0; d < c->in_meta[i].ndim; d++) shards |= c->in_dist[i].dims_mapping[d] == m;
-    if (!shards) continue;
+    if (!axis_shards_input(c, i, m)) continue;
     pd_dist_group *g = pd_ap_axis_group(c->mesh, m);
     st = g ? pd_dist_all_reduce(t, PD_REDUCE_SUM, &(pd_dist_opts){.group = g}) : pd_last_status();
   }
@@ -134,6 +141,23 @@ static void scatter_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   a->i[2] = rows;
 }
 
+/* nll_loss(x, label[, weight]) and nll_loss_grad(label, g[, weight]) with
+ * reduction mean over the label's shards: the group and size of each mesh
+ * axis that shards a label dim. */
+static pd_status nll_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
+  int li = c->id == PD_OP_nll_loss_grad ? 0 : 1;
+  *id = li == 0 ? PD_OP_c_nll_loss_grad : PD_OP_c_nll_loss;
+  a->nv[1] = a->nv[2] = 0;
+  for (int m = 0; m < c->mesh->ndim; m++) {
+    if (!axis_shards_input(c, li, m) || c->mesh->shape[m] == 1) continue;
+    pd_dist_group *g = pd_ap_axis_group(c->mesh, m);
+    if (!g) return pd_last_status();
+    a->v[1][a->nv[1]++] = pd_dist_group_id(g);
+    a->v[2][a->nv[2]++] = c->mesh->shape[m];
+  }
+  return PD_OK;
+}
+
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   *a = *c->attrs;
   switch (c->id) {
@@ -154,7 +178,10 @@ pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
     case PD_OP_scatter_:
       scatter_op(c, id, a);
       return PD_OK;
-    default: /* a step computed by several ops (nll_loss's mean, lamb_, alpha_dropout, rrelu, bernoulli) */
+    case PD_OP_nll_loss:
+    case PD_OP_nll_loss_grad:
+      return nll_op(c, id, a);
+    default: /* a step computed by several ops (lamb_, alpha_dropout, rrelu, bernoulli) */
       return pd_set_error(PD_ERR_UNIMPLEMENTED,
                           "dist.to_static: %s on these placements needs its rule's local step (as eager runs "
                           "it), which has no op a static Program can hold yet",
@@ -168,7 +195,7 @@ static pd_status run_local_op(const pd_spmd_local *c, pd_tensor **out) {
   pd_attrs a;
   pd_status st = pd_ap_local_op(c, &id, &a);
   if (st != PD_OK) return st;
-  pd_ap_install_comm_ops(); /* the collectives c_softmax_with_cross_entropy calls */
+  pd_ap_install_comm_ops(); /* the collectives c_softmax_with_cross_entropy and c_nll_loss call */
   int n_out = 0;
   return pd_dispatch(id, c->in, c->n_in, &a, out, &n_out);
 }

@@ -371,8 +371,8 @@ static pd_status rule_sqnorm(pd_spmd_args *s) {
  * loss and its gradient; the class dim is gathered and the weight
  * replicated. 'sum' leaves the scalar Partial(sum) on the mesh axes that
  * shard the samples; 'mean' divides by the total weight of the whole
- * batch's labels, which the local steps all-reduce (the loss is then
- * replicated). */
+ * batch's labels: the local step is c_nll_loss(_grad), which all-reduces
+ * each shard's sums (the loss is then replicated). */
 static pd_status rule_nll(pd_spmd_args *s) {
   bool grad = s->def == &pd_opdef_nll_loss_grad, none = s->attrs->i[1] == PD_REDUCTION_NONE;
   int li = grad ? 0 : 1, nl = s->in_meta[li].ndim, nx = nl + 1;
@@ -396,7 +396,7 @@ static pd_status rule_nll(pd_spmd_args *s) {
     else
       pd_spmd_clear(&s->in_want[1]);
     place_out(s, 0, xmap, nx);
-    if (sharded && s->attrs->i[1] == PD_REDUCTION_MEAN) s->local = pd_ap_local_nll_grad;
+    if (sharded && s->attrs->i[1] == PD_REDUCTION_MEAN) s->local = pd_ap_local_step;
     return PD_OK;
   }
   want(s, 0, xmap, nx);
@@ -409,7 +409,7 @@ static pd_status rule_nll(pd_spmd_args *s) {
     for (int d = 0; d < nl; d++)
       if (lmap[d] >= 0) s->out[0].partial[lmap[d]] = PD_REDUCE_SUM;
   } else if (sharded) {
-    s->local = pd_ap_local_nll;
+    s->local = pd_ap_local_step;
   }
   return PD_OK;
 }

@@ -1,5 +1,5 @@
 /* The communication ops of the registry (c_allreduce, c_allgather,
- * c_reduce_scatter, c_softmax_with_cross_entropy and its grad): their
+ * c_reduce_scatter, c_softmax_with_cross_entropy, c_nll_loss and their grads): their
  * kernels run a collective over the process group whose id is the op's
  * ring_id attribute. The collectives live in the distributed layer, above
  * the registry, which installs them here (as autograd installs its hook). */
@@ -30,7 +30,7 @@ void pd_comm_ops_install(pd_comm_op_fn fn);
 
 /* Allreduces n float64 values in place over group ring_id of nranks
  * members with reduce op `reduce` (a pd_reduce_op), for ops that combine
- * per-shard statistics (c_softmax_with_cross_entropy); nothing to do for
+ * per-shard statistics (c_softmax_with_cross_entropy, c_nll_loss); nothing to do for
  * one rank. The error names def's op. */
 pd_status pd_comm_allreduce_f64(const pd_op_def *def, int64_t ring_id, int64_t nranks, int64_t reduce,
                                 double *buf, int64_t n);
