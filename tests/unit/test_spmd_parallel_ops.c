@@ -412,6 +412,37 @@ static int rank_indexed_2d(int rank) {
   return 0;
 }
 
+/* nll_loss's mean with its samples split on both axes of a 2x2 mesh (N on
+ * axis 0, the trailing dim on axis 1): c_nll_loss sums over both groups,
+ * the loss is replicated and the gradient keeps both shards. */
+static int rank_nll_mean_2d(int rank) {
+  (void)rank;
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(2, SHAPE(2, 2), (const int[]){0, 1, 2, 3}, NULL);
+  sample_reseed(31);
+  pd_tensor *logp = input(3, SHAPE(4, 3, 2));
+  pd_tensor *lab = T(PD_INT64, 2, SHAPE(4, 2), 0, 1, 2, 1, 1, 1, 0, 2); /* 1 ignored: shards weigh apart */
+  pd_tensor *w = T(PD_FLOAT64, 1, SHAPE(3), 0.5, 2, 1.5);
+  pd_tensor *ref = pd_nll_loss(logp, lab, w, 1, PD_REDUCTION_MEAN);
+  DIST_CHECK(pd_backward(ref, NULL, false) == PD_OK, 1);
+  const pd_dist_placement xp[2] = {pd_dist_shard(0), pd_dist_shard(2)};
+  pd_tensor *dlogp = pd_dist_shard_tensor(pd_clone(logp, PD_FLOAT64), m, xp, 2);
+  pd_tensor_set_stop_gradient(dlogp, false);
+  pd_tensor *loss = pd_nll_loss(dlogp, lab, w, 1, PD_REDUCTION_MEAN);
+  const pd_dist_placement rep[2] = {pd_dist_replicate(), pd_dist_replicate()};
+  DIST_CHECK(loss && placed_n(loss, rep, 2), 2);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(loss), ref, 1e-12), 3);
+  DIST_CHECK(pd_backward(loss, NULL, false) == PD_OK, 4);
+  DIST_CHECK(placed_n(pd_tensor_grad(dlogp), xp, 2), 5);
+  DIST_CHECK(close_values(pd_dist_unshard_dtensor(pd_tensor_grad(dlogp)), pd_tensor_grad(logp), 1e-12), 6);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_nll_mean_on_2x2_mesh(void **state) {
+  (void)state;
+  run_ranks(4, rank_nll_mean_2d);
+}
+
 static void test_scatter_row_shard_and_partial(void **state) {
   (void)state;
   run_ranks(2, rank_scatter);
@@ -467,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_scatter_inplace_keeps_placement),
       cmocka_unit_test(test_gather_nd_index_batch_sharded),
       cmocka_unit_test(test_indexed_on_2x2_mesh),
+      cmocka_unit_test(test_nll_mean_on_2x2_mesh),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
