@@ -309,6 +309,9 @@ static const det_case k_cases[] = {
     {"cross_entropy_with_softmax_grad", NULL, "cross_entropy_with_softmax"},
     {"nll_loss", c_nll, NULL},
     {"nll_loss_grad", NULL, "nll_loss"},
+    /* nll_loss's kernels with the sums added over ranks' groups afterwards */
+    {"c_nll_loss", NULL, "nll_loss"},
+    {"c_nll_loss_grad", NULL, "nll_loss"},
     {"softmax", c_softmax, NULL},
     {"log_softmax", c_log_softmax, NULL},
     {"matmul", c_matmul, NULL},
