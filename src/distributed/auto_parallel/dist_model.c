@@ -15,6 +15,7 @@
 
 #include "../../optim/optim_internal.h"
 #include "../../static/passes.h"
+#include "../comm/group_internal.h"
 #include "dist_model_internal.h"
 #include "paddlec.h"
 
@@ -397,9 +398,18 @@ int pd_dist_model_call(pd_dist_model *m, pd_tensor *const *inputs, int n_inputs,
                         names[m->mode], want, want == 1 ? "input0" : "input0, label0", n_inputs);
   for (int i = 0; i < n_inputs; i++)
     if (!inputs[i]) return pd_set_error(PD_ERR_INVALID, "DistModel.__call__: input %d is NULL", i);
+  /* after destroy_process_group and a new init, the partitioned Programs'
+   * ring ids would name groups of the old environment */
+  unsigned long world = pd_dist_world_generation();
+  if (m->world && m->world != world)
+    return pd_set_error(PD_ERR_STATE,
+                        "DistModel.__call__: the model was partitioned in a parallel environment that has "
+                        "since been destroyed (generation %lu, now %lu); build it again with dist.to_static",
+                        m->world, world);
   int rc = 0, n_fetch = 0;
   mode_programs *mp = programs_for(m, inputs, n_inputs);
   if (!mp) return pd_last_status();
+  m->world = world;
   /* gradient_merge: the update on every k-th train call, else accumulation */
   const pd_ap_program *run = &mp->dist;
   pd_tensor **fetch = mp->dist_fetch;

@@ -38,6 +38,9 @@ struct pd_dist_model {
   int n_rc_skip;
   pd_dist_strategy_dp_optimization dp; /* Strategy.dp_optimization (enable false: none) */
   long gm_calls;                       /* train calls so far: the k-th of each k runs the update */
+  /* the parallel environment (pd_dist_world_generation) the Programs were
+   * partitioned in: their ring ids name its groups (0: none built yet) */
+  unsigned long world;
   pd_tensor **held;                    /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
 };
