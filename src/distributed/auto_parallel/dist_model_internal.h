@@ -41,7 +41,7 @@ struct pd_dist_model {
   /* the parallel environment (pd_dist_world_generation) the Programs were
    * partitioned in: their ring ids name its groups (0: none built yet) */
   unsigned long world;
-  pd_tensor **held;                    /* state_dict("opt")'s DTensors of the scope's accumulators */
+  pd_tensor **held; /* state_dict("opt")'s DTensors of the scope's accumulators */
   int n_held;
 };
 
