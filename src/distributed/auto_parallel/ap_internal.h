@@ -179,12 +179,13 @@ pd_spmd_fn pd_ap_rule_index(pd_op_id id);
 /* The op (and its attrs) that runs op c->id on this rank's shards where a
  * rule asks for a local step that is one op: c_embedding(_grad),
  * c_softmax_with_cross_entropy(_grad), dropout of a shard, multinomial of
- * a row shard, scatter(_) into a row shard, c_nll_loss(_grad) (spmd_local.c;
- * c->in is not read). PD_ERR_UNIMPLEMENTED for the other local steps. */
+ * a row shard, scatter(_) into a row shard, squeeze(_) as reshape(_) to
+ * the output's shard, c_nll_loss(_grad) (spmd_local.c; c->in is not
+ * read). PD_ERR_UNIMPLEMENTED for the other local steps. */
 pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a);
 /* The local step of embedding, cross entropy, dropout, multinomial,
- * scatter(_) and nll_loss's mean in eager: pd_ap_local_op's op on c->in, then c->id's grad node
- * (pd_ap_local_computed). A rule's local step is one op (one a Program
+ * scatter(_), squeeze(_) and nll_loss's mean in eager: pd_ap_local_op's op
+ * on c->in, then c->id's grad node (pd_ap_local_computed). A rule's local step is one op (one a Program
  * can hold) exactly when it is this function. */
 pd_status pd_ap_local_step(const pd_spmd_local *c, pd_tensor **out, int *n_out);
 /* Installs the kernels of the communication ops (comm_op_kernels.c). */

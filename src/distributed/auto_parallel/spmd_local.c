@@ -8,8 +8,10 @@
  * the whole tensor's shape and the shard's offset (the global mask's
  * slice); multinomial of a row shard is multinomial told its first row
  * and the whole row count, scatter (scatter_) into a shard of x's rows
- * is scatter told the shard's first row and the whole row count, and
- * nll_loss's mean over a split batch and its grad are c_nll_loss(_grad)
+ * is scatter told the shard's first row and the whole row count,
+ * squeeze (squeeze_) of a shard is reshape (reshape_) to its output's
+ * shard (squeeze would also drop a kept dim whose shard is of size 1),
+ * and nll_loss's mean over a split batch and its grad are c_nll_loss(_grad)
  * (the sums allreduced over the groups that split the samples).
  * pd_ap_local_op names that op and its attrs; the eager DTensor step runs
  * it (pd_ap_local_step) and a partitioned Program holds it
@@ -141,6 +143,20 @@ static void scatter_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
   a->i[2] = rows;
 }
 
+/* squeeze (squeeze_) of a shard: reshape (reshape_) to the shard of the
+ * output, whose sharded dims keep their local sizes (1 included). */
+static void squeeze_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
+  const pd_meta *om = &c->out_meta[0];
+  *id = c->id == PD_OP_squeeze_ ? PD_OP_reshape_ : PD_OP_reshape;
+  a->nv[0] = om->ndim;
+  for (int d = 0; d < om->ndim; d++) {
+    int m = c->out_dist[0].dims_mapping[d];
+    int64_t start, len = om->shape[d];
+    if (m >= 0) pd_ap_shard_range(om->shape[d], c->mesh->shape[m], c->coords[m], &start, &len);
+    a->v[0][d] = len;
+  }
+}
+
 /* nll_loss(x, label[, weight]) and nll_loss_grad(label, g[, weight]) with
  * reduction mean over the label's shards: the group and size of each mesh
  * axis that shards a label dim. */
@@ -177,6 +193,10 @@ pd_status pd_ap_local_op(const pd_spmd_local *c, pd_op_id *id, pd_attrs *a) {
     case PD_OP_scatter:
     case PD_OP_scatter_:
       scatter_op(c, id, a);
+      return PD_OK;
+    case PD_OP_squeeze:
+    case PD_OP_squeeze_:
+      squeeze_op(c, id, a);
       return PD_OK;
     case PD_OP_nll_loss:
     case PD_OP_nll_loss_grad:

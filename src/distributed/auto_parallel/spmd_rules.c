@@ -207,6 +207,17 @@ static pd_status rule_reshape(pd_spmd_args *s) {
   return PD_OK;
 }
 
+/* squeeze (squeeze_): the reshape rule; a shard of a kept dim may be of
+ * size 1 on some rank, which squeeze on the shard would drop with the
+ * squeezed dims, so the local step is a reshape to the shard's output
+ * shape (pd_ap_local_op). */
+static pd_status rule_squeeze(pd_spmd_args *s) {
+  pd_status st = rule_reshape(s);
+  for (int d = 0; st == PD_OK && d < s->out_meta[0].ndim; d++)
+    if (s->out[0].dims_mapping[d] >= 0) s->local = pd_ap_local_step;
+  return st;
+}
+
 /* transpose (v0 perm): output dim j has input dim perm[j]'s mapping. */
 static pd_status rule_transpose(pd_spmd_args *s) {
   const pd_attrs *a = s->attrs;
@@ -598,12 +609,13 @@ pd_spmd_fn pd_ap_rule_of(pd_op_id id) {
       return rule_transpose;
     case PD_OP_reshape:
     case PD_OP_flatten:
-    case PD_OP_squeeze:
     case PD_OP_unsqueeze:
     case PD_OP_reshape_:
-    case PD_OP_squeeze_:
     case PD_OP_unsqueeze_:
       return rule_reshape;
+    case PD_OP_squeeze:
+    case PD_OP_squeeze_:
+      return rule_squeeze;
     case PD_OP_where:
     case PD_OP_add_: /* x's mapping first, so x (written in place) keeps it */
       return rule_broadcast;

@@ -106,6 +106,14 @@ void pd_mu_become(pd_tensor *x, pd_tensor *r, bool take_layout) {
     x->offset = r->offset;
     r->storage = s;
     r->offset = off;
+    if (r->dist_attr) { /* a DTensor's shape means nothing without the attr that goes with it */
+      void *da = x->dist_attr;
+      void (*da_free)(void *) = x->dist_attr_free;
+      x->dist_attr = r->dist_attr;
+      x->dist_attr_free = r->dist_attr_free;
+      r->dist_attr = da;
+      r->dist_attr_free = da_free;
+    }
   }
   if (r->grad_fn) { /* the autograd identity moves to x; r drops x's old one */
     pd_node *fn = x->grad_fn;

@@ -38,13 +38,15 @@ pd_status pd_mu_axes(const char *op, int n, const int64_t *axes, int ndim, int *
 pd_status pd_mu_set_list(const char *op, const char *what, pd_attrs *a, int slot, int n, const int64_t *v);
 
 /* Makes x take r's autograd identity and, when take_layout, its geometry
- * and storage: the inplace ops that are computed out of place. r is
+ * and storage (and r's dist attr, where r is a DTensor: its global shape
+ * and placements): the inplace ops that are computed out of place. r is
  * consumed. Bumps x's storage version. */
 void pd_mu_become(pd_tensor *x, pd_tensor *r, bool take_layout);
 
 /* Runs an inplace view op (squeeze_, reshape_, ...): without recording the
- * inplace row runs; when autograd records, the out-of-place view op runs and
- * x takes over its result. Returns x with one more reference. */
+ * inplace row runs on a dense x; when autograd records, or x is a DTensor,
+ * the out-of-place view op runs and x takes over its result. Returns x with
+ * one more reference. */
 pd_tensor *pd_mu_inplace_view(pd_op_id view_id, pd_op_id inplace_id, pd_tensor *x, const pd_attrs *a);
 
 /* Whether an op with these inputs would be recorded by autograd now. */

@@ -137,22 +137,30 @@ static pd_tensor *call(pd_op_id id, const char *name, pd_tensor *x, int naxes, c
 }
 
 /* The inplace view ops: when autograd records, the out-of-place view op runs
- * (recording a node) and x takes over its geometry and autograd identity. */
+ * (recording a node) and x takes over its geometry and autograd identity.
+ * A DTensor x takes the view op's result recorded or not, its dist attr
+ * included (the global shape and the placements' dims follow the new
+ * shape): the view op's SPMD rule may reshard x first (a shard of a
+ * squeezed dim is gathered), which the inplace row cannot do to x. */
 pd_tensor *pd_mu_inplace_view(pd_op_id view_id, pd_op_id inplace_id, pd_tensor *x, const pd_attrs *a) {
   const char *name = pd_op_table[inplace_id]->name;
   if (!x) {
     if (pd_last_status() == PD_OK) pd_set_error(PD_ERR_INVALID, "%s: input 0 is NULL", name);
     return NULL;
   }
-  if (!pd_mu_would_record(&x, 1)) return pd_dispatch1(inplace_id, &x, 1, a);
-  if (!x->grad_fn) {
+  bool record = pd_mu_would_record(&x, 1);
+  if (!record && !x->dist_attr) return pd_dispatch1(inplace_id, &x, 1, a);
+  if (record && !x->grad_fn) {
     pd_mu_leaf_inplace_error(name);
     return NULL;
   }
   pd_internal_enter();
   pd_tensor *r = pd_dispatch1(view_id, &x, 1, a);
   pd_internal_leave();
-  if (!r) return NULL;
+  if (!r) {
+    pd_error_prefix("%s", name); /* the view op's error, named as the op called */
+    return NULL;
+  }
   pd_mu_become(x, r, true);
   return pd_scope_track(pd_tensor_retain(x));
 }
