@@ -288,17 +288,80 @@ pd_status pd_ctl_grad(const pd_program *p, pd_ctl_cache *c, const pd_operator *o
 /* ---- a while or conditional_block keeping its taped run --------------------------- */
 bool pd_ctl_keeps_taped_run(pd_ctl_kind k) { return k == PD_CTL_WHILE || k == PD_CTL_COND; }
 
+/* A tensor the taped run shares with the executor (an input, a result or
+ * an element of either, held) and the version of its memory when the run
+ * ended. */
+typedef struct shared_mark {
+  pd_tensor *t;
+  uint32_t version;
+} shared_mark;
+
 struct pd_ctl_kept {
   taped t;
   pd_tensor *in[2 * PD_MAX_OUTPUTS]; /* the inputs it ran from */
   int n_in;
+  shared_mark *marks; /* the inputs', then the results' tensors, in order */
+  int n_marks, cap_marks;
 };
 
 void pd_ctl_kept_free(pd_ctl_kept *k) {
   if (!k) return;
   taped_clear(&k->t);
   for (int j = 0; j < k->n_in; j++) pd_tensor_release(k->in[j]);
+  for (int m = 0; m < k->n_marks; m++) pd_tensor_release(k->marks[m].t);
+  free(k->marks);
   free(k);
+}
+
+/* Notes t's memory version in k (check_at NULL; t held, so no other
+ * tensor takes its address), or compares it with the note at *check_at
+ * and moves on; false when out of memory or it differs. */
+static bool mark_one(pd_ctl_kept *k, pd_tensor *t, int *check_at) {
+  uint32_t v = pd_tensor_version(t);
+  if (check_at) {
+    if (*check_at >= k->n_marks || k->marks[*check_at].t != t || k->marks[*check_at].version != v)
+      return false;
+    ++*check_at;
+    return true;
+  }
+  if (k->n_marks == k->cap_marks) {
+    int c = k->cap_marks ? 2 * k->cap_marks : 8;
+    if (!grow((void **)&k->marks, sizeof *k->marks, c)) return false;
+    k->cap_marks = c;
+  }
+  k->marks[k->n_marks++] = (shared_mark){pd_tensor_retain(t), v};
+  return true;
+}
+
+/* mark_one on t, or on each element of array t (holes skipped). */
+static bool mark_value(pd_ctl_kept *k, const pd_tensor *t, int *check_at) {
+  if (!pd_array_is_value(t)) return mark_one(k, (pd_tensor *)t, check_at);
+  for (int e = 0; e < pd_array_value_len(t); e++) {
+    pd_tensor *x = pd_array_value_item(t, e);
+    if (x && !mark_one(k, x, check_at)) return false;
+  }
+  return true;
+}
+
+/* Notes (check_at NULL) or compares the memory versions of the tensors the
+ * taped run shares with the executor: its leaves are views of the inputs
+ * (or of their elements), the results the executor holds views of the
+ * tape's, and a result array's elements may be what a grad rule saved (a
+ * loop body's array_write stores the tensor it writes). */
+static bool mark_shared(pd_ctl_kept *k, int n_out, int *check_at) {
+  for (int j = 0; j < k->n_in; j++)
+    if (!mark_value(k, k->in[j], check_at)) return false;
+  for (int i = 0; i < n_out; i++)
+    if (k->t.res[i] && !mark_value(k, k->t.res[i], check_at)) return false;
+  return !check_at || *check_at == k->n_marks;
+}
+
+/* Whether no op wrote a tensor the taped run shares with the executor in
+ * place, nor put another tensor in an input array, since it ran: else the
+ * tape does not hold what the forward read and made. */
+static bool shared_unchanged(pd_ctl_kept *k, int n_out) {
+  int at = 0;
+  return mark_shared(k, n_out, &at);
 }
 
 /* A result of the taped run as the executor holds it: the same values,
@@ -344,6 +407,8 @@ pd_status pd_ctl_run_kept(const pd_program *p, pd_ctl_cache *c, const pd_operato
     if (want[i] && !(out[i] = untaped(k->t.res[i]))) st = pd_last_status();
   k->n_in = op->n_in;
   for (int j = 0; j < op->n_in; j++) k->in[j] = pd_tensor_retain(in[j]);
+  if (st == PD_OK && !mark_shared(k, op->n_out, NULL))
+    st = pd_set_error(PD_ERR_MEMORY, "%s: out of memory", op->type);
   if (st != PD_OK) {
     for (int i = 0; i < op->n_out; i++) {
       pd_tensor_release(out[i]);
@@ -364,8 +429,9 @@ pd_status pd_ctl_grad_kept(const pd_program *p, pd_ctl_cache *c, pd_ctl_kept *k,
     return pd_set_error(PD_ERR_INVALID, "%s: no grad op of a while or conditional_block", op->type);
   bool same = k && k->n_in == op->fwd_n_in;
   for (int j = 0; same && j < k->n_in; j++) same = k->in[j] == in[j];
-  if (!same) /* the inputs are not those the forward ran from: run it again on these */
-    return pd_ctl_grad(p, c, op, in, want, out);
+  /* the inputs are not those the forward ran from, or an op wrote them
+   * (or the results) since: run it again on the inputs as they are */
+  if (!same || !shared_unchanged(k, op->fwd_n_out)) return pd_ctl_grad(p, c, op, in, want, out);
   st = grad_of_tape(op, in, want, !last, out, &k->t);
   if (st != PD_OK) drop_outputs(op, out);
   return st;
