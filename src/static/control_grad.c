@@ -212,6 +212,8 @@ static pd_status grad_of_wanted(grad_set *g, const bool *want, bool retain) {
   if (st == PD_OK) st = pd_grad(g->ys, g->ny, xs, m, g->gys, &o, gx);
   for (int x = 0, i = 0; x < g->n && st == PD_OK; x++)
     if (want[g->of[x]]) g->gx[x] = gx[i++];
+  for (int i = 0; i < m && st != PD_OK && gx; i++)
+    pd_tensor_release(gx[i]); /* pd_grad clears them; be sure */
   free(xs);
   free(gx);
   return st;

@@ -282,6 +282,67 @@ static void test_iteration_keeps_what_grad_rules_read(void **state) {
   free_prog(&chain);
 }
 
+/* ---- a failing backward ------------------------------------------------------------- */
+static bool g_fail_backward;
+
+static pd_status identity(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  (void)user, (void)n_in, (void)n_out;
+  out[0] = pd_assign(in[0]);
+  return out[0] ? PD_OK : pd_last_status();
+}
+
+static pd_status identity_grad(void *user, pd_tensor *const *in, int n_in, pd_tensor **out, int n_out) {
+  (void)user, (void)n_in, (void)n_out;
+  if (g_fail_backward) return pd_set_error(PD_ERR_INVALID, "identity_grad: told to fail");
+  out[0] = pd_assign(in[2]); /* in: x, out, d out */
+  return out[0] ? PD_OK : pd_last_status();
+}
+
+/* (i, x) -> (i + 1, identity(x) * w), identity a py_func whose backward
+ * fails while g_fail_backward is set */
+static pd_status failing_body(void *user, pd_tensor *const *v, int n, pd_tensor **next) {
+  (void)n;
+  pd_input_spec spec = {.name = "identity", .ndim = 1, .shape = {1}, .dtype = PD_FLOAT64};
+  pd_tensor *y = NULL;
+  if (pd_static_py_func(identity, NULL, &v[1], 1, &spec, 1, &y, identity_grad) != PD_OK)
+    return pd_last_status();
+  next[0] = pd_increment(v[0], 1);
+  next[1] = pd_multiply(y, ((loop_ctx *)user)->w);
+  pd_tensor_release(y);
+  return next[0] && next[1] ? PD_OK : pd_last_status();
+}
+
+/* Two grad ops (one per input) differentiate the kept run, each walking
+ * to its own leaf: when the body's backward fails the step fails with its
+ * error and leaks nothing (the sanitizer build checks), and the next step
+ * gives ds/dx = w^3 and ds/dw = 3 x w^2 at x = 2, w = 1.5. */
+static void test_failing_backward(void **state) {
+  (void)state;
+  loop_prog lp;
+  build(&lp, 1, failing_body, 2);
+  double x = 2.0, w = 1.5;
+  pd_tensor *fetch[2] = {lp.g[0], lp.g[1]};
+  for (int interp = 0; interp < 2; interp++) {
+    pd_executor *exe = pd_static_executor(PD_CPU);
+    pd_executor_set_interpret(exe, interp);
+    pd_tensor *xv = pd_full(1, SHAPE(1), x, PD_FLOAT64), *wv = pd_full(1, SHAPE(1), w, PD_FLOAT64),
+              *kv = scalar(3, PD_INT64), *out[2] = {0};
+    pd_static_feed feed[3] = {{"x", xv}, {"w", wv}, {"k", kv}};
+    g_fail_backward = true;
+    pd_status st = pd_executor_run(exe, lp.main, feed, 3, fetch, 2, out, NULL);
+    g_fail_backward = false;
+    assert_int_equal(st, PD_ERR_INVALID);
+    assert_non_null(strstr(pd_last_error(), "identity_grad: told to fail"));
+    assert_null(out[0]);
+    double got[2];
+    run(exe, lp.main, &x, &w, 1, 3, fetch, 2, got);
+    assert_true(fabs(got[0] - w * w * w) < 1e-12 && fabs(got[1] - 3 * x * w * w) < 1e-12);
+    pd_tensor_release(xv), pd_tensor_release(wv), pd_tensor_release(kv);
+    pd_executor_release(exe);
+  }
+  free_prog(&lp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_body_runs_once_per_iteration),
@@ -289,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_gradient_equals_finite_differences),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_iteration_keeps_what_grad_rules_read),
+      cmocka_unit_test(test_failing_backward),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
