@@ -465,9 +465,8 @@ static pd_status check_sub_blocks(reader *r, const pd_program *p) {
     const pd_static_block *blk = p->blocks[i];
     for (int k = 0; k < blk->n_ops; k++) {
       const pd_operator *op = blk->ops[k];
-      bool loop = strcmp(op->type, PD_STATIC_WHILE) == 0 || strcmp(op->type, PD_STATIC_WHILE_GRAD) == 0;
-      bool cond = strcmp(op->type, PD_STATIC_COND) == 0 || strcmp(op->type, PD_STATIC_COND_GRAD) == 0;
-      for (int s = 0; s < (cond ? 2 : loop ? 1 : 0); s++) {
+      int n_sub = op->ctl == PD_CTL_COND ? 2 : op->ctl == PD_CTL_WHILE ? 1 : 0; /* the op or its grad op */
+      for (int s = 0; s < n_sub; s++) {
         int64_t sb = op->attrs.i[s];
         if (sb <= i || sb >= p->n_blocks || p->blocks[sb]->parent_idx != i) {
           snprintf(r->where, sizeof r->where, "block %d, op %d (%s)", i, k, op->type);

@@ -167,7 +167,7 @@ static pd_status close_loop(pd_program *p, const while_frame *f) {
       int j = find_name(w, n, op->inputs[i]);
       if (j >= 0) st = pd_ir_set_slot(&op->inputs[i], cur[j]);
     }
-    int n_sub = strcmp(op->type, PD_STATIC_COND) == 0 ? 2 : strcmp(op->type, PD_STATIC_WHILE) == 0 ? 1 : 0;
+    int n_sub = op->ctl_grad ? 0 : op->ctl == PD_CTL_COND ? 2 : op->ctl == PD_CTL_WHILE ? 1 : 0;
     for (int s = 0; s < n_sub && st == PD_OK; s++) {
       int64_t nb = op->attrs.i[s];
       for (int j = 0; j < n && st == PD_OK && nb > f->sub && nb < p->n_blocks; j++)
