@@ -23,6 +23,7 @@ static _Thread_local struct {
   void *tracer_ctx;
   pd_dist_fn dist;
   void *dist_ctx;
+  pd_dist_place_as_fn place_as; /* not on the hot path: `hooked` ignores it */
 } t_ctx;
 
 void pd_dispatch_set_autograd(pd_autograd_record_fn fn) { g_autograd = fn; }
@@ -45,6 +46,8 @@ pd_dist_fn pd_dispatch_get_dist(void **ctx) {
   if (ctx) *ctx = t_ctx.dist_ctx;
   return t_ctx.dist;
 }
+void pd_dispatch_set_dist_place_as(pd_dist_place_as_fn fn) { t_ctx.place_as = fn; }
+pd_dist_place_as_fn pd_dispatch_get_dist_place_as(void) { return t_ctx.place_as; }
 
 const pd_op_def *const pd_op_table[PD_NUM_OPS] = {
 #define PD_OP(name) &pd_opdef_##name,

@@ -202,6 +202,14 @@ void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx);
 pd_tracer_fn pd_dispatch_get_tracer(void **ctx);
 void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx);
 pd_dist_fn pd_dispatch_get_dist(void **ctx);
+/* auto_parallel's part of writing back an inplace op computed out of place
+ * (pd_mu_inplace_on_copy): r, the op's result on a copy of x, placed as x
+ * (its placements), so that r's local data is x's shard. r is taken;
+ * returns what to write into x, or NULL with the error set (named for op).
+ * Installed on a thread with the DTensor handler; none: r as it is. */
+typedef pd_tensor *(*pd_dist_place_as_fn)(const char *op, pd_tensor *x, pd_tensor *r);
+void pd_dispatch_set_dist_place_as(pd_dist_place_as_fn fn);
+pd_dist_place_as_fn pd_dispatch_get_dist_place_as(void);
 /* Runs op `id` writing into outputs its caller allocated (the buffers a
  * compiled Program planned in its arena): infer_meta, a check that each
  * out[k] is contiguous with the computed dtype and shape (an error names

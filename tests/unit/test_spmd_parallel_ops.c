@@ -309,6 +309,12 @@ static int rank_scatter_inplace(int rank) {
     DIST_CHECK(pd_backward(dtensor_weighted_sum(dr), NULL, false) == PD_OK, 9);
     DIST_CHECK(dtensor_close(pd_dist_unshard_dtensor(pd_tensor_grad(d0)), pd_tensor_grad(x0), 1e-12), 10);
   }
+  /* recorded, a dense x and a DTensor updates: refused by name, x untouched */
+  pd_tensor *xd = pd_scale(x0, 2, 0, true);
+  pd_tensor *ud = sharded(pd_clone(u, PD_FLOAT64), m, pd_dist_shard(1));
+  DIST_CHECK(!pd_scatter_(xd, idx, ud, true) && strstr(pd_last_error(), "scatter_: x is a dense tensor"), 11);
+  pd_clear_error();
+  DIST_CHECK(dtensor_close(xd, pd_scale(x0, 2, 0, true), 0), 12);
   pd_dist_process_mesh_release(m);
   return 0;
 }

@@ -377,6 +377,38 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
   return 1;
 }
 
+/* An inplace op computed out of place writes its result r back into x
+ * (pd_mu_inplace_on_copy): r placed as x first, since the out-of-place rule
+ * may place it otherwise (scatter: an updates dim sharded where x's is not,
+ * a Partial x gathered by the copy). r is taken. */
+static pd_tensor *place_as_x(const char *op, pd_tensor *x, pd_tensor *r) {
+  const pd_dist_attr *xa = pd_ap_attr(x), *ra = pd_ap_attr(r);
+  if (!xa) {
+    pd_tensor_release(r);
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: x is a dense tensor and another input a DTensor; make x a DTensor (shard_tensor) or "
+                 "use the op out of place",
+                 op);
+    return NULL;
+  }
+  int rn = ra ? ra->ndim : r->ndim;
+  const int64_t *rs = ra ? ra->shape : r->shape;
+  if (rn != xa->ndim || !pd_shape_eq(rn, rs, xa->shape)) {
+    char b1[160], b2[160];
+    pd_set_error(PD_ERR_SHAPE, "%s: the result's global shape %s is not x's %s", op,
+                 pd_shape_str(rn, rs, b1, sizeof b1), pd_shape_str(xa->ndim, xa->shape, b2, sizeof b2));
+    pd_tensor_release(r);
+    return NULL;
+  }
+  if (ra && pd_dist_process_mesh_equal(ra->mesh, xa->mesh) && pd_ap_placements_equal(ra->p, xa->p, xa->n))
+    return r;
+  pd_tensor *t = pd_ap_reshard(r, xa);
+  pd_tensor_release(r);
+  if (!t) pd_error_prefix("%s: placing the result as x", op);
+  return t;
+}
+
 void pd_ap_install_hook(void) {
   if (pd_dispatch_get_dist(NULL) != dist_hook) pd_dispatch_set_dist(dist_hook, NULL);
+  if (pd_dispatch_get_dist_place_as() != place_as_x) pd_dispatch_set_dist_place_as(place_as_x);
 }

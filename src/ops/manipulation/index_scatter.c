@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "manipulation_util.h"
-#include "paddlec/auto_parallel.h"
 #include "paddlec/ops.h"
 
 static pd_status scatter_meta(const pd_op_def *def, pd_tensor *const *in, int n_in, const pd_attrs *a,
@@ -155,50 +154,12 @@ pd_tensor *pd_scatter(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool o
   return pd_dispatch1(PD_OP_scatter, in, 3, &a);
 }
 
-/* r (scatter's result on a copy of x) placed as x, so that its local data
- * is x's shard: the out-of-place rule may place it otherwise (an updates
- * dim sharded where x's is not, a Partial x gathered by the copy). r is
- * taken; NULL with the error set when that cannot be. */
-static pd_tensor *placed_as_x(pd_tensor *x, pd_tensor *r) {
-  if (!pd_dist_is_dist(r) && !pd_dist_is_dist(x)) return r;
-  pd_dist_placement px[PD_DIST_MAX_MESH_DIMS], pr[PD_DIST_MAX_MESH_DIMS];
-  int n = pd_dist_placements(x, px, PD_DIST_MAX_MESH_DIMS);
-  if (n < 0) {
-    pd_tensor_release(r);
-    pd_set_error(PD_ERR_INVALID,
-                 "scatter_: x is a dense tensor and updates a DTensor; make x a DTensor (shard_tensor) "
-                 "or use scatter");
-    return NULL;
-  }
-  bool same = pd_dist_placements(r, pr, PD_DIST_MAX_MESH_DIMS) == n;
-  for (int m = 0; same && m < n; m++) same = pd_dist_placement_equal(px[m], pr[m]);
-  if (same) return r;
-  pd_tensor *t = pd_dist_reshard(r, pd_dist_process_mesh_of(x), px, n);
-  pd_tensor_release(r);
-  return t;
-}
-
 /* Without recording the inplace row writes x directly. When autograd
- * records, scatter runs on a copy of x (so that nothing the node saves
- * shares x's storage), the result (placed as x, for a DTensor) is written
- * back into x and x takes over its autograd identity. */
+ * records, scatter runs on a copy of x and the result (placed as x, for a
+ * DTensor) is written back into x (pd_mu_inplace_on_copy). */
 pd_tensor *pd_scatter_(pd_tensor *x, pd_tensor *index, pd_tensor *updates, bool overwrite) {
   pd_tensor *in[3] = {x, index, updates};
   pd_attrs a = {.i = {overwrite}};
   if (!x || !index || !updates || !pd_mu_would_record(in, 3)) return pd_dispatch1(PD_OP_scatter_, in, 3, &a);
-  if (!x->grad_fn && !x->stop_gradient) {
-    pd_mu_leaf_inplace_error("scatter_");
-    return NULL;
-  }
-  if (pd_check_inplace_target("scatter_", x) != PD_OK) return NULL; /* writes x without the dispatcher */
-  pd_internal_enter();
-  pd_tensor *xc = pd_assign(x);
-  pd_tensor *r = xc ? pd_scatter(xc, index, updates, overwrite) : NULL;
-  if (r) r = placed_as_x(x, r);
-  pd_tensor_release(xc);
-  if (r) pd_mu_copy_into(x, r);
-  pd_internal_leave();
-  if (!r) return NULL;
-  pd_mu_become(x, r, false);
-  return pd_scope_track(pd_tensor_retain(x));
+  return pd_mu_inplace_on_copy(PD_OP_scatter_, PD_OP_scatter, in, 3, &a);
 }

@@ -131,6 +131,48 @@ void pd_mu_become(pd_tensor *x, pd_tensor *r, bool take_layout) {
   pd_tensor_release(r);
 }
 
+/* r placed as x and checked to fit x's data; r is taken. */
+static pd_tensor *placed_as(const char *op, pd_tensor *x, pd_tensor *r) {
+  pd_dist_place_as_fn place_as = pd_dispatch_get_dist_place_as();
+  if (place_as && (x->dist_attr || r->dist_attr) && !(r = place_as(op, x, r))) return NULL;
+  if (r->dtype != x->dtype || r->ndim != x->ndim || !pd_shape_eq(x->ndim, x->shape, r->shape)) {
+    char b[160];
+    pd_set_error(PD_ERR_SHAPE, "%s: the result (%s, shape %s) cannot be written back into x (%s, shape %s)",
+                 op, pd_dtype_name(r->dtype), PD_SHAPE_STR(r), pd_dtype_name(x->dtype),
+                 pd_shape_str(x->ndim, x->shape, b, sizeof b));
+    pd_tensor_release(r);
+    return NULL;
+  }
+  return r;
+}
+
+pd_tensor *pd_mu_inplace_on_copy(pd_op_id inplace_id, pd_op_id id, pd_tensor *const *in, int n_in,
+                                 const pd_attrs *a) {
+  const char *name = pd_op_table[inplace_id]->name;
+  pd_tensor *x = in[0], *use[PD_MAX_OUTPUTS];
+  if (n_in > PD_MAX_OUTPUTS) {
+    pd_set_error(PD_ERR_INVALID, "%s: too many inputs (%d)", name, n_in);
+    return NULL;
+  }
+  if (!x->grad_fn && !x->stop_gradient) {
+    pd_mu_leaf_inplace_error(name);
+    return NULL;
+  }
+  if (pd_check_inplace_target(name, x) != PD_OK) return NULL; /* written without the dispatcher */
+  pd_internal_enter();
+  pd_tensor *xc = pd_assign(x);
+  for (int i = 1; i < n_in; i++) use[i] = in[i];
+  use[0] = xc;
+  pd_tensor *r = xc ? pd_dispatch1(id, use, n_in, a) : NULL;
+  if (r) r = placed_as(name, x, r);
+  pd_tensor_release(xc);
+  if (r) pd_mu_copy_into(x, r);
+  pd_internal_leave();
+  if (!r) return NULL;
+  pd_mu_become(x, r, false);
+  return pd_scope_track(pd_tensor_retain(x));
+}
+
 bool pd_mu_would_record(pd_tensor *const *in, int n) {
   if (!pd_grad_mode_enabled() || !pd_dispatch_get_autograd()) return false;
   for (int i = 0; i < n; i++)

@@ -49,6 +49,16 @@ void pd_mu_become(pd_tensor *x, pd_tensor *r, bool take_layout);
  * one more reference. */
 pd_tensor *pd_mu_inplace_view(pd_op_id view_id, pd_op_id inplace_id, pd_tensor *x, const pd_attrs *a);
 
+/* The recorded path of inplace op inplace_id computed out of place: op
+ * `id` runs on a copy of x = in[0] (so that nothing its grad node saves
+ * shares x's storage) and in[1..n_in), its result is placed as x (for a
+ * DTensor, by the hook auto_parallel installs: pd_dispatch_get_dist_place_as),
+ * written back into x, and x takes over its autograd identity. Refuses a
+ * leaf x that needs a gradient and an x whose elements overlap. Returns x
+ * with one more reference, or NULL with the error set. */
+pd_tensor *pd_mu_inplace_on_copy(pd_op_id inplace_id, pd_op_id id, pd_tensor *const *in, int n_in,
+                                 const pd_attrs *a);
+
 /* Whether an op with these inputs would be recorded by autograd now. */
 bool pd_mu_would_record(pd_tensor *const *in, int n);
 
