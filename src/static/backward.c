@@ -6,7 +6,18 @@
  *
  * Gradient names are Paddle's: x@GRAD; when several ops contribute to x,
  * each contribution is x@GRAD@RENAME@block0@k and add ops sum them into
- * x@GRAD. */
+ * x@GRAD.
+ *
+ * An inplace op (exp_, relu_, add_, ...) writes its output under its input
+ * 0's name: what it writes is a new version of that Variable. The walk
+ * back sums the gradient of the version it wrote, passes it through the
+ * op's rule, and starts the Variable's gradient afresh for the version the
+ * op read, which the ops before it contribute to. A grad op runs after the
+ * whole forward, so it reads a Variable's last version: where its rule
+ * reads a value (PD_OPF_SAVE_IN / PD_OPF_SAVE_OUT, or a control op, which
+ * runs its block again) that an inplace op overwrote later, the backward
+ * is an error naming both ops and the Variable, as eager's version check
+ * fails there. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +54,7 @@ typedef struct bw {
   pd_static_block *b;
   int n_vars; /* the forward variables */
   grad_state *g;
+  int *last_write; /* by scratch index: the last op writing the variable in place, or -1 */
 } bw;
 
 static grad_state *state_of(bw *w, const pd_variable *v) {
@@ -148,9 +160,63 @@ static pd_status seed(bw *w, pd_variable *t, pd_variable *given) {
   return add_contrib(w, t, g);
 }
 
-/* The grad op of forward op `op`, when a gradient reaches one of its
- * outputs and one of its inputs needs one. */
-static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no_grad, int n_no_grad) {
+static bool writes_inplace(const pd_operator *op) {
+  return op->op_id >= 0 && (pd_op_table[op->op_id]->flags & PD_OPF_INPLACE) && op->n_in > 0 &&
+         op->n_out > 0 && strcmp(op->inputs[0], op->outputs[0]) == 0;
+}
+
+/* Notes, per variable, the last op of the block that writes it in place. */
+static void note_inplace_writes(bw *w) {
+  for (int i = 0; i < w->n_vars; i++) w->last_write[i] = -1;
+  for (int k = 0; k < w->b->n_ops; k++) {
+    const pd_operator *op = w->b->ops[k];
+    if (!writes_inplace(op)) continue;
+    pd_variable *v = pd_ir_find_var(w->b, op->outputs[0]);
+    if (v && state_of(w, v)) w->last_write[v->scratch] = k;
+  }
+}
+
+/* Refuses the grad op of op (the block's op k) where its rule reads the
+ * value of a Variable that an inplace op overwrites after op read it
+ * (input i: from op k itself on; output: after op k). The grad op would
+ * read the last version instead. */
+static pd_status check_values_kept(bw *w, const pd_operator *op, int k, pd_variable *const *iv) {
+  bool ctrl = op->op_id < 0;
+  unsigned flags = ctrl ? PD_OPF_SAVE_IN | PD_OPF_SAVE_OUT : pd_op_table[op->op_id]->flags;
+  for (int side = 0; side < 2; side++) {
+    if (!(flags & (side ? PD_OPF_SAVE_OUT : PD_OPF_SAVE_IN))) continue;
+    int n = side ? op->n_out : op->n_in;
+    for (int i = 0; i < n; i++) {
+      const pd_variable *v = side ? pd_ir_find_var(w->b, op->outputs[i]) : iv[i];
+      int last = v && state_of(w, v) ? w->last_write[v->scratch] : -1;
+      if (last < k + side) continue;
+      return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                          "append_backward: the gradient of %s reads its %s '%s', which inplace op %s "
+                          "overwrites after it; the grad op would see the overwritten value (compute on a "
+                          "copy, or use the out-of-place op)",
+                          op->type, side ? "output" : "input", v->name, w->b->ops[last]->type);
+    }
+  }
+  return PD_OK;
+}
+
+/* At inplace op `op` on the walk back: the gradient of its input 0 from
+ * here on is that of the version op read, which starts from the grad op's
+ * contribution g (NULL: none). */
+static pd_status restart_version(bw *w, const pd_operator *op, pd_variable *g) {
+  pd_variable *v = pd_ir_find_var(w->b, op->inputs[0]);
+  grad_state *s = v ? state_of(w, v) : NULL;
+  if (!s) return PD_OK;
+  s->n = 0;
+  s->done = false;
+  s->grad = NULL;
+  return g ? add_contrib(w, v, g) : PD_OK;
+}
+
+/* The grad op of forward op `op` (the block's op k_op), when a gradient
+ * reaches one of its outputs and one of its inputs needs one. */
+static pd_status grad_of_op(bw *w, const pd_operator *op, int k_op, pd_variable *const *no_grad,
+                            int n_no_grad) {
   bool ctrl = op->op_id < 0; /* control flow and arrays: their grad ops are control_run.c's */
   const pd_op_def *def = ctrl ? NULL : pd_op_table[op->op_id];
   int fi = op->n_in, fo = op->n_out;
@@ -166,7 +232,20 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
     if ((st = finalize(w, ov, &gout[k])) != PD_OK) return st;
     any_out |= gout[k] != NULL;
   }
-  if (!any_out || (!ctrl && (!(def->flags & PD_OPF_DIFF) || !def->backward))) return PD_OK;
+  bool inplace = writes_inplace(op);
+  if (!any_out) return inplace ? restart_version(w, op, NULL) : PD_OK;
+  if (!ctrl && (!(def->flags & PD_OPF_DIFF) || !def->backward)) {
+    if (!inplace) return PD_OK;
+    /* fill_, copy_, scatter_, reshape_: no rule says what reaches the
+     * version read, which an earlier op may want */
+    pd_variable *v = pd_ir_find_var(w->b, op->inputs[0]);
+    if (v && !v->stop_gradient && pd_dtype_is_floating(v->dtype) && !in_set(no_grad, n_no_grad, v))
+      return pd_set_error(PD_ERR_UNIMPLEMENTED,
+                          "append_backward: a gradient reaches '%s', which inplace op %s writes, and %s has "
+                          "no backward to pass it on to the value '%s' held before",
+                          v->name, op->type, op->type, v->name);
+    return restart_version(w, op, NULL);
+  }
   bool needs[PD_MAX_OUTPUTS];
   for (int i = 0; i < fi; i++) {
     iv[i] = pd_ir_find_var(w->b, op->inputs[i]);
@@ -176,12 +255,8 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
         !iv[i]->stop_gradient && pd_dtype_is_floating(iv[i]->dtype) && !in_set(no_grad, n_no_grad, iv[i]);
     any_in |= needs[i];
   }
-  if (!any_in) return PD_OK;
-  if (!ctrl && def->flags & PD_OPF_INPLACE)
-    return pd_set_error(PD_ERR_UNIMPLEMENTED,
-                        "append_backward: the gradient through inplace op %s ('%s') is not available in a "
-                        "static Program; use the out-of-place op",
-                        op->type, op->outputs[0]);
+  if (!any_in) return inplace ? restart_version(w, op, NULL) : PD_OK;
+  if ((st = check_values_kept(w, op, k_op, iv)) != PD_OK) return st;
   const char *ins[3 * PD_MAX_OUTPUTS], *outs[PD_MAX_OUTPUTS];
   pd_variable *gin[PD_MAX_OUTPUTS];
   for (int i = 0; i < fi; i++) ins[i] = op->inputs[i];
@@ -206,7 +281,12 @@ static pd_status grad_of_op(bw *w, const pd_operator *op, pd_variable *const *no
   pd_operator *g = ctrl ? pd_static_append_control_grad(w->b, op, ins, outs)
                         : pd_ir_append_grad_op(w->b, (pd_op_id)op->op_id, fi, fo, ins, outs, &op->attrs);
   if (!g) return pd_last_status();
-  for (int i = 0; i < fi; i++)
+  int from = 0;
+  if (inplace) { /* input 0's gradient is the version's op read */
+    if ((st = restart_version(w, op, gin[0])) != PD_OK) return st;
+    from = 1;
+  }
+  for (int i = from; i < fi; i++)
     if (gin[i] && (st = add_contrib(w, iv[i], gin[i])) != PD_OK) return st;
   return PD_OK;
 }
@@ -219,7 +299,12 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
   w.n_vars = w.b->n_vars;
   int n_ops = w.b->n_ops;
   w.g = calloc((size_t)w.n_vars + 1, sizeof *w.g);
-  if (!w.g) return pd_set_error(PD_ERR_MEMORY, "append_backward: out of memory");
+  w.last_write = malloc(((size_t)w.n_vars + 1) * sizeof *w.last_write);
+  if (!w.g || !w.last_write) {
+    free(w.g);
+    free(w.last_write);
+    return pd_set_error(PD_ERR_MEMORY, "append_backward: out of memory");
+  }
   for (int i = 0; i < w.n_vars; i++) {
     pd_variable *v = w.b->vars[i];
     v->scratch = i;
@@ -227,6 +312,7 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
     if (v->tensor && (pd_tensor_is_meta(v->tensor) || v->is_parameter))
       v->stop_gradient = v->tensor->stop_gradient;
   }
+  note_inplace_writes(&w);
   pd_status st = PD_OK;
   for (int t = 0; t < n_targets && st == PD_OK; t++)
     st = seed(&w, targets[t], target_grads ? target_grads[t] : NULL);
@@ -234,11 +320,12 @@ pd_status pd_static_build_backward(pd_program *p, pd_variable *const *targets,
     const pd_operator *op = w.b->ops[k];
     if ((op->op_id < 0 && !pd_static_is_control_type(op->type)) || op->role != PD_OP_ROLE_FORWARD)
       continue; /* constants, grad and update ops */
-    st = grad_of_op(&w, op, no_grad, n_no_grad);
+    st = grad_of_op(&w, op, k, no_grad, n_no_grad);
   }
   for (int i = 0; i < n_wanted && st == PD_OK; i++) st = finalize(&w, wanted[i], &grads[i]);
   for (int i = 0; i < w.n_vars; i++) free(w.g[i].contrib);
   free(w.g);
+  free(w.last_write);
   return st;
 }
 

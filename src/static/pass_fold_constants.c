@@ -89,6 +89,12 @@ pd_status pd_pass_fold_constants(pd_pass_ctx *c) {
       if (out >= 0) constant[out] = op->value;
       continue;
     }
+    /* what any other op writes is no constant from here on: an inplace op
+     * (add_ on a full's result) writes a new value under the same name */
+    for (int j = 0; j < op->n_out; j++) {
+      int s = pd_pass_slot(c, op->outputs[j]);
+      if (s >= 0) constant[s] = NULL;
+    }
     if (out < 0 || b->vars[out]->persistable || !foldable(op)) continue;
     pd_tensor *in[PD_MAX_OUTPUTS];
     bool all = true;

@@ -267,6 +267,11 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
     if (inplace && k == 0) {
       ov[k] = pd_static_var_for(p, in[0]);
       outs[k] = in_names[0];
+      /* add_(a, w) with w wanting a gradient: the version of a it writes
+       * wants one too, as in eager (not under no_grad: an average of the
+       * parameters kept in a buffer) */
+      if (!stop && (def->flags & PD_OPF_DIFF) && !(def->nondiff_out & 1u) && pd_is_grad_enabled())
+        ov[k]->stop_gradient = false;
       continue;
     }
     snprintf(out_names[k], sizeof out_names[k], "%s.tmp_%d", key, k);
