@@ -243,17 +243,39 @@ pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v) {
   if (!nv) return NULL;
   nv->stop_gradient = v->stop_gradient;
   nv->is_array = v->is_array;
+  return pd_ir_give_handle(b->program, v, nv) == PD_OK ? nv : NULL;
+}
+
+/* Swaps the shapes of meta tensors a and b. */
+static void swap_meta_geometry(pd_tensor *a, pd_tensor *b) {
+  int ndim = a->ndim;
+  int64_t numel = a->numel, shape[PD_MAX_DIMS], strides[PD_MAX_DIMS];
+  bool contiguous = a->is_contiguous;
+  memcpy(shape, a->shape, sizeof shape);
+  memcpy(strides, a->strides, sizeof strides);
+  a->ndim = b->ndim;
+  a->numel = b->numel;
+  a->is_contiguous = b->is_contiguous;
+  memcpy(a->shape, b->shape, sizeof shape);
+  memcpy(a->strides, b->strides, sizeof strides);
+  b->ndim = ndim;
+  b->numel = numel;
+  b->is_contiguous = contiguous;
+  memcpy(b->shape, shape, sizeof shape);
+  memcpy(b->strides, strides, sizeof strides);
+}
+
+pd_status pd_ir_give_handle(pd_program *p, pd_variable *v, pd_variable *nv) {
   pd_tensor *user = v->tensor; /* the handle the caller holds moves to nv */
+  if (pd_tensor_is_meta(user) && pd_tensor_is_meta(nv->tensor)) swap_meta_geometry(user, nv->tensor);
   v->tensor = nv->tensor;
   nv->tensor = user;
-  if (!map_put(&b->program->map, user, nv) || !map_put(&b->program->map, v->tensor, v)) {
-    pd_set_error(PD_ERR_MEMORY, "Program: out of memory adding variable '%s'", name);
-    return NULL;
-  }
+  if (!map_put(&p->map, user, nv) || !map_put(&p->map, v->tensor, v))
+    return pd_set_error(PD_ERR_MEMORY, "Program: out of memory adding variable '%s'", nv->name);
   v->tensor->stop_gradient = v->stop_gradient; /* backward reads the flag from the handle */
   if (pd_tensor_is_meta(v->tensor)) pd_tensor_set_name(v->tensor, v->name);
   if (pd_tensor_is_meta(user)) pd_tensor_set_name(user, nv->name);
-  return nv;
+  return PD_OK;
 }
 
 pd_status pd_ir_alias_handle(pd_program *p, const pd_tensor *t, pd_variable *v) {

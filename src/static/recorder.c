@@ -216,6 +216,77 @@ static pd_status constant_to_state(pd_program *p, pd_program *startup, pd_variab
 }
 
 /* ---- the tracer -------------------------------------------------------------- */
+/* op's Program name key (unique, or frame-private), into key. */
+static void op_key(frame *f, const char *op, char *key, size_t cap) {
+  if (f->private_names)
+    snprintf(key, cap, "%s@%d", op, f->next_name++);
+  else
+    pd_static_unique_name(op, key, cap);
+}
+
+/* What every recorded op carries: its role, name scope and device. */
+static void stamp(pd_operator *op) {
+  op->role = t_role;
+  const char *scope = pd_static_name_scope_prefix();
+  if (*scope) snprintf(op->name_scope, sizeof op->name_scope, "/%s", scope);
+  snprintf(op->op_device, sizeof op->op_device, "%s", pd_static_current_device());
+}
+
+/* An inplace shape change (reshape_, squeeze_, unsqueeze_) of Variable x
+ * is recorded as its view op (reshape, ...) writing a new Variable of the
+ * new shape, which x's handle then stands for (pd_ir_give_handle), as
+ * Paddle's static graph records reshape_ as reshape: written into x's own
+ * Variable, the op would leave that Variable its old shape (and, under
+ * dist.to_static, its old placements), and the static backward has no
+ * gradient through an inplace op. */
+static int record_geometry(frame *f, const pd_op_def *def, pd_tensor *x, const pd_attrs *a,
+                           const pd_meta *meta, bool stop, pd_tensor **out) {
+  pd_program *p = f->main;
+  pd_static_block *b = p->blocks[p->current_block];
+  char view[64];
+  snprintf(view, sizeof view, "%.*s", (int)strlen(def->name) - 1, def->name); /* the name less its '_' */
+  int vid = pd_op_find(view);
+  const pd_op_def *vdef = vid >= 0 ? pd_op_table[vid] : NULL;
+  if (!vdef || !(vdef->flags & PD_OPF_VIEW) || strcmp(vdef->attr_names, def->attr_names) != 0) {
+    pd_set_error(PD_ERR_UNIMPLEMENTED, "%s: no view op '%s' with its attributes to record it as", def->name,
+                 view);
+    return 1;
+  }
+  pd_variable *xv = pd_ir_var_of(p, x);
+  if (!pd_tensor_is_meta(x) || xv->tensor != x || xv->persistable) {
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: '%s' is %s; only a value computed in the Program can change its shape inplace while "
+                 "recording (use %s)",
+                 def->name, xv->name,
+                 xv->persistable ? "a persistable Variable (a parameter or state)" : "a tensor with data",
+                 view);
+    return 1;
+  }
+  if (pd_ir_find_var(b, xv->name) != xv) {
+    pd_set_error(PD_ERR_INVALID,
+                 "%s: '%s' belongs to an enclosing block; a cond branch or while_loop body cannot change "
+                 "its shape (use %s and return the result)",
+                 def->name, xv->name, view);
+    return 1;
+  }
+  char key[96], name[128];
+  op_key(f, view, key, sizeof key);
+  snprintf(name, sizeof name, "%s.tmp_0", key);
+  pd_variable *nv = pd_ir_add_var(b, name, meta[0].dtype, meta[0].ndim, meta[0].shape, NULL);
+  if (!nv) {
+    pd_error_prefix("%s", def->name);
+    return 1;
+  }
+  nv->stop_gradient = stop || !(vdef->flags & PD_OPF_DIFF);
+  const char *ins[1] = {xv->name}, *outs[1] = {name};
+  pd_operator *op = pd_ir_append_op(b, view, ins, 1, outs, 1, a);
+  if (!op || pd_ir_give_handle(p, xv, nv) != PD_OK) return 1;
+  stamp(op);
+  x->stop_gradient = nv->stop_gradient;
+  out[0] = pd_tensor_retain(x);
+  return 1;
+}
+
 static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const pd_attrs *a,
                   const pd_meta *meta, pd_tensor **out, int n_out, int phase) {
   if (phase != 0) return 0;
@@ -251,6 +322,8 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
     stop &= v->stop_gradient;
   }
   bool inplace = def->flags & PD_OPF_INPLACE;
+  if (inplace && (def->flags & PD_OPF_GEOMETRY) && n_in == 1 && n_out == 1)
+    return record_geometry(f, def, in[0], a, meta, stop, out);
   if (inplace && n_in > 0 && !f->private_names) {
     pd_variable *v0 = pd_ir_var_of(p, in[0]);
     if (constant_to_state(p, f->startup, v0, in[0]) != PD_OK) {
@@ -259,10 +332,7 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
     }
   }
   char key[96];
-  if (f->private_names)
-    snprintf(key, sizeof key, "%s@%d", def->name, f->next_name++);
-  else
-    pd_static_unique_name(def->name, key, sizeof key);
+  op_key(f, def->name, key, sizeof key);
   for (int k = 0; k < n_out; k++) {
     if (inplace && k == 0) {
       ov[k] = pd_static_var_for(p, in[0]);
@@ -285,10 +355,7 @@ static int record(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, const 
   }
   pd_operator *op = pd_ir_append_op(b, def->name, in_names, n_in, outs, n_out, a);
   if (!op) return 1;
-  op->role = t_role;
-  const char *scope = pd_static_name_scope_prefix();
-  if (*scope) snprintf(op->name_scope, sizeof op->name_scope, "/%s", scope);
-  snprintf(op->op_device, sizeof op->op_device, "%s", pd_static_current_device());
+  stamp(op);
   for (int k = 0; k < n_out; k++) {
     out[k] = pd_tensor_retain(ov[k]->tensor);
     out[k]->stop_gradient = ov[k]->stop_gradient;

@@ -200,6 +200,13 @@ pd_status pd_ir_rename_var(pd_static_block *b, const char *from, const char *to)
  * gets a fresh handle). How a write to an existing Variable (array_write,
  * assign to an output, a While's loop variables) stays a new value. */
 pd_variable *pd_ir_new_version(pd_static_block *b, pd_variable *v);
+/* Gives v's handle (v->tensor) to nv, a Variable just added to the same
+ * Program whose own handle goes to v: the ops recorded from now on with
+ * the handle read nv, those recorded before keep reading v. A meta handle
+ * takes nv's shape and the one v gets v's, so each handle's shape is its
+ * Variable's (an inplace shape change recorded as a new value); a handle
+ * with data keeps its geometry, which nv must then have. */
+pd_status pd_ir_give_handle(pd_program *p, pd_variable *v, pd_variable *nv);
 /* A variable of b named and flagged as sv (persistable, parameter, data, array,
  * stop_gradient), with a copy of its dist_attr; handle as for pd_ir_add_var. */
 pd_variable *pd_ir_copy_var(pd_static_block *b, const pd_variable *sv, pd_tensor *handle);

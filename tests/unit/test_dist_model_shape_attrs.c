@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist_model_checks.h"
 #include "dist_ranks.h"
 #include "paddlec.h"
 #include "test_util.h"
@@ -109,11 +110,6 @@ static void dataset_tensors(pd_tensor **x, pd_tensor **label) {
                : pd_tensor_from_f64(ls, PD_FLOAT32, 2, (const int64_t[]){STEPS * B, K});
 }
 
-/* Rows [s B, (s + 1) B) of t. */
-static pd_tensor *batch(pd_tensor *t, int s) {
-  return pd_slice(t, 1, (const int64_t[]){0}, (const int64_t[]){s * B}, (const int64_t[]){(s + 1) * B});
-}
-
 typedef struct result {
   double loss[STEPS];
   float w[IN * H];
@@ -124,22 +120,16 @@ static int run_eager(int rank, result *r) {
   pd_layer *loss_fn = pd_layer_new(sizeof(pd_layer), &k_loss_type);
   DIST_CHECK(m && loss_fn, 1);
   pd_optimizer *opt = pd_optimizer_sgd(0.05, &m->w, 1, NULL);
-  for (int s = 0; s < STEPS; s++) {
-    pd_scope_begin();
-    pd_tensor *x, *label, *loss = NULL;
-    dataset_tensors(&x, &label);
-    pd_tensor *h = pd_layer_call1(&m->base, batch(x, s));
-    DIST_CHECK(h && pd_layer_call(loss_fn, (pd_tensor *[]){h, batch(label, s)}, 2, &loss, 1) == 1, 2);
-    r->loss[s] = pd_tensor_item(loss);
-    DIST_CHECK(pd_backward(loss, NULL, false) == PD_OK && pd_optimizer_step(opt) == PD_OK, 3);
-    pd_optimizer_clear_grad(opt, false);
-    pd_scope_end();
-  }
+  pd_scope_begin();
+  pd_tensor *x, *label;
+  dataset_tensors(&x, &label);
+  int rc = dist_model_eager_steps(rank, &m->base, loss_fn, opt, x, label, B, STEPS, r->loss);
+  pd_scope_end();
   pd_tensor_copy_to(m->w, r->w, IN * H, PD_FLOAT32);
   pd_optimizer_release(opt);
   pd_layer_release(loss_fn);
   pd_layer_release(&m->base);
-  return 0;
+  return rc;
 }
 
 /* The op (" name(") in prog with this rank's shard shape [2, cols] in its
@@ -182,20 +172,7 @@ static int run_dist(int rank, result *r) {
   pd_dist_model *dm = NULL;
   pd_dist_data_loader *dl = NULL;
   DIST_CHECK(opt && sl && pd_dist_to_static(&m->base, NULL, sl, loss_fn, opt, NULL, &dm, &dl) == PD_OK, 12);
-  int rc = 0;
-  for (int s = 0; s < STEPS && rc == 0; s++) {
-    pd_scope_begin();
-    pd_tensor *in[2], *loss = NULL;
-    if (pd_dist_data_loader_next(dl, in, 2) != 2) {
-      rc = 13;
-    } else if (pd_dist_model_call(dm, in, 2, &loss, 1) != 1) {
-      fprintf(stderr, "rank %d: step %d: %s\n", rank, s, pd_last_error());
-      rc = 14;
-    } else {
-      r->loss[s] = pd_tensor_item(loss);
-    }
-    pd_scope_end();
-  }
+  int rc = dist_model_run_steps(rank, dm, dl, STEPS, r->loss);
   if (rc == 0) {
     pd_scope_begin();
     pd_tensor *w = pd_dist_is_dist(m->w) ? pd_dist_unshard_dtensor(m->w) : m->w;
@@ -234,18 +211,7 @@ static int rank_run(int rank) {
   result eager, dist;
   int rc = run_eager(rank, &eager);
   if (rc == 0) rc = run_dist(rank, &dist);
-  for (int s = 0; s < STEPS && rc == 0; s++)
-    if (fabs(dist.loss[s] - eager.loss[s]) > 1e-6) {
-      fprintf(stderr, "rank %d: step %d: loss %.9g, eagerly %.9g\n", rank, s, dist.loss[s], eager.loss[s]);
-      rc = 21;
-    }
-  for (int i = 0; i < IN * H && rc == 0; i++)
-    if (fabs((double)dist.w[i] - eager.w[i]) > 1e-6) {
-      fprintf(stderr, "rank %d: w[%d] %.9g, eagerly %.9g\n", rank, i, dist.w[i], eager.w[i]);
-      rc = 22;
-    }
-  if (rc == 0 && !(dist.loss[STEPS - 1] != dist.loss[0])) rc = 23; /* the weight moved */
-  return rc;
+  return rc ? rc : dist_model_compare_runs(rank, dist.loss, eager.loss, STEPS, dist.w, eager.w, IN * H);
 }
 
 static void run_case(which w) {

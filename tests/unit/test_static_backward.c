@@ -237,6 +237,68 @@ static void test_gradients_hand_derived(void **state) {
   pd_program_release(startup);
 }
 
+/* reshape_, unsqueeze_ and squeeze_ under the guard record their view ops
+ * writing new Variables of the new shapes, which the handle then stands
+ * for (as Paddle's static reshape_ is reshape): the values and the
+ * gradient through them are the eager ones. A parameter's shape cannot
+ * change so. */
+static void test_inplace_shape_changes_record_as_views(void **state) {
+  (void)state;
+  pd_layer *fc = pd_nn_linear(2, 3, NULL);
+  pd_tensor *w = pd_layer_parameter(fc, "weight");
+  pd_program *main = pd_static_program(), *startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(main, startup), PD_OK);
+  pd_tensor *x = pd_static_data("x", 1, SHAPE(6), PD_FLOAT64);
+  pd_tensor_set_stop_gradient(x, false);
+  pd_tensor *h = pd_scale(x, 2.0, 0.0, true);
+  pd_tensor *same[3];
+  same[0] = pd_reshape_(h, 2, SHAPE(2, 3));
+  same[1] = pd_unsqueeze_(h, 1, SHAPE(0));
+  assert_int_equal(pd_tensor_ndim(h), 3);
+  same[2] = pd_squeeze_(h, 1, SHAPE(0));
+  for (int i = 0; i < 3; i++) {
+    assert_ptr_equal(same[i], h);
+    pd_tensor_release(same[i]);
+  }
+  assert_int_equal(pd_tensor_ndim(h), 2);
+  assert_int_equal(pd_tensor_shape(h)[1], 3);
+  pd_tensor *hh = pd_multiply(h, h), *y = pd_sum(hh, SHAPE(1), 1, false), *dx = NULL;
+  assert_int_equal(pd_tensor_ndim(y), 1);
+  assert_int_equal(pd_static_gradients(&y, 1, &x, 1, NULL, NULL, 0, &dx), PD_OK);
+  assert_null(pd_reshape_(w, 1, SHAPE(6)));
+  assert_non_null(strstr(pd_last_error(), "reshape_: "));
+  assert_non_null(strstr(pd_last_error(), "persistable"));
+  pd_clear_error();
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_int_equal(pd_tensor_ndim(w), 2);
+  char *s = pd_program_to_string(main);
+  assert_non_null(strstr(s, " reshape("));
+  assert_non_null(strstr(s, " unsqueeze("));
+  assert_non_null(strstr(s, " squeeze("));
+  assert_null(strstr(s, "reshape_("));
+  assert_null(strstr(s, "squeeze_("));
+  free(s);
+  pd_tensor *xs = pd_static_block_var(pd_program_global_block(main), "x");
+  assert_int_equal(pd_tensor_ndim(xs), 1); /* the feed keeps its shape */
+
+  pd_executor *exe = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  pd_tensor *xv = T(PD_FLOAT64, 1, SHAPE(6), 1.0, 2.0, 3.0, -1.0, 0.5, 4.0);
+  pd_static_feed feed = {"x", xv};
+  pd_tensor *fetch[2] = {y, dx}, *got[2];
+  assert_int_equal(pd_executor_run(exe, main, &feed, 1, fetch, 2, got, scope), PD_OK);
+  EXPECT_VALUES(got[0], 1e-12, 56.0, 69.0); /* 4 (1 + 4 + 9), 4 (1 + 0.25 + 16) */
+  EXPECT_VALUES(got[1], 1e-12, 8.0, 16.0, 24.0, -8.0, 4.0, 32.0);
+  for (int i = 0; i < 2; i++) pd_tensor_release(got[i]);
+  pd_tensor *ts[] = {xv, x, h, hh, y, dx};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) pd_tensor_release(ts[i]);
+  pd_var_scope_release(scope);
+  pd_executor_release(exe);
+  pd_program_release(main);
+  pd_program_release(startup);
+  pd_layer_release(fc);
+}
+
 /* A backward rule that reads values (index_sample's indices) cannot be
  * traced: its grad op stays in the lowered program, the rest is lowered,
  * and the gradients equal the interpreted ones. */
@@ -606,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_loss_means_with_unknown_batch),
       cmocka_unit_test(test_layers_interpreted_equal_eager),
       cmocka_unit_test(test_gradients_hand_derived),
+      cmocka_unit_test(test_inplace_shape_changes_record_as_views),
       cmocka_unit_test(test_value_reading_rule_keeps_its_grad_op),
       cmocka_unit_test(test_flagged_rules_keep_their_grad_ops),
       cmocka_unit_test(test_unread_output_gradient_is_known_zero),

@@ -138,6 +138,7 @@ static pd_tensor *call(pd_op_id id, const char *name, pd_tensor *x, int naxes, c
 
 /* The inplace view ops: when autograd records, the out-of-place view op runs
  * (recording a node) and x takes over its geometry and autograd identity.
+ * Recorded into a Program, the inplace row goes to the recorder.
  * A DTensor x takes the view op's result recorded or not, its dist attr
  * included (the global shape and the placements' dims follow the new
  * shape): the view op's SPMD rule may reshard x first (a shard of a
@@ -149,7 +150,9 @@ pd_tensor *pd_mu_inplace_view(pd_op_id view_id, pd_op_id inplace_id, pd_tensor *
     return NULL;
   }
   bool record = pd_mu_would_record(&x, 1);
-  if (!record && !x->dist_attr) return pd_dispatch1(inplace_id, &x, 1, a);
+  /* recording into a Program: the recorder writes the view op with a new
+   * Variable for x (src/static/recorder.c), autograd has no part in it */
+  if ((!record && !x->dist_attr) || pd_dispatch_get_tracer(NULL)) return pd_dispatch1(inplace_id, &x, 1, a);
   if (record && !x->grad_fn) {
     pd_mu_leaf_inplace_error(name);
     return NULL;
