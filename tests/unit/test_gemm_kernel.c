@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_dnnl_matmul.h"
 #include "kernels/cpu/parallel.h"
 #include "test_util.h"
 
@@ -111,11 +112,38 @@ static void test_gemm_contended_panels(void **state) {
   omp_set_num_threads(nt);
 }
 
+/* A large product with B transposed goes to oneDNN's matmul primitive
+ * (cached per shape, leading dimensions, alpha and beta): alpha as its output
+ * scale, beta as a sum post-op, beta 0 not reading C (NaN there), padded
+ * leading dimensions, each case twice (the second from the cache); other
+ * transposes and deterministic mode do not take it. */
+static void test_gemm_matmul_primitive(void **state) {
+  (void)state;
+  long before = pdk_gemm_matmul_products();
+  const float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-1.5f, -0.25f}};
+  for (int rep = 0; rep < 2; rep++)
+    for (int c = 0; c < 3; c++) {
+      check_one(false, true, 128, 160, 256, ab[c][0], ab[c][1], c); /* 5.2 M multiply-adds */
+      check_one(false, true, 203, 97, 301, ab[c][0], ab[c][1], 2 - c);
+    }
+  assert_int_equal(pdk_gemm_matmul_products() - before, 12);
+  before = pdk_gemm_matmul_products();
+  check_one(false, false, 128, 160, 256, 1.0f, 0.0f, 0);
+  check_one(true, true, 128, 160, 256, 1.0f, 0.0f, 0);
+  check_one(false, true, 64, 64, 64, 1.0f, 0.0f, 0); /* small: dnnl_sgemm */
+  bool det = pd_get_deterministic();
+  pd_set_deterministic(true);
+  check_one(false, true, 128, 160, 256, 1.0f, 0.0f, 0);
+  pd_set_deterministic(det);
+  assert_int_equal(pdk_gemm_matmul_products() - before, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_small_shapes),
       cmocka_unit_test(test_gemm_larger_shapes),
       cmocka_unit_test(test_gemm_contended_panels),
+      cmocka_unit_test(test_gemm_matmul_primitive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

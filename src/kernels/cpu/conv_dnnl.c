@@ -1,13 +1,13 @@
 /* float32 convolutions through oneDNN.
  *
- * The engine is created once. Each (kind, geometry, bias) gets one cache
+ * The engine and the stream pool are dnnl_shared.c's. Each (kind, geometry, bias) gets one cache
  * entry holding the convolution primitive and, for each of its three
  * tensors, the user's plain layout, the layout the primitive chose (format
  * "any") and a reorder primitive when the two differ. Entries are immutable
  * once published, so executing one needs no lock; only the lookup takes the
  * mutex. Primitives run with a user-managed scratchpad (allocated per call
  * from the caching allocator), so one primitive may run on several threads
- * at once. Streams come from a small pool for the same reason. */
+ * at once. */
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,14 +15,13 @@
 
 #include "../../core/alloc.h"
 #include "conv.h"
+#include "dnnl_shared.h"
 
 #define KEYLEN 26
-#define NBUCKETS 256
 #define MAX_ENTRIES 2048
-#define MAX_STREAMS 64
 
 typedef struct centry {
-  int64_t key[KEYLEN];
+  pdk_dnnl_cached head; /* the key: make_key */
   dnnl_primitive_t prim;
   /* tensors 0, 1: the inputs (a, b); 2: the output */
   dnnl_memory_desc_t user[3], want[3];
@@ -33,46 +32,12 @@ typedef struct centry {
    * of the largest size serves them all, one primitive at a time */
   dnnl_memory_desc_t scratch_md[4];
   size_t scratch_sz[4], scratch;
-  struct centry *next;
 } centry;
 
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static dnnl_engine_t g_eng;
-static centry *g_buckets[NBUCKETS];
-static int g_nentries;
-static dnnl_stream_t g_streams[MAX_STREAMS];
-static int g_nstreams;
+static void entry_free(pdk_dnnl_cached *c);
+static pdk_dnnl_cache g_cache = PDK_DNNL_CACHE_INIT(KEYLEN, MAX_ENTRIES, entry_free);
 
-static void init_engine(void) {
-  if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) != dnnl_success) g_eng = NULL;
-}
-
-int pdk_conv_dnnl_cache_size(void) {
-  pthread_mutex_lock(&g_mu);
-  int n = g_nentries;
-  pthread_mutex_unlock(&g_mu);
-  return n;
-}
-
-static dnnl_stream_t stream_acquire(void) {
-  dnnl_stream_t s = NULL;
-  pthread_mutex_lock(&g_mu);
-  if (g_nstreams > 0) s = g_streams[--g_nstreams];
-  pthread_mutex_unlock(&g_mu);
-  if (!s && dnnl_stream_create(&s, g_eng, dnnl_stream_default_flags) != dnnl_success) s = NULL;
-  return s;
-}
-
-static void stream_release(dnnl_stream_t s) {
-  pthread_mutex_lock(&g_mu);
-  if (g_nstreams < MAX_STREAMS) {
-    g_streams[g_nstreams++] = s;
-    s = NULL;
-  }
-  pthread_mutex_unlock(&g_mu);
-  if (s) dnnl_stream_destroy(s);
-}
+int pdk_conv_dnnl_cache_size(void) { return pdk_dnnl_cache_size(&g_cache); }
 
 static void make_key(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, int64_t *k) {
   int i = 0;
@@ -95,25 +60,13 @@ static void make_key(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, in
   k[i++] = g->channel_last;
 }
 
-static unsigned hash_key(const int64_t *k) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < KEYLEN; i++) h = (h ^ (uint64_t)k[i]) * 1099511628211ull;
-  return (unsigned)(h ^ (h >> 32)) % NBUCKETS;
-}
-
-static void entry_free(centry *e) {
+static void entry_free(pdk_dnnl_cached *c) {
+  centry *e = (centry *)c;
   if (!e) return;
   if (e->prim) dnnl_primitive_destroy(e->prim);
   for (int i = 0; i < 3; i++)
     if (e->reorder[i]) dnnl_primitive_destroy(e->reorder[i]);
   free(e);
-}
-
-static size_t scratch_of(const_dnnl_primitive_desc_t pd, dnnl_memory_desc_t *out) {
-  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  size_t n = md ? dnnl_memory_desc_get_size(md) : 0;
-  if (n) *out = *md;
-  return n;
 }
 
 /* A reorder between two layouts of one tensor; NULL primitive when equal. */
@@ -123,9 +76,10 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
   *out = NULL;
   if (dnnl_memory_desc_equal(from, to)) return dnnl_success;
   dnnl_primitive_desc_t rpd;
-  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, attr);
+  dnnl_engine_t eng = pdk_dnnl_engine();
+  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr);
   if (st != dnnl_success) return st;
-  *scratch_sz = scratch_of(rpd, scratch_md);
+  *scratch_sz = pdk_dnnl_scratch_of(rpd, scratch_md);
   st = dnnl_primitive_create(out, rpd);
   dnnl_primitive_desc_destroy(rpd);
   return st;
@@ -183,13 +137,14 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
   dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
 
   int rc = 1;
+  dnnl_engine_t eng = pdk_dnnl_engine();
   dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
   dnnl_convolution_desc_t fd, bd;
   if (dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_a,
                                                  &wei_a, kind == PD_CONV_FWD && has_bias ? &e->bias_md : NULL,
                                                  &dst_a, strides, dil, pl, pr) != dnnl_success)
     goto done;
-  if (dnnl_primitive_desc_create(&fwd_pd, &fd, attr, g_eng, NULL) != dnnl_success) goto done;
+  if (dnnl_primitive_desc_create(&fwd_pd, &fd, attr, eng, NULL) != dnnl_success) goto done;
   dnnl_query_t q[3];
   if (kind == PD_CONV_FWD) {
     pd = fwd_pd;
@@ -199,7 +154,7 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
   } else if (kind == PD_CONV_BWD_DATA) {
     if (dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_a, &wei_a, &dst_a,
                                                          strides, dil, pl, pr) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &bd, attr, g_eng, fwd_pd) != dnnl_success)
+        dnnl_primitive_desc_create(&pd, &bd, attr, eng, fwd_pd) != dnnl_success)
       goto done;
     q[0] = dnnl_query_diff_dst_md, q[1] = dnnl_query_weights_md, q[2] = dnnl_query_diff_src_md;
     e->user[0] = dst_u, e->user[1] = wei_u, e->user[2] = src_u;
@@ -207,13 +162,13 @@ static int build(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry
     if (dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_a, &wei_a,
                                                             NULL, &dst_a, strides, dil, pl,
                                                             pr) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &bd, attr, g_eng, fwd_pd) != dnnl_success)
+        dnnl_primitive_desc_create(&pd, &bd, attr, eng, fwd_pd) != dnnl_success)
       goto done;
     q[0] = dnnl_query_src_md, q[1] = dnnl_query_diff_dst_md, q[2] = dnnl_query_diff_weights_md;
     e->user[0] = src_u, e->user[1] = dst_u, e->user[2] = wei_u;
   }
   rc = -1;
-  e->scratch = e->scratch_sz[3] = scratch_of(pd, &e->scratch_md[3]);
+  e->scratch = e->scratch_sz[3] = pdk_dnnl_scratch_of(pd, &e->scratch_md[3]);
   for (int i = 0; i < 3; i++) {
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q[i], 0);
     if (!md) goto done;
@@ -238,71 +193,35 @@ done:
 static int lookup(pd_conv_kind kind, const pd_conv_geom *g, bool has_bias, centry **out, bool *owned) {
   int64_t key[KEYLEN];
   make_key(kind, g, has_bias, key);
-  unsigned h = hash_key(key);
   *owned = false;
-  pthread_mutex_lock(&g_mu);
-  for (centry *e = g_buckets[h]; e; e = e->next)
-    if (memcmp(e->key, key, sizeof key) == 0) {
-      pthread_mutex_unlock(&g_mu);
-      *out = e;
-      return 0;
-    }
-  pthread_mutex_unlock(&g_mu);
-
+  pdk_dnnl_cached *c = pdk_dnnl_cache_find(&g_cache, key);
+  if (c) {
+    *out = (centry *)c;
+    return 0;
+  }
   centry *e = calloc(1, sizeof *e);
   if (!e) return -1;
-  memcpy(e->key, key, sizeof key);
+  memcpy(e->head.key, key, sizeof key);
   int rc = build(kind, g, has_bias, e);
   if (rc != 0) {
-    entry_free(e);
+    entry_free(&e->head);
     return rc;
   }
-  pthread_mutex_lock(&g_mu);
-  for (centry *o = g_buckets[h]; o; o = o->next)
-    if (memcmp(o->key, key, sizeof key) == 0) { /* another thread published it first */
-      pthread_mutex_unlock(&g_mu);
-      entry_free(e);
-      *out = o;
-      return 0;
-    }
-  if (g_nentries < MAX_ENTRIES) {
-    e->next = g_buckets[h];
-    g_buckets[h] = e;
-    g_nentries++;
-  } else {
-    *owned = true;
-  }
-  pthread_mutex_unlock(&g_mu);
-  *out = e;
+  *out = (centry *)pdk_dnnl_cache_publish(&g_cache, &e->head, owned);
   return 0;
-}
-
-/* Runs one primitive with its scratchpad (a view of the shared buffer). */
-static dnnl_status_t exec(dnnl_primitive_t p, dnnl_stream_t s, int n, dnnl_exec_arg_t *args,
-                          const dnnl_memory_desc_t *scratch_md, size_t scratch_sz, void *scratch) {
-  dnnl_memory_t sm = NULL;
-  dnnl_status_t st = dnnl_success;
-  if (scratch_sz) {
-    st = dnnl_memory_create(&sm, scratch_md, g_eng, scratch);
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sm};
-  }
-  if (st == dnnl_success) st = dnnl_primitive_execute(p, s, n, args);
-  if (st == dnnl_success) st = dnnl_stream_wait(s);
-  if (sm) dnnl_memory_destroy(sm);
-  return st;
 }
 
 int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, const float *b,
                       const float *bias, float *out) {
-  pthread_once(&g_once, init_engine);
-  if (!g_eng) return 1;
+  dnnl_engine_t eng = pdk_dnnl_engine();
+  if (!eng) return 1;
   bool has_bias = kind == PD_CONV_FWD && bias;
   centry *e;
   bool owned;
   int rc = lookup(kind, g, has_bias, &e, &owned);
   if (rc != 0) return rc;
 
-  dnnl_stream_t s = stream_acquire();
+  dnnl_stream_t s = pdk_dnnl_stream_acquire();
   void *ptr[3] = {(void *)a, (void *)b, out};
   void *buf[3] = {NULL, NULL, NULL};
   size_t bufsz[3] = {0, 0, 0};
@@ -311,18 +230,18 @@ int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, 
   dnnl_status_t st = s ? dnnl_success : dnnl_out_of_memory;
   if (st == dnnl_success && e->scratch && !(scratch = pd_alloc(e->scratch))) st = dnnl_out_of_memory;
   for (int i = 0; i < 3 && st == dnnl_success; i++) {
-    st = dnnl_memory_create(&um[i], &e->user[i], g_eng, ptr[i]);
+    st = dnnl_memory_create(&um[i], &e->user[i], eng, ptr[i]);
     if (st != dnnl_success || !e->reorder[i]) continue;
     bufsz[i] = dnnl_memory_desc_get_size(&e->want[i]);
     buf[i] = pd_alloc(bufsz[i] ? bufsz[i] : 1);
-    st = buf[i] ? dnnl_memory_create(&wm[i], &e->want[i], g_eng, buf[i]) : dnnl_out_of_memory;
+    st = buf[i] ? dnnl_memory_create(&wm[i], &e->want[i], eng, buf[i]) : dnnl_out_of_memory;
   }
-  if (st == dnnl_success && has_bias) st = dnnl_memory_create(&bm, &e->bias_md, g_eng, (void *)bias);
+  if (st == dnnl_success && has_bias) st = dnnl_memory_create(&bm, &e->bias_md, eng, (void *)bias);
   /* the inputs into the primitive's layouts */
   for (int i = 0; i < 2 && st == dnnl_success; i++) {
     if (!e->reorder[i]) continue;
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, um[i]}, {DNNL_ARG_TO, wm[i]}};
-    st = exec(e->reorder[i], s, 2, args, &e->scratch_md[i], e->scratch_sz[i], scratch);
+    st = pdk_dnnl_exec(e->reorder[i], s, 2, args, &e->scratch_md[i], e->scratch_sz[i], scratch);
   }
   if (st == dnnl_success) {
     dnnl_memory_t m[3];
@@ -334,12 +253,12 @@ int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, 
     int n = 0;
     for (int i = 0; i < 3; i++) args[n++] = (dnnl_exec_arg_t){roles[kind][i], m[i]};
     if (bm) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bm};
-    st = exec(e->prim, s, n, args, &e->scratch_md[3], e->scratch_sz[3], scratch);
+    st = pdk_dnnl_exec(e->prim, s, n, args, &e->scratch_md[3], e->scratch_sz[3], scratch);
   }
   /* the output back to the plain layout */
   if (st == dnnl_success && e->reorder[2]) {
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, wm[2]}, {DNNL_ARG_TO, um[2]}};
-    st = exec(e->reorder[2], s, 2, args, &e->scratch_md[2], e->scratch_sz[2], scratch);
+    st = pdk_dnnl_exec(e->reorder[2], s, 2, args, &e->scratch_md[2], e->scratch_sz[2], scratch);
   }
   for (int i = 0; i < 3; i++) {
     if (um[i]) dnnl_memory_destroy(um[i]);
@@ -348,7 +267,7 @@ int pdk_conv_dnnl_f32(pd_conv_kind kind, const pd_conv_geom *g, const float *a, 
   }
   if (bm) dnnl_memory_destroy(bm);
   if (scratch) pd_free(scratch, e->scratch);
-  if (s) stream_release(s);
-  if (owned) entry_free(e);
+  if (s) pdk_dnnl_stream_release(s);
+  if (owned) entry_free(&e->head);
   return st == dnnl_success ? 0 : -(int)st - 1;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_dnnl_matmul.h"
 #include "paddlec/core.h"
 #include "parallel.h"
 
@@ -31,6 +32,9 @@
  * cost per call (dispatch and a call_once, ~10k instructions) would dominate
  * the small products of small layers. */
 #define SMALL_GEMM 32768
+/* From this many multiply-adds a product with B transposed goes to oneDNN's
+ * matmul primitive (a cached primitive's call costs a few microseconds). */
+#define MATMUL_MIN_FMAS (1 << 22)
 
 static void small_sgemm_loop(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *restrict A, int64_t lda, const float *restrict B, int64_t ldb,
@@ -337,6 +341,11 @@ int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, floa
   if (!pd_get_deterministic()) {
     int st = contended_panels(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st >= 0) return st;
+    /* A * B^T: oneDNN's matmul primitive divides it better (gemm_dnnl_matmul.h) */
+    if (transb && !transa && (double)M * (double)N * (double)K >= MATMUL_MIN_FMAS && !omp_in_parallel()) {
+      st = pdk_gemm_f32_matmul_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      if (st >= 0) return st;
+    }
     dnnl_status_t ds =
         dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return ds == dnnl_success ? 0 : (int)ds;
