@@ -1,12 +1,13 @@
 /* GFLOP/s of pd_matmul against raw dnnl_sgemm (and OpenBLAS cblas_sgemm when
  * built with it) in one run, float32, on square sizes and on the shapes of a
  * small decoder (hidden 256, 4 heads, intermediate 688, vocab 1000, seq 128,
- * batch 4). Each measurement: warm-up, then the median of several timed runs,
- * the libraries interleaved so that load from elsewhere hits them alike.
+ * batch 4), and two products with B transposed (input gradients). Each measurement: warm-up, then the median
+ * of several timed runs, the libraries interleaved so that load from elsewhere hits them alike.
  *
  *   bench_matmul [runs]       (default 21)
  */
 #include <oneapi/dnnl/dnnl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static double median(double *v, int n) {
 typedef struct shape {
   const char *name;
   int64_t batch, M, N, K;
+  bool tb; /* B given as N x K, multiplied transposed (a linear layer's input gradient) */
 } shape;
 
 typedef struct ctx {
@@ -48,7 +50,7 @@ typedef struct ctx {
 enum { M_PD, M_DNNL, M_PRIM, M_BLAS, M_COUNT };
 
 static void run_pd(ctx *c) {
-  pd_tensor *z = pd_matmul(c->x, c->y, false, false);
+  pd_tensor *z = pd_matmul(c->x, c->y, false, c->s.tb);
   if (!z) {
     fprintf(stderr, "pd_matmul: %s\n", pd_last_error());
     exit(1);
@@ -59,8 +61,8 @@ static void run_pd(ctx *c) {
 static void run_dnnl(ctx *c) {
   const shape *s = &c->s;
   for (int64_t b = 0; b < s->batch; b++)
-    dnnl_sgemm('N', 'N', s->M, s->N, s->K, 1.0f, c->A + b * s->M * s->K, s->K, c->B + b * s->K * s->N, s->N,
-               0.0f, c->C + b * s->M * s->N, s->N);
+    dnnl_sgemm('N', s->tb ? 'T' : 'N', s->M, s->N, s->K, 1.0f, c->A + b * s->M * s->K, s->K,
+               c->B + b * s->K * s->N, s->tb ? s->K : s->N, 0.0f, c->C + b * s->M * s->N, s->N);
 }
 
 static void run_prim(ctx *c) {
@@ -73,9 +75,9 @@ static void run_prim(ctx *c) {
 static void run_blas(ctx *c) {
   const shape *s = &c->s;
   for (int64_t b = 0; b < s->batch; b++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->M, (int)s->N, (int)s->K, 1.0f,
-                c->A + b * s->M * s->K, (int)s->K, c->B + b * s->K * s->N, (int)s->N, 0.0f,
-                c->C + b * s->M * s->N, (int)s->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, (int)s->M, (int)s->N,
+                (int)s->K, 1.0f, c->A + b * s->M * s->K, (int)s->K, c->B + b * s->K * s->N,
+                (int)(s->tb ? s->K : s->N), 0.0f, c->C + b * s->M * s->N, (int)s->N);
 }
 #endif
 
@@ -167,16 +169,19 @@ int main(int argc, char **argv) {
   if (runs < 1) runs = 1;
   if (runs > 64) runs = 64;
   const shape shapes[] = {
-      {"256^3", 1, 256, 256, 256},
-      {"512^3", 1, 512, 512, 512},
-      {"1024^3", 1, 1024, 1024, 1024},
-      {"2048^3", 1, 2048, 2048, 2048},
-      {"qkv [512,256]x[256,768]", 1, 512, 768, 256},
-      {"ffn up [512,256]x[256,1376]", 1, 512, 1376, 256},
-      {"ffn down [512,688]x[688,256]", 1, 512, 256, 688},
-      {"lm head [512,256]x[256,1000]", 1, 512, 1000, 256},
-      {"attn [16,128,64]x[16,64,128]", 16, 128, 128, 64},
-      {"attn [16,128,128]x[16,128,64]", 16, 128, 64, 128},
+      {"256^3", 1, 256, 256, 256, false},
+      {"512^3", 1, 512, 512, 512, false},
+      {"1024^3", 1, 1024, 1024, 1024, false},
+      {"2048^3", 1, 2048, 2048, 2048, false},
+      {"qkv [512,256]x[256,768]", 1, 512, 768, 256, false},
+      {"ffn up [512,256]x[256,1376]", 1, 512, 1376, 256, false},
+      {"ffn down [512,688]x[688,256]", 1, 512, 256, 688, false},
+      {"lm head [512,256]x[256,1000]", 1, 512, 1000, 256, false},
+      {"attn [16,128,64]x[16,64,128]", 16, 128, 128, 64, false},
+      {"attn [16,128,128]x[16,128,64]", 16, 128, 64, 128, false},
+      /* input gradients: dY x W^T */
+      {"mlp dX [128,1024]x[1024,1024]^T", 1, 128, 1024, 1024, true},
+      {"qkv dX [512,768]x[256,768]^T", 1, 512, 256, 768, true},
   };
   printf(
       "paddle.c matmul benchmark: float32, %d threads, GFLOP/s = median of %d runs;\n"
@@ -195,7 +200,7 @@ int main(int argc, char **argv) {
     c.A = filled(s->batch * s->M * s->K, 1);
     c.B = filled(s->batch * s->K * s->N, 2);
     c.C = calloc((size_t)(s->batch * s->M * s->N), sizeof(float));
-    int64_t xs[3] = {s->batch, s->M, s->K}, ys[3] = {s->batch, s->K, s->N};
+    int64_t xs[3] = {s->batch, s->M, s->K}, ys[3] = {s->batch, s->tb ? s->N : s->K, s->tb ? s->K : s->N};
     int nd = s->batch > 1 ? 3 : 2;
     c.x = pd_to_tensor(c.A, PD_FLOAT32, nd, nd == 3 ? xs : xs + 1);
     c.y = pd_to_tensor(c.B, PD_FLOAT32, nd, nd == 3 ? ys : ys + 1);
