@@ -469,14 +469,13 @@ static int rank_seed(int rank) {
    * old groups, so a call is refused by name instead of using freed groups */
   DIST_CHECK(pd_dist_destroy_process_group(NULL) == PD_OK, 39);
   DIST_CHECK(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 20}), 40);
+  /* the rank's scope (dist_run_ranks) owns them */
   pd_tensor *in[2] = {pd_zeros(2, (const int64_t[]){SB, IMG}, PD_FLOAT32),
                       pd_zeros(2, (const int64_t[]){SB, CLS}, PD_FLOAT32)};
   pd_tensor *loss = NULL;
   DIST_CHECK(pd_dist_model_train(m) == PD_OK, 41);
   DIST_CHECK(pd_dist_model_call(m, in, 2, &loss, 1) == PD_ERR_STATE && !loss, 42);
   DIST_CHECK(strstr(pd_last_error(), "since been destroyed"), 43);
-  pd_tensor_release(in[0]);
-  pd_tensor_release(in[1]);
   pd_dist_model_release(m);
   pd_layer_release(net);
   pd_dist_process_mesh_release(mesh);
