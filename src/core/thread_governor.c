@@ -55,6 +55,7 @@
 atomic_int pd_g_governor_state;        /* pd_governor_state */
 atomic_bool pd_g_cores_contended;      /* kernels/cpu/parallel.h */
 atomic_llong pd_g_gemm_panel_products; /* kernels/cpu/parallel.h */
+atomic_int pd_g_cores_free;            /* kernels/cpu/parallel.h */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -149,6 +150,57 @@ static void unpark(void) {
   }
 }
 
+/* Reads a small /proc file whole into buf (NUL-terminated): its length, or
+ * -1. open/read, not stdio or opendir: a fork from another thread in the
+ * middle must not leave the child an allocation to leak. */
+static ssize_t read_proc(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+/* Tasks of the whole machine ready to run now (/proc/loadavg's fourth
+ * field, "running/total"), or -1. */
+static int machine_runnable(void) {
+  char line[128];
+  if (read_proc("/proc/loadavg", line, sizeof line) < 0) return -1;
+  const char *p = line;
+  for (int f = 0; f < 3 && p; f++) p = strchr(p + 1, ' ');
+  return p ? atoi(p + 1) : -1;
+}
+
+/* This process's threads ready to run now (state R in
+ * /proc/self/task/<tid>/stat), the watcher itself included. The directory
+ * is listed with getdents64 into a stack buffer (see read_proc). */
+static int own_runnable(void) {
+  int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return 0;
+  int n = 0;
+  char ents[4096];
+  long got;
+  while ((got = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
+    for (long off = 0; off < got;) {
+      /* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
+      unsigned short reclen;
+      memcpy(&reclen, ents + off + 16, sizeof reclen);
+      const char *name = ents + off + 19;
+      off += reclen;
+      if (name[0] < '0' || name[0] > '9') continue;
+      char path[64], buf[256];
+      snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", name);
+      if (read_proc(path, buf, sizeof buf) < 0) continue;
+      const char *r = strrchr(buf, ')'); /* the state follows the command's closing parenthesis */
+      if (r && r[1] == ' ' && r[2] == 'R') n++;
+    }
+  }
+  close(dfd);
+  return n;
+}
+
 static long preemptions(void) {
   struct rusage ru;
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nivcsw : 0;
@@ -158,15 +210,8 @@ static long preemptions(void) {
  * waited for a CPU (the kernel's pressure-stall information), or -1 where
  * the kernel does not provide it. */
 static long long cpu_stall_us(void) {
-  /* open/read, not stdio: a fork in the middle must not leave the child a
-   * FILE to leak */
-  int fd = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   char line[256];
-  ssize_t n = read(fd, line, sizeof line - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  line[n] = 0;
+  if (read_proc("/proc/pressure/cpu", line, sizeof line) < 0) return -1;
   const char *t = strncmp(line, "some ", 5) == 0 ? strstr(line, "total=") : NULL;
   return t ? strtoll(t + 6, NULL, 10) : -1;
 }
@@ -193,6 +238,13 @@ bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long st
   return w->parked;
 }
 
+int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable, int own_runnable) {
+  int o = machine_runnable - own_runnable;
+  *others = 0.8 * *others + 0.2 * (o > 0 ? o : 0);
+  int free = cpus - (int)(*others + 0.5);
+  return free > 0 ? free : 0;
+}
+
 static bool g_watching; /* the watcher has started (pd_thread_governor_start waits for it) */
 
 static void *watch_main(void *arg) {
@@ -204,6 +256,8 @@ static void *watch_main(void *arg) {
   long last = preemptions();
   long long last_stall = cpu_stall_us();
   pd_governor_window w = {0};
+  int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  double others = 0; /* other processes' runnable tasks, averaged over about half a second */
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
     nanosleep(&ts, NULL);
@@ -213,6 +267,11 @@ static void *watch_main(void *arg) {
     pd_thread_governor_step(&w, now - last, stall >= 0 && last_stall >= 0 ? stall - last_stall : -1,
                             WINDOW_NS / 1000);
     last = now, last_stall = stall;
+    int all = machine_runnable();
+    if (all >= 0)
+      atomic_store_explicit(&pd_g_cores_free,
+                            pd_thread_governor_free_cores(&others, cpus, all, own_runnable()),
+                            memory_order_relaxed);
     if (w.parked != was) {
       /* contended: the library's loops go serial (kernels/cpu/parallel.h) */
       atomic_store_explicit(&pd_g_cores_contended, w.parked, memory_order_relaxed);

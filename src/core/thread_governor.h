@@ -44,6 +44,13 @@ typedef struct pd_governor_window {
 } pd_governor_window;
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us);
 
+/* The cores other processes leave free, from one window's count of the
+ * machine's runnable tasks and this process's own (the watcher's, read from
+ * /proc/loadavg and /proc/self/task): *others keeps the other processes'
+ * runnable tasks averaged over the last windows (weight 0.2 for the newest,
+ * about half a second); cpus less that average, rounded, at least 0. */
+int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable, int own_runnable);
+
 /* Parks a team (libgomp's waits then sleep after a short spin) or releases
  * it; idempotent. The watcher calls it; tests may too. */
 void pd_thread_governor_set_parked(bool parked);

@@ -105,6 +105,13 @@ static void test_gemm_contended_panels(void **state) {
     check_one(t & 1, t & 2, 130, 130, 130, 1.0f, 1.0f, 0);
   }
   assert_int_equal(atomic_load(&pd_g_gemm_panel_products) - before, 12);
+  /* one core left free by the others: one thread, no panels */
+  atomic_store(&pd_g_cores_free, 1);
+  before = atomic_load(&pd_g_gemm_panel_products);
+  for (int t = 0; t < 4; t++) check_one(t & 1, t & 2, 64, 301, 200, 0.5f, -1.0f, 1);
+  assert_int_equal(atomic_load(&pd_g_gemm_panel_products) - before, 0);
+  assert_int_equal(omp_get_max_threads(), 2); /* the team's size comes back */
+  atomic_store(&pd_g_cores_free, 0);
   atomic_store(&pd_g_cores_contended, false);
   before = atomic_load(&pd_g_gemm_panel_products);
   check_one(false, false, 64, 301, 200, 1.0f, 0.0f, 1);

@@ -331,6 +331,30 @@ static void run_scenario(const char *name, const char *var, const char *value) {
              WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 }
 
+/* The cores others leave free: one window's runnable tasks of the machine
+ * less the process's own, averaged (weight 0.2 for the newest window). */
+static void test_free_cores(void **state) {
+  (void)state;
+  double others = 0;
+  /* quiet: only our own tasks run */
+  for (int i = 0; i < 20; i++) assert_int_equal(pd_thread_governor_free_cores(&others, 2, 3, 3), 2);
+  /* one busy process appears: the average passes 0.5 after 4 windows (1 - 0.8^4 = 0.59) */
+  int first_one = -1;
+  for (int i = 0; i < 20; i++)
+    if (pd_thread_governor_free_cores(&others, 2, 4, 3) == 1 && first_one < 0) first_one = i;
+  assert_int_equal(first_one, 3);
+  assert_int_equal(pd_thread_governor_free_cores(&others, 2, 2, 1), 1);
+  /* two of them: no core free, never negative with more */
+  for (int i = 0; i < 20; i++) pd_thread_governor_free_cores(&others, 2, 4, 2);
+  assert_int_equal(pd_thread_governor_free_cores(&others, 2, 4, 2), 0);
+  for (int i = 0; i < 20; i++) pd_thread_governor_free_cores(&others, 2, 9, 1);
+  assert_int_equal(pd_thread_governor_free_cores(&others, 2, 9, 1), 0);
+  /* a count read between our threads' state reads may go below ours: taken as 0 others */
+  others = 0;
+  assert_int_equal(pd_thread_governor_free_cores(&others, 2, 1, 3), 2);
+  assert_true(others == 0);
+}
+
 static void test_passive_pool_sleeps(void **state) {
   (void)state;
   run_scenario("passive", "PADDLEC_WAIT_POLICY", "passive");
@@ -387,6 +411,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decision),
+      cmocka_unit_test(test_free_cores),
       cmocka_unit_test(test_contended_loops_run_on_one_thread),
       cmocka_unit_test(test_passive_pool_sleeps),
       cmocka_unit_test(test_user_wait_policy_wins),

@@ -300,8 +300,10 @@ static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, in
  * single-threaded sgemm (oneDNN runs single-threaded inside a parallel
  * region). The bits of a float32 product already depend
  * on oneDNN's division of the work (docs/determinism.md); deterministic
- * mode, whose parts are fixed by the shape, does not come here. Returns
- * -1 when the product runs as usual instead, else 0 or oneDNN's status. */
+ * mode, whose parts are fixed by the shape, does not come here. When the
+ * other processes leave exactly one core free (pd_g_cores_free) the product
+ * runs on one thread instead. Returns -1 when the product runs as usual
+ * instead, else 0 or oneDNN's status. */
 #define PANEL_MIN_FMAS (1 << 21) /* smaller products: one region's cost is not worth it */
 #define PANELS_PER_THREAD 4
 #define PANEL_MIN_COLS 64
@@ -313,6 +315,15 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
   int nt = omp_get_max_threads();
   if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
+  if (atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) == 1) {
+    /* the others leave one core: a team of one has it to itself, where a
+     * team of two shares two cores with them (measured: docs/threads.md) */
+    omp_set_num_threads(1);
+    dnnl_status_t ds =
+        dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    omp_set_num_threads(nt);
+    return ds == dnnl_success ? 0 : (int)ds;
+  }
   bool by_cols = N >= M;
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
   int64_t np = len / min < (int64_t)nt * PANELS_PER_THREAD ? len / min : (int64_t)nt * PANELS_PER_THREAD;

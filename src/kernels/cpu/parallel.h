@@ -17,6 +17,9 @@ extern atomic_bool pd_g_cores_contended;
 /* How many float32 products ran as panels while the cores were contended
  * (gemm.c; one relaxed add a product): a test's way to see that path ran. */
 extern atomic_llong pd_g_gemm_panel_products;
+/* Cores the other processes leave free (the governor's estimate from the
+ * machine's runnable tasks less this process's, averaged over ~0.5 s). */
+extern atomic_int pd_g_cores_free;
 
 static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
