@@ -5,7 +5,9 @@
  * beside training, two ranks and their launcher on one host). This bench
  * starts its own competitors, child processes at the same nice level as the
  * bench, and times three steps under four conditions:
- *   quiet     nothing else of ours running;
+ *   quiet     nothing else of ours running, and the thread governor's team
+ *             released (it stays parked two calm seconds after the
+ *             competitors of the condition before leave);
  *   1 busy    one process spinning on arithmetic;
  *   2 busy    two of them;
  *   mixed     one busy process, one that alternates 4 ms of arithmetic with
@@ -18,7 +20,9 @@
  * Each condition runs for a fixed time after its competitors have started;
  * its figure is the median step time. The conditions alternate over rounds
  * (the machine's own speed drifts within seconds) and the ratio reported is
- * the median over rounds of (condition / quiet of the same round).
+ * the median over rounds of (condition / quiet of the same round). Last, the
+ * share of samples begun while the governor saw contention and the free
+ * cores it counted, per step and condition.
  * Targets: MLP and decoder <= 2.0x with one competitor, <= 2.5x with two,
  * <= 3x under the mixed load; LinearNet <= 2x under every load.
  *
@@ -36,6 +40,7 @@
 #include <unistd.h>
 
 #include "decoder_model.h"
+#include "kernels/cpu/parallel.h" /* the governor's flags, read to report what it saw */
 #include "linear_net.h"
 #include "timing.h"
 
@@ -155,14 +160,24 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* What the thread governor saw during a condition's samples: how many
+ * samples began with the cores contended, and the free cores it counted. */
+typedef struct governor_seen {
+  int samples, contended;
+  double free_sum;
+} governor_seen;
+
 /* Median step time over `seconds` of samples. */
-static double time_condition(workload *w) {
+static double time_condition(workload *w, governor_seen *g) {
   enum { MAX_SAMPLES = 4096 };
   static double samples[MAX_SAMPLES];
   int n = 0;
   one_step(w); /* the first step after the competitors start is not counted */
   double t_end = bench_now_s() + w->seconds;
   while (n < MAX_SAMPLES && (n < 5 || bench_now_s() < t_end)) {
+    g->samples++;
+    g->contended += atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
+    g->free_sum += atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed);
     double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
     samples[n++] = (bench_now_s() - t0) / w->steps_per_sample;
@@ -267,11 +282,15 @@ int main(int argc, char **argv) {
 
   /* t[k][c][r]: median step time of workload k under condition c in round r */
   double t[3][N_COND][50];
+  governor_seen seen[3][N_COND] = {0};
   for (int r = 0; r < rounds; r++) {
     for (int c = 0; c < N_COND; c++) {
+      /* the quiet reference waits until the governor has released the team
+       * (it stays parked for two calm seconds after competitors leave) */
+      for (int i = 0; c == 0 && i < 60 && atomic_load(&pd_g_cores_contended); i++) sleep_s(0.05);
       pid_t pids[3];
       check(start_competitors(&CONDITIONS[c], pids) == 0, "fork");
-      for (int k = 0; k < 3; k++) t[k][c][r] = time_condition(&ws[k]);
+      for (int k = 0; k < 3; k++) t[k][c][r] = time_condition(&ws[k], &seen[k][c]);
       stop_competitors(&CONDITIONS[c], pids);
       sleep_s(0.1);
     }
@@ -304,6 +323,16 @@ int main(int argc, char **argv) {
     }
   }
   printf("\n%s\n", missed ? "some targets NOT met" : "every target met");
+  printf("\ngovernor (all rounds): samples begun with the cores contended, mean free cores it counted\n");
+  for (int k = 0; k < 3; k++) {
+    printf("%-10s", ws[k].name);
+    for (int c = 0; c < N_COND; c++) {
+      const governor_seen *g = &seen[k][c];
+      int n = g->samples > 0 ? g->samples : 1;
+      printf("  %s %3.0f%% %.2f", CONDITIONS[c].name, 100.0 * g->contended / n, g->free_sum / n);
+    }
+    printf("\n");
+  }
   for (int k = 0; k < 3; k++) workload_free(&ws[k]);
   return 0;
 }
