@@ -9,7 +9,6 @@
  * from the caching allocator), so one primitive may run on several threads
  * at once. */
 #include <oneapi/dnnl/dnnl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

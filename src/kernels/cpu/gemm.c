@@ -318,11 +318,11 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) == 1) {
     /* the others leave one core: a team of one has it to itself, where a
      * team of two shares two cores with them (measured: docs/threads.md) */
-    omp_set_num_threads(1);
-    dnnl_status_t ds =
-        dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    const gemm_parts whole = {1, 1, 1};
+    omp_set_num_threads(1); /* oneDNN sizes its team from this thread's setting */
+    int st = run_part(&whole, 0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
     omp_set_num_threads(nt);
-    return ds == dnnl_success ? 0 : (int)ds;
+    return st;
   }
   bool by_cols = N >= M;
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;

@@ -10,7 +10,6 @@
 #include "gemm_dnnl_matmul.h"
 
 #include <omp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
