@@ -30,6 +30,16 @@ static int s_sdpa_mask(pd_tensor **in, pd_attrs *a) { /* a bool mask broadcast o
 static int s_sdpa_long(pd_tensor **in, pd_attrs *a) { /* more keys than one block */
   return qkv(in, a, 1, 2, 70, 1, 2, true);
 }
+static int s_sdpa_blocks(pd_tensor **in, pd_attrs *a) { /* Sq > Sk, each past a block size (the kernel's
+                                                         * 128 and 256), causal, a bool mask of keys
+                                                         * (a float mask would get no gradient) */
+  int n = qkv(in, a, 1, 300, 130, 1, 1, true);
+  a->i[1] = 1;
+  double keep[130];
+  for (int j = 0; j < 130; j++) keep[j] = j % 5 != 2;
+  in[n++] = pd_tensor_from_f64(keep, PD_BOOL, 1, S(130));
+  return n;
+}
 
 /* The grad op: query, key, value, [mask], then the forward's out,
  * softmax_lse and seed_offset, and dout. */
@@ -50,6 +60,7 @@ const pd_op_sample pd_samples_attention[] = {
     {"scaled_dot_product_attention", s_sdpa_causal, 0},
     {"scaled_dot_product_attention", s_sdpa_mask, 0},
     {"scaled_dot_product_attention", s_sdpa_long, 0},
+    {"scaled_dot_product_attention", s_sdpa_blocks, 0},
     {"scaled_dot_product_attention_grad", s_sdpa_grad, 0},
     {"scaled_dot_product_attention_grad", s_sdpa_grad_mask, 0},
     {NULL, NULL, 0},

@@ -2,11 +2,15 @@
  * attention in double written here (several shapes, sequence lengths that
  * are not multiples of the block size, causal, bool and additive masks),
  * gradients against the composed computation (matmul + softmax + matmul),
+ * the blocked kernel's outputs, lse and gradients against a naive forward
+ * and backward in double that draws the dropout as attention.h documents,
  * dropout modes, rotary embedding values, bad inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_internal.h"
+#include "ops/op_registry.h"
 #include "test_util.h"
 
 static unsigned g_rng = 4321u;
@@ -217,6 +221,187 @@ static void test_sdpa_dropout(void **state) {
   expect_no_live_tensors();
 }
 
+/* ---- the blocked kernel against a reference in double ----------------------
+ * The op and its grad op dispatched directly (the grad op gets the forward's
+ * softmax_lse and seed_offset), float32 and float64, against naive loops in
+ * double that apply the mask, the causal rule and dropout as attention.h
+ * documents them: (b, h, i, j) is kept when the Philox uniform of element
+ * e = ((b*H + h)*Sq + i)*Sk + j (counter first + e/4, word e%4) is >= p.
+ * The sequence lengths straddle the kernel's block sizes (64 to 256). */
+typedef struct attn_case {
+  int64_t B, Sq, Sk, H, D, Dv;
+  int mask_kind;    /* 0 none, 1 bool, 2 additive */
+  int64_t ms[4];    /* the mask's shape, 1 where broadcast over [B, H, Sq, Sk] */
+  int64_t dead_row; /* >= 0: with a mask, the row of batch 0 whose every key is dropped */
+  bool causal;
+  double p; /* dropout */
+} attn_case;
+
+static double keep_factor(const attn_case *c, uint64_t first, uint64_t key, int64_t b, int64_t h, int64_t i,
+                          int64_t j) {
+  if (c->p <= 0) return 1;
+  uint64_t e = (uint64_t)(((b * c->H + h) * c->Sq + i) * c->Sk + j);
+  uint32_t w[4];
+  pd_philox(first + e / 4, key, w);
+  return (double)pd_u32_to_unit_f32(w[e % 4]) >= c->p ? 1.0 / (1.0 - c->p) : 0.0;
+}
+
+/* out [B,Sq,H,Dv], lse [B,H,Sq] and, for dout GO, dq, dk, dv (zeroed by the caller). */
+static void reference(const attn_case *c, const double *Q, const double *K, const double *V, const double *M,
+                      const double *GO, uint64_t first, uint64_t key, double *out, double *lse, double *dq,
+                      double *dk, double *dv) {
+  const int64_t B = c->B, Sq = c->Sq, Sk = c->Sk, H = c->H, D = c->D, Dv = c->Dv;
+  const int64_t *ms = c->ms;
+  const double scale = 1.0 / sqrt((double)D);
+  double *p = malloc(sizeof(double) * (size_t)Sk), *f = malloc(sizeof(double) * (size_t)Sk);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t i = 0; i < Sq; i++) {
+        const double *q = Q + ((b * Sq + i) * H + h) * D, *go = GO + ((b * Sq + i) * H + h) * Dv;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Sk; j++) {
+          const double *k = K + ((b * Sk + j) * H + h) * D;
+          double s = 0;
+          for (int64_t d = 0; d < D; d++) s += q[d] * k[d];
+          s *= scale;
+          if (c->mask_kind) {
+            double m =
+                M[(((ms[0] == 1 ? 0 : b) * ms[1] + (ms[1] == 1 ? 0 : h)) * ms[2] + (ms[2] == 1 ? 0 : i)) *
+                      ms[3] +
+                  (ms[3] == 1 ? 0 : j)];
+            s = c->mask_kind == 1 ? (m != 0 ? s : -INFINITY) : s + m;
+          }
+          if (c->causal && j > i) s = -INFINITY;
+          p[j] = s;
+          mx = s > mx ? s : mx;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < Sk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+        lse[(b * H + h) * Sq + i] = sum > 0 ? mx + log(sum) : -INFINITY;
+        double *o = out + ((b * Sq + i) * H + h) * Dv;
+        for (int64_t j = 0; j < Sk; j++) {
+          p[j] = sum > 0 ? p[j] / sum : 0;
+          f[j] = keep_factor(c, first, key, b, h, i, j);
+          for (int64_t d = 0; d < Dv; d++) o[d] += p[j] * f[j] * V[((b * Sk + j) * H + h) * Dv + d];
+        }
+        /* backward: dS_j = P_j (f_j dO.v_j - dO.out), dq = scale dS K, dk_j += scale dS_j q, dv_j += P_j f_j
+         * dO */
+        double di = 0;
+        for (int64_t d = 0; d < Dv; d++) di += go[d] * o[d];
+        for (int64_t j = 0; j < Sk; j++) {
+          if (p[j] == 0) continue;
+          const double *k = K + ((b * Sk + j) * H + h) * D, *v = V + ((b * Sk + j) * H + h) * Dv;
+          double dp = 0;
+          for (int64_t d = 0; d < Dv; d++) dp += go[d] * v[d];
+          const double ds = p[j] * (dp * f[j] - di) * scale;
+          for (int64_t d = 0; d < D; d++) {
+            dq[((b * Sq + i) * H + h) * D + d] += ds * k[d];
+            dk[((b * Sk + j) * H + h) * D + d] += ds * q[d];
+          }
+          for (int64_t d = 0; d < Dv; d++) dv[((b * Sk + j) * H + h) * Dv + d] += p[j] * f[j] * go[d];
+        }
+      }
+  free(p);
+  free(f);
+}
+
+static pd_tensor *from(const double *x, pd_dtype dt, int nd, const int64_t *shape) {
+  return pd_tensor_from_f64(x, dt, nd, shape);
+}
+
+static void blocked_case(const attn_case *c, pd_dtype dt, double tol) {
+  pd_scope_begin();
+  const int64_t B = c->B, Sq = c->Sq, Sk = c->Sk, H = c->H, D = c->D, Dv = c->Dv;
+  const int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, H, D}, vs[4] = {B, Sk, H, Dv}, os[4] = {B, Sq, H, Dv},
+                ls[3] = {B, H, Sq};
+  pd_tensor *in[8];
+  int n = 0;
+  in[n++] = rand_t(dt, 4, qs, -1, 1);
+  in[n++] = rand_t(dt, 4, ks, -1, 1);
+  in[n++] = rand_t(dt, 4, vs, -1, 1);
+  double *M = NULL;
+  if (c->mask_kind) {
+    int64_t nm = c->ms[0] * c->ms[1] * c->ms[2] * c->ms[3];
+    M = malloc(sizeof(double) * (size_t)nm);
+    for (int64_t x = 0; x < nm; x++) {
+      double r = rnd();
+      M[x] = c->mask_kind == 1 ? (r > 0.3) : r < 0.1 ? -INFINITY : 3 * r - 2;
+    }
+    if (c->dead_row >= 0) /* batch 0, every head: nothing to attend to */
+      for (int64_t h = 0; h < c->ms[1]; h++)
+        for (int64_t j = 0; j < c->ms[3]; j++)
+          M[(h * c->ms[2] + c->dead_row) * c->ms[3] + j] = c->mask_kind == 1 ? 0 : -INFINITY;
+    in[n++] = from(M, c->mask_kind == 1 ? PD_BOOL : dt, 4, c->ms);
+  }
+  pd_attrs a = {.i = {c->causal, c->mask_kind != 0, c->p > 0}, .f = {c->p, 1.0 / sqrt((double)D)}};
+  pd_tensor *fwd[PD_MAX_OUTPUTS];
+  int nf = 0;
+  assert_int_equal(pd_dispatch(PD_OP_scaled_dot_product_attention, in, n, &a, fwd, &nf), PD_OK);
+  assert_int_equal(nf, 3);
+  pd_tensor *dout = rand_t(dt, 4, os, -1, 1);
+  pd_tensor *gin[8];
+  int ng = 0;
+  for (int x = 0; x < n; x++) gin[ng++] = in[x];
+  for (int x = 0; x < 3; x++) gin[ng++] = fwd[x];
+  gin[ng++] = dout;
+  pd_tensor *grads[PD_MAX_OUTPUTS];
+  int ngr = 0;
+  assert_int_equal(pd_dispatch(PD_OP_scaled_dot_product_attention_grad, gin, ng, &a, grads, &ngr), PD_OK);
+  assert_int_equal(ngr, 3);
+
+  double *Q = vals(in[0]), *K = vals(in[1]), *V = vals(in[2]), *GO = vals(dout);
+  if (M && c->mask_kind == 2) { /* the mask as the kernel saw it (rounded to dt) */
+    free(M);
+    M = vals(in[3]);
+  }
+  double *out = calloc((size_t)(B * Sq * H * Dv), sizeof(double)),
+         *lse = calloc((size_t)(B * H * Sq), sizeof(double));
+  double *dq = calloc((size_t)(B * Sq * H * D), sizeof(double)),
+         *dk = calloc((size_t)(B * Sk * H * D), sizeof(double));
+  double *dv = calloc((size_t)(B * Sk * H * Dv), sizeof(double));
+  const int64_t *so = pd_tensor_data(fwd[2]);
+  reference(c, Q, K, V, M, GO, (uint64_t)so[0], (uint64_t)so[1], out, lse, dq, dk, dv);
+  expect_close(fwd[0], from(out, PD_FLOAT64, 4, os), tol, tol);
+  expect_close(fwd[1], from(lse, PD_FLOAT64, 3, ls), tol, tol);
+  expect_close(grads[0], from(dq, PD_FLOAT64, 4, qs), tol, tol);
+  expect_close(grads[1], from(dk, PD_FLOAT64, 4, ks), tol, tol);
+  expect_close(grads[2], from(dv, PD_FLOAT64, 4, vs), tol, tol);
+  if (c->dead_row >= 0) { /* the row whose keys are all dropped: lse -inf, output 0, no gradient */
+    for (int64_t h = 0; h < H; h++) {
+      assert_true(pd_tensor_item_at(fwd[1], h * Sq + c->dead_row) == -INFINITY);
+      for (int64_t d = 0; d < Dv; d++)
+        assert_true(pd_tensor_item_at(fwd[0], (c->dead_row * H + h) * Dv + d) == 0.0);
+      for (int64_t d = 0; d < D; d++)
+        assert_true(pd_tensor_item_at(grads[0], (c->dead_row * H + h) * D + d) == 0.0);
+    }
+  }
+  free(Q), free(K), free(V), free(GO), free(M);
+  free(out), free(lse), free(dq), free(dk), free(dv);
+  pd_scope_end();
+}
+
+static const attn_case k_blocked_cases[] = {
+    {1, 1, 1, 1, 8, 8, 0, {0}, -1, false, 0.0},
+    {1, 1, 1, 1, 8, 8, 0, {0}, -1, true, 0.5},
+    {2, 7, 7, 2, 16, 16, 0, {0}, -1, true, 0.3},
+    {1, 129, 129, 2, 32, 24, 2, {1, 1, 129, 129}, 64, false, 0.0},
+    {2, 300, 300, 2, 16, 16, 1, {2, 1, 300, 300}, 150, true, 0.0},
+    {1, 300, 129, 2, 16, 8, 0, {0}, -1, true, 0.2},
+    {1, 129, 300, 3, 8, 16, 1, {1, 3, 1, 300}, -1, true, 0.25},
+    {2, 257, 300, 1, 16, 16, 2, {2, 1, 257, 1}, 200, false, 0.0},
+    {1, 300, 7, 2, 16, 16, 2, {1, 2, 300, 7}, 299, false, 0.1},
+    {1, 300, 300, 1, 64, 64, 0, {0}, -1, false, 0.1},
+};
+
+static void test_sdpa_blocked_kernel(void **state) {
+  (void)state;
+  for (size_t x = 0; x < sizeof k_blocked_cases / sizeof k_blocked_cases[0]; x++) {
+    blocked_case(&k_blocked_cases[x], PD_FLOAT64, 1e-10);
+    blocked_case(&k_blocked_cases[x], PD_FLOAT32, 2e-4);
+  }
+  expect_no_live_tensors();
+}
+
 static void test_rotary(void **state) {
   (void)state;
   pd_scope_begin();
@@ -290,9 +475,10 @@ static void test_sdpa_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sdpa_values),    cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
-      cmocka_unit_test(test_sdpa_gradients), cmocka_unit_test(test_sdpa_dropout),
-      cmocka_unit_test(test_rotary),         cmocka_unit_test(test_sdpa_bad_inputs),
+      cmocka_unit_test(test_sdpa_values),         cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
+      cmocka_unit_test(test_sdpa_gradients),      cmocka_unit_test(test_sdpa_dropout),
+      cmocka_unit_test(test_sdpa_blocked_kernel), cmocka_unit_test(test_rotary),
+      cmocka_unit_test(test_sdpa_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,22 +1,23 @@
 /* The attention kernels for one element type, included by attention.c with
- *   T     the element type,        SFX  the name suffix (f32, f64),
- *   EXP   a vectorisable exp(T),   SEL  a branch-free select (c, a, b). */
+ *   T     the element type,  SFX   the name suffix (f32, f64),
+ *   EXP   a vectorisable e^x for x <= 0 (0 at -inf, NaN kept),
+ *   GEMM  a product with gemm.h's arguments that runs on the calling
+ *         thread, or whose bits do not depend on the thread count.
+ *
+ * The products of a block are GEMMs on the [B, S, H, D] tensors in place: a
+ * head's rows are H * D (or H * Dv) elements apart, which is the leading
+ * dimension. Each task (a block of query rows forward, a head backward) does
+ * its products and additions in an order fixed by the shape, so the results
+ * have the same bits on any number of threads. */
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SFX)
 
-/* Scores of query row i (already scaled: qs = scale * q_i) against keys
- * j0 .. j0+nk-1, whose transposed block kt is [D][BK]: s[jj], with the mask
- * and causal rule applied (-inf where dropped). */
-static inline void FN(score_row_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i, int64_t j0,
-                                  int64_t nk, const T *restrict qs, const T *restrict kt, T *restrict s) {
-  for (int64_t jj = 0; jj < nk; jj++) s[jj] = 0;
-  for (int64_t d = 0; d < g->D; d++) {
-    const T qd = qs[d];
-    const T *restrict kr = kt + d * ATTN_BK;
-    PD_SIMD for (int64_t jj = 0; jj < nk; jj++) s[jj] += qd * kr[jj];
-  }
+/* The mask and the causal rule on row i of a block of scores, s[jj] for key
+ * j0 + jj: -inf where the pair is dropped, the additive mask added. */
+static inline void FN(mask_row_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i, int64_t j0,
+                                 int64_t nk, T *restrict s) {
   if (g->mask_kind != PD_ATTN_MASK_NONE) {
     const int64_t base = b * g->mstride[0] + h * g->mstride[1] + i * g->mstride[2] + j0 * g->mstride[3];
     const int64_t sj = g->mstride[3];
@@ -24,6 +25,9 @@ static inline void FN(score_row_)(const pd_attn_geom *g, int64_t b, int64_t h, i
       const uint8_t *m = (const uint8_t *)g->mask + base;
       for (int64_t jj = 0; jj < nk; jj++)
         if (!m[jj * sj]) s[jj] = -INFINITY;
+    } else if (sj == 1) {
+      const T *restrict m = (const T *)g->mask + base;
+      PD_SIMD for (int64_t jj = 0; jj < nk; jj++) s[jj] += m[jj];
     } else {
       const T *m = (const T *)g->mask + base;
       for (int64_t jj = 0; jj < nk; jj++) s[jj] += m[jj * sj];
@@ -51,183 +55,180 @@ static void FN(drop_row_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i
   }
 }
 
-/* Packs rows j0..j0+nk-1 of head h of x ([.., S, H, n] with row stride rs)
- * transposed into t[n][ATTN_BK]. */
-static inline void FN(pack_t_)(const T *restrict x, int64_t rs, int64_t n, int64_t nk, T *restrict t) {
-  for (int64_t jj = 0; jj < nk; jj++) {
-    const T *restrict r = x + jj * rs;
-    for (int64_t d = 0; d < n; d++) t[d * ATTN_BK + jj] = r[d];
+/* One forward task: the query block qb of head h of batch b (t enumerates
+ * them). Per block of keys: S = scale * Q K^T (one product), the mask and
+ * an online softmax row by row (running max m, running sum l, the
+ * accumulator rescaled when the max grows), then acc += P V (one product).
+ * buf: FWD_SCRATCH elements. */
+static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse, T *buf,
+                         int64_t t) {
+  const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv, ldq = H * D, ldv = H * Dv;
+  const int64_t nqb = (Sq + ATTN_BQ - 1) / ATTN_BQ;
+  const int64_t qb = t % nqb, h = (t / nqb) % H, b = t / (nqb * H);
+  const int64_t i0 = qb * ATTN_BQ, nq = Sq - i0 < ATTN_BQ ? Sq - i0 : ATTN_BQ;
+  const int64_t kend = g->causal ? (i0 + nq < Sk ? i0 + nq : Sk) : Sk;
+  const T *qblk = q + ((b * Sq + i0) * H + h) * D;
+  T *S = buf, *acc = S + ATTN_BQ * ATTN_BK, *m = acc + ATTN_BQ * Dv, *l = m + ATTN_BQ, *f = l + ATTN_BQ;
+  int failed = 0;
+  for (int64_t ii = 0; ii < nq; ii++) {
+    m[ii] = -INFINITY;
+    l[ii] = 0;
   }
+  for (int64_t x = 0; x < nq * Dv; x++) acc[x] = 0;
+  for (int64_t j0 = 0; j0 < kend && !failed; j0 += ATTN_BK) {
+    const int64_t nk = kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK;
+    const T *kblk = k + ((b * Sk + j0) * H + h) * D, *vblk = v + ((b * Sk + j0) * H + h) * Dv;
+    failed = GEMM(false, true, nq, nk, D, (T)g->scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BK);
+    for (int64_t ii = 0; ii < nq && !failed; ii++) {
+      const int64_t i = i0 + ii;
+      T *restrict s = S + ii * ATTN_BK;
+      FN(mask_row_)(g, b, h, i, j0, nk, s);
+      T mx = -INFINITY;
+      _Pragma("omp simd reduction(max : mx)") for (int64_t jj = 0; jj < nk; jj++) mx =
+          s[jj] > mx ? s[jj] : mx;
+      const T mnew = mx > m[ii] ? mx : m[ii];
+      if (mnew == -INFINITY) { /* every key so far dropped: this block adds nothing */
+        for (int64_t jj = 0; jj < nk; jj++) s[jj] = 0;
+        continue;
+      }
+      const T alpha = EXP(m[ii] - mnew); /* 0 while m[ii] is -inf */
+      T sum = 0;
+      _Pragma("omp simd reduction(+ : sum)") for (int64_t jj = 0; jj < nk; jj++) {
+        const T e = EXP(s[jj] - mnew);
+        s[jj] = e;
+        sum += e;
+      }
+      l[ii] = l[ii] * alpha + sum;
+      m[ii] = mnew;
+      if (alpha != (T)1) {
+        T *restrict a = acc + ii * Dv;
+        PD_SIMD for (int64_t d = 0; d < Dv; d++) a[d] *= alpha;
+      }
+      if (g->dropout_p > 0) {
+        FN(drop_row_)(g, b, h, i, j0, nk, f);
+        PD_SIMD for (int64_t jj = 0; jj < nk; jj++) s[jj] *= f[jj];
+      }
+    }
+    if (!failed) failed = GEMM(false, false, nq, Dv, nk, 1, S, ATTN_BK, vblk, ldv, 1, acc, Dv);
+  }
+  for (int64_t ii = 0; ii < nq && !failed; ii++) {
+    const int64_t i = i0 + ii;
+    T *o = out + ((b * Sq + i) * H + h) * Dv;
+    if (l[ii] > 0) { /* else every key dropped: 0 */
+      const T inv = (T)1 / l[ii], *restrict a = acc + ii * Dv;
+      PD_SIMD for (int64_t d = 0; d < Dv; d++) o[d] = a[d] * inv;
+    } else {
+      memset(o, 0, sizeof(T) * (size_t)Dv);
+    }
+    lse[(b * H + h) * Sq + i] = l[ii] > 0 ? m[ii] + (T)log((double)l[ii]) : (T)-INFINITY;
+  }
+  return failed ? -1 : 0;
 }
 
-/* One forward task: the query block qb of head h of batch b (t enumerates them). */
-static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse,
-                         int64_t t) {
-  const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv;
-  const int64_t nqb = (Sq + ATTN_BQ - 1) / ATTN_BQ;
-  const T scale = (T)g->scale;
-  {
-    const int64_t qb = t % nqb, h = (t / nqb) % H, b = t / (nqb * H);
-    const int64_t i0 = qb * ATTN_BQ, nq = Sq - i0 < ATTN_BQ ? Sq - i0 : ATTN_BQ;
-    const int64_t kend = g->causal ? (i0 + nq < Sk ? i0 + nq : Sk) : Sk;
-    T *buf = malloc(sizeof(T) *
-                    (size_t)(ATTN_BQ * ATTN_BK + D * ATTN_BK + ATTN_BQ * Dv + 2 * ATTN_BQ + D + ATTN_BK));
-    if (!buf) return -1;
-    {
-      T *S = buf, *kt = S + ATTN_BQ * ATTN_BK, *acc = kt + D * ATTN_BK, *m = acc + ATTN_BQ * Dv,
-        *l = m + ATTN_BQ, *qs = l + ATTN_BQ, *f = qs + D;
-      for (int64_t ii = 0; ii < nq; ii++) {
-        m[ii] = -INFINITY;
-        l[ii] = 0;
-      }
-      for (int64_t x = 0; x < nq * Dv; x++) acc[x] = 0;
-      for (int64_t j0 = 0; j0 < kend; j0 += ATTN_BK) {
-        const int64_t nk = kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK;
-        FN(pack_t_)(k + ((b * Sk + j0) * H + h) * D, H * D, D, nk, kt);
-        for (int64_t ii = 0; ii < nq; ii++) {
-          const int64_t i = i0 + ii;
-          const T *qr = q + ((b * Sq + i) * H + h) * D;
-          for (int64_t d = 0; d < D; d++) qs[d] = qr[d] * scale;
-          T *restrict s = S + ii * ATTN_BK;
-          FN(score_row_)(g, b, h, i, j0, nk, qs, kt, s);
-          T mx = -INFINITY;
-          for (int64_t jj = 0; jj < nk; jj++) mx = s[jj] > mx ? s[jj] : mx;
-          const T mnew = mx > m[ii] ? mx : m[ii];
-          if (mnew == -INFINITY) continue; /* every key so far dropped */
-          const T alpha = m[ii] == -INFINITY ? (T)0 : EXP(m[ii] - mnew);
-          T sum = 0;
-          PD_SIMD for (int64_t jj = 0; jj < nk; jj++) {
-            T e = EXP(s[jj] - mnew);
-            e = SEL(s[jj] == -INFINITY, (T)0, e);
-            s[jj] = e;
-            sum += e;
-          }
-          l[ii] = l[ii] * alpha + sum;
-          m[ii] = mnew;
-          T *restrict a = acc + ii * Dv;
-          if (alpha != (T)1)
-            for (int64_t d = 0; d < Dv; d++) a[d] *= alpha;
-          if (g->dropout_p > 0) {
-            FN(drop_row_)(g, b, h, i, j0, nk, f);
-            for (int64_t jj = 0; jj < nk; jj++) s[jj] *= f[jj];
-          }
-          for (int64_t jj = 0; jj < nk; jj++) {
-            const T p = s[jj];
-            if (p == 0) continue;
-            const T *restrict vr = v + ((b * Sk + j0 + jj) * H + h) * Dv;
-            PD_SIMD for (int64_t d = 0; d < Dv; d++) a[d] += p * vr[d];
-          }
-        }
-      }
-      for (int64_t ii = 0; ii < nq; ii++) {
-        const int64_t i = i0 + ii;
-        T *o = out + ((b * Sq + i) * H + h) * Dv;
-        const T inv = l[ii] > 0 ? (T)1 / l[ii] : (T)0;
-        for (int64_t d = 0; d < Dv; d++) o[d] = acc[ii * Dv + d] * inv;
-        lse[(b * H + h) * Sq + i] = l[ii] > 0 ? m[ii] + (T)log((double)l[ii]) : (T)-INFINITY;
-      }
-      free(buf);
-    }
-  }
-  return 0;
-}
+#define FWD_SCRATCH(g) (ATTN_BQ * ATTN_BK + ATTN_BQ * (g)->Dv + 2 * ATTN_BQ + ATTN_BK)
 
 int FN(pdk_attention_fwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {
   const int64_t ntask = g->B * g->H * ((g->Sq + ATTN_BQ - 1) / ATTN_BQ);
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;
-  PD_PARALLEL_FOR_IF(work > 2e5 && ntask > 1, t, ntask, {
-    if (FN(fwd_task_)(g, q, k, v, out, lse, t)) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-  });
+  ATTN_TASKS(work > 2e5 && ntask > 1, ntask, T, FWD_SCRATCH(g), failed, t, buf,
+             FN(fwd_task_)(g, q, k, v, out, lse, buf, t));
   return failed ? -1 : 0;
 }
 
-/* One backward task: head h of batch b (t = b * H + h). */
-static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
-                         const T *lse, const T *dout, T *dq, T *dk, T *dv, int64_t t) {
-  const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv;
-  const T scale = (T)g->scale;
-  {
-    const int64_t h = t % H, b = t / H;
-    T *buf = malloc(sizeof(T) * (size_t)(Sq + 2 * ATTN_BK * (D + Dv) + 3 * ATTN_BK + D));
-    if (!buf) return -1;
-    {
-      T *Di = buf, *kt = Di + Sq, *vt = kt + D * ATTN_BK, *dka = vt + Dv * ATTN_BK, *dva = dka + ATTN_BK * D,
-        *s = dva + ATTN_BK * Dv, *dp = s + ATTN_BK, *f = dp + ATTN_BK, *qs = f + ATTN_BK;
-      for (int64_t i = 0; i < Sq; i++) {
-        const T *o = out + ((b * Sq + i) * H + h) * Dv, *go = dout + ((b * Sq + i) * H + h) * Dv;
-        T acc = 0;
-        for (int64_t d = 0; d < Dv; d++) acc += o[d] * go[d];
-        Di[i] = acc;
-        T *gq = dq + ((b * Sq + i) * H + h) * D;
-        for (int64_t d = 0; d < D; d++) gq[d] = 0;
+/* Rows of a head's block that a backward block works on: P (softmax
+ * probabilities recomputed from the scores in s and the saved lse) and, from
+ * dP = dO V^T in dp, dS = P * (dP * f - D_i) into dp and P * f (f the
+ * dropout factors) into s. A row whose keys were all dropped (lse -inf) is
+ * zero in both. */
+static inline void FN(bwd_rows_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i0, int64_t nq,
+                                 int64_t j0, int64_t nk, const T *lse, const T *Di, T *S, T *dP, T *f) {
+  for (int64_t ii = 0; ii < nq; ii++) {
+    const int64_t i = i0 + ii;
+    T *restrict s = S + ii * ATTN_BWD_BK, *restrict dp = dP + ii * ATTN_BWD_BK;
+    const T li = lse[(b * g->H + h) * g->Sq + i];
+    if (li == -INFINITY) {
+      for (int64_t jj = 0; jj < nk; jj++) s[jj] = dp[jj] = 0;
+      continue;
+    }
+    FN(mask_row_)(g, b, h, i, j0, nk, s);
+    const T di = Di[i];
+    if (g->dropout_p > 0) {
+      FN(drop_row_)(g, b, h, i, j0, nk, f);
+      PD_SIMD for (int64_t jj = 0; jj < nk; jj++) {
+        const T p = EXP(s[jj] - li);
+        dp[jj] = p * (dp[jj] * f[jj] - di);
+        s[jj] = p * f[jj];
       }
-      for (int64_t j0 = 0; j0 < Sk; j0 += ATTN_BK) {
-        const int64_t nk = Sk - j0 < ATTN_BK ? Sk - j0 : ATTN_BK;
-        FN(pack_t_)(k + ((b * Sk + j0) * H + h) * D, H * D, D, nk, kt);
-        FN(pack_t_)(v + ((b * Sk + j0) * H + h) * Dv, H * Dv, Dv, nk, vt);
-        for (int64_t x = 0; x < nk * D; x++) dka[x] = 0;
-        for (int64_t x = 0; x < nk * Dv; x++) dva[x] = 0;
-        for (int64_t i = g->causal ? j0 : 0; i < Sq; i++) {
-          const T li = lse[(b * H + h) * Sq + i];
-          if (li == -INFINITY) continue; /* a fully dropped row: no gradient */
-          const T *qr = q + ((b * Sq + i) * H + h) * D, *go = dout + ((b * Sq + i) * H + h) * Dv;
-          for (int64_t d = 0; d < D; d++) qs[d] = qr[d] * scale;
-          FN(score_row_)(g, b, h, i, j0, nk, qs, kt, s);
-          PD_SIMD for (int64_t jj = 0; jj < nk; jj++) {
-            T e = EXP(s[jj] - li);
-            s[jj] = SEL(s[jj] == -INFINITY, (T)0, e);
-          }
-          for (int64_t jj = 0; jj < nk; jj++) dp[jj] = 0;
-          for (int64_t d = 0; d < Dv; d++) {
-            const T gd = go[d];
-            const T *restrict vr = vt + d * ATTN_BK;
-            PD_SIMD for (int64_t jj = 0; jj < nk; jj++) dp[jj] += gd * vr[jj];
-          }
-          if (g->dropout_p > 0) {
-            FN(drop_row_)(g, b, h, i, j0, nk, f);
-          } else {
-            for (int64_t jj = 0; jj < nk; jj++) f[jj] = 1;
-          }
-          const T di = Di[i];
-          T *restrict gq = dq + ((b * Sq + i) * H + h) * D;
-          for (int64_t jj = 0; jj < nk; jj++) {
-            const T p = s[jj];
-            if (p == 0) continue;
-            const T pd = p * f[jj], ds = p * (dp[jj] * f[jj] - di) * scale;
-            T *restrict gv = dva + jj * Dv;
-            PD_SIMD for (int64_t d = 0; d < Dv; d++) gv[d] += pd * go[d];
-            const T *restrict kr = k + ((b * Sk + j0 + jj) * H + h) * D;
-            T *restrict gk = dka + jj * D;
-            PD_SIMD for (int64_t d = 0; d < D; d++) {
-              gq[d] += ds * kr[d];
-              gk[d] += ds * qr[d];
-            }
-          }
-        }
-        for (int64_t jj = 0; jj < nk; jj++) {
-          T *gk = dk + ((b * Sk + j0 + jj) * H + h) * D, *gv = dv + ((b * Sk + j0 + jj) * H + h) * Dv;
-          for (int64_t d = 0; d < D; d++) gk[d] = dka[jj * D + d];
-          for (int64_t d = 0; d < Dv; d++) gv[d] = dva[jj * Dv + d];
-        }
+    } else {
+      PD_SIMD for (int64_t jj = 0; jj < nk; jj++) {
+        const T p = EXP(s[jj] - li);
+        dp[jj] = p * (dp[jj] - di);
+        s[jj] = p;
       }
-      free(buf);
     }
   }
-  return 0;
 }
+
+/* One backward task: head h of batch b (t = b * H + h). Per block of keys,
+ * over the blocks of queries that can see it: S = scale * Q K^T and
+ * dP = dO V^T (products), the rows (bwd_rows_), then dV += (P f)^T dO,
+ * dQ += scale * dS K and dK += scale * dS^T Q (products accumulating into the
+ * outputs, which this task alone writes for its head). buf: BWD_SCRATCH
+ * elements. */
+static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
+                         const T *lse, const T *dout, T *dq, T *dk, T *dv, T *buf, int64_t t) {
+  const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv, ldq = H * D, ldv = H * Dv;
+  const int64_t h = t % H, b = t / H;
+  const T scale = (T)g->scale;
+  T *Di = buf, *S = Di + Sq, *dP = S + ATTN_BWD_BQ * ATTN_BWD_BK, *f = dP + ATTN_BWD_BQ * ATTN_BWD_BK;
+  for (int64_t i = 0; i < Sq; i++) {
+    const T *o = out + ((b * Sq + i) * H + h) * Dv, *go = dout + ((b * Sq + i) * H + h) * Dv;
+    T acc = 0;
+    _Pragma("omp simd reduction(+ : acc)") for (int64_t d = 0; d < Dv; d++) acc += o[d] * go[d];
+    Di[i] = acc;
+    memset(dq + ((b * Sq + i) * H + h) * D, 0, sizeof(T) * (size_t)D);
+  }
+  for (int64_t j = 0; j < Sk; j++) {
+    memset(dk + ((b * Sk + j) * H + h) * D, 0, sizeof(T) * (size_t)D);
+    memset(dv + ((b * Sk + j) * H + h) * Dv, 0, sizeof(T) * (size_t)Dv);
+  }
+  int failed = 0;
+  for (int64_t j0 = 0; j0 < Sk && !failed; j0 += ATTN_BWD_BK) {
+    const int64_t nk = Sk - j0 < ATTN_BWD_BK ? Sk - j0 : ATTN_BWD_BK;
+    const int64_t jo = (b * Sk + j0) * H + h;
+    const T *kblk = k + jo * D, *vblk = v + jo * Dv;
+    T *dkblk = dk + jo * D, *dvblk = dv + jo * Dv;
+    /* causal: rows above j0 see none of these keys */
+    for (int64_t i0 = g->causal ? j0 / ATTN_BWD_BQ * ATTN_BWD_BQ : 0; i0 < Sq && !failed; i0 += ATTN_BWD_BQ) {
+      const int64_t nq = Sq - i0 < ATTN_BWD_BQ ? Sq - i0 : ATTN_BWD_BQ;
+      const int64_t io = (b * Sq + i0) * H + h;
+      const T *qblk = q + io * D, *goblk = dout + io * Dv;
+      failed = GEMM(false, true, nq, nk, D, scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BWD_BK) ||
+               GEMM(false, true, nq, nk, Dv, 1, goblk, ldv, vblk, ldv, 0, dP, ATTN_BWD_BK);
+      if (failed) break;
+      FN(bwd_rows_)(g, b, h, i0, nq, j0, nk, lse, Di, S, dP, f);
+      failed = GEMM(true, false, nk, Dv, nq, 1, S, ATTN_BWD_BK, goblk, ldv, 1, dvblk, ldv) ||
+               GEMM(false, false, nq, D, nk, scale, dP, ATTN_BWD_BK, kblk, ldq, 1, dq + io * D, ldq) ||
+               GEMM(true, false, nk, D, nq, scale, dP, ATTN_BWD_BK, qblk, ldq, 1, dkblk, ldq);
+    }
+  }
+  return failed ? -1 : 0;
+}
+
+#define BWD_SCRATCH(g) ((g)->Sq + 2 * ATTN_BWD_BQ * ATTN_BWD_BK + ATTN_BWD_BK)
 
 int FN(pdk_attention_bwd_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, const T *out,
                            const T *lse, const T *dout, T *dq, T *dk, T *dv) {
   const double work = (double)g->B * g->H * g->Sq * g->Sk * (double)(g->D + g->Dv);
   int failed = 0;
-  PD_PARALLEL_FOR_IF(work > 1e5 && g->B * g->H > 1, t, g->B * g->H, {
-    if (FN(bwd_task_)(g, q, k, v, out, lse, dout, dq, dk, dv, t))
-      __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-  });
+  ATTN_TASKS(work > 1e5 && g->B * g->H > 1, g->B * g->H, T, BWD_SCRATCH(g), failed, t, buf,
+             FN(bwd_task_)(g, q, k, v, out, lse, dout, dq, dk, dv, buf, t));
   return failed ? -1 : 0;
 }
 
+#undef FWD_SCRATCH
+#undef BWD_SCRATCH
 #undef FN
 #undef CAT
 #undef CAT_

@@ -390,6 +390,23 @@ int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, floa
   return failed;
 }
 
+/* The product on this thread alone (gemm.h): the small-product kernels as
+ * in pdk_gemm_f32, else one dnnl_sgemm on a team of one. */
+int pdk_gemm_f32_serial(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                        int64_t ldc) {
+  if (M <= 0 || N <= 0) return 0;
+  if (K <= 0 || alpha == 0.0f || M * N * K <= SMALL_GEMM)
+    return pdk_gemm_f32(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  int nt = omp_get_max_threads();
+  bool one = nt > 1 && !omp_in_parallel();
+  if (one) omp_set_num_threads(1);
+  dnnl_status_t st =
+      dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (one) omp_set_num_threads(nt);
+  return st == dnnl_success ? 0 : (int)st;
+}
+
 /* ---- float64 ------------------------------------------------------------
  * C is cut into MB x NB tiles, one thread per tile (no two threads write the
  * same C element). For each KB slice of K, the tile's A and B panels are

@@ -19,6 +19,16 @@
 int pdk_gemm_f32(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* float32 on the calling thread alone, for kernels that run many small
+ * products inside their own parallel loop (attention's blocks): the bits
+ * depend on the shape alone (M, N, K, the transposes and leading
+ * dimensions), never on the thread count, the deterministic mode or the
+ * thread governor. Inside a parallel region oneDNN runs single-threaded;
+ * outside one the call sets this thread's team size to 1 around it. */
+int pdk_gemm_f32_serial(bool transa, bool transb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                        int64_t ldc);
+
 /* float64: a cache-blocked, OpenMP-parallel kernel (used for float64 math
  * and gradient checks; correct rather than fast). */
 int pdk_gemm_f64(bool transa, bool transb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
