@@ -24,7 +24,10 @@ static _Thread_local struct {
   pd_dist_fn dist;
   void *dist_ctx;
   pd_dist_place_as_fn place_as; /* not on the hot path: `hooked` ignores it */
+  int dist_suspended;           /* pd_dispatch_suspend_dist's depth */
 } t_ctx;
+
+atomic_bool pd_g_dtensors_made;
 
 void pd_dispatch_set_autograd(pd_autograd_record_fn fn) { g_autograd = fn; }
 pd_autograd_record_fn pd_dispatch_get_autograd(void) { return g_autograd; }
@@ -45,6 +48,37 @@ void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx) {
 pd_dist_fn pd_dispatch_get_dist(void **ctx) {
   if (ctx) *ctx = t_ctx.dist_ctx;
   return t_ctx.dist;
+}
+pd_dist_fn pd_dispatch_suspend_dist(void **ctx) {
+  pd_dist_fn fn = pd_dispatch_get_dist(ctx);
+  pd_dispatch_set_dist(NULL, NULL);
+  t_ctx.dist_suspended++;
+  return fn;
+}
+void pd_dispatch_resume_dist(pd_dist_fn fn, void *ctx) {
+  t_ctx.dist_suspended--;
+  pd_dispatch_set_dist(fn, ctx);
+}
+
+/* An input that is a DTensor on a thread without the DTensor handler (see
+ * op_registry.h): an error naming the op, else PD_OK. */
+static __attribute__((noinline)) pd_status refuse_foreign_dtensor(const pd_op_def *def, pd_tensor *const *in,
+                                                                  int n_in) {
+  if (t_ctx.dist || t_ctx.dist_suspended) return PD_OK;
+  for (int i = 0; i < n_in; i++)
+    if (in[i] && in[i]->dist_attr && !in[i]->is_meta)
+      return pd_set_error(PD_ERR_STATE,
+                          "%s: input %d is a distributed tensor (DTensor) made on another thread; ops on "
+                          "DTensors run on the thread that made them (their collectives must come in the "
+                          "same order on every rank), so pass this thread its local part "
+                          "(pd_dist_local_value) or run the op there",
+                          def->name, i);
+  return PD_OK;
+}
+static inline pd_status check_foreign_dtensor(const pd_op_def *def, pd_tensor *const *in, int n_in) {
+  if (__builtin_expect(atomic_load_explicit(&pd_g_dtensors_made, memory_order_relaxed), 0))
+    return refuse_foreign_dtensor(def, in, n_in);
+  return PD_OK;
 }
 void pd_dispatch_set_dist_place_as(pd_dist_place_as_fn fn) { t_ctx.place_as = fn; }
 pd_dist_place_as_fn pd_dispatch_get_dist_place_as(void) { return t_ctx.place_as; }
@@ -364,6 +398,7 @@ static inline __attribute__((always_inline)) pd_status dispatch_impl(pd_op_id id
   if (__builtin_expect(ok < n_in, 0) && (st = check_inputs(def, in, n_in)) != PD_OK) return st;
   if (def->n_in >= 0 && n_in != def->n_in)
     return pd_set_error(PD_ERR_INVALID, "%s: expects %d inputs, got %d", def->name, def->n_in, n_in);
+  if ((st = check_foreign_dtensor(def, in, n_in)) != PD_OK) return st;
   static const pd_attrs zero_attrs;
   if (!a) a = &zero_attrs;
 
@@ -405,11 +440,13 @@ pd_status pd_dispatch_into(pd_op_id id, pd_tensor *const *in, int n_in, const pd
     if (in[i]->is_meta)
       return pd_set_error(PD_ERR_STATE, "%s: input %d is a static Variable with no data", def->name, i);
   }
+  pd_status st = check_foreign_dtensor(def, in, n_in);
+  if (st != PD_OK) return st;
   static const pd_attrs zero_attrs;
   if (!a) a = &zero_attrs;
   pd_meta meta[PD_MAX_OUTPUTS];
   int nm = def->n_out;
-  pd_status st = def->infer_meta(def, in, n_in, a, meta, &nm);
+  st = def->infer_meta(def, in, n_in, a, meta, &nm);
   if (st != PD_OK) return st;
   if (nm != n_out)
     return pd_set_error(PD_ERR_INVALID, "%s: writes %d outputs, %d given", def->name, nm, n_out);

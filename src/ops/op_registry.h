@@ -202,6 +202,18 @@ void pd_dispatch_set_tracer(pd_tracer_fn fn, void *ctx);
 pd_tracer_fn pd_dispatch_get_tracer(void **ctx);
 void pd_dispatch_set_dist(pd_dist_fn fn, void *ctx);
 pd_dist_fn pd_dispatch_get_dist(void **ctx);
+/* The DTensor handler, while it runs an op on the local shards, turns itself
+ * off for the thread (returning what resume restores): the tensors it passes
+ * on still carry their dist attrs, and the dispatcher must not take them for
+ * DTensors that reached a thread without a handler (below). */
+pd_dist_fn pd_dispatch_suspend_dist(void **ctx);
+void pd_dispatch_resume_dist(pd_dist_fn fn, void *ctx);
+/* Set once any DTensor has been made (auto_parallel): from then on an op
+ * whose input is a DTensor on a thread without the handler fails, naming the
+ * op, instead of computing on the local shard as if it were the whole tensor
+ * (the handler is per thread so that no thread but the DTensor's own issues
+ * its collectives, which the other ranks pair in order). */
+extern atomic_bool pd_g_dtensors_made;
 /* auto_parallel's part of writing back an inplace op computed out of place
  * (pd_mu_inplace_on_copy): r, the op's result on a copy of x, placed as x
  * (its placements), so that r's local data is x's shard. r is taken;

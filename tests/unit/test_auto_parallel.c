@@ -4,6 +4,7 @@
  * matmul in every transpose case sharded against dense (forward and
  * backward), and seed 000's DemoNet trained on 2 processes against one. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,6 +493,51 @@ static void test_partial_add_stays_partial(void **state) {
   run_ranks(2, rank_partial_add);
 }
 
+/* A DTensor that reaches a thread without the DTensor handler (a worker the
+ * user started): an op on it fails naming the op, rather than adding the
+ * local Partial parts as if they were the whole tensors; the thread may
+ * still compute on the local part it is given. */
+typedef struct foreign_run {
+  pd_tensor *dt, *local;
+  int rank;
+  bool refused, named, local_ok;
+} foreign_run;
+
+static void *foreign_thread(void *arg) {
+  foreign_run *f = arg;
+  pd_scope_begin();
+  f->refused = pd_add(f->dt, f->dt) == NULL;
+  f->named = strstr(pd_last_error(), "add: input 0 is a distributed tensor (DTensor) made on another thread");
+  f->local_ok =
+      same_values(pd_add(f->local, f->local), pd_full(2, SHAPE(2, 2), 2.0 * (1 + f->rank), PD_FLOAT64));
+  pd_scope_end();
+  return NULL;
+}
+
+static int rank_foreign_thread(int rank) {
+  pd_dist_process_mesh *m = pd_dist_process_mesh_new(1, SHAPE(2), (const int[]){0, 1}, NULL);
+  pd_dist_placement p = pd_dist_partial(PD_REDUCE_SUM);
+  pd_tensor *dt = pd_dist_dtensor_from_local(pd_full(2, SHAPE(2, 2), 1.0 + rank, PD_FLOAT64), m, &p, 1);
+  DIST_CHECK(dt != NULL, 1);
+  foreign_run f = {.dt = dt, .local = pd_dist_local_value(dt), .rank = rank};
+  DIST_CHECK(f.local != NULL, 2);
+  pthread_t t;
+  DIST_CHECK(pthread_create(&t, NULL, foreign_thread, &f) == 0, 3);
+  pthread_join(t, NULL);
+  DIST_CHECK(f.refused && f.named, 4);
+  DIST_CHECK(f.local_ok, 5);
+  /* on its own thread the DTensor works as before: 3 + 3 */
+  DIST_CHECK(same_values(pd_dist_unshard_dtensor(pd_add(dt, dt)), pd_full(2, SHAPE(2, 2), 6.0, PD_FLOAT64)),
+             6);
+  pd_dist_process_mesh_release(m);
+  return 0;
+}
+
+static void test_dtensor_on_a_foreign_thread(void **state) {
+  (void)state;
+  run_ranks(2, rank_foreign_thread);
+}
+
 static void test_matmul_sharded(void **state) {
   (void)state;
   run_ranks(2, rank_matmul);
@@ -741,6 +787,7 @@ int main(void) {
       cmocka_unit_test(test_mesh_after_reinit),
       cmocka_unit_test(test_matmul_sharded),
       cmocka_unit_test(test_partial_add_stays_partial),
+      cmocka_unit_test(test_dtensor_on_a_foreign_thread),
       cmocka_unit_test(test_demo_net_two_ranks),
       cmocka_unit_test(test_demo_net_four_ranks_dp_mp),
       cmocka_unit_test(test_shard_layer),

@@ -60,10 +60,9 @@ static int record_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, c
     use[i] = v->tensor;
   }
   void *hctx = NULL;
-  pd_dist_fn self = pd_dispatch_get_dist(&hctx);
-  pd_dispatch_set_dist(NULL, NULL);
+  pd_dist_fn self = pd_dispatch_suspend_dist(&hctx);
   *st = pd_dispatch(id, use, n_in, a, out, n_out);
-  pd_dispatch_set_dist(self, hctx);
+  pd_dispatch_resume_dist(self, hctx);
   return 1;
 }
 

@@ -292,8 +292,7 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     }
     /* the op on the local shards, this handler off meanwhile */
     void *hctx = NULL;
-    pd_dist_fn self = pd_dispatch_get_dist(&hctx);
-    pd_dispatch_set_dist(NULL, NULL);
+    pd_dist_fn self = pd_dispatch_suspend_dist(&hctx);
     pd_node *before = (def->flags & PD_OPF_INPLACE) ? in[0]->grad_fn : NULL;
     if (args.local) {
       int64_t coords[PD_DIST_MAX_MESH_DIMS];
@@ -313,7 +312,7 @@ static int dist_hook(void *ctx, pd_op_id id, pd_tensor *const *in, int n_in, con
     } else {
       s = pd_dispatch(id, use, n_in, a, out, n_out);
     }
-    pd_dispatch_set_dist(self, hctx);
+    pd_dispatch_resume_dist(self, hctx);
     if (s == PD_OK) s = settle_unknown_dims(def, gm, dout, out, *n_out);
     /* The grad node keeps the global metas: its backward builds shapes
      * from them (expand to x's shape, reduce to y's), and those ops come
@@ -409,6 +408,7 @@ static pd_tensor *place_as_x(const char *op, pd_tensor *x, pd_tensor *r) {
 }
 
 void pd_ap_install_hook(void) {
+  atomic_store_explicit(&pd_g_dtensors_made, true, memory_order_relaxed);
   if (pd_dispatch_get_dist(NULL) != dist_hook) pd_dispatch_set_dist(dist_hook, NULL);
   if (pd_dispatch_get_dist_place_as() != place_as_x) pd_dispatch_set_dist_place_as(place_as_x);
 }
