@@ -368,6 +368,33 @@ static void test_where(void **state) {
   /* non-contiguous cond (a transposed view) */
   pd_tensor *ct = pd_transpose(T(PD_BOOL, 2, SHAPE(2, 2), 1, 1, 0, 0), 2, SHAPE(1, 0)); /* [[1,0],[1,0]] */
   EXPECT_VALUES(pd_where(ct, T(PD_INT64, 1, SHAPE(2), 1, 2), T(PD_INT64, 0, NULL, 0)), 0, 1, 0, 1, 0);
+  /* long rows (vector loops and their tails), a random mask, NaN and -0
+   * among the values: every element's bits come from the side its mask
+   * picks, for each element size, with y full or one element */
+  enum { LONG = 1003 };
+  const pd_dtype dts[] = {PD_FLOAT32, PD_FLOAT64, PD_INT16, PD_UINT8};
+  for (int d = 0; d < 4; d++)
+    for (int scalar_y = 0; scalar_y < 2; scalar_y++) {
+      pd_tensor *mc = pd_empty(1, SHAPE(LONG), PD_BOOL), *mx = pd_empty(1, SHAPE(LONG), dts[d]);
+      pd_tensor *my = scalar_y ? pd_empty(0, NULL, dts[d]) : pd_empty(1, SHAPE(LONG), dts[d]);
+      size_t es = pd_dtype_size(dts[d]);
+      unsigned char *cb = pd_tensor_data(mc), *xb = pd_tensor_data(mx), *yb = pd_tensor_data(my);
+      unsigned r = 12345u + (unsigned)d;
+      for (int i = 0; i < LONG; i++) {
+        r = r * 1103515245u + 12345u;
+        cb[i] = (unsigned char)((r >> 16) & 1);
+      }
+      for (size_t i = 0; i < LONG * es; i++) xb[i] = (unsigned char)(i * 7 + 1);
+      for (size_t i = 0; i < (scalar_y ? 1 : LONG) * es; i++) yb[i] = (unsigned char)(i * 13 + 5);
+      if (dts[d] == PD_FLOAT32) ((float *)xb)[3] = NAN, ((float *)xb)[4] = -0.0f;
+      if (dts[d] == PD_FLOAT64) ((double *)xb)[3] = NAN, ((double *)xb)[4] = -0.0;
+      cb[3] = cb[4] = 1;
+      pd_tensor *mw = pd_where(mc, mx, my);
+      assert_non_null(mw);
+      const unsigned char *wb = pd_tensor_data(mw);
+      for (int i = 0; i < LONG; i++)
+        assert_memory_equal(wb + i * es, cb[i] ? xb + i * es : yb + (scalar_y ? 0 : i * es), es);
+    }
   /* gradients reduce to the broadcast inputs */
   pd_tensor *gx = T(PD_FLOAT64, 1, SHAPE(3), 1, 2, 3);
   pd_tensor *gy = T(PD_FLOAT64, 0, NULL, 9);
