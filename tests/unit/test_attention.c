@@ -391,6 +391,7 @@ static const attn_case k_blocked_cases[] = {
     {2, 257, 300, 1, 16, 16, 2, {2, 1, 257, 1}, 200, false, 0.0},
     {1, 300, 7, 2, 16, 16, 2, {1, 2, 300, 7}, 299, false, 0.1},
     {1, 300, 300, 1, 64, 64, 0, {0}, -1, false, 0.1},
+    {1, 3, 0, 1, 4, 4, 0, {0}, -1, false, 0.0}, /* no keys: out 0, lse -inf, dq 0 */
 };
 
 static void test_sdpa_blocked_kernel(void **state) {

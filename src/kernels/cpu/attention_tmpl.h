@@ -170,6 +170,11 @@ static inline void FN(bwd_rows_)(const pd_attn_geom *g, int64_t b, int64_t h, in
   }
 }
 
+/* n rows of w elements, ld apart, set to 0. */
+static void FN(zero_rows_)(T *x, int64_t n, int64_t ld, int64_t w) {
+  for (int64_t r = 0; r < n; r++) memset(x + r * ld, 0, sizeof(T) * (size_t)w);
+}
+
 /* One backward task: head h of batch b (t = b * H + h). Per block of keys,
  * over the blocks of queries that can see it: S = scale * Q K^T and
  * dP = dO V^T (products), the rows (bwd_rows_), then dV += (P f)^T dO,
@@ -187,12 +192,8 @@ static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
     T acc = 0;
     _Pragma("omp simd reduction(+ : acc)") for (int64_t d = 0; d < Dv; d++) acc += o[d] * go[d];
     Di[i] = acc;
-    memset(dq + ((b * Sq + i) * H + h) * D, 0, sizeof(T) * (size_t)D);
   }
-  for (int64_t j = 0; j < Sk; j++) {
-    memset(dk + ((b * Sk + j) * H + h) * D, 0, sizeof(T) * (size_t)D);
-    memset(dv + ((b * Sk + j) * H + h) * Dv, 0, sizeof(T) * (size_t)Dv);
-  }
+  if (Sk == 0) FN(zero_rows_)(dq + (b * Sq * H + h) * D, Sq, ldq, D);
   int failed = 0;
   for (int64_t j0 = 0; j0 < Sk && !failed; j0 += ATTN_BWD_BK) {
     const int64_t nk = Sk - j0 < ATTN_BWD_BK ? Sk - j0 : ATTN_BWD_BK;
@@ -200,17 +201,25 @@ static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
     const T *kblk = k + jo * D, *vblk = v + jo * Dv;
     T *dkblk = dk + jo * D, *dvblk = dv + jo * Dv;
     /* causal: rows above j0 see none of these keys */
-    for (int64_t i0 = g->causal ? j0 / ATTN_BWD_BQ * ATTN_BWD_BQ : 0; i0 < Sq && !failed; i0 += ATTN_BWD_BQ) {
+    const int64_t istart = g->causal ? j0 / ATTN_BWD_BQ * ATTN_BWD_BQ : 0;
+    if (istart >= Sq) { /* keys no row sees: no gradient */
+      FN(zero_rows_)(dkblk, nk, ldq, D);
+      FN(zero_rows_)(dvblk, nk, ldv, Dv);
+    }
+    for (int64_t i0 = istart; i0 < Sq && !failed; i0 += ATTN_BWD_BQ) {
       const int64_t nq = Sq - i0 < ATTN_BWD_BQ ? Sq - i0 : ATTN_BWD_BQ;
       const int64_t io = (b * Sq + i0) * H + h;
       const T *qblk = q + io * D, *goblk = dout + io * Dv;
+      /* the first product into each block of an output writes it, the rest add
+       * (every block of queries meets the keys from j0 = 0, causal or not) */
+      const T beta_kv = i0 == istart ? 0 : 1, beta_q = j0 == 0 ? 0 : 1;
       failed = GEMM(false, true, nq, nk, D, scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BWD_BK) ||
                GEMM(false, true, nq, nk, Dv, 1, goblk, ldv, vblk, ldv, 0, dP, ATTN_BWD_BK);
       if (failed) break;
       FN(bwd_rows_)(g, b, h, i0, nq, j0, nk, lse, Di, S, dP, f);
-      failed = GEMM(true, false, nk, Dv, nq, 1, S, ATTN_BWD_BK, goblk, ldv, 1, dvblk, ldv) ||
-               GEMM(false, false, nq, D, nk, scale, dP, ATTN_BWD_BK, kblk, ldq, 1, dq + io * D, ldq) ||
-               GEMM(true, false, nk, D, nq, scale, dP, ATTN_BWD_BK, qblk, ldq, 1, dkblk, ldq);
+      failed = GEMM(true, false, nk, Dv, nq, 1, S, ATTN_BWD_BK, goblk, ldv, beta_kv, dvblk, ldv) ||
+               GEMM(false, false, nq, D, nk, scale, dP, ATTN_BWD_BK, kblk, ldq, beta_q, dq + io * D, ldq) ||
+               GEMM(true, false, nk, D, nq, scale, dP, ATTN_BWD_BK, qblk, ldq, beta_kv, dkblk, ldq);
     }
   }
   return failed ? -1 : 0;
