@@ -55,11 +55,61 @@ static void FN(drop_row_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i
   }
 }
 
+/* Keys of the block j0 .. j0+nk-1 that rows up to i (of a chunk ending at
+ * row i) may see: all of them, or under the causal rule those up to i. */
+static inline int64_t FN(keys_seen_)(const pd_attn_geom *g, int64_t i, int64_t j0, int64_t nk) {
+  return g->causal && i + 1 - j0 < nk ? i + 1 - j0 : nk;
+}
+
+/* Rows per product where a block of keys crosses the causal diagonal: each
+ * chunk of rows is multiplied with only the keys its last row sees. */
+static inline int64_t FN(chunk_rows_)(const pd_attn_geom *g, int64_t i0, int64_t nq, int64_t j0, int64_t nk) {
+  return g->causal && j0 + nk - 1 > i0 ? ATTN_CHUNK : nq;
+}
+
+/* The online softmax of rows r0 .. r1-1 of a forward block over its nk keys
+ * (scores in S): running max m and sum l updated, the accumulator rescaled
+ * when the max grows, and the scores replaced by the unnormalised
+ * probabilities times the dropout factors. */
+static inline void FN(softmax_rows_)(const pd_attn_geom *g, int64_t b, int64_t h, int64_t i0, int64_t r0,
+                                     int64_t r1, int64_t j0, int64_t nk, T *S, T *acc, T *m, T *l, T *f) {
+  const int64_t Dv = g->Dv;
+  for (int64_t ii = r0; ii < r1; ii++) {
+    const int64_t i = i0 + ii;
+    T *restrict s = S + ii * ATTN_BK;
+    FN(mask_row_)(g, b, h, i, j0, nk, s);
+    T mx = -INFINITY;
+    _Pragma("omp simd reduction(max : mx)") for (int64_t jj = 0; jj < nk; jj++) mx = s[jj] > mx ? s[jj] : mx;
+    const T mnew = mx > m[ii] ? mx : m[ii];
+    if (mnew == -INFINITY) { /* every key so far dropped: this block adds nothing */
+      for (int64_t jj = 0; jj < nk; jj++) s[jj] = 0;
+      continue;
+    }
+    const T alpha = EXP(m[ii] - mnew); /* 0 while m[ii] is -inf */
+    T sum = 0;
+    _Pragma("omp simd reduction(+ : sum)") for (int64_t jj = 0; jj < nk; jj++) {
+      const T e = EXP(s[jj] - mnew);
+      s[jj] = e;
+      sum += e;
+    }
+    l[ii] = l[ii] * alpha + sum;
+    m[ii] = mnew;
+    if (alpha != (T)1) {
+      T *restrict a = acc + ii * Dv;
+      PD_SIMD for (int64_t d = 0; d < Dv; d++) a[d] *= alpha;
+    }
+    if (g->dropout_p > 0) {
+      FN(drop_row_)(g, b, h, i, j0, nk, f);
+      PD_SIMD for (int64_t jj = 0; jj < nk; jj++) s[jj] *= f[jj];
+    }
+  }
+}
+
 /* One forward task: the query block qb of head h of batch b (t enumerates
- * them). Per block of keys: S = scale * Q K^T (one product), the mask and
- * an online softmax row by row (running max m, running sum l, the
- * accumulator rescaled when the max grows), then acc += P V (one product).
- * buf: FWD_SCRATCH elements. */
+ * them). Per block of keys (and chunk of rows, on the causal diagonal):
+ * S = scale * Q K^T (one product), the mask and an online softmax row by
+ * row (softmax_rows_), then acc += P V (one product). buf: FWD_SCRATCH
+ * elements. */
 static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse, T *buf,
                          int64_t t) {
   const int64_t Sq = g->Sq, Sk = g->Sk, H = g->H, D = g->D, Dv = g->Dv, ldq = H * D, ldv = H * Dv;
@@ -76,40 +126,18 @@ static int FN(fwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
   }
   for (int64_t x = 0; x < nq * Dv; x++) acc[x] = 0;
   for (int64_t j0 = 0; j0 < kend && !failed; j0 += ATTN_BK) {
-    const int64_t nk = kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK;
+    const int64_t nk = kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK, step = FN(chunk_rows_)(g, i0, nq, j0, nk);
     const T *kblk = k + ((b * Sk + j0) * H + h) * D, *vblk = v + ((b * Sk + j0) * H + h) * Dv;
-    failed = GEMM(false, true, nq, nk, D, (T)g->scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BK);
-    for (int64_t ii = 0; ii < nq && !failed; ii++) {
-      const int64_t i = i0 + ii;
-      T *restrict s = S + ii * ATTN_BK;
-      FN(mask_row_)(g, b, h, i, j0, nk, s);
-      T mx = -INFINITY;
-      _Pragma("omp simd reduction(max : mx)") for (int64_t jj = 0; jj < nk; jj++) mx =
-          s[jj] > mx ? s[jj] : mx;
-      const T mnew = mx > m[ii] ? mx : m[ii];
-      if (mnew == -INFINITY) { /* every key so far dropped: this block adds nothing */
-        for (int64_t jj = 0; jj < nk; jj++) s[jj] = 0;
-        continue;
-      }
-      const T alpha = EXP(m[ii] - mnew); /* 0 while m[ii] is -inf */
-      T sum = 0;
-      _Pragma("omp simd reduction(+ : sum)") for (int64_t jj = 0; jj < nk; jj++) {
-        const T e = EXP(s[jj] - mnew);
-        s[jj] = e;
-        sum += e;
-      }
-      l[ii] = l[ii] * alpha + sum;
-      m[ii] = mnew;
-      if (alpha != (T)1) {
-        T *restrict a = acc + ii * Dv;
-        PD_SIMD for (int64_t d = 0; d < Dv; d++) a[d] *= alpha;
-      }
-      if (g->dropout_p > 0) {
-        FN(drop_row_)(g, b, h, i, j0, nk, f);
-        PD_SIMD for (int64_t jj = 0; jj < nk; jj++) s[jj] *= f[jj];
-      }
+    for (int64_t r0 = 0; r0 < nq && !failed; r0 += step) {
+      const int64_t r1 = r0 + step < nq ? r0 + step : nq, nkc = FN(keys_seen_)(g, i0 + r1 - 1, j0, nk);
+      if (nkc <= 0) continue; /* these rows see none of the keys */
+      T *Sr = S + r0 * ATTN_BK;
+      failed =
+          GEMM(false, true, r1 - r0, nkc, D, (T)g->scale, qblk + r0 * ldq, ldq, kblk, ldq, 0, Sr, ATTN_BK);
+      if (failed) break;
+      FN(softmax_rows_)(g, b, h, i0, r0, r1, j0, nkc, S, acc, m, l, f);
+      failed = GEMM(false, false, r1 - r0, Dv, nkc, 1, Sr, ATTN_BK, vblk, ldv, 1, acc + r0 * Dv, Dv);
     }
-    if (!failed) failed = GEMM(false, false, nq, Dv, nk, 1, S, ATTN_BK, vblk, ldv, 1, acc, Dv);
   }
   for (int64_t ii = 0; ii < nq && !failed; ii++) {
     const int64_t i = i0 + ii;
@@ -176,7 +204,8 @@ static void FN(zero_rows_)(T *x, int64_t n, int64_t ld, int64_t w) {
 }
 
 /* One backward task: head h of batch b (t = b * H + h). Per block of keys,
- * over the blocks of queries that can see it: S = scale * Q K^T and
+ * over the blocks of queries that can see it (and chunks of rows, on the
+ * causal diagonal): S = scale * Q K^T and
  * dP = dO V^T (products), the rows (bwd_rows_), then dV += (P f)^T dO,
  * dQ += scale * dS K and dK += scale * dS^T Q (products accumulating into the
  * outputs, which this task alone writes for its head). buf: BWD_SCRATCH
@@ -202,24 +231,34 @@ static int FN(bwd_task_)(const pd_attn_geom *g, const T *q, const T *k, const T 
     T *dkblk = dk + jo * D, *dvblk = dv + jo * Dv;
     /* causal: rows above j0 see none of these keys */
     const int64_t istart = g->causal ? j0 / ATTN_BWD_BQ * ATTN_BWD_BQ : 0;
-    if (istart >= Sq) { /* keys no row sees: no gradient */
+    /* The first product into a block of dk and dv writes it (beta 0), the
+     * rest add; when the first block of queries is cut into chunks of rows
+     * that see fewer keys, or there is none, the block is zeroed first. */
+    const bool zero_kv = istart >= Sq || (g->causal && j0 + nk - 1 > istart);
+    if (zero_kv) {
       FN(zero_rows_)(dkblk, nk, ldq, D);
       FN(zero_rows_)(dvblk, nk, ldv, Dv);
     }
     for (int64_t i0 = istart; i0 < Sq && !failed; i0 += ATTN_BWD_BQ) {
-      const int64_t nq = Sq - i0 < ATTN_BWD_BQ ? Sq - i0 : ATTN_BWD_BQ;
-      const int64_t io = (b * Sq + i0) * H + h;
-      const T *qblk = q + io * D, *goblk = dout + io * Dv;
-      /* the first product into each block of an output writes it, the rest add
-       * (every block of queries meets the keys from j0 = 0, causal or not) */
-      const T beta_kv = i0 == istart ? 0 : 1, beta_q = j0 == 0 ? 0 : 1;
-      failed = GEMM(false, true, nq, nk, D, scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BWD_BK) ||
-               GEMM(false, true, nq, nk, Dv, 1, goblk, ldv, vblk, ldv, 0, dP, ATTN_BWD_BK);
-      if (failed) break;
-      FN(bwd_rows_)(g, b, h, i0, nq, j0, nk, lse, Di, S, dP, f);
-      failed = GEMM(true, false, nk, Dv, nq, 1, S, ATTN_BWD_BK, goblk, ldv, beta_kv, dvblk, ldv) ||
-               GEMM(false, false, nq, D, nk, scale, dP, ATTN_BWD_BK, kblk, ldq, beta_q, dq + io * D, ldq) ||
-               GEMM(true, false, nk, D, nq, scale, dP, ATTN_BWD_BK, qblk, ldq, beta_kv, dkblk, ldq);
+      const int64_t nq = Sq - i0 < ATTN_BWD_BQ ? Sq - i0 : ATTN_BWD_BQ,
+                    step = FN(chunk_rows_)(g, i0, nq, j0, nk);
+      /* every block of queries meets the keys from j0 = 0 (causal or not), all its rows */
+      const T beta_kv = i0 == istart && !zero_kv ? 0 : 1, beta_q = j0 == 0 ? 0 : 1;
+      for (int64_t r0 = 0; r0 < nq && !failed; r0 += step) {
+        const int64_t r1 = r0 + step < nq ? r0 + step : nq, nr = r1 - r0;
+        const int64_t nkc = FN(keys_seen_)(g, i0 + r1 - 1, j0, nk);
+        if (nkc <= 0) continue; /* these rows see none of the keys */
+        const int64_t io = (b * Sq + i0 + r0) * H + h;
+        const T *qblk = q + io * D, *goblk = dout + io * Dv;
+        failed = GEMM(false, true, nr, nkc, D, scale, qblk, ldq, kblk, ldq, 0, S, ATTN_BWD_BK) ||
+                 GEMM(false, true, nr, nkc, Dv, 1, goblk, ldv, vblk, ldv, 0, dP, ATTN_BWD_BK);
+        if (failed) break;
+        FN(bwd_rows_)(g, b, h, i0 + r0, nr, j0, nkc, lse, Di, S, dP, f);
+        failed =
+            GEMM(true, false, nkc, Dv, nr, 1, S, ATTN_BWD_BK, goblk, ldv, beta_kv, dvblk, ldv) ||
+            GEMM(false, false, nr, D, nkc, scale, dP, ATTN_BWD_BK, kblk, ldq, beta_q, dq + io * D, ldq) ||
+            GEMM(true, false, nkc, D, nr, scale, dP, ATTN_BWD_BK, qblk, ldq, beta_kv, dkblk, ldq);
+      }
     }
   }
   return failed ? -1 : 0;
