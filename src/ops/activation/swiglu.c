@@ -9,24 +9,26 @@ PD_EW_BINARY(swiglu_f32, float, float, x / (1.0f + pd_vexpf(-x)) * y)
 PD_EW_BINARY(swiglu_f64, double, double, x / (1.0 + exp(-x)) * y)
 static const pd_ew_fn k_swiglu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(swiglu);
 
-/* grad of the gate: g y s (1 + a (1 - s)), s = sigmoid(a) (operands: out, a, b, g) */
-#define GATE_GRAD(sfx, T, SIG)                                                               \
-  static void gate_grad_##sfx(int64_t n, char *const *p, const int64_t *s, const void *pp) { \
-    (void)pp;                                                                                \
-    T *o = (T *)p[0];                                                                        \
-    const T *a = (const T *)p[1], *b = (const T *)p[2], *g = (const T *)p[3];                \
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                  \
-      PD_SIMD for (int64_t i = 0; i < n; i++) {                                              \
-        T sg = SIG(a[i]);                                                                    \
-        o[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                               \
-      }                                                                                      \
-    } else {                                                                                 \
-      for (int64_t i = 0; i < n; i++) {                                                      \
-        T av = a[i * s[1]], sg = SIG(av);                                                    \
-        o[i * s[0]] = g[i * s[3]] * b[i * s[2]] * sg * ((T)1 + av * ((T)1 - sg));            \
-      }                                                                                      \
-    }                                                                                        \
-  }
+/* grad of the gate: g y s (1 + a (1 - s)), s = sigmoid(a) (operands: out, a, b, g); in the CPU
+ * variants of kvariant.h, as the generated functions above */
+#define GATE_GRAD(sfx, T, SIG)                                                                          \
+  PD_VINLINE void gate_grad_##sfx##_body(int64_t n, char *const *p, const int64_t *s, const void *pp) { \
+    (void)pp;                                                                                           \
+    T *o = (T *)p[0];                                                                                   \
+    const T *a = (const T *)p[1], *b = (const T *)p[2], *g = (const T *)p[3];                           \
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                             \
+      PD_SIMD for (int64_t i = 0; i < n; i++) {                                                         \
+        T sg = SIG(a[i]);                                                                               \
+        o[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                                          \
+      }                                                                                                 \
+    } else {                                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                                 \
+        T av = a[i * s[1]], sg = SIG(av);                                                               \
+        o[i * s[0]] = g[i * s[3]] * b[i * s[2]] * sg * ((T)1 + av * ((T)1 - sg));                       \
+      }                                                                                                 \
+    }                                                                                                   \
+  }                                                                                                     \
+  PD_KCLONES(gate_grad_##sfx, (int64_t n, char *const *p, const int64_t *s, const void *pp), (n, p, s, pp))
 GATE_GRAD(f32, float, pd_vsigmoidf)
 GATE_GRAD(f64, double, pd_sigmoidd)
 static const pd_ew_fn k_gate_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gate_grad);
