@@ -4,7 +4,8 @@
  * gradients against the composed computation (matmul + softmax + matmul),
  * the blocked kernel's outputs, lse and gradients against a naive forward
  * and backward in double that draws the dropout as attention.h documents,
- * dropout modes, rotary embedding values, bad inputs. */
+ * float32 against float64 with one dropout draw, dropout modes, rotary
+ * embedding values, bad inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +404,36 @@ static void test_sdpa_blocked_kernel(void **state) {
   expect_no_live_tensors();
 }
 
+/* float32 against float64 on the same inputs and the same dropout draw
+ * (the generator reseeded before each), gradients through autograd. */
+static void test_sdpa_f32_matches_f64(void **state) {
+  (void)state;
+  pd_scope_begin();
+  const int64_t qs[4] = {2, 300, 2, 16}, ks[4] = {2, 260, 2, 16};
+  pd_tensor *x64[3] = {rand_t(PD_FLOAT64, 4, qs, -1, 1), rand_t(PD_FLOAT64, 4, ks, -1, 1),
+                       rand_t(PD_FLOAT64, 4, ks, -1, 1)};
+  pd_tensor *keep =
+      pd_greater_than(rand_t(PD_FLOAT64, 4, SHAPE(2, 1, 300, 260), 0, 1), pd_full(0, NULL, 0.2, PD_FLOAT64));
+  pd_tensor *w = rand_t(PD_FLOAT64, 4, qs, -1, 1);
+  pd_tensor *out[2], *g[2][3];
+  for (int t = 0; t < 2; t++) {
+    pd_dtype dt = t ? PD_FLOAT32 : PD_FLOAT64;
+    pd_tensor *x[3];
+    for (int i = 0; i < 3; i++) {
+      x[i] = pd_clone(x64[i], dt);
+      pd_tensor_set_stop_gradient(x[i], false);
+    }
+    pd_seed(7);
+    out[t] = pd_scaled_dot_product_attention(x[0], x[1], x[2], keep, 0.2, true, true);
+    assert_non_null(out[t]);
+    grads_of(x, out[t], pd_cast(w, dt), g[t]);
+  }
+  expect_close(out[1], out[0], 1e-5, 1e-5);
+  for (int i = 0; i < 3; i++) expect_close(g[1][i], g[0][i], 1e-4, 1e-4);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_rotary(void **state) {
   (void)state;
   pd_scope_begin();
@@ -476,9 +507,13 @@ static void test_sdpa_bad_inputs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sdpa_values),         cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
-      cmocka_unit_test(test_sdpa_gradients),      cmocka_unit_test(test_sdpa_dropout),
-      cmocka_unit_test(test_sdpa_blocked_kernel), cmocka_unit_test(test_rotary),
+      cmocka_unit_test(test_sdpa_values),
+      cmocka_unit_test(test_sdpa_fully_masked_row_and_views),
+      cmocka_unit_test(test_sdpa_gradients),
+      cmocka_unit_test(test_sdpa_dropout),
+      cmocka_unit_test(test_sdpa_blocked_kernel),
+      cmocka_unit_test(test_sdpa_f32_matches_f64),
+      cmocka_unit_test(test_rotary),
       cmocka_unit_test(test_sdpa_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
