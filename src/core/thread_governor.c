@@ -49,7 +49,7 @@
 #define WINDOW_NS 50000000L      /* how often the governor looks */
 #define PREEMPTIONS_PER_WINDOW 5 /* more than this in a window: contended */
 #define STALL_FRACTION 5         /* a task waited for a CPU 1/5 of the window: contended */
-#define BUSY_WINDOWS 2           /* park after this many contended windows in a row */
+#define BUSY_WINDOWS 3           /* park after this many contended windows in a row */
 #define CALM_WINDOWS 40          /* release after this many calm windows in a row (2 s) */
 
 atomic_int pd_g_governor_state;        /* pd_governor_state */
@@ -219,15 +219,20 @@ static long long cpu_stall_us(void) {
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us) {
   /* Contention: the kernel preempted our threads for others, or some task
    * (ours or another process's) waited for a CPU during a fifth of the
-   * window, in two windows in a row. The second catches what the first
+   * window, in BUSY_WINDOWS windows in a row. The second catches what the first
    * misses: competitors of lower priority, which wait behind our spinning
    * threads without preempting them. */
   bool stalled = stall_us >= 0 && stall_us * STALL_FRACTION > window_us;
   if (preempted > PREEMPTIONS_PER_WINDOW || stalled) {
     /* one busy window on a quiet machine (a daemon waking, the process's
-     * own start-up) is not contention: it must last */
-    w->calm = 0;
-    if (++w->busy >= BUSY_WINDOWS) w->parked = true;
+     * own start-up) is not contention: it must last, to park a team and,
+     * once parked, to restart the calm count (a quiet machine whose
+     * daemons wake every second or two kept a team parked that a single
+     * window had been let restart: measured, docs/threads.md) */
+    if (++w->busy >= BUSY_WINDOWS) {
+      w->parked = true;
+      w->calm = 0;
+    }
   } else {
     w->busy = 0;
     if (w->parked && ++w->calm >= CALM_WINDOWS) {

@@ -298,17 +298,29 @@ static void test_decision(void **state) {
   assert_false(pd_thread_governor_step(&w, 5, 9000, win)); /* a little of both: still quiet */
   assert_false(pd_thread_governor_step(&w, 0, -1, win));   /* no pressure file */
   assert_false(pd_thread_governor_step(&w, 6, 0, win));    /* one preempted window is not enough */
+  assert_false(pd_thread_governor_step(&w, 6, 0, win));    /* nor two (a quiet machine's daemons) */
   assert_false(pd_thread_governor_step(&w, 0, 0, win));    /* ... and a calm one resets the count */
   assert_false(pd_thread_governor_step(&w, 6, 0, win));
-  assert_true(pd_thread_governor_step(&w, 6, 0, win)); /* two in a row: park */
+  assert_false(pd_thread_governor_step(&w, 6, 0, win));
+  assert_true(pd_thread_governor_step(&w, 6, 0, win)); /* three in a row: park */
   assert_true(pd_thread_governor_step(&w, 0, 0, win)); /* one calm window is not enough */
   for (int i = 0; i < 38; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
   assert_false(pd_thread_governor_step(&w, 0, 0, win));     /* the 40th calm window releases */
   assert_false(pd_thread_governor_step(&w, 0, 11000, win)); /* others waited 22% of the window */
-  assert_true(pd_thread_governor_step(&w, 0, 11000, win));  /* ... twice */
+  assert_false(pd_thread_governor_step(&w, 0, 11000, win));
+  assert_true(pd_thread_governor_step(&w, 0, 11000, win)); /* ... three times */
   for (int i = 0; i < 30; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
-  assert_true(pd_thread_governor_step(&w, 9, 0, win)); /* contention again: the count restarts */
-  for (int i = 0; i < 39; i++) assert_true(pd_thread_governor_step(&w, 1, 100, win));
+  assert_true(pd_thread_governor_step(&w, 9, 0, win)); /* a busy window or two: the calm count goes on */
+  assert_true(pd_thread_governor_step(&w, 9, 0, win));
+  for (int i = 0; i < 9; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
+  assert_false(pd_thread_governor_step(&w, 0, 0, win)); /* the 40th calm window releases */
+  for (int i = 0; i < 2; i++) assert_false(pd_thread_governor_step(&w, 9, 0, win));
+  assert_true(pd_thread_governor_step(&w, 9, 0, win)); /* parked again */
+  for (int i = 0; i < 30; i++) assert_true(pd_thread_governor_step(&w, 0, 0, win));
+  for (int i = 0; i < 3; i++)
+    assert_true(pd_thread_governor_step(&w, 9, 0, win)); /* contention again, lasting */
+  for (int i = 0; i < 39; i++)
+    assert_true(pd_thread_governor_step(&w, 1, 100, win)); /* the count restarted */
   assert_false(pd_thread_governor_step(&w, 0, -1, win));
 }
 
