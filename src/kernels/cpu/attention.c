@@ -36,19 +36,19 @@
  * tasks are taken one at a time (under the causal rule they differ in
  * cost); each computes its own outputs alone, so the bits do not depend on
  * which thread ran it. */
-#define ATTN_TASKS(cond, n, T, elems, failed, t, buf, call)                   \
-  do {                                                                        \
-    const bool par_ = (cond) && pd_parallel_loops_on() && !omp_in_parallel(); \
-    const int64_t n_ = (n);                                                   \
-    const size_t bytes_ = sizeof(T) * (size_t)(elems);                        \
-    _Pragma("omp parallel if (par_) reduction(| : failed)") {                 \
-      T *buf = malloc(bytes_);                                                \
-      failed |= !buf;                                                         \
-      _Pragma("omp for schedule(dynamic)") for (int64_t t = 0; t < n_; t++) { \
-        if (buf && (call)) failed = 1;                                        \
-      }                                                                       \
-      free(buf);                                                              \
-    }                                                                         \
+#define ATTN_TASKS(cond, n, T, elems, failed, t, buf, call)                      \
+  do {                                                                           \
+    const bool par_ = (cond) && pd_team_for_large_tasks() && !omp_in_parallel(); \
+    const int64_t n_ = (n);                                                      \
+    const size_t bytes_ = sizeof(T) * (size_t)(elems);                           \
+    _Pragma("omp parallel if (par_) reduction(| : failed)") {                    \
+      T *buf = malloc(bytes_);                                                   \
+      failed |= !buf;                                                            \
+      _Pragma("omp for schedule(dynamic)") for (int64_t t = 0; t < n_; t++) {    \
+        if (buf && (call)) failed = 1;                                           \
+      }                                                                          \
+      free(buf);                                                                 \
+    }                                                                            \
   } while (0)
 
 /* float32: each product on the task's own thread, its bits fixed by the

@@ -25,6 +25,15 @@ static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
 }
 
+/* For work cut into tasks of a GEMM's size that the team takes one at a time
+ * (gemm.c's contended panels, attention's blocks): the team, busy or quiet,
+ * except while the other processes leave exactly one core free, when one
+ * thread has that core to itself (docs/threads.md). */
+static inline bool pd_team_for_large_tasks(void) {
+  return omp_get_max_threads() > 1 && (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) ||
+                                       atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) != 1);
+}
+
 /* How many threads a kernel that sizes its own team may use: one while the
  * cores are contended. Every kernel that computes a thread count gets the
  * same bits on any count (docs/determinism.md), so this changes only speed. */
