@@ -198,8 +198,8 @@ static pd_status accumulate_into(pd_tensor **slot, pd_tensor *g) {
   return PD_OK;
 }
 
+/* The tensor hooks on g, whose reference this takes; returns a reference. */
 static pd_tensor *apply_hooks(pd_hook *h, pd_tensor *g) {
-  pd_tensor_retain(g);
   for (; h; h = h->next) {
     if (!h->fn) continue;
     pd_tensor *r = h->fn(g, h->user);
@@ -211,8 +211,11 @@ static pd_tensor *apply_hooks(pd_hook *h, pd_tensor *g) {
   return g;
 }
 
-static pd_status accumulate_leaf(engine *e, pd_tensor *leaf, pd_tensor *g0) {
-  pd_tensor *g = apply_hooks(leaf->hooks, g0);
+/* Adds g0 into leaf's .grad. With `take`, the caller's reference to g0 is
+ * given over: a fresh gradient that nothing else holds then becomes the
+ * leaf's .grad itself instead of a copy of it. */
+static pd_status accumulate_leaf(engine *e, pd_tensor *leaf, pd_tensor *g0, bool take) {
+  pd_tensor *g = apply_hooks(leaf->hooks, take ? g0 : pd_tensor_retain(g0));
   pd_status st = PD_OK;
   if (e->targets) {
     int i = target_index(e, leaf, NULL, 0);
@@ -302,11 +305,7 @@ static pd_status run_node(engine *e, pd_node *n, pd_node **heap, size_t *hn) {
     needs[i] = n->edges[i].node || n->edges[i].leaf;
   }
   for (int k = 0; k < n->n_out; k++) {
-    if (g[k] && n->out_hooks[k]) {
-      pd_tensor *h = apply_hooks(n->out_hooks[k], g[k]);
-      pd_tensor_release(g[k]);
-      g[k] = h;
-    }
+    if (g[k] && n->out_hooks[k]) g[k] = apply_hooks(n->out_hooks[k], g[k]);
     if (e->capture[n->slot]) {
       int ti = target_index(e, NULL, n, k);
       if (ti >= 0 && g[k] && (st = accumulate_into(&e->captured[ti], g[k])) != PD_OK) goto out;
@@ -365,8 +364,18 @@ propagate:
     if (ed->leaf) {
       int ls = ed->leaf->bw_slot;
       if (grad_in[i]) st = accumulate_into(&e->leaf_gbuf[ls], grad_in[i]);
-      if (st == PD_OK && --e->leaf_pending[ls] == 0 && e->leaf_gbuf[ls])
-        st = accumulate_leaf(e, ed->leaf, e->leaf_gbuf[ls]);
+      if (st == PD_OK && --e->leaf_pending[ls] == 0 && e->leaf_gbuf[ls]) {
+        /* the leaf's last contribution: its buffer's reference, and this
+         * node's own when it is the same tensor, go with it (a weight's
+         * gradient from a GEMM then becomes its .grad without a copy) */
+        pd_tensor *g = e->leaf_gbuf[ls];
+        e->leaf_gbuf[ls] = NULL;
+        if (grad_in[i] == g && !ed->node) {
+          pd_tensor_release(grad_in[i]);
+          grad_in[i] = NULL;
+        }
+        st = accumulate_leaf(e, ed->leaf, g, true);
+      }
     }
     if (ed->node) {
       pd_node *c = ed->node;
@@ -434,7 +443,7 @@ static pd_status run_engine(engine *e, pd_tensor *const *roots, pd_tensor *const
   for (int r = 0; r < n_roots && st == PD_OK; r++) {
     pd_tensor *t = roots[r];
     if (!t->grad_fn) {
-      st = accumulate_leaf(e, t, root_grads[r]);
+      st = accumulate_leaf(e, t, root_grads[r], false);
       continue;
     }
     pd_node *n = t->grad_fn;

@@ -39,6 +39,37 @@ static void test_accumulate_and_retain(void **state) {
   expect_no_live_tensors();
 }
 
+/* A leaf's gradient that nothing else holds becomes its .grad as it is (a
+ * weight's gradient from a GEMM, not copied); one shared by two leaves (add
+ * passes the same gradient to both) is copied for each, so the .grads never
+ * alias: adding into one in place leaves the other, and a second backward adds
+ * into each on its own. */
+static void test_leaf_grads_taken_not_shared(void **state) {
+  (void)state;
+  pd_scope_begin();
+  pd_tensor *x = T(PD_FLOAT32, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6);
+  pd_tensor *w = T(PD_FLOAT32, 2, SHAPE(3, 2), 1, 0, 0, 1, 1, 1);
+  pd_tensor_set_stop_gradient(w, false);
+  pd_tensor *a = T(PD_FLOAT32, 1, SHAPE(2), 1, 2), *b = T(PD_FLOAT32, 1, SHAPE(2), 3, 4);
+  pd_tensor_set_stop_gradient(a, false);
+  pd_tensor_set_stop_gradient(b, false);
+  pd_tensor *loss =
+      pd_add(pd_sum(pd_matmul(x, w, false, false), NULL, 0, false), pd_sum(pd_add(a, b), NULL, 0, false));
+  assert_int_equal(pd_backward(loss, NULL, true), PD_OK);
+  EXPECT_VALUES(pd_tensor_grad(w), 0, 5, 5, 7, 7, 9, 9); /* x^T ones: column sums of x */
+  pd_tensor *ga = pd_tensor_grad(a), *gb = pd_tensor_grad(b);
+  assert_ptr_not_equal(pd_tensor_data(ga), pd_tensor_data(gb));
+  assert_non_null(pd_add_(ga, T(PD_FLOAT32, 1, SHAPE(2), 9, 9)));
+  EXPECT_VALUES(pd_tensor_grad(a), 0, 10, 10);
+  EXPECT_VALUES(pd_tensor_grad(b), 0, 1, 1);
+  assert_int_equal(pd_backward(loss, NULL, false), PD_OK);
+  EXPECT_VALUES(pd_tensor_grad(a), 0, 11, 11);
+  EXPECT_VALUES(pd_tensor_grad(b), 0, 2, 2);
+  EXPECT_VALUES(pd_tensor_grad(w), 0, 10, 10, 14, 14, 18, 18);
+  pd_scope_end();
+  expect_no_live_tensors();
+}
+
 static void test_subtract_divide_grad(void **state) {
   (void)state;
   pd_scope_begin();
@@ -345,6 +376,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backward_broadcast_mul),
       cmocka_unit_test(test_accumulate_and_retain),
+      cmocka_unit_test(test_leaf_grads_taken_not_shared),
       cmocka_unit_test(test_subtract_divide_grad),
       cmocka_unit_test(test_grad_create_graph),
       cmocka_unit_test(test_hooks_and_no_grad),
