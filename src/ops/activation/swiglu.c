@@ -3,6 +3,7 @@
  * The backward is one fused op, swiglu_grad (first order, as Paddle's). */
 #include <string.h>
 
+#include "../../kernels/cpu/parallel.h"
 #include "../elementwise/elementwise_util.h"
 
 PD_EW_BINARY(swiglu_f32, float, float, x / (1.0f + pd_vexpf(-x)) * y)
@@ -36,6 +37,47 @@ static const pd_ew_fn k_gate_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(gate_grad);
 PD_EW_BINARY(value_grad_f32, float, float, y *(x / (1.0f + pd_vexpf(-x))))
 PD_EW_BINARY(value_grad_f64, double, double, y *(x / (1.0 + exp(-x))))
 static const pd_ew_fn k_value_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(value_grad);
+
+/* Both gradients in one pass over contiguous operands, one sigmoid per
+ * element: da = g b s (1 + a (1 - s)), db = g a s (s = sigmoid(a)). */
+#define BOTH_GRADS(sfx, T, SIG)                                                                            \
+  PD_VINLINE void swiglu_grads_##sfx##_body(int64_t n, const T *a, const T *b, const T *g, T *da, T *db) { \
+    PD_SIMD for (int64_t i = 0; i < n; i++) {                                                              \
+      T sg = SIG(a[i]);                                                                                    \
+      da[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                                              \
+      db[i] = g[i] * (a[i] * sg);                                                                          \
+    }                                                                                                      \
+  }                                                                                                        \
+  PD_KCLONES(swiglu_grads_##sfx, (int64_t n, const T *a, const T *b, const T *g, T *da, T *db),            \
+             (n, a, b, g, da, db))
+BOTH_GRADS(f32, float, pd_vsigmoidf)
+BOTH_GRADS(f64, double, pd_sigmoidd)
+
+/* The one-pass path: float32 or float64, every operand contiguous (the
+ * two-input form; the one-input form's halves are strided views). */
+static bool both_grads_in_one_pass(pd_tensor *a, pd_tensor *b, pd_tensor *g, pd_tensor *da, pd_tensor *db) {
+  pd_tensor *t[5] = {a, b, g, da, db};
+  for (int i = 0; i < 5; i++)
+    if (!t[i]->is_contiguous || t[i]->dtype != a->dtype || t[i]->numel != a->numel) return false;
+  if (a->dtype != PD_FLOAT32 && a->dtype != PD_FLOAT64) return false;
+  const int64_t n = a->numel, chunk = 4096, nc = (n + chunk - 1) / chunk;
+  if (a->dtype == PD_FLOAT32) {
+    const float *pa = pd_data_ptr(a), *pb = pd_data_ptr(b), *pg = pd_data_ptr(g);
+    float *pda = pd_data_ptr(da), *pdb = pd_data_ptr(db);
+    PD_PARALLEL_FOR(c, nc, PD_GRAIN / chunk, {
+      int64_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
+      swiglu_grads_f32(m, pa + i0, pb + i0, pg + i0, pda + i0, pdb + i0);
+    });
+  } else {
+    const double *pa = pd_data_ptr(a), *pb = pd_data_ptr(b), *pg = pd_data_ptr(g);
+    double *pda = pd_data_ptr(da), *pdb = pd_data_ptr(db);
+    PD_PARALLEL_FOR(c, nc, PD_GRAIN / chunk, {
+      int64_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
+      swiglu_grads_f64(m, pa + i0, pb + i0, pg + i0, pda + i0, pdb + i0);
+    });
+  }
+  return true;
+}
 
 /* Views of the two halves of t's last dim (new references). */
 static pd_status halves(pd_tensor *t, pd_tensor **a, pd_tensor **b) {
@@ -119,11 +161,12 @@ static pd_status swiglu_grad_kernel(const pd_kernel_ctx *ctx) {
   } else if ((st = halves(ctx->in[0], &av, &bv)) == PD_OK) {
     st = halves(ctx->out[0], &dav, &dbv);
   }
-  if (st == PD_OK) {
+  bool done = st == PD_OK && both_grads_in_one_pass(av, bv, g, dav, dbv);
+  if (st == PD_OK && !done) {
     pd_tensor *ops[3] = {av, bv, g};
     st = pd_ew_apply(ctx->def->name, k_gate_grad, av->dtype, dav, ops, 3, NULL);
   }
-  if (st == PD_OK) {
+  if (st == PD_OK && !done) {
     pd_tensor *ops[2] = {av, g};
     st = pd_ew_apply(ctx->def->name, k_value_grad, av->dtype, dbv, ops, 2, NULL);
   }
