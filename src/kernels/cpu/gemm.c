@@ -315,15 +315,10 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
   int nt = omp_get_max_threads();
   if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
-  if (atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) == 1) {
+  if (atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) == 1)
     /* the others leave one core: a team of one has it to itself, where a
      * team of two shares two cores with them (measured: docs/threads.md) */
-    const gemm_parts whole = {1, 1, 1};
-    omp_set_num_threads(1); /* oneDNN sizes its team from this thread's setting */
-    int st = run_part(&whole, 0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
-    omp_set_num_threads(nt);
-    return st;
-  }
+    return pdk_gemm_f32_serial(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   bool by_cols = N >= M;
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
   int64_t np = len / min < (int64_t)nt * PANELS_PER_THREAD ? len / min : (int64_t)nt * PANELS_PER_THREAD;
