@@ -267,10 +267,10 @@ static void test_memory(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_branch_runs_once_per_step),
-      cmocka_unit_test(test_random_ops_keep_the_forward_values),
-      cmocka_unit_test(test_gradient_equals_finite_differences),
-      cmocka_unit_test(test_memory),
+      cmocka_unit_test_teardown(test_branch_runs_once_per_step, close_program_guards),
+      cmocka_unit_test_teardown(test_random_ops_keep_the_forward_values, close_program_guards),
+      cmocka_unit_test_teardown(test_gradient_equals_finite_differences, close_program_guards),
+      cmocka_unit_test_teardown(test_memory, close_program_guards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

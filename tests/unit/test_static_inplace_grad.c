@@ -375,10 +375,10 @@ static void test_minimize_through_inplace_chain(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_plain),
-      cmocka_unit_test(test_through_while),
-      cmocka_unit_test(test_overwritten_value_refused),
-      cmocka_unit_test(test_minimize_through_inplace_chain),
+      cmocka_unit_test_teardown(test_plain, close_program_guards),
+      cmocka_unit_test_teardown(test_through_while, close_program_guards),
+      cmocka_unit_test_teardown(test_overwritten_value_refused, close_program_guards),
+      cmocka_unit_test_teardown(test_minimize_through_inplace_chain, close_program_guards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,9 +188,11 @@ static void test_cond_input_written(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_while_result_written),         cmocka_unit_test(test_cond_result_written),
-      cmocka_unit_test(test_while_result_element_written), cmocka_unit_test(test_while_input_written),
-      cmocka_unit_test(test_cond_input_written),
+      cmocka_unit_test_teardown(test_while_result_written, close_program_guards),
+      cmocka_unit_test_teardown(test_cond_result_written, close_program_guards),
+      cmocka_unit_test_teardown(test_while_result_element_written, close_program_guards),
+      cmocka_unit_test_teardown(test_while_input_written, close_program_guards),
+      cmocka_unit_test_teardown(test_cond_input_written, close_program_guards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -345,12 +345,12 @@ static void test_failing_backward(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_body_runs_once_per_iteration),
-      cmocka_unit_test(test_random_ops_keep_the_forward_values),
-      cmocka_unit_test(test_gradient_equals_finite_differences),
-      cmocka_unit_test(test_memory),
-      cmocka_unit_test(test_iteration_keeps_what_grad_rules_read),
-      cmocka_unit_test(test_failing_backward),
+      cmocka_unit_test_teardown(test_body_runs_once_per_iteration, close_program_guards),
+      cmocka_unit_test_teardown(test_random_ops_keep_the_forward_values, close_program_guards),
+      cmocka_unit_test_teardown(test_gradient_equals_finite_differences, close_program_guards),
+      cmocka_unit_test_teardown(test_memory, close_program_guards),
+      cmocka_unit_test_teardown(test_iteration_keeps_what_grad_rules_read, close_program_guards),
+      cmocka_unit_test_teardown(test_failing_backward, close_program_guards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
