@@ -44,19 +44,27 @@ static void test_accumulate_and_retain(void **state) {
  * passes the same gradient to both) is copied for each, so the .grads never
  * alias: adding into one in place leaves the other, and a second backward adds
  * into each on its own. */
+static pd_tensor *note_grad_data(pd_tensor *g, void *user) {
+  *(const void **)user = pd_tensor_data(g);
+  return NULL; /* no replacement */
+}
+
 static void test_leaf_grads_taken_not_shared(void **state) {
   (void)state;
   pd_scope_begin();
+  const void *seen = NULL; /* the data of the gradient that reached w */
   pd_tensor *x = T(PD_FLOAT32, 2, SHAPE(2, 3), 1, 2, 3, 4, 5, 6);
   pd_tensor *w = T(PD_FLOAT32, 2, SHAPE(3, 2), 1, 0, 0, 1, 1, 1);
   pd_tensor_set_stop_gradient(w, false);
+  assert_true(pd_tensor_register_hook(w, note_grad_data, &seen) >= 0);
   pd_tensor *a = T(PD_FLOAT32, 1, SHAPE(2), 1, 2), *b = T(PD_FLOAT32, 1, SHAPE(2), 3, 4);
   pd_tensor_set_stop_gradient(a, false);
   pd_tensor_set_stop_gradient(b, false);
   pd_tensor *loss =
       pd_add(pd_sum(pd_matmul(x, w, false, false), NULL, 0, false), pd_sum(pd_add(a, b), NULL, 0, false));
   assert_int_equal(pd_backward(loss, NULL, true), PD_OK);
-  EXPECT_VALUES(pd_tensor_grad(w), 0, 5, 5, 7, 7, 9, 9); /* x^T ones: column sums of x */
+  EXPECT_VALUES(pd_tensor_grad(w), 0, 5, 5, 7, 7, 9, 9);     /* x^T ones: column sums of x */
+  assert_ptr_equal(pd_tensor_data(pd_tensor_grad(w)), seen); /* taken, not copied */
   pd_tensor *ga = pd_tensor_grad(a), *gb = pd_tensor_grad(b);
   assert_ptr_not_equal(pd_tensor_data(ga), pd_tensor_data(gb));
   assert_non_null(pd_add_(ga, T(PD_FLOAT32, 1, SHAPE(2), 9, 9)));

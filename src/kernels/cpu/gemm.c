@@ -315,7 +315,7 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
   int nt = omp_get_max_threads();
   if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
-  if (atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed) == 1)
+  if (!pd_team_for_large_tasks())
     /* the others leave one core: a team of one has it to itself, where a
      * team of two shares two cores with them (measured: docs/threads.md) */
     return pdk_gemm_f32_serial(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -10,8 +10,11 @@ PD_EW_BINARY(swiglu_f32, float, float, x / (1.0f + pd_vexpf(-x)) * y)
 PD_EW_BINARY(swiglu_f64, double, double, x / (1.0 + exp(-x)) * y)
 static const pd_ew_fn k_swiglu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(swiglu);
 
-/* grad of the gate: g y s (1 + a (1 - s)), s = sigmoid(a) (operands: out, a, b, g); in the CPU
- * variants of kvariant.h, as the generated functions above */
+/* The gate's gradient at one element: g b s (1 + a (1 - s)), s = sigmoid(a). */
+#define GATE_D(T, a, b, g, sg) ((g) * (b) * (sg) * ((T)1 + (a) * ((T)1 - (sg))))
+
+/* grad of the gate (operands: out, a, b, g); in the CPU variants of
+ * kvariant.h, as the generated functions above */
 #define GATE_GRAD(sfx, T, SIG)                                                                          \
   PD_VINLINE void gate_grad_##sfx##_body(int64_t n, char *const *p, const int64_t *s, const void *pp) { \
     (void)pp;                                                                                           \
@@ -20,12 +23,12 @@ static const pd_ew_fn k_swiglu[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(swiglu);
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                             \
       PD_SIMD for (int64_t i = 0; i < n; i++) {                                                         \
         T sg = SIG(a[i]);                                                                               \
-        o[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                                          \
+        o[i] = GATE_D(T, a[i], b[i], g[i], sg);                                                         \
       }                                                                                                 \
     } else {                                                                                            \
       for (int64_t i = 0; i < n; i++) {                                                                 \
         T av = a[i * s[1]], sg = SIG(av);                                                               \
-        o[i * s[0]] = g[i * s[3]] * b[i * s[2]] * sg * ((T)1 + av * ((T)1 - sg));                       \
+        o[i * s[0]] = GATE_D(T, av, b[i * s[2]], g[i * s[3]], sg);                                      \
       }                                                                                                 \
     }                                                                                                   \
   }                                                                                                     \
@@ -44,7 +47,7 @@ static const pd_ew_fn k_value_grad[PD_NUM_DTYPES] = PD_EW_TABLE_FLOAT(value_grad
   PD_VINLINE void swiglu_grads_##sfx##_body(int64_t n, const T *a, const T *b, const T *g, T *da, T *db) { \
     PD_SIMD for (int64_t i = 0; i < n; i++) {                                                              \
       T sg = SIG(a[i]);                                                                                    \
-      da[i] = g[i] * b[i] * sg * ((T)1 + a[i] * ((T)1 - sg));                                              \
+      da[i] = GATE_D(T, a[i], b[i], g[i], sg);                                                             \
       db[i] = g[i] * (a[i] * sg);                                                                          \
     }                                                                                                      \
   }                                                                                                        \
@@ -61,21 +64,20 @@ static bool both_grads_in_one_pass(pd_tensor *a, pd_tensor *b, pd_tensor *g, pd_
     if (!t[i]->is_contiguous || t[i]->dtype != a->dtype || t[i]->numel != a->numel) return false;
   if (a->dtype != PD_FLOAT32 && a->dtype != PD_FLOAT64) return false;
   const int64_t n = a->numel, chunk = 4096, nc = (n + chunk - 1) / chunk;
-  if (a->dtype == PD_FLOAT32) {
-    const float *pa = pd_data_ptr(a), *pb = pd_data_ptr(b), *pg = pd_data_ptr(g);
-    float *pda = pd_data_ptr(da), *pdb = pd_data_ptr(db);
-    PD_PARALLEL_FOR(c, nc, PD_GRAIN / chunk, {
-      int64_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
-      swiglu_grads_f32(m, pa + i0, pb + i0, pg + i0, pda + i0, pdb + i0);
-    });
-  } else {
-    const double *pa = pd_data_ptr(a), *pb = pd_data_ptr(b), *pg = pd_data_ptr(g);
-    double *pda = pd_data_ptr(da), *pdb = pd_data_ptr(db);
-    PD_PARALLEL_FOR(c, nc, PD_GRAIN / chunk, {
-      int64_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
-      swiglu_grads_f64(m, pa + i0, pb + i0, pg + i0, pda + i0, pdb + i0);
-    });
-  }
+#define RUN(T, sfx)                                                           \
+  do {                                                                        \
+    const T *pa = pd_data_ptr(a), *pb = pd_data_ptr(b), *pg = pd_data_ptr(g); \
+    T *pda = pd_data_ptr(da), *pdb = pd_data_ptr(db);                         \
+    PD_PARALLEL_FOR(c, nc, PD_GRAIN / chunk, {                                \
+      int64_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;            \
+      swiglu_grads_##sfx(m, pa + i0, pb + i0, pg + i0, pda + i0, pdb + i0);   \
+    });                                                                       \
+  } while (0)
+  if (a->dtype == PD_FLOAT32)
+    RUN(float, f32);
+  else
+    RUN(double, f64);
+#undef RUN
   return true;
 }
 
