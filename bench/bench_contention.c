@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core_claim.h" /* whether the governor kept the threads to a share of the cores */
 #include "decoder_model.h"
 #include "kernels/cpu/parallel.h" /* the governor's flags, read to report what it saw */
 #include "linear_net.h"
@@ -163,7 +164,7 @@ static double median(double *v, int n) {
 /* What the thread governor saw during a condition's samples: how many
  * samples began with the cores contended, and the free cores it counted. */
 typedef struct governor_seen {
-  int samples, contended;
+  int samples, contended, claimed;
   double free_sum;
 } governor_seen;
 
@@ -177,6 +178,7 @@ static double time_condition(workload *w, governor_seen *g) {
   while (n < MAX_SAMPLES && (n < 5 || bench_now_s() < t_end)) {
     g->samples++;
     g->contended += atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
+    g->claimed += pd_core_claimed();
     g->free_sum += atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed);
     double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
@@ -323,13 +325,16 @@ int main(int argc, char **argv) {
     }
   }
   printf("\n%s\n", missed ? "some targets NOT met" : "every target met");
-  printf("\ngovernor (all rounds): samples begun with the cores contended, mean free cores it counted\n");
+  printf(
+      "\ngovernor (all rounds): samples begun with the cores contended, mean free cores it counted,\n"
+      "samples begun with a share of the cores claimed\n");
   for (int k = 0; k < 3; k++) {
     printf("%-10s", ws[k].name);
     for (int c = 0; c < N_COND; c++) {
       const governor_seen *g = &seen[k][c];
       int n = g->samples > 0 ? g->samples : 1;
-      printf("  %s %3.0f%% %.2f", CONDITIONS[c].name, 100.0 * g->contended / n, g->free_sum / n);
+      printf("  %s %3.0f%% %.2f %3.0f%%", CONDITIONS[c].name, 100.0 * g->contended / n, g->free_sum / n,
+             100.0 * g->claimed / n);
     }
     printf("\n");
   }

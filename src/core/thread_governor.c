@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core_claim.h"
 #include "thread_governor.h"
 
 #define WINDOW_NS 50000000L      /* how often the governor looks */
@@ -71,6 +72,8 @@ static pid_t g_team_tids[257];
 static int g_team_size;
 static atomic_int g_parks; /* how many times a team was parked (tests) */
 static pd_wait_policy g_policy;
+static atomic_int
+    g_threads; /* the pool's size as the main thread set it (the watcher's own is libgomp's default) */
 
 static void *parked_main(void *arg) {
   (void)arg;
@@ -174,30 +177,18 @@ static int machine_runnable(void) {
 }
 
 /* This process's threads ready to run now (state R in
- * /proc/self/task/<tid>/stat), the watcher itself included. The directory
- * is listed with getdents64 into a stack buffer (see read_proc). */
+ * /proc/self/task/<tid>/stat), the watcher itself included. */
+static void count_runnable(pid_t tid, void *arg) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  if (read_proc(path, buf, sizeof buf) < 0) return;
+  const char *r = strrchr(buf, ')'); /* the state follows the command's closing parenthesis */
+  if (r && r[1] == ' ' && r[2] == 'R') ++*(int *)arg;
+}
+
 static int own_runnable(void) {
-  int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return 0;
   int n = 0;
-  char ents[4096];
-  long got;
-  while ((got = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
-    for (long off = 0; off < got;) {
-      /* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
-      unsigned short reclen;
-      memcpy(&reclen, ents + off + 16, sizeof reclen);
-      const char *name = ents + off + 19;
-      off += reclen;
-      if (name[0] < '0' || name[0] > '9') continue;
-      char path[64], buf[256];
-      snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", name);
-      if (read_proc(path, buf, sizeof buf) < 0) continue;
-      const char *r = strrchr(buf, ')'); /* the state follows the command's closing parenthesis */
-      if (r && r[1] == ' ' && r[2] == 'R') n++;
-    }
-  }
-  close(dfd);
+  pd_for_each_own_task(count_runnable, &n);
   return n;
 }
 
@@ -243,6 +234,21 @@ bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long st
   return w->parked;
 }
 
+int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others) {
+  if (!w->parked)
+    w->claim = 0;
+  else if (w->claim == 0)
+    w->claim = pd_core_claim_size(cpus, free_cores, threads, others);
+  else if (free_cores > 0)
+    w->claim = 0; /* a competitor left: the cores are shared as before */
+  /* Our own threads preempt each other on the claimed cores, so the
+   * preemptions and the pressure no longer tell whether others still
+   * compete: only the free-core count (which leaves our threads out) ends a
+   * claim, and the calm count starts after it. */
+  if (w->claim > 0) w->calm = 0;
+  return w->claim;
+}
+
 int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable, int own_runnable) {
   int o = machine_runnable - own_runnable;
   *others = 0.8 * *others + 0.2 * (o > 0 ? o : 0);
@@ -262,7 +268,8 @@ static void *watch_main(void *arg) {
   long long last_stall = cpu_stall_us();
   pd_governor_window w = {0};
   int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  double others = 0; /* other processes' runnable tasks, averaged over about half a second */
+  double others = 0;                  /* other processes' runnable tasks, averaged over about half a second */
+  bool claims = pd_core_claim_init(); /* core_claim.h */
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
     nanosleep(&ts, NULL);
@@ -272,16 +279,21 @@ static void *watch_main(void *arg) {
     pd_thread_governor_step(&w, now - last, stall >= 0 && last_stall >= 0 ? stall - last_stall : -1,
                             WINDOW_NS / 1000);
     last = now, last_stall = stall;
-    int all = machine_runnable();
-    if (all >= 0)
-      atomic_store_explicit(&pd_g_cores_free,
-                            pd_thread_governor_free_cores(&others, cpus, all, own_runnable()),
-                            memory_order_relaxed);
+    int all = machine_runnable(), free = 0;
+    if (all >= 0) {
+      free = pd_thread_governor_free_cores(&others, cpus, all, own_runnable());
+      atomic_store_explicit(&pd_g_cores_free, free, memory_order_relaxed);
+    }
+    int claim_was = w.claim;
+    if (claims && all >= 0) pd_thread_governor_claim(&w, free, cpus, atomic_load(&g_threads), others);
+    if (w.claim == 0 && claim_was > 0) pd_core_claim_release();
     if (w.parked != was) {
       /* contended: the library's loops go serial (kernels/cpu/parallel.h) */
       atomic_store_explicit(&pd_g_cores_contended, w.parked, memory_order_relaxed);
       pd_thread_governor_set_parked(w.parked);
     }
+    /* not taken (other processes of this library hold the CPUs): tried again next window */
+    if (w.claim > 0 && claim_was == 0 && !pd_core_claim(w.claim)) w.claim = 0;
   }
   return NULL;
 }
@@ -343,7 +355,8 @@ static void child_after_fork(void) {
   g_park_state = 0;
   atomic_store(&g_parks, 0);
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_FORKED);
-  omp_set_num_threads(1); /* pd_set_num_threads keeps it so */
+  pd_core_claim_forget_in_child(); /* a claimed thread's fork: the child gets the process's CPUs */
+  omp_set_num_threads(1);          /* pd_set_num_threads keeps it so */
 }
 
 bool pd_thread_governor_forked(void) { return atomic_load(&pd_g_governor_state) == PD_GOVERNOR_FORKED; }
@@ -360,6 +373,7 @@ void pd_thread_governor_start(void) {
     return;
   }
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_STARTING);
+  atomic_store(&g_threads, omp_get_max_threads());
   static bool fork_handler;
   if (!fork_handler) fork_handler = pthread_atfork(before_fork, parent_after_fork, child_after_fork) == 0;
   g_policy = policy_from_env();
@@ -388,6 +402,7 @@ void pd_thread_governor_start(void) {
 }
 
 void pd_thread_governor_threads_changed(int n) {
+  atomic_store(&g_threads, n);
   int single = PD_GOVERNOR_SINGLE;
   if (n > 1) atomic_compare_exchange_strong(&pd_g_governor_state, &single, PD_GOVERNOR_UNSTARTED);
 }

@@ -41,6 +41,7 @@ typedef struct pd_governor_window {
   int busy; /* consecutive contended windows */
   int calm; /* consecutive calm windows while parked */
   bool parked;
+  int claim; /* cores kept to the process (core_claim.h), 0: none */
 } pd_governor_window;
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us);
 
@@ -50,6 +51,13 @@ bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long st
  * runnable tasks averaged over the last windows (weight 0.2 for the newest,
  * about half a second); cpus less that average, rounded, at least 0. */
 int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable, int own_runnable);
+
+/* The watcher's claim decision for one window, after the step above
+ * (core_claim.h): while parked and no core is free, keep
+ * pd_core_claim_size cores to the process until a core is free again or the
+ * team is released; while a claim holds, the calm count stays at 0. Returns
+ * w->claim. */
+int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others);
 
 /* Parks a team (libgomp's waits then sleep after a short spin) or releases
  * it; idempotent. The watcher calls it; tests may too. */

@@ -8,16 +8,19 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core_claim.h"
 #include "core/thread_governor.h"
 #include "kernels/cpu/parallel.h"
 #include "test_util.h"
@@ -74,6 +77,13 @@ static int settled_threads(void) {
   return c;
 }
 
+static cpu_set_t mask_of(pid_t tid) {
+  cpu_set_t m;
+  CPU_ZERO(&m);
+  sched_getaffinity(tid, sizeof m, &m);
+  return m;
+}
+
 static pid_t busy_child(void) {
   pid_t p = fork();
   if (p == 0) {
@@ -123,10 +133,16 @@ static int scenario_auto(void) {
   pid_t kids[65];
   int nk = (int)(ncpu + 1 < 65 ? ncpu + 1 : 65);
   for (int i = 0; i < nk; i++) kids[i] = busy_child();
-  bool parked = false;
+  bool parked = false, claimed = false;
   for (int i = 0; i < 200 && !parked; i++) { /* up to ~10 s of parallel work */
     for (int k = 0; k < 20; k++) parallel_op();
     parked = pd_thread_governor_parked();
+  }
+  /* with no core free the process keeps its threads on its share of them */
+  for (int i = 0; i < 200 && parked && ncpu >= 2 && !claimed; i++) {
+    for (int k = 0; k < 20; k++) parallel_op();
+    cpu_set_t m = mask_of(0);
+    claimed = pd_core_claimed() && CPU_COUNT(&m) < ncpu;
   }
   /* under lasting contention the library's own loops go to one thread */
   bool contended = false;
@@ -139,6 +155,10 @@ static int scenario_auto(void) {
   if (parked && !contended) {
     fprintf(stderr, "auto: the watcher parked a team without marking the cores contended\n");
     return 37;
+  }
+  if (parked && ncpu >= 2 && !claimed) {
+    fprintf(stderr, "auto: no core claimed while %d busy processes left none free\n", nk);
+    return 38;
   }
   if (!parked) {
     fprintf(stderr, "auto: no team parked while %d busy processes competed\n", nk);
@@ -252,6 +272,165 @@ static int scenario_start_fork(void) {
   return forked_child_runs() ? 0 : 71;
 }
 
+typedef struct claim_thread {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int cmd; /* 0 wait, 1 start a thread and report its mask, 2 fork and report, 9 leave */
+  int done;
+  pid_t tid;
+  int pin;                  /* >= 0: pin itself to this CPU first (a user's binding) */
+  cpu_set_t heir_mask, own; /* own: the process's CPUs */
+  int child_ok;
+} claim_thread;
+
+static void *heir_main(void *arg) {
+  claim_thread *c = arg;
+  c->heir_mask = mask_of(0);
+  return NULL;
+}
+
+static void *claim_thread_main(void *arg) {
+  claim_thread *c = arg;
+  if (c->pin >= 0) {
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    CPU_SET(c->pin, &m);
+    sched_setaffinity(0, sizeof m, &m);
+  }
+  pthread_mutex_lock(&c->mu);
+  c->tid = (pid_t)syscall(SYS_gettid);
+  pthread_cond_broadcast(&c->cv);
+  for (;;) {
+    while (c->cmd == 0) pthread_cond_wait(&c->cv, &c->mu);
+    int cmd = c->cmd;
+    c->cmd = 0;
+    if (cmd == 9) break;
+    pthread_mutex_unlock(&c->mu);
+    if (cmd == 1) { /* a thread born now inherits this one's mask */
+      pthread_t h;
+      if (pthread_create(&h, NULL, heir_main, c) == 0) pthread_join(h, NULL);
+    } else if (cmd == 2) { /* a fork from a claimed thread */
+      pid_t p = fork();
+      if (p == 0) {
+        cpu_set_t m = mask_of(0);
+        _exit(CPU_EQUAL(&m, &c->own) ? 0 : 1);
+      }
+      int status = 0;
+      c->child_ok = p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->done++;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+static void claim_thread_do(claim_thread *c, int cmd) {
+  pthread_mutex_lock(&c->mu);
+  int done = c->done;
+  c->cmd = cmd;
+  pthread_cond_broadcast(&c->cv);
+  while (cmd != 9 && c->done == done) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void claim_thread_start(claim_thread *c, pthread_t *t, int pin, cpu_set_t own) {
+  *c =
+      (claim_thread){.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .pin = pin, .own = own};
+  pthread_create(t, NULL, claim_thread_main, c);
+  pthread_mutex_lock(&c->mu);
+  while (c->tid == 0) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Another process of the library claims a CPU this one has not (a forked
+ * child, which drops the parent's locks; the parent's CPUs are those in
+ * `taken`), and a third finds none left on two CPUs. */
+static bool claims_exclude(const cpu_set_t *taken) {
+  pid_t p = fork();
+  if (p == 0) {
+    cpu_set_t mine, both;
+    if (!pd_core_claim(1) || pd_core_claimed_cpus(&mine) != 1) _exit(1);
+    CPU_AND(&both, &mine, taken);
+    if (CPU_COUNT(&both) != 0) _exit(2);
+    pid_t q = fork();
+    if (q == 0) { /* on two CPUs, both are claimed now */
+      cpu_set_t m = mask_of(0);
+      _exit(CPU_COUNT(&m) == 2 && pd_core_claim(1) ? 3 : 0);
+    }
+    int status = 0;
+    if (q < 0 || waitpid(q, &status, 0) != q || !WIFEXITED(status)) _exit(4);
+    _exit(WEXITSTATUS(status));
+  }
+  int status = 0;
+  if (p < 0 || waitpid(p, &status, 0) != p || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "claims_exclude: child status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return false;
+  }
+  return true;
+}
+
+/* A claim moves the threads that run where the process may, onto one CPU;
+ * a thread the user pinned stays pinned, before, during and after, even
+ * when the claim takes its CPU; a thread born during the claim and a child
+ * forked from a claimed thread get the process's CPUs back. No watcher runs
+ * (policy active): the claims are made by hand. */
+static int scenario_claim_masks(void) {
+  pd_set_num_threads(2);
+  parallel_op(); /* the governor's fork handler is set */
+  cpu_set_t own = mask_of(0);
+  if (CPU_COUNT(&own) < 2) return 0; /* nothing to claim on one CPU */
+  if (!pd_core_claim_init()) return 90;
+  int cpus[2], n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+    if (CPU_ISSET(c, &own)) cpus[n++] = c;
+  for (int round = 0; round < 2; round++) {
+    claim_thread free_t, pinned_t;
+    pthread_t ft, pt;
+    claim_thread_start(&free_t, &ft, -1, own);
+    claim_thread_start(&pinned_t, &pt, cpus[round], own);
+    cpu_set_t pinned_mask = mask_of(pinned_t.tid);
+    /* the claim starts at the main thread's CPU: there, in the second round,
+     * it takes the CPU the user pinned a thread to */
+    cpu_set_t main_cpu;
+    CPU_ZERO(&main_cpu);
+    CPU_SET(cpus[1], &main_cpu);
+    sched_setaffinity(0, sizeof main_cpu, &main_cpu);
+    if (!pd_core_claim(1) || !pd_core_claimed()) return 91;
+    cpu_set_t m = mask_of(free_t.tid), me = mask_of(0);
+    if (!CPU_EQUAL(&m, &main_cpu) || !CPU_EQUAL(&me, &main_cpu)) return 92; /* moved; the caller is not */
+    cpu_set_t p = mask_of(pinned_t.tid);
+    if (!CPU_EQUAL(&p, &pinned_mask)) return 93;
+    if (pd_core_claim(1)) return 94; /* one claim at a time */
+    if (!claims_exclude(&main_cpu)) return 89;
+    claim_thread_do(&free_t, 1);
+    if (!CPU_EQUAL(&free_t.heir_mask, &m)) return 95; /* born with the claim's mask */
+    claim_thread_do(&free_t, 2);
+    if (!free_t.child_ok) return 96; /* the forked child has the process's CPUs */
+    pd_core_claim_release();
+    if (pd_core_claimed()) return 97;
+    m = mask_of(free_t.tid), p = mask_of(pinned_t.tid);
+    if (!CPU_EQUAL(&m, &own) || !CPU_EQUAL(&p, &pinned_mask)) return 98;
+    claim_thread_do(&free_t, 1); /* a thread born after it: the process's CPUs */
+    if (!CPU_EQUAL(&free_t.heir_mask, &own)) return 99;
+    sched_setaffinity(0, sizeof own, &own);
+    claim_thread_do(&free_t, 9), claim_thread_do(&pinned_t, 9);
+    pthread_join(ft, NULL), pthread_join(pt, NULL);
+  }
+  return 0;
+}
+
+/* A user's binding, or PADDLEC_CORE_CLAIM=off, turns claims off. */
+static int scenario_claim_off(void) {
+  cpu_set_t own = mask_of(0);
+  if (CPU_COUNT(&own) < 2) return 0;
+  if (pd_core_claim_init() || pd_core_claim(1)) return 100;
+  unsetenv("PADDLEC_CORE_CLAIM"), unsetenv("OMP_PROC_BIND");
+  if (!pd_core_claim_init()) return 101; /* allowed once the setting is gone */
+  return 0;
+}
+
 static int scenario_user_policy(void) {
   pd_set_num_threads(2);
   parallel_op();
@@ -322,6 +501,42 @@ static void test_decision(void **state) {
   for (int i = 0; i < 39; i++)
     assert_true(pd_thread_governor_step(&w, 1, 100, win)); /* the count restarted */
   assert_false(pd_thread_governor_step(&w, 0, -1, win));
+}
+
+/* How many cores to keep while others leave none free: the fair share of
+ * the CPUs, at least one, never all. */
+static void test_claim_size(void **state) {
+  (void)state;
+  assert_int_equal(pd_core_claim_size(2, 0, 2, 2.0), 1); /* two busy beside a team of two */
+  assert_int_equal(pd_core_claim_size(2, 0, 2, 3.4), 1); /* more: still one */
+  assert_int_equal(pd_core_claim_size(2, 1, 2, 1.0), 0); /* a core is free: no claim */
+  assert_int_equal(pd_core_claim_size(2, 0, 1, 2.0), 0); /* one thread: nothing to keep together */
+  assert_int_equal(pd_core_claim_size(1, 0, 2, 2.0), 0); /* one CPU */
+  assert_int_equal(pd_core_claim_size(16, 0, 16, 16.0), 8);
+  assert_int_equal(pd_core_claim_size(16, 0, 16, 48.0), 4);
+  assert_int_equal(pd_core_claim_size(4, 0, 4, 0.4), 3); /* never every CPU */
+  assert_int_equal(pd_core_claim_size(4, 0, 4, -1.0), 3);
+}
+
+/* The claim, window by window: taken while parked with no core free, held
+ * (and the calm count with it) until a core is free, gone with the park. */
+static void test_claim_decision(void **state) {
+  (void)state;
+  pd_governor_window w = {0};
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* not parked: no claim */
+  w.parked = true;
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), 0); /* parked, a core free */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1); /* none free: claim one */
+  w.calm = 7;
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 1.6), 1); /* held */
+  assert_int_equal(w.calm, 0); /* our own threads' preemptions say nothing now */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.2), 0); /* a core is free again */
+  w.calm = 5;
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.2), 0);
+  assert_int_equal(w.calm, 5); /* the calm count runs again */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1);
+  w.parked = false;
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* released with the team */
 }
 
 static const char *g_self;
@@ -403,6 +618,13 @@ static void test_forked_child_computes(void **state) {
   run_scenario("fork_team", "PADDLEC_WAIT_POLICY", "active");
 }
 
+static void test_claim_masks(void **state) {
+  (void)state;
+  run_scenario("claim_masks", "PADDLEC_WAIT_POLICY", "active");
+  run_scenario("claim_off", "PADDLEC_CORE_CLAIM", "off");
+  run_scenario("claim_off", "OMP_PROC_BIND", "true");
+}
+
 static void test_single_thread_then_team(void **state) {
   (void)state;
   run_scenario("single", "PADDLEC_WAIT_POLICY", "passive");
@@ -419,11 +641,16 @@ int main(int argc, char **argv) {
     if (strcmp(s, "fork_release") == 0) return scenario_fork_release();
     if (strcmp(s, "start_fork") == 0) return scenario_start_fork();
     if (strcmp(s, "fork_team") == 0) return scenario_fork_team();
+    if (strcmp(s, "claim_masks") == 0) return scenario_claim_masks();
+    if (strcmp(s, "claim_off") == 0) return scenario_claim_off();
     return 99;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decision),
       cmocka_unit_test(test_free_cores),
+      cmocka_unit_test(test_claim_size),
+      cmocka_unit_test(test_claim_decision),
+      cmocka_unit_test(test_claim_masks),
       cmocka_unit_test(test_contended_loops_run_on_one_thread),
       cmocka_unit_test(test_passive_pool_sleeps),
       cmocka_unit_test(test_user_wait_policy_wins),

@@ -1,0 +1,198 @@
+/* Keeping the process's threads on a share of the cores while other
+ * processes leave none free (core_claim.h says why). Only threads whose
+ * mask is still the process's own are moved. On release the moved threads,
+ * and threads born during the claim that inherited its mask, get the
+ * process's mask back; a thread the user pinned before the claim stays where
+ * it is, even on the claimed CPUs. (One the user pins during a claim to
+ * exactly the claimed CPUs is taken for an heir and released.) */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core_claim.h"
+
+static cpu_set_t g_own;     /* the process's CPUs, given back on release */
+static cpu_set_t g_claimed; /* the CPUs of the claim in force */
+static bool g_allowed, g_claimed_now;
+/* the threads there were when the claim began, and whether it moved each */
+enum { MAX_SEEN = 1024 };
+static struct seen {
+  pid_t tid;
+  bool moved;
+} g_seen[MAX_SEEN];
+static int g_nseen;
+/* One abstract socket bound per claimed CPU: a machine-wide lock that the
+ * kernel drops when the process dies, so that two processes of this library
+ * never claim the same CPU (they would share it for as long as both claim,
+ * where the kernel cannot move either away). */
+static int g_locks[CPU_SETSIZE];
+static int g_nlocks;
+
+/* Binds the CPU's lock name; the socket, or -1 when another process holds it. */
+static int lock_cpu(int cpu) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  int len = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "paddlec-core-claim-%d", cpu);
+  if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void unlock_cpus(void) {
+  for (int i = 0; i < g_nlocks; i++) close(g_locks[i]);
+  g_nlocks = 0;
+}
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int pd_core_claim_size(int cpus, int free_cores, int threads, double others) {
+  if (free_cores > 0 || cpus < 2 || threads < 2) return 0;
+  if (others < 0) others = 0;
+  int k = (int)((double)cpus * threads / (threads + others));
+  if (k < 1) k = 1;
+  if (k > cpus - 1) k = cpus - 1;
+  return k;
+}
+
+void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg) {
+  int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  char ents[4096];
+  long got;
+  while ((got = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
+    for (long off = 0; off < got;) {
+      /* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
+      unsigned short reclen;
+      memcpy(&reclen, ents + off + 16, sizeof reclen);
+      const char *name = ents + off + 19;
+      off += reclen;
+      if (name[0] >= '0' && name[0] <= '9') fn((pid_t)atoi(name), arg);
+    }
+  }
+  close(dfd);
+}
+
+bool pd_core_claim_init(void) {
+  pthread_mutex_lock(&g_mu);
+  const char *off = getenv("PADDLEC_CORE_CLAIM");
+  bool user_binds = getenv("OMP_PROC_BIND") || getenv("OMP_PLACES") || getenv("GOMP_CPU_AFFINITY");
+  g_allowed = !(off && (strcasecmp(off, "off") == 0 || strcmp(off, "0") == 0)) && !user_binds &&
+              sched_getaffinity(0, sizeof g_own, &g_own) == 0 && CPU_COUNT(&g_own) >= 2;
+  bool allowed = g_allowed;
+  pthread_mutex_unlock(&g_mu);
+  return allowed;
+}
+
+/* The CPU the process's main thread last ran on (field 39 of its stat), or -1. */
+static int main_thread_cpu(void) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* fields from the third on follow the command */
+  for (int field = 2; p && field < 39; field++) p = strchr(p + 1, ' ');
+  return p ? atoi(p + 1) : -1;
+}
+
+static const struct seen *seen_at_claim(pid_t tid) {
+  for (int i = 0; i < g_nseen; i++)
+    if (g_seen[i].tid == tid) return &g_seen[i];
+  return NULL;
+}
+
+static void claim_task(pid_t tid, void *arg) {
+  pid_t caller = *(const pid_t *)arg;
+  cpu_set_t cur;
+  bool moved = tid != caller && sched_getaffinity(tid, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_own) &&
+               sched_setaffinity(tid, sizeof g_claimed, &g_claimed) == 0;
+  if (g_nseen < MAX_SEEN) g_seen[g_nseen++] = (struct seen){tid, moved};
+}
+
+static void release_task(pid_t tid, void *arg) {
+  (void)arg;
+  const struct seen *s = seen_at_claim(tid);
+  cpu_set_t cur;
+  if ((!s || s->moved) && sched_getaffinity(tid, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_claimed))
+    (void)sched_setaffinity(tid, sizeof g_own, &g_own); /* one that just exited: nothing to do */
+}
+
+bool pd_core_claim(int k) {
+  pthread_mutex_lock(&g_mu);
+  bool ok = false;
+  int total = CPU_COUNT(&g_own);
+  if (g_allowed && !g_claimed_now && k >= 1 && k < total) {
+    int start = main_thread_cpu();
+    if (start < 0 || start >= CPU_SETSIZE || !CPU_ISSET(start, &g_own)) start = 0;
+    CPU_ZERO(&g_claimed);
+    int c = start;
+    for (int tried = 0; tried < CPU_SETSIZE && g_nlocks < k; tried++, c = (c + 1) % CPU_SETSIZE) {
+      if (!CPU_ISSET(c, &g_own)) continue;
+      int fd = lock_cpu(c);
+      if (fd >= 0) g_locks[g_nlocks++] = fd, CPU_SET(c, &g_claimed);
+    }
+    if (g_nlocks == k) {
+      pid_t caller = (pid_t)syscall(SYS_gettid);
+      g_nseen = 0;
+      pd_for_each_own_task(claim_task, &caller);
+      g_claimed_now = ok = true;
+    } else {
+      unlock_cpus(); /* others of this library hold the rest: no claim now */
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+
+void pd_core_claim_release(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_claimed_now) {
+    pd_for_each_own_task(release_task, NULL);
+    unlock_cpus();
+    g_claimed_now = false;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+int pd_core_claimed_cpus(cpu_set_t *cpus) {
+  pthread_mutex_lock(&g_mu);
+  CPU_ZERO(cpus);
+  if (g_claimed_now) *cpus = g_claimed;
+  int n = g_claimed_now ? CPU_COUNT(&g_claimed) : 0;
+  pthread_mutex_unlock(&g_mu);
+  return n;
+}
+
+bool pd_core_claimed(void) {
+  pthread_mutex_lock(&g_mu);
+  bool c = g_claimed_now;
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
+void pd_core_claim_forget_in_child(void) {
+  /* the parent's lock may have been held by another thread at the fork */
+  pthread_mutex_init(&g_mu, NULL);
+  if (g_claimed_now) {
+    cpu_set_t cur;
+    if (sched_getaffinity(0, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_claimed))
+      (void)sched_setaffinity(0, sizeof g_own, &g_own);
+  }
+  unlock_cpus(); /* the parent's locks are the parent's */
+  g_claimed_now = false;
+}

@@ -1,0 +1,63 @@
+/* Keeping the process's threads on a share of the cores while other
+ * processes leave none free (core_claim.c; the thread governor decides when).
+ *
+ * Two busy processes beside a team of two on two cores: the scheduler puts
+ * them either both on one core, leaving the other to our team, or one on
+ * each, where each of our threads shares a core with one of them. The second
+ * placement loses about a third of the step (measured with the decoder, 70
+ * against 105-125 ms, docs/threads.md): whenever one of our threads sleeps
+ * (the serial parts of a step, a wait at a product's end) its core goes to the
+ * competitor beside it, where in the first our other thread gets it. Both
+ * placements are balanced in the kernel's eyes and each lasts for seconds.
+ * Keeping our threads on one core makes the first placement the balanced one:
+ * the kernel moves the competitors off the core our threads may not leave. */
+#ifndef PADDLEC_CORE_CORE_CLAIM_H
+#define PADDLEC_CORE_CORE_CLAIM_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* How many cores a process of `threads` threads should keep to itself on a
+ * machine of `cpus` CPUs where `free_cores` are left free by the others,
+ * whose runnable tasks average `others`: 0 (no claim) while a core is free,
+ * with fewer than two CPUs or threads; else its fair share of the CPUs,
+ * cpus * threads / (threads + others) rounded down, at least 1 and at most
+ * cpus - 1. */
+int pd_core_claim_size(int cpus, int free_cores, int threads, double others);
+
+/* Records the process's CPUs (this thread's affinity mask) as the ones to
+ * give back on release, and whether a claim is allowed at all: not with
+ * PADDLEC_CORE_CLAIM=off, not when the user binds threads
+ * (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY), not with fewer than two
+ * CPUs. Returns whether claims are allowed. */
+bool pd_core_claim_init(void);
+
+/* Moves every thread of the process whose mask is the recorded one, except
+ * the caller, onto `k` of its CPUs: from the one the process's main thread
+ * runs on, in the mask's order, skipping CPUs that another process of this
+ * library has claimed (a machine-wide lock per CPU, an abstract socket name,
+ * gone when its holder is). Returns whether the claim took (not when fewer
+ * than k CPUs were free to claim, or one is in force). */
+bool pd_core_claim(int k);
+
+/* Gives the threads the claim moved, and those born during it with its
+ * mask, the recorded mask back (a thread the user had pinned to the
+ * claimed CPUs before stays pinned); idempotent. */
+void pd_core_claim_release(void);
+
+bool pd_core_claimed(void);
+/* The claimed CPUs (none when no claim is in force); returns their count. */
+int pd_core_claimed_cpus(cpu_set_t *cpus);
+
+/* In a forked child: its one thread gets the recorded mask back (a fork
+ * from a claimed thread copies the claimed mask) and the claim is
+ * forgotten. */
+void pd_core_claim_forget_in_child(void);
+
+/* Calls fn for every thread of the process (/proc/self/task, listed with
+ * getdents64 into a stack buffer: no allocation, so a fork from another
+ * thread in the middle leaves the child nothing to leak). */
+void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg);
+
+#endif
