@@ -1,7 +1,13 @@
 /* Liveness-based buffer planning (see memory_plan.h): values are placed in
  * op order, each output best-fit into the free blocks of the arena (the
  * arena grows at its end when none fits), and a value's block is freed
- * after the last op that reads it. */
+ * after the last op that reads it. A second plan places the same values
+ * offline, largest first, each at the lowest offset clear of the values
+ * already placed whose lifetimes meet its own (the "greedy by size" of
+ * TensorFlow Lite's arena planner); the smaller arena of the two is kept.
+ * Op order fragments when a large value is born after smaller ones that
+ * outlive it: on the decoder of bench_static the online plan left 1.6 MB
+ * (7%) above the bytes live at its peak. */
 #include "memory_plan.h"
 
 #include <stdlib.h>
@@ -139,6 +145,79 @@ static bool can_reuse(const pd_plan_value *values, const pd_plan_op *op, int i, 
   return true;
 }
 
+/* The offline plan (see the top): each group, a value and the chain of
+ * outputs written in place over it, is one block of the size of its values
+ * living from its first write to its last read. Replaces plan's offsets
+ * when its arena is smaller. */
+typedef struct group {
+  int root, start, end;
+  size_t size;
+  int64_t off;
+} group;
+
+static int by_size(const void *a, const void *b) {
+  const group *x = a, *y = b;
+  if (x->size != y->size) return x->size < y->size ? 1 : -1;
+  return (x->start > y->start) - (x->start < y->start);
+}
+
+static int by_offset(const void *a, const void *b) {
+  const group *x = *(const group *const *)a, *y = *(const group *const *)b;
+  return (x->off > y->off) - (x->off < y->off);
+}
+
+static pd_status plan_by_size(const pd_plan_value *values, int n_values, const int *first, const int *last,
+                              const int *over, pd_memory_plan *plan) {
+  size_t nv = n_values > 0 ? (size_t)n_values : 1;
+  int *root = malloc(sizeof(int) * nv), *slot = malloc(sizeof(int) * nv);
+  group *g = malloc(sizeof(group) * nv);
+  const group **meet = malloc(sizeof(group *) * nv);
+  if (!root || !slot || !g || !meet) {
+    free(root), free(slot), free(g), free(meet);
+    return pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d values", n_values);
+  }
+  int ng = 0;
+  for (int v = 0; v < n_values; v++) {
+    slot[v] = -1;
+    if (values[v].external || first[v] < 0) continue;
+    int r = v;
+    while (over[r] >= 0) r = over[r];
+    root[v] = r;
+  }
+  for (int v = 0; v < n_values; v++) { /* roots come before the values written over them */
+    if (values[v].external || first[v] < 0) continue;
+    int r = root[v];
+    if (slot[r] < 0) {
+      slot[r] = ng;
+      g[ng++] = (group){r, first[v], last[v], align_up(values[r].bytes), -1};
+    }
+    group *q = &g[slot[r]];
+    if (first[v] < q->start) q->start = first[v];
+    if (last[v] > q->end) q->end = last[v];
+  }
+  qsort(g, (size_t)ng, sizeof *g, by_size);
+  size_t arena = 0;
+  for (int i = 0; i < ng; i++) {
+    int n = 0;
+    for (int j = 0; j < i; j++)
+      if (g[j].start <= g[i].end && g[i].start <= g[j].end) meet[n++] = &g[j];
+    qsort(meet, (size_t)n, sizeof *meet, by_offset);
+    int64_t at = 0;
+    for (int j = 0; j < n && at + (int64_t)g[i].size > meet[j]->off; j++)
+      if (meet[j]->off + (int64_t)meet[j]->size > at) at = meet[j]->off + (int64_t)meet[j]->size;
+    g[i].off = at;
+    if ((size_t)at + g[i].size > arena) arena = (size_t)at + g[i].size;
+  }
+  if (arena < plan->arena_bytes) {
+    for (int i = 0; i < ng; i++) slot[g[i].root] = i;
+    for (int v = 0; v < n_values; v++)
+      if (!values[v].external && first[v] >= 0) plan->offset[v] = g[slot[root[v]]].off;
+    plan->arena_bytes = arena;
+  }
+  free(root), free(slot), free(g), free(meet);
+  return PD_OK;
+}
+
 pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const pd_plan_op *ops, int n_ops,
                                pd_memory_plan *plan) {
   memset(plan, 0, sizeof *plan);
@@ -147,10 +226,11 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   size_t nv = n_values > 0 ? (size_t)n_values : 1;
   int *first = malloc(sizeof(int) * nv), *last = malloc(sizeof(int) * nv);
   int *taken_at = malloc(sizeof(int) * nv); /* op at which v's bytes passed to an in-place output */
+  int *over = malloc(sizeof(int) * nv);     /* the value v was written in place over, or -1 */
   plan->offset = malloc(sizeof(int64_t) * nv);
   free_list f = {0};
   pd_status st = PD_OK;
-  if (!first || !last || !taken_at || !plan->offset) {
+  if (!first || !last || !taken_at || !over || !plan->offset) {
     st = pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d values", n_values);
     goto done;
   }
@@ -158,6 +238,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   for (int v = 0; v < n_values; v++) {
     plan->offset[v] = -1;
     taken_at[v] = -1;
+    over[v] = -1;
     if (!values[v].external && first[v] >= 0) plan->naive_bytes += align_up(values[v].bytes);
   }
 
@@ -169,6 +250,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
         int src = op->in[op->inplace_in];
         plan->offset[v] = plan->offset[src];
         taken_at[src] = i;
+        over[v] = src;
         plan->n_inplace++;
         continue;
       }
@@ -195,6 +277,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   }
   if (st != PD_OK) goto done;
   plan->arena_bytes = f.end;
+  if ((st = plan_by_size(values, n_values, first, last, over, plan)) != PD_OK) goto done;
 
   /* the lower bound: bytes live during each op, an in-place pair once */
   for (int i = 0; i < n_ops; i++) {
@@ -205,7 +288,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
     if (live > plan->live_peak) plan->live_peak = live;
   }
 done:
-  free(first), free(last), free(taken_at), free(f.b);
+  free(first), free(last), free(taken_at), free(over), free(f.b);
   if (st != PD_OK) pd_memory_plan_free(plan);
   return st;
 }

@@ -140,6 +140,34 @@ static unsigned rnd(unsigned *s) {
 
 static size_t up(size_t n) { return (n + A - 1) / A * A; }
 
+/* Op order fragments; placing the largest values first does not:
+ * op0: s1 (64, fetched); op1: B1 (1024); op2: s2 (64, fetched) from B1;
+ * op3: B2 (1088); op4: reads B2, s1, s2. Best fit in op order puts s2 after
+ * B1, so B2 fits neither B1's freed 1024 bytes nor the end: 2240 bytes.
+ * Largest first: B2 and B1 at 0 (their lifetimes do not meet), s1 and s2
+ * above them: 1216 bytes, the live peak. */
+static void test_fragmentation(void **state) {
+  (void)state;
+  pd_plan_value vals[4] = {{64, false, true, false},
+                           {1024, false, false, false},
+                           {64, false, true, false},
+                           {1088, false, false, false}};
+  int o0[] = {0}, o1[] = {1}, i2[] = {1}, o2[] = {2}, o3[] = {3}, i4[] = {3, 0, 2};
+  pd_plan_op ops[5] = {{NULL, 0, o0, 1, -1},
+                       {NULL, 0, o1, 1, -1},
+                       {i2, 1, o2, 1, -1},
+                       {NULL, 0, o3, 1, -1},
+                       {i4, 3, NULL, 0, -1}};
+  pd_memory_plan p;
+  assert_int_equal(pd_memory_plan_build(vals, 4, ops, 5, &p), PD_OK);
+  assert_int_equal(p.live_peak, 1216);
+  assert_int_equal(p.arena_bytes, 1216);
+  assert_int_equal(p.offset[3], 0);
+  assert_int_equal(p.offset[1], 0);
+  assert_true(p.offset[0] >= 1088 && p.offset[2] >= 1088 && p.offset[0] != p.offset[2]);
+  pd_memory_plan_free(&p);
+}
+
 /* Random programs: the plan never lets two values alive at the same op share
  * a byte, except an output written in place over an input dying there. */
 static void test_random_programs(void **state) {
@@ -226,7 +254,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain),           cmocka_unit_test(test_diamond),
       cmocka_unit_test(test_refused),         cmocka_unit_test(test_shared_writes),
-      cmocka_unit_test(test_random_programs),
+      cmocka_unit_test(test_random_programs), cmocka_unit_test(test_fragmentation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

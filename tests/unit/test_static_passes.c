@@ -336,6 +336,52 @@ static void test_inplace(void **state) {
   model_free(&m);
 }
 
+/* The softmax cross entropy's gradient written over its logits, which die
+ * there (pass_inplace.c): Linear(16, 50) -> cross entropy with hard labels,
+ * mean. The results are the same bits as without. */
+static void test_inplace_cross_entropy_grad(void **state) {
+  (void)state;
+  model m;
+  memset(&m, 0, sizeof m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m.layers[0] = pd_nn_linear(16, 50, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  m.main = pd_static_program(), m.startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m.main, m.startup), PD_OK);
+  pd_tensor *x = keep(&m, pd_static_data("x", 2, SHAPE(-1, 16), PD_FLOAT64));
+  pd_tensor *label = keep(&m, pd_static_data("label", 2, SHAPE(-1, 1), PD_INT64));
+  pd_tensor *logits = keep(&m, pd_layer_call1(m.layers[0], x));
+  pd_tensor *loss =
+      keep(&m, pd_cross_entropy(logits, label, NULL, -100, PD_REDUCTION_MEAN, false, -1, true, 0.0));
+  pd_named_tensors ps = {0};
+  assert_int_equal(pd_layer_parameters(m.layers[0], &ps), PD_OK);
+  pd_tensor *wrt[2] = {ps.tensors[0], ps.tensors[1]}, *grads[2];
+  assert_int_equal(pd_static_gradients(&loss, 1, wrt, 2, NULL, NULL, 0, grads), PD_OK);
+  pd_named_tensors_free(&ps);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  m.fetch[m.n_fetch++] = pd_tensor_retain(loss);
+  for (int i = 0; i < 2; i++) {
+    if (!grads[i]) fail_msg("no gradient for input %d", i);
+    m.fetch[m.n_fetch++] = grads[i];
+  }
+  m.feed_name[0] = "x", m.feed_value[0] = test_wave(8, 16, 1);
+  int64_t lab[8] = {3, 0, 49, 7, 7, 21, 11, 40};
+  m.feed_name[1] = "label", m.feed_value[1] = pd_to_tensor(lab, PD_INT64, 2, SHAPE(8, 1));
+  m.n_feed = 2;
+  pd_tensor *a[8], *b[8];
+  pd_pass_stats s1, s0;
+  run_model(&m, &(pd_pass_options){.inplace = true}, a, &s1, NULL);
+  run_model(&m, &no_passes, b, &s0, NULL);
+  assert_int_equal(s1.inplace,
+                   2); /* the gradient over the logits, and one elementwise op (1 without the first) */
+  assert_int_equal(s0.inplace, 0);
+  for (int i = 0; i < m.n_fetch; i++) {
+    assert_memory_equal(pd_tensor_data(a[i]), pd_tensor_data(b[i]), (size_t)a[i]->numel * 8);
+    pd_tensor_release(a[i]), pd_tensor_release(b[i]);
+  }
+  model_free(&m);
+}
+
 /* The weight gradient folded into the SGD update: three training steps
  * with every pass against none; the parameters agree to 1e-10 (the fused
  * update rounds lr * sum once, the two ops twice). */
@@ -449,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_fuse_elementwise_broadcast),
       cmocka_unit_test(test_fuse_rope),
       cmocka_unit_test(test_inplace),
+      cmocka_unit_test(test_inplace_cross_entropy_grad),
       cmocka_unit_test(test_sgd_update_fused),
       cmocka_unit_test(test_compiled_program),
   };
