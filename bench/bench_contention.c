@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/core_claim.h" /* whether the governor kept the threads to a share of the cores */
+#include "core/procfs.h"     /* where the competitors run */
 #include "decoder_model.h"
 #include "kernels/cpu/parallel.h" /* the governor's flags, read to report what it saw */
 #include "linear_net.h"
@@ -166,10 +167,28 @@ static double median(double *v, int n) {
 typedef struct governor_seen {
   int samples, contended, claimed;
   double free_sum;
+  /* with two competitors: steps and samples begun with both on one CPU
+   * ([0]) or one on each ([1]) */
+  double placed_s[2];
+  int placed_n[2];
 } governor_seen;
 
+/* 0: every competitor on one CPU, 1: not, -1: unknown (read at a sample's start). */
+static int competitors_split(const pid_t *pids, int n) {
+  int cpu0 = -1;
+  for (int i = 0; i < n; i++) {
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pids[i]);
+    int c = pd_proc_cpu_of(path);
+    if (c < 0) return -1;
+    if (i == 0) cpu0 = c;
+    if (c != cpu0) return 1;
+  }
+  return 0;
+}
+
 /* Median step time over `seconds` of samples. */
-static double time_condition(workload *w, governor_seen *g) {
+static double time_condition(workload *w, governor_seen *g, const pid_t *pids, int n_pids) {
   enum { MAX_SAMPLES = 4096 };
   static double samples[MAX_SAMPLES];
   int n = 0;
@@ -180,9 +199,12 @@ static double time_condition(workload *w, governor_seen *g) {
     g->contended += atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
     g->claimed += pd_core_claimed();
     g->free_sum += atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed);
+    int split = n_pids == 2 ? competitors_split(pids, n_pids) : -1;
     double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
-    samples[n++] = (bench_now_s() - t0) / w->steps_per_sample;
+    samples[n] = (bench_now_s() - t0) / w->steps_per_sample;
+    if (split >= 0) g->placed_s[split] += samples[n], g->placed_n[split]++;
+    n++;
   }
   return median(samples, n);
 }
@@ -292,7 +314,7 @@ int main(int argc, char **argv) {
       for (int i = 0; c == 0 && i < 60 && atomic_load(&pd_g_cores_contended); i++) sleep_s(0.05);
       pid_t pids[3];
       check(start_competitors(&CONDITIONS[c], pids) == 0, "fork");
-      for (int k = 0; k < 3; k++) t[k][c][r] = time_condition(&ws[k], &seen[k][c]);
+      for (int k = 0; k < 3; k++) t[k][c][r] = time_condition(&ws[k], &seen[k][c], pids, CONDITIONS[c].n);
       stop_competitors(&CONDITIONS[c], pids);
       sleep_s(0.1);
     }
@@ -336,6 +358,20 @@ int main(int argc, char **argv) {
       printf("  %s %3.0f%% %.2f %3.0f%%", CONDITIONS[c].name, 100.0 * g->contended / n, g->free_sum / n,
              100.0 * g->claimed / n);
     }
+    printf("\n");
+  }
+  printf(
+      "\nunder two busy processes (all rounds), by where they ran as a sample began: mean step with both\n"
+      "on one CPU / with one on each CPU (share of samples)\n");
+  int two = 0; /* the condition with two competitors */
+  while (CONDITIONS[two].n != 2) two++;
+  for (int k = 1; k < 3; k++) {
+    const governor_seen *g = &seen[k][two];
+    int n = g->placed_n[0] + g->placed_n[1] > 0 ? g->placed_n[0] + g->placed_n[1] : 1;
+    printf("%-10s", ws[k].name);
+    for (int p = 0; p < 2; p++)
+      printf("  %s %.2f ms (%3.0f%%)", p ? "split" : "together",
+             g->placed_n[p] ? 1e3 * g->placed_s[p] / g->placed_n[p] : 0.0, 100.0 * g->placed_n[p] / n);
     printf("\n");
   }
   for (int k = 0; k < 3; k++) workload_free(&ws[k]);

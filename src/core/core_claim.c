@@ -6,7 +6,6 @@
  * it is, even on the claimed CPUs. (One the user pins during a claim to
  * exactly the claimed CPUs is taken for an heir and released.) */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "core_claim.h"
+#include "procfs.h"
 
 static cpu_set_t g_own;     /* the process's CPUs, given back on release */
 static cpu_set_t g_claimed; /* the CPUs of the claim in force */
@@ -66,24 +66,6 @@ int pd_core_claim_size(int cpus, int free_cores, int threads, double others) {
   return k;
 }
 
-void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg) {
-  int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;
-  char ents[4096];
-  long got;
-  while ((got = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
-    for (long off = 0; off < got;) {
-      /* struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name */
-      unsigned short reclen;
-      memcpy(&reclen, ents + off + 16, sizeof reclen);
-      const char *name = ents + off + 19;
-      off += reclen;
-      if (name[0] >= '0' && name[0] <= '9') fn((pid_t)atoi(name), arg);
-    }
-  }
-  close(dfd);
-}
-
 bool pd_core_claim_init(void) {
   pthread_mutex_lock(&g_mu);
   const char *off = getenv("PADDLEC_CORE_CLAIM");
@@ -95,19 +77,11 @@ bool pd_core_claim_init(void) {
   return allowed;
 }
 
-/* The CPU the process's main thread last ran on (field 39 of its stat), or -1. */
+/* The CPU the process's main thread last ran on, or -1. */
 static int main_thread_cpu(void) {
-  char path[64], buf[512];
+  char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  const char *p = strrchr(buf, ')'); /* fields from the third on follow the command */
-  for (int field = 2; p && field < 39; field++) p = strchr(p + 1, ' ');
-  return p ? atoi(p + 1) : -1;
+  return pd_proc_cpu_of(path);
 }
 
 static const struct seen *seen_at_claim(pid_t tid) {

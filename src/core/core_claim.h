@@ -55,9 +55,4 @@ int pd_core_claimed_cpus(cpu_set_t *cpus);
  * forgotten. */
 void pd_core_claim_forget_in_child(void);
 
-/* Calls fn for every thread of the process (/proc/self/task, listed with
- * getdents64 into a stack buffer: no allocation, so a fork from another
- * thread in the middle leaves the child nothing to leak). */
-void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg);
-
 #endif

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "core_claim.h"
+#include "procfs.h"
 #include "thread_governor.h"
 
 #define WINDOW_NS 50000000L      /* how often the governor looks */
@@ -153,24 +154,11 @@ static void unpark(void) {
   }
 }
 
-/* Reads a small /proc file whole into buf (NUL-terminated): its length, or
- * -1. open/read, not stdio or opendir: a fork from another thread in the
- * middle must not leave the child an allocation to leak. */
-static ssize_t read_proc(const char *path, char *buf, size_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, size - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  return n;
-}
-
 /* Tasks of the whole machine ready to run now (/proc/loadavg's fourth
  * field, "running/total"), or -1. */
 static int machine_runnable(void) {
   char line[128];
-  if (read_proc("/proc/loadavg", line, sizeof line) < 0) return -1;
+  if (pd_proc_read("/proc/loadavg", line, sizeof line) < 0) return -1;
   const char *p = line;
   for (int f = 0; f < 3 && p; f++) p = strchr(p + 1, ' ');
   return p ? atoi(p + 1) : -1;
@@ -181,7 +169,7 @@ static int machine_runnable(void) {
 static void count_runnable(pid_t tid, void *arg) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  if (read_proc(path, buf, sizeof buf) < 0) return;
+  if (pd_proc_read(path, buf, sizeof buf) < 0) return;
   const char *r = strrchr(buf, ')'); /* the state follows the command's closing parenthesis */
   if (r && r[1] == ' ' && r[2] == 'R') ++*(int *)arg;
 }
@@ -202,7 +190,7 @@ static long preemptions(void) {
  * the kernel does not provide it. */
 static long long cpu_stall_us(void) {
   char line[256];
-  if (read_proc("/proc/pressure/cpu", line, sizeof line) < 0) return -1;
+  if (pd_proc_read("/proc/pressure/cpu", line, sizeof line) < 0) return -1;
   const char *t = strncmp(line, "some ", 5) == 0 ? strstr(line, "total=") : NULL;
   return t ? strtoll(t + 6, NULL, 10) : -1;
 }

@@ -109,6 +109,12 @@ typedef pd_status (*pd_spmd_fn)(pd_spmd_args *s);
  * runs for inputs of these dtypes, its params written to params[0..3];
  * NULL where the kernel has none for them. */
 typedef pd_ew_fn (*pd_ew_fn_of)(const pd_attrs *a, const pd_dtype *in_dtypes, double *params);
+/* For an op that is not elementwise but whose kernel reads each element of
+ * one input before it writes the same element of output 0, and nothing of
+ * that input afterwards: that input's index for these attributes, or -1. The
+ * static graph's arena then lets output 0 take the input's bytes when the
+ * input dies at the op (src/static/pass_inplace.c; elementwise ops need none). */
+typedef int (*pd_writes_over_fn)(const pd_attrs *a);
 
 enum {
   PD_OPF_DIFF = 1u << 0,         /* has a backward */
@@ -139,7 +145,8 @@ struct pd_op_def {
   pd_backward_fn backward;
   pd_spmd_fn spmd;
   pd_flops_fn flops;
-  pd_ew_fn_of ew_fn; /* elementwise ops only; NULL otherwise */
+  pd_ew_fn_of ew_fn;             /* elementwise ops only; NULL otherwise */
+  pd_writes_over_fn writes_over; /* NULL: none (see the type) */
 };
 
 /* The op ids: PD_OP_add, PD_OP_matmul, ... */

@@ -146,9 +146,10 @@ static bool can_reuse(const pd_plan_value *values, const pd_plan_op *op, int i, 
 }
 
 /* The offline plan (see the top): each group, a value and the chain of
- * outputs written in place over it, is one block of the size of its values
- * living from its first write to its last read. Replaces plan's offsets
- * when its arena is smaller. */
+ * outputs written in place over it (root[v]: the group's first value, from
+ * the plan above), is one block of the size of its values living from its
+ * first write to its last read. Replaces plan's offsets when its arena is
+ * smaller. */
 typedef struct group {
   int root, start, end;
   size_t size;
@@ -167,24 +168,18 @@ static int by_offset(const void *a, const void *b) {
 }
 
 static pd_status plan_by_size(const pd_plan_value *values, int n_values, const int *first, const int *last,
-                              const int *over, pd_memory_plan *plan) {
+                              const int *root, pd_memory_plan *plan) {
   size_t nv = n_values > 0 ? (size_t)n_values : 1;
-  int *root = malloc(sizeof(int) * nv), *slot = malloc(sizeof(int) * nv);
+  int *slot = malloc(sizeof(int) * nv);
   group *g = malloc(sizeof(group) * nv);
   const group **meet = malloc(sizeof(group *) * nv);
-  if (!root || !slot || !g || !meet) {
-    free(root), free(slot), free(g), free(meet);
+  if (!slot || !g || !meet) {
+    free(slot), free(g), free(meet);
     return pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d values", n_values);
   }
   int ng = 0;
+  for (int v = 0; v < n_values; v++) slot[v] = -1;
   for (int v = 0; v < n_values; v++) {
-    slot[v] = -1;
-    if (values[v].external || first[v] < 0) continue;
-    int r = v;
-    while (over[r] >= 0) r = over[r];
-    root[v] = r;
-  }
-  for (int v = 0; v < n_values; v++) { /* roots come before the values written over them */
     if (values[v].external || first[v] < 0) continue;
     int r = root[v];
     if (slot[r] < 0) {
@@ -214,7 +209,7 @@ static pd_status plan_by_size(const pd_plan_value *values, int n_values, const i
       if (!values[v].external && first[v] >= 0) plan->offset[v] = g[slot[root[v]]].off;
     plan->arena_bytes = arena;
   }
-  free(root), free(slot), free(g), free(meet);
+  free(slot), free(g), free(meet);
   return PD_OK;
 }
 
@@ -226,11 +221,11 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   size_t nv = n_values > 0 ? (size_t)n_values : 1;
   int *first = malloc(sizeof(int) * nv), *last = malloc(sizeof(int) * nv);
   int *taken_at = malloc(sizeof(int) * nv); /* op at which v's bytes passed to an in-place output */
-  int *over = malloc(sizeof(int) * nv);     /* the value v was written in place over, or -1 */
+  int *root = malloc(sizeof(int) * nv);     /* the first value of v's chain of in-place writes */
   plan->offset = malloc(sizeof(int64_t) * nv);
   free_list f = {0};
   pd_status st = PD_OK;
-  if (!first || !last || !taken_at || !over || !plan->offset) {
+  if (!first || !last || !taken_at || !root || !plan->offset) {
     st = pd_set_error(PD_ERR_MEMORY, "memory plan: out of memory for %d values", n_values);
     goto done;
   }
@@ -238,7 +233,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   for (int v = 0; v < n_values; v++) {
     plan->offset[v] = -1;
     taken_at[v] = -1;
-    over[v] = -1;
+    root[v] = v;
     if (!values[v].external && first[v] >= 0) plan->naive_bytes += align_up(values[v].bytes);
   }
 
@@ -250,7 +245,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
         int src = op->in[op->inplace_in];
         plan->offset[v] = plan->offset[src];
         taken_at[src] = i;
-        over[v] = src;
+        root[v] = root[src];
         plan->n_inplace++;
         continue;
       }
@@ -277,7 +272,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
   }
   if (st != PD_OK) goto done;
   plan->arena_bytes = f.end;
-  if ((st = plan_by_size(values, n_values, first, last, over, plan)) != PD_OK) goto done;
+  if ((st = plan_by_size(values, n_values, first, last, root, plan)) != PD_OK) goto done;
 
   /* the lower bound: bytes live during each op, an in-place pair once */
   for (int i = 0; i < n_ops; i++) {
@@ -288,7 +283,7 @@ pd_status pd_memory_plan_build(const pd_plan_value *values, int n_values, const 
     if (live > plan->live_peak) plan->live_peak = live;
   }
 done:
-  free(first), free(last), free(taken_at), free(over), free(f.b);
+  free(first), free(last), free(taken_at), free(root), free(f.b);
   if (st != PD_OK) pd_memory_plan_free(plan);
   return st;
 }

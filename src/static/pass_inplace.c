@@ -9,35 +9,29 @@
  * writes its output only in its last step, after reading the block's
  * inputs. The input must have the output's shape and element size (no
  * broadcasting: a broadcast input is read again after its bytes are
- * overwritten). Safe too for the softmax cross entropy's gradient over its
- * logits (input 0): with the log-sum-exp an input of its own, its kernel
- * (kernels/cpu/loss_ce.c) computes d x[i] from x[i] alone, then subtracts at
- * the label's element from d x itself; the probabilities form
- * (use_softmax off) reads x after writing and is not taken. On the decoder
- * of bench_static the [512, 1000] logits die there: 2 MB of the arena's peak. */
+ * overwritten). Other ops name the input their kernel may write over in
+ * their registry row (writes_over, op_registry.h): the softmax cross
+ * entropy's gradient its logits, which on the decoder of bench_static die
+ * there ([512, 1000], 2 MB). */
 #include "passes.h"
 
 int pd_pass_inplace_input(const pd_static_block *b, const pd_operator *op, const int *in_slots,
                           const int *out_slots) {
   if (op->n_out != 1 || op->grad_of >= 0) return -1;
-  if (!op->fused && op->op_id == PD_OP_cross_entropy_with_softmax_grad) {
-    int x = in_slots[0], o = out_slots[0];
-    return op->attrs.i[1] != 0 && x >= 0 && o >= 0 && pd_pass_same_shape(b->vars[x], b->vars[o]) &&
-                   b->vars[x]->dtype == b->vars[o]->dtype
-               ? 0
-               : -1;
-  }
   if (op->fused ? !op->fused->elementwise : op->op_id < 0) return -1;
-  if (!op->fused) {
-    const pd_op_def *def = pd_op_table[op->op_id];
-    if (!def->ew_fn || (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) return -1;
+  const pd_op_def *def = op->fused ? NULL : pd_op_table[op->op_id];
+  if (def && (def->flags & (PD_OPF_VIEW | PD_OPF_INPLACE))) return -1;
+  int only = -1; /* the one input a non-elementwise op may write over; -1: any (elementwise) */
+  if (def && !def->ew_fn) {
+    only = def->writes_over ? def->writes_over(&op->attrs) : -1;
+    if (only < 0) return -1;
   }
   int o = out_slots[0];
   if (o < 0) return -1;
   const pd_variable *out = b->vars[o];
   for (int i = 0; i < op->n_in; i++) {
     int s = in_slots[i];
-    if (s < 0) continue;
+    if (s < 0 || (only >= 0 && i != only)) continue;
     const pd_variable *v = b->vars[s];
     if (pd_pass_same_shape(v, out) && pd_dtype_size(v->dtype) == pd_dtype_size(out->dtype)) return i;
   }

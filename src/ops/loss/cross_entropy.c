@@ -276,10 +276,17 @@ static pd_status ceg_backward(const pd_backward_ctx *c) {
   return st;
 }
 
+/* With the log-sum-exp an input of its own, the softmax form computes d x[i]
+ * from x[i] alone, then subtracts at the label's element from d x itself
+ * (kernels/cpu/loss_ce.c): d x may take x's bytes. The probabilities form
+ * reads x after writing d x. */
+static int ceg_writes_over(const pd_attrs *a) { return a->i[1] != 0 ? 0 : -1; }
+
 PD_OPDEF(cross_entropy_with_softmax_grad, .n_in = 4, .n_out = 1,
          .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
          .attr_names = "i0:soft_label,i1:use_softmax,i2:ignore_index,i3:axis", .infer_meta = ceg_meta,
-         .kernel = {[PD_PLACE_CPU] = ceg_kernel}, .backward = ceg_backward, .flops = pd_loss_flops);
+         .kernel = {[PD_PLACE_CPU] = ceg_kernel}, .backward = ceg_backward, .flops = pd_loss_flops,
+         .writes_over = ceg_writes_over);
 
 /* ---- functional wrappers ------------------------------------------------ */
 

@@ -1,0 +1,23 @@
+/* Reading /proc from threads that must not allocate: the thread governor's
+ * watcher and the core claims run beside forks from other threads, and a
+ * fork in the middle of an allocation would leave the child a held
+ * allocator lock or a leak. Both helpers use open/read/getdents64 into
+ * buffers of the caller's or on the stack. */
+#ifndef PADDLEC_CORE_PROCFS_H
+#define PADDLEC_CORE_PROCFS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Reads a small /proc file whole into buf (NUL-terminated): its length, or
+ * -1. */
+ssize_t pd_proc_read(const char *path, char *buf, size_t size);
+
+/* The CPU a task last ran on (field 39 of the stat file at stat_path, e.g.
+ * /proc/<pid>/stat or /proc/self/task/<tid>/stat), or -1. */
+int pd_proc_cpu_of(const char *stat_path);
+
+/* Calls fn for every thread of the process (/proc/self/task). */
+void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg);
+
+#endif
