@@ -238,9 +238,9 @@ static void run(workload *w, int steps, int count_only) {
     if (ps)
       printf(
           "  compile passes: %d ops -> %d (%d constants folded, %d dead ops removed, %d GEMM epilogues, "
-          "%d rotary embeddings, %d elementwise chains, %d values in place)\n",
+          "%d rotary embeddings, %d elementwise chains, %d values in place, %d recomputed)\n",
           ps->ops_before, ps->ops_after, ps->folded, ps->removed, ps->gemm_epilogues, ps->rope,
-          ps->elementwise_chains, ps->inplace);
+          ps->elementwise_chains, ps->inplace, ps->recomputed);
   }
   static_free(&sr);
   pd_optimizer_release(eopt);

@@ -243,7 +243,8 @@ typedef struct pd_build_strategy {
   bool enable_auto_fusion;       /* the same fusion (Paddle's CINN pass); either field turns it on */
   bool fuse_gemm_epilogue;       /* matmul + bias add + activation; a weight gradient into its SGD update */
   bool enable_inplace;           /* an elementwise op may write over an input that dies there */
-  bool memory_optimize;          /* liveness-based buffer planning: every value in one arena */
+  bool memory_optimize;          /* liveness-based buffer planning: every value in one arena; a cheap
+                                    value held across the live peak is recomputed where read again */
   bool constant_folding;         /* paddle.c: ops of constants run once, when the plan is made */
   bool remove_dead_ops;          /* paddle.c: ops no fetch or update needs are dropped */
   /* accepted: no meaning on CPU (batch norm and depthwise conv fusions are

@@ -131,6 +131,10 @@ enum {
    * static Variable has not: the lowering keeps its grad op rather than
    * tracing the rule (src/static/lower.c) */
   PD_OPF_BACKWARD_READS_VALUES = 1u << 10,
+  /* memory-bound, not elementwise (elementwise ops are so by their ew_fn):
+   * a static plan may run it again where a late reader needs its output
+   * rather than keep that output (src/static/pass_recompute.c) */
+  PD_OPF_RECOMPUTE = 1u << 11,
 };
 
 struct pd_op_def {

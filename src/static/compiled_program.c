@@ -58,7 +58,8 @@ static pd_pass_options passes_of(const pd_build_strategy *b) {
                            .fuse_gemm_epilogue = b->fuse_gemm_epilogue,
                            .fuse_dropout_add = b->fuse_elewise_add_act_ops || b->enable_auto_fusion,
                            .fuse_elementwise = b->fuse_elewise_add_act_ops || b->enable_auto_fusion,
-                           .inplace = b->enable_inplace};
+                           .inplace = b->enable_inplace,
+                           .recompute = b->memory_optimize};
 }
 
 pd_status pd_executor_run_compiled(pd_executor *e, pd_compiled_program *cp, const pd_static_feed *feed,

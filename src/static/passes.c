@@ -15,7 +15,8 @@ pd_pass_options pd_pass_options_all(void) {
                            .fuse_gemm_epilogue = true,
                            .fuse_dropout_add = true,
                            .fuse_elementwise = true,
-                           .inplace = true};
+                           .inplace = true,
+                           .recompute = true};
 }
 
 /* The name -> slot index: open addressing over FNV-1a hashes (a plan has
@@ -26,18 +27,29 @@ static uint32_t name_hash(const char *s) {
   return h;
 }
 
+static void index_put(pd_pass_ctx *c, int s) {
+  uint32_t mask = (uint32_t)(c->index_cap - 1), h = name_hash(c->b->vars[s]->name) & mask;
+  while (c->index[h] >= 0) h = (h + 1) & mask;
+  c->index[h] = s;
+}
+
+/* At most half full, so that probes stay short. */
 static pd_status index_build(pd_pass_ctx *c) {
   int cap = 16;
   while (cap < 2 * c->b->n_vars + 1) cap *= 2;
-  c->index = malloc(sizeof(int) * (size_t)cap);
-  if (!c->index) return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory in the compile passes");
+  int *index = malloc(sizeof(int) * (size_t)cap);
+  if (!index) return pd_set_error(PD_ERR_MEMORY, "Executor: out of memory in the compile passes");
+  free(c->index);
+  c->index = index;
   c->index_cap = cap;
   for (int i = 0; i < cap; i++) c->index[i] = -1;
-  for (int s = 0; s < c->b->n_vars; s++) {
-    uint32_t h = name_hash(c->b->vars[s]->name) & (uint32_t)(cap - 1);
-    while (c->index[h] >= 0) h = (h + 1) & (uint32_t)(cap - 1);
-    c->index[h] = s;
-  }
+  for (int s = 0; s < c->b->n_vars; s++) index_put(c, s);
+  return PD_OK;
+}
+
+pd_status pd_pass_index_add(pd_pass_ctx *c, int s) {
+  if (2 * c->b->n_vars + 1 > c->index_cap) return index_build(c); /* takes s with the rest */
+  index_put(c, s);
   return PD_OK;
 }
 
@@ -48,13 +60,14 @@ pd_status pd_static_run_passes(pd_program *lowered, const pd_pass_options *o, co
   memset(stats, 0, sizeof *stats);
   pd_pass_ctx c = {.b = lowered->blocks[0], .fetch = fetch, .n_fetch = n_fetch, .stats = stats};
   stats->ops_before = c.b->n_ops;
-  pd_status st = index_build(&c); /* the passes add and remove ops, never variables */
+  pd_status st = index_build(&c); /* a pass adding a variable adds it with pd_pass_index_add */
   if (st == PD_OK && o->fold_constants) st = pd_pass_fold_constants(&c);
   if (st == PD_OK && o->remove_dead_ops) st = pd_pass_remove_dead_ops(&c);
   if (st == PD_OK && o->fuse_gemm_epilogue) st = pd_pass_fuse_gemm_epilogue(&c);
   if (st == PD_OK && o->fuse_dropout_add) st = pd_pass_fuse_dropout_add(&c);
   if (st == PD_OK && o->fuse_elementwise) st = pd_pass_fuse_rope(&c);
   if (st == PD_OK && o->fuse_elementwise) st = pd_pass_fuse_elementwise(&c);
+  if (st == PD_OK && o->recompute) st = pd_pass_recompute(&c);
   stats->ops_after = c.b->n_ops;
   free(c.index);
   pd_ir_touch(lowered);

@@ -9,13 +9,15 @@
  *   4. fuse_dropout_add   pass_fuse_dropout_add.c
  *   5. fuse_elementwise   pass_fuse_rope.c (rotary embeddings), then
  *                         pass_fuse_elementwise.c
+ *   6. recompute          pass_recompute.c
  *
  * Folding first leaves constants the fusions can take as scalars; dead ops
  * go before fusion so that a value read only by a dead op does not stop a
  * chain; GEMM epilogues and dropout + add before elementwise chains, so
  * an add + relu after a matmul joins the GEMM rather than a chain, and the
  * add after a dropout its dropout; rotary embeddings before the chains,
- * which would otherwise take their backward's sums. In-place reuse is not
+ * which would otherwise take their backward's sums; recomputation last,
+ * on the ops that will run (a fused chain is not copied). In-place reuse is not
  * a rewrite: the arena planner asks pd_pass_inplace_input (pass_inplace.c)
  * which ops may write over a dying input.
  *
@@ -35,6 +37,7 @@ typedef struct pd_pass_options {
   bool fuse_dropout_add;   /* dropout and the add of its result: one pass, the same draws */
   bool fuse_elementwise;   /* chains of elementwise ops become one pass over memory */
   bool inplace;            /* the arena lets an elementwise op write over its dying input */
+  bool recompute;          /* a cheap value kept across the live peak is computed again where read */
 } pd_pass_options;
 
 /* All passes on: the Executor's default. */
@@ -44,8 +47,9 @@ pd_pass_options pd_pass_options_all(void);
 typedef struct pd_pass_stats {
   int ops_before, ops_after;
   int folded, removed, gemm_epilogues, dropout_adds, elementwise_chains;
-  int rope;    /* rotary embeddings (forward or backward) made one op */
-  int inplace; /* arena values placed over their op's dying input (the planner's count) */
+  int rope;       /* rotary embeddings (forward or backward) made one op */
+  int inplace;    /* arena values placed over their op's dying input (the planner's count) */
+  int recomputed; /* values computed again for their later readers */
 } pd_pass_stats;
 
 /* One pass's view of the plan: block 0 of the lowered program, the names
@@ -68,6 +72,7 @@ pd_status pd_pass_fuse_gemm_epilogue(pd_pass_ctx *c);
 pd_status pd_pass_fuse_dropout_add(pd_pass_ctx *c);
 pd_status pd_pass_fuse_rope(pd_pass_ctx *c);
 pd_status pd_pass_fuse_elementwise(pd_pass_ctx *c);
+pd_status pd_pass_recompute(pd_pass_ctx *c);
 
 /* For the arena planner: the input (an index into op's inputs) whose bytes
  * op's output 0 may take when that input dies at op, or -1. in and out are
@@ -80,6 +85,8 @@ int pd_pass_inplace_input(const pd_static_block *b, const pd_operator *op, const
  * counts once), plus one for each fetch; readers[] has b->n_vars entries.
  * Returns NULL with the error set when out of memory. */
 int *pd_pass_count_readers(const pd_pass_ctx *c);
+/* Adds slot s, a variable a pass just added to the plan, to the index. */
+pd_status pd_pass_index_add(pd_pass_ctx *c, int s);
 /* The slot of the variable named name in the plan, -1 for none or the
  * empty slot. */
 int pd_pass_slot(const pd_pass_ctx *c, const char *name);

@@ -23,7 +23,7 @@ typedef struct model {
   pd_tensor *feed_value[2];
   const char *feed_name[2];
   int n_feed;
-  pd_layer *layers[3];
+  pd_layer *layers[4];
   pd_tensor *keep[24]; /* handles to release */
   int n_keep;
 } model;
@@ -38,7 +38,7 @@ static void model_free(model *m) {
   for (int i = 0; i < m->n_keep; i++) pd_tensor_release(m->keep[i]);
   for (int i = 0; i < m->n_fetch; i++) pd_tensor_release(m->fetch[i]);
   for (int i = 0; i < m->n_feed; i++) pd_tensor_release(m->feed_value[i]);
-  for (int i = 0; i < 3; i++) pd_layer_release(m->layers[i]);
+  for (int i = 0; i < 4; i++) pd_layer_release(m->layers[i]);
   pd_program_release(m->main);
   pd_program_release(m->startup);
 }
@@ -382,6 +382,147 @@ static void test_inplace_cross_entropy_grad(void **state) {
   model_free(&m);
 }
 
+/* The ops of e's lowered plan of type `type` writing a recomputed value. */
+static int recomputed_ops(const pd_executor *e, const char *type) {
+  const pd_static_block *b = pd_executor_lowered_program(e)->blocks[0];
+  int n = 0;
+  for (int k = 0; k < b->n_ops; k++)
+    n += strcmp(b->ops[k]->type, type) == 0 && b->ops[k]->n_out == 1 &&
+         strstr(b->ops[k]->outputs[0], "@RECOMPUTE") != NULL;
+  return n;
+}
+
+/* Two SGD steps of m's program (loss m->fetch[0]) with passes o; the losses
+ * and the parameters after, the plan's stats and arena, and how many
+ * recomputed ops of type `type` its plan has. */
+static void train_two_steps(model *m, const pd_pass_options *o, pd_tensor **loss, pd_tensor **params, int np,
+                            pd_pass_stats *stats, size_t *arena, const char *type, int *n_type) {
+  pd_executor *e = pd_static_executor(PD_CPU);
+  pd_var_scope *scope = pd_static_scope();
+  pd_executor_set_passes(e, o);
+  assert_int_equal(pd_executor_run(e, m->startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
+  pd_static_feed feed = {m->feed_name[0], m->feed_value[0]};
+  for (int step = 0; step < 2; step++)
+    if (pd_executor_run(e, m->main, &feed, 1, m->fetch, 1, &loss[step], scope) != PD_OK)
+      fail_msg("run: %s", pd_last_error());
+  for (int i = 0; i < np; i++)
+    params[i] = pd_tensor_retain(pd_var_scope_find_var(scope, pd_tensor_name(m->keep[i])));
+  *stats = *pd_executor_pass_stats(e);
+  *arena = pd_executor_arena_bytes(e);
+  *n_type = recomputed_ops(e, type);
+  pd_var_scope_release(scope);
+  pd_executor_release(e);
+}
+
+/* Recomputation (pass_recompute.c) on m, trained with SGD: the same bits
+ * with and without it; returns the recomputed ops of type `type` and
+ * checks the arena did not grow. */
+static int check_recompute(model *m, int np, pd_pass_options o, const char *type) {
+  pd_pass_options off = o;
+  off.recompute = false;
+  pd_tensor *la[2], *lb[2], *pa[8], *pb[8];
+  pd_pass_stats sa, sb;
+  size_t with, without;
+  int n_type, n_off;
+  train_two_steps(m, &o, la, pa, np, &sa, &with, type, &n_type);
+  train_two_steps(m, &off, lb, pb, np, &sb, &without, type, &n_off);
+  assert_int_equal(sb.recomputed, 0);
+  assert_int_equal(n_off, 0);
+  assert_int_equal(sa.ops_after, sb.ops_after + sa.recomputed);
+  for (int i = 0; i < 2; i++) {
+    assert_memory_equal(pd_tensor_data(la[i]), pd_tensor_data(lb[i]), 8);
+    pd_tensor_release(la[i]), pd_tensor_release(lb[i]);
+  }
+  for (int i = 0; i < np; i++) {
+    assert_memory_equal(pd_tensor_data(pa[i]), pd_tensor_data(pb[i]), (size_t)pa[i]->numel * 8);
+    pd_tensor_release(pa[i]), pd_tensor_release(pb[i]);
+  }
+  assert_true(sa.recomputed > 0 ? with < without : with == without);
+  print_message("%d values recomputed (%d %s); arena %zu bytes with, %zu without\n", sa.recomputed, n_type,
+                type, with, without);
+  return n_type;
+}
+
+/* The model's parameters first in m->keep (the caller's np of them), then
+ * the loss minimized by SGD in m->fetch[0]. */
+static int keep_params_then_minimize(model *m, pd_tensor *loss) {
+  int np = 0;
+  for (int l = 0; l < 4 && m->layers[l]; l++) {
+    pd_named_tensors ps = {0};
+    assert_int_equal(pd_layer_parameters(m->layers[l], &ps), PD_OK);
+    for (int i = 0; i < ps.n; i++) {
+      assert_true(m->n_keep < 24);
+      memmove(m->keep + np + 1, m->keep + np, sizeof *m->keep * (size_t)(m->n_keep - np));
+      m->keep[np++] = pd_tensor_retain(ps.tensors[i]), m->n_keep++;
+    }
+    pd_named_tensors_free(&ps);
+  }
+  pd_optimizer *sgd = pd_optimizer_sgd(0.1, NULL, 0, NULL);
+  assert_int_equal(pd_optimizer_minimize(sgd, loss), PD_OK);
+  pd_optimizer_release(sgd);
+  m->fetch[m->n_fetch++] = pd_tensor_retain(loss);
+  return np;
+}
+
+/* A decoder's MLP block and a wide head, x -> RMSNorm -> (Linear(16, 64),
+ * Linear(16, 64)) -> swiglu -> Linear(64, 256) -> mean of squares, batch
+ * 64: the plan's live peak is the head's output and its gradient, at the
+ * backward's start. The SwiGLU's output is read by the head in the forward
+ * and by the head's weight gradient's product after the peak, while both
+ * its inputs are read by swiglu's gradient later still; so it is computed
+ * again there instead of held across the peak. */
+static void test_recompute(void **state) {
+  (void)state;
+  model m;
+  memset(&m, 0, sizeof m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m.layers[0] = pd_nn_rms_norm(1, SHAPE(16), NULL);
+  m.layers[1] = pd_nn_linear(16, 64, NULL);
+  m.layers[2] = pd_nn_linear(16, 64, NULL);
+  m.layers[3] = pd_nn_linear(64, 256, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  m.main = pd_static_program(), m.startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m.main, m.startup), PD_OK);
+  pd_tensor *x = keep(&m, pd_static_data("x", 2, SHAPE(-1, 16), PD_FLOAT64));
+  pd_tensor *n = keep(&m, pd_layer_call1(m.layers[0], x));
+  pd_tensor *s =
+      keep(&m, pd_swiglu(keep(&m, pd_layer_call1(m.layers[1], n)), keep(&m, pd_layer_call1(m.layers[2], n))));
+  pd_tensor *o = keep(&m, pd_layer_call1(m.layers[3], s));
+  pd_tensor *loss = keep(&m, pd_mean(keep(&m, pd_square(o)), NULL, 0, false));
+  int np = keep_params_then_minimize(&m, loss);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  assert_int_equal(np, 7);
+  m.feed_name[0] = "x", m.feed_value[0] = test_wave(64, 16, 1), m.n_feed = 1;
+  assert_int_equal(check_recompute(&m, np, pd_pass_options_all(), "swiglu"), 1);
+  assert_int_equal(check_recompute(&m, np, (pd_pass_options){.recompute = true}, "swiglu"), 1);
+  model_free(&m);
+}
+
+/* Never where an input would have to live longer: x -> Linear(16, 64) ->
+ * exp -> Linear(64, 256) -> mean of squares. exp's output is read in the
+ * forward and after the peak in the backward, as the SwiGLU's above, but
+ * its input (the first Linear's output) dies at the exp, so it is kept. */
+static void test_no_recompute_of_a_dying_input(void **state) {
+  (void)state;
+  model m;
+  memset(&m, 0, sizeof m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m.layers[0] = pd_nn_linear(16, 64, NULL);
+  m.layers[1] = pd_nn_linear(64, 256, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  m.main = pd_static_program(), m.startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m.main, m.startup), PD_OK);
+  pd_tensor *x = keep(&m, pd_static_data("x", 2, SHAPE(-1, 16), PD_FLOAT64));
+  pd_tensor *e = keep(&m, pd_exp(keep(&m, pd_layer_call1(m.layers[0], x))));
+  pd_tensor *o = keep(&m, pd_layer_call1(m.layers[1], e));
+  pd_tensor *loss = keep(&m, pd_mean(keep(&m, pd_square(o)), NULL, 0, false));
+  int np = keep_params_then_minimize(&m, loss);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  m.feed_name[0] = "x", m.feed_value[0] = test_wave(64, 16, 1), m.n_feed = 1;
+  assert_int_equal(check_recompute(&m, np, (pd_pass_options){.recompute = true}, "exp"), 0);
+  model_free(&m);
+}
+
 /* The weight gradient folded into the SGD update: three training steps
  * with every pass against none; the parameters agree to 1e-10 (the fused
  * update rounds lr * sum once, the two ops twice). */
@@ -496,6 +637,8 @@ int main(void) {
       cmocka_unit_test(test_fuse_rope),
       cmocka_unit_test(test_inplace),
       cmocka_unit_test(test_inplace_cross_entropy_grad),
+      cmocka_unit_test(test_recompute),
+      cmocka_unit_test(test_no_recompute_of_a_dying_input),
       cmocka_unit_test(test_sgd_update_fused),
       cmocka_unit_test(test_compiled_program),
   };

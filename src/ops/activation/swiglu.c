@@ -196,7 +196,8 @@ static pd_status swiglu_backward(const pd_backward_ctx *c) {
 }
 
 PD_OPDEF(swiglu, .attr_names = "", .n_in = -1, .n_out = 1,
-         .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,
+         .flags = PD_OPF_DIFF | PD_OPF_PROMOTE | PD_OPF_FLOAT_ONLY | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN |
+                  PD_OPF_RECOMPUTE,
          .infer_meta = swiglu_meta, .kernel = {[PD_PLACE_CPU] = swiglu_kernel}, .backward = swiglu_backward,
          .flops = pd_flops_per_elem);
 PD_OPDEF(swiglu_grad, .attr_names = "", .n_in = -1, .n_out = -1, .flags = PD_OPF_FLOAT_ONLY,

@@ -115,7 +115,7 @@ static pd_status embedding_backward(const pd_backward_ctx *c) {
   return c->grad_in[1] ? PD_OK : pd_last_status();
 }
 
-PD_OPDEF(embedding, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN,
+PD_OPDEF(embedding, .n_in = 2, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_SAVE_IN | PD_OPF_RECOMPUTE,
          .attr_names = "i0:padding_idx,i1:has_padding", .infer_meta = embedding_meta,
          .kernel = {[PD_PLACE_CPU] = embedding_kernel}, .backward = embedding_backward);
 

@@ -171,7 +171,8 @@ static double grad_flops(pd_tensor *const *in, int n_in, const pd_attrs *a, cons
 }
 
 #define NORM_DEF(opname, gradname)                                                                           \
-  PD_OPDEF(opname, .n_in = -1, .n_out = 1, .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN,      \
+  PD_OPDEF(opname, .n_in = -1, .n_out = 1,                                                                   \
+           .flags = PD_OPF_DIFF | PD_OPF_HALF_VIA_F32 | PD_OPF_SAVE_IN | PD_OPF_RECOMPUTE,                   \
            .attr_names =                                                                                     \
                "i0:begin_norm_axis,i1:has_weight,i2:has_bias,"                                               \
                "f0:epsilon",                                                                                 \
