@@ -165,12 +165,16 @@ static double median(double *v, int n) {
 /* What the thread governor saw during a condition's samples: how many
  * samples began with the cores contended, and the free cores it counted. */
 typedef struct governor_seen {
-  int samples, contended, claimed;
+  int samples, contended, claimed, holding;
   double free_sum;
   /* with two competitors: steps and samples begun with both on one CPU
    * ([0]) or one on each ([1]) */
   double placed_s[2];
   int placed_n[2];
+  /* with a claim in force: steps and samples begun with no competitor on
+   * a claimed CPU ([0]) or one or more ([1]) */
+  double shared_s[2];
+  int shared_n[2];
 } governor_seen;
 
 /* 0: every competitor on one CPU, 1: not, -1: unknown (read at a sample's start). */
@@ -187,6 +191,21 @@ static int competitors_split(const pid_t *pids, int n) {
   return 0;
 }
 
+/* With a claim in force: 1 when a competitor runs on a claimed CPU, 0 when
+ * none does; -1 without a claim or when unknown. */
+static int competitor_on_claim(const pid_t *pids, int n) {
+  cpu_set_t claimed;
+  if (n == 0 || pd_core_claimed_cpus(&claimed) == 0) return -1;
+  for (int i = 0; i < n; i++) {
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pids[i]);
+    int c = pd_proc_cpu_of(path);
+    if (c < 0) return -1;
+    if (CPU_ISSET(c, &claimed)) return 1;
+  }
+  return 0;
+}
+
 /* Median step time over `seconds` of samples. */
 static double time_condition(workload *w, governor_seen *g, const pid_t *pids, int n_pids) {
   enum { MAX_SAMPLES = 4096 };
@@ -198,12 +217,17 @@ static double time_condition(workload *w, governor_seen *g, const pid_t *pids, i
     g->samples++;
     g->contended += atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
     g->claimed += pd_core_claimed();
+    bool holding = false;
+    pd_core_claim_holders(&holding);
+    g->holding += holding;
+    int shared = competitor_on_claim(pids, n_pids);
     g->free_sum += atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed);
     int split = n_pids == 2 ? competitors_split(pids, n_pids) : -1;
     double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
     samples[n] = (bench_now_s() - t0) / w->steps_per_sample;
     if (split >= 0) g->placed_s[split] += samples[n], g->placed_n[split]++;
+    if (shared >= 0) g->shared_s[shared] += samples[n], g->shared_n[shared]++;
     n++;
   }
   return median(samples, n);
@@ -349,14 +373,14 @@ int main(int argc, char **argv) {
   printf("\n%s\n", missed ? "some targets NOT met" : "every target met");
   printf(
       "\ngovernor (all rounds): samples begun with the cores contended, mean free cores it counted,\n"
-      "samples begun with a share of the cores claimed\n");
+      "samples begun with a share of the cores claimed, of them with its holders running\n");
   for (int k = 0; k < 3; k++) {
     printf("%-10s", ws[k].name);
     for (int c = 0; c < N_COND; c++) {
       const governor_seen *g = &seen[k][c];
       int n = g->samples > 0 ? g->samples : 1;
-      printf("  %s %3.0f%% %.2f %3.0f%%", CONDITIONS[c].name, 100.0 * g->contended / n, g->free_sum / n,
-             100.0 * g->claimed / n);
+      printf("  %s %3.0f%% %.2f %3.0f%% %3.0f%%", CONDITIONS[c].name, 100.0 * g->contended / n,
+             g->free_sum / n, 100.0 * g->claimed / n, g->claimed ? 100.0 * g->holding / g->claimed : 0.0);
     }
     printf("\n");
   }
@@ -374,6 +398,20 @@ int main(int argc, char **argv) {
              g->placed_n[p] ? 1e3 * g->placed_s[p] / g->placed_n[p] : 0.0, 100.0 * g->placed_n[p] / n);
     printf("\n");
   }
+  printf(
+      "\nwith a claim in force, by whether a competitor ran on a claimed CPU as a sample began: mean step\n"
+      "with none there / with one there (share of the claimed samples)\n");
+  for (int k = 1; k < 3; k++)
+    for (int c = 0; c < N_COND; c++) {
+      const governor_seen *g = &seen[k][c];
+      int n = g->shared_n[0] + g->shared_n[1];
+      if (n == 0) continue;
+      printf("%-10s %-8s", ws[k].name, CONDITIONS[c].name);
+      for (int p = 0; p < 2; p++)
+        printf("  %s %.2f ms (%3.0f%%)", p ? "shared" : "apart",
+               g->shared_n[p] ? 1e3 * g->shared_s[p] / g->shared_n[p] : 0.0, 100.0 * g->shared_n[p] / n);
+      printf("\n");
+    }
   for (int k = 0; k < 3; k++) workload_free(&ws[k]);
   return 0;
 }

@@ -4,11 +4,18 @@
  * and threads born during the claim that inherited its mask, get the
  * process's mask back; a thread the user pinned before the claim stays where
  * it is, even on the claimed CPUs. (One the user pins during a claim to
- * exactly the claimed CPUs is taken for an heir and released.) */
+ * exactly the claimed CPUs is taken for an heir and released.)
+ *
+ * While a claim holds and the process computes, one holder thread per
+ * claimed CPU keeps that CPU counted busy by the kernel's balancer: it only
+ * calls sched_yield, so any other task there runs first (core_claim.h). */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +30,7 @@
 
 static cpu_set_t g_own;     /* the process's CPUs, given back on release */
 static cpu_set_t g_claimed; /* the CPUs of the claim in force */
-static bool g_allowed, g_claimed_now;
+static bool g_allowed, g_hold_allowed, g_claimed_now;
 /* the threads there were when the claim began, and whether it moved each */
 enum { MAX_SEEN = 1024 };
 static struct seen {
@@ -57,6 +64,98 @@ static void unlock_cpus(void) {
 }
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* ---- the holders ---------------------------------------------------------- */
+enum { HOLD_STOP, HOLD_RUN, HOLD_PAUSE };
+static _Atomic int g_hold_state = HOLD_STOP;
+static pthread_mutex_t g_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_hold_cv = PTHREAD_COND_INITIALIZER;
+enum { MAX_HOLDERS = 256 };
+static pthread_t g_holders[MAX_HOLDERS];
+static clockid_t g_holder_clock[MAX_HOLDERS];
+static int g_nholders;
+
+static void *hold_main(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* the process's signals go to its own threads */
+  for (;;) {
+    int s = atomic_load_explicit(&g_hold_state, memory_order_relaxed);
+    if (s == HOLD_RUN) {
+      sched_yield(); /* whatever else is ready on this CPU runs first */
+      continue;
+    }
+    if (s == HOLD_STOP) return NULL;
+    pthread_mutex_lock(&g_hold_mu);
+    while (atomic_load(&g_hold_state) == HOLD_PAUSE) pthread_cond_wait(&g_hold_cv, &g_hold_mu);
+    pthread_mutex_unlock(&g_hold_mu);
+  }
+}
+
+static void set_hold_state(int s) {
+  pthread_mutex_lock(&g_hold_mu);
+  atomic_store(&g_hold_state, s);
+  pthread_cond_broadcast(&g_hold_cv);
+  pthread_mutex_unlock(&g_hold_mu);
+}
+
+/* One holder per claimed CPU, pinned there, holding from the start (a
+ * claim begins while the process computes). A holder that cannot be
+ * made is done without: the claim works, only less well. */
+static void holders_start(void) {
+  if (!g_hold_allowed) return;
+  set_hold_state(HOLD_RUN);
+  for (int c = 0; c < CPU_SETSIZE && g_nholders < MAX_HOLDERS; c++) {
+    if (!CPU_ISSET(c, &g_claimed)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) != 0) break;
+    bool ok = pthread_attr_setaffinity_np(&at, sizeof one, &one) == 0 &&
+              pthread_create(&g_holders[g_nholders], &at, hold_main, NULL) == 0;
+    pthread_attr_destroy(&at);
+    if (!ok) break;
+    if (pthread_getcpuclockid(g_holders[g_nholders], &g_holder_clock[g_nholders]) != 0)
+      g_holder_clock[g_nholders] = (clockid_t)-1;
+    g_nholders++;
+  }
+}
+
+static void holders_stop(void) {
+  if (g_nholders == 0) return;
+  set_hold_state(HOLD_STOP);
+  for (int i = 0; i < g_nholders; i++) pthread_join(g_holders[i], NULL);
+  g_nholders = 0;
+}
+
+void pd_core_claim_hold(bool hold) {
+  pthread_mutex_lock(&g_mu);
+  if (g_nholders > 0 && atomic_load(&g_hold_state) != (hold ? HOLD_RUN : HOLD_PAUSE))
+    set_hold_state(hold ? HOLD_RUN : HOLD_PAUSE);
+  pthread_mutex_unlock(&g_mu);
+}
+
+int pd_core_claim_holders(bool *holding) {
+  pthread_mutex_lock(&g_mu);
+  int n = g_nholders;
+  if (holding) *holding = n > 0 && atomic_load(&g_hold_state) == HOLD_RUN;
+  pthread_mutex_unlock(&g_mu);
+  return n;
+}
+
+long long pd_core_claim_holders_cpu_ns(void) {
+  pthread_mutex_lock(&g_mu);
+  long long ns = 0;
+  for (int i = 0; i < g_nholders; i++) {
+    struct timespec ts;
+    if (g_holder_clock[i] != (clockid_t)-1 && clock_gettime(g_holder_clock[i], &ts) == 0)
+      ns += (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ns;
+}
+
 int pd_core_claim_size(int cpus, int free_cores, int threads, double others) {
   if (free_cores > 0 || cpus < 2 || threads < 2) return 0;
   if (others < 0) others = 0;
@@ -72,6 +171,7 @@ bool pd_core_claim_init(void) {
   bool user_binds = getenv("OMP_PROC_BIND") || getenv("OMP_PLACES") || getenv("GOMP_CPU_AFFINITY");
   g_allowed = !(off && (strcasecmp(off, "off") == 0 || strcmp(off, "0") == 0)) && !user_binds &&
               sched_getaffinity(0, sizeof g_own, &g_own) == 0 && CPU_COUNT(&g_own) >= 2;
+  g_hold_allowed = g_allowed && !(off && strcasecmp(off, "pin") == 0);
   bool allowed = g_allowed;
   pthread_mutex_unlock(&g_mu);
   return allowed;
@@ -125,6 +225,7 @@ bool pd_core_claim(int k) {
       g_nseen = 0;
       pd_for_each_own_task(claim_task, &caller);
       g_claimed_now = ok = true;
+      holders_start(); /* after the moves: they are born pinned, not heirs */
     } else {
       unlock_cpus(); /* others of this library hold the rest: no claim now */
     }
@@ -136,6 +237,7 @@ bool pd_core_claim(int k) {
 void pd_core_claim_release(void) {
   pthread_mutex_lock(&g_mu);
   if (g_claimed_now) {
+    holders_stop();
     pd_for_each_own_task(release_task, NULL);
     unlock_cpus();
     g_claimed_now = false;
@@ -160,8 +262,12 @@ bool pd_core_claimed(void) {
 }
 
 void pd_core_claim_forget_in_child(void) {
-  /* the parent's lock may have been held by another thread at the fork */
+  /* the parent's locks may have been held by another thread at the fork */
   pthread_mutex_init(&g_mu, NULL);
+  pthread_mutex_init(&g_hold_mu, NULL);
+  pthread_cond_init(&g_hold_cv, NULL);
+  g_nholders = 0; /* the parent's threads are the parent's */
+  atomic_store(&g_hold_state, HOLD_STOP);
   if (g_claimed_now) {
     cpu_set_t cur;
     if (sched_getaffinity(0, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_claimed))

@@ -30,7 +30,8 @@ int pd_core_claim_size(int cpus, int free_cores, int threads, double others);
  * give back on release, and whether a claim is allowed at all: not with
  * PADDLEC_CORE_CLAIM=off, not when the user binds threads
  * (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY), not with fewer than two
- * CPUs. Returns whether claims are allowed. */
+ * CPUs; and whether a claim starts holders (not with PADDLEC_CORE_CLAIM=pin).
+ * Returns whether claims are allowed. */
 bool pd_core_claim_init(void);
 
 /* Moves every thread of the process whose mask is the recorded one, except
@@ -45,6 +46,27 @@ bool pd_core_claim(int k);
  * mask, the recorded mask back (a thread the user had pinned to the
  * claimed CPUs before stays pinned); idempotent. */
 void pd_core_claim_release(void);
+
+/* While a claim holds, the process's threads on a claimed CPU are its only
+ * ready tasks there whenever they sleep for a moment (the serial parts of a
+ * step, a wait at a product's end), and the kernel's balancer, counting the
+ * competitors that wait on the other CPUs, moves one onto it: under a mixed
+ * load (a busy, a bursty and a memory-streaming process beside a team of two
+ * on two CPUs) one of them shared our CPU most of the time. So a claim also
+ * starts one holder thread per claimed CPU, pinned there, that only calls
+ * sched_yield: it takes no time from any other ready task on that CPU, ours
+ * or another process's, but keeps the CPU counted busy. Holders run only
+ * while the process computes: the watcher pauses them when the process's
+ * own threads (holders left out) used less than a quarter of a CPU in a
+ * window, and runs them again when they use more (pd_core_claim_hold).
+ * PADDLEC_CORE_CLAIM=pin claims without holders. Holders stop with the
+ * claim. */
+void pd_core_claim_hold(bool hold);
+/* The holders there are, and whether they run (not paused). */
+int pd_core_claim_holders(bool *holding);
+/* The CPU time the holders have used (the watcher leaves it out of the
+ * process's own), in nanoseconds. */
+long long pd_core_claim_holders_cpu_ns(void);
 
 bool pd_core_claimed(void);
 /* The claimed CPUs (none when no claim is in force); returns their count. */

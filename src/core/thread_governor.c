@@ -244,6 +244,14 @@ int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable
   return free > 0 ? free : 0;
 }
 
+bool pd_thread_governor_computing(long long work_ns, long window_ns) { return work_ns * 4 >= window_ns; }
+
+static long long process_cpu_ns(void) {
+  struct timespec ts;
+  return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec
+                                                           : 0;
+}
+
 static bool g_watching; /* the watcher has started (pd_thread_governor_start waits for it) */
 
 static void *watch_main(void *arg) {
@@ -258,6 +266,7 @@ static void *watch_main(void *arg) {
   int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
   double others = 0;                  /* other processes' runnable tasks, averaged over about half a second */
   bool claims = pd_core_claim_init(); /* core_claim.h */
+  long long last_cpu = process_cpu_ns(), last_hold = 0;
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
     nanosleep(&ts, NULL);
@@ -282,6 +291,12 @@ static void *watch_main(void *arg) {
     }
     /* not taken (other processes of this library hold the CPUs): tried again next window */
     if (w.claim > 0 && claim_was == 0 && !pd_core_claim(w.claim)) w.claim = 0;
+    /* the claim's holders run while the process computes (core_claim.h) */
+    long long cpu = process_cpu_ns(), hold = pd_core_claim_holders_cpu_ns();
+    long long held = hold >= last_hold ? hold - last_hold : hold; /* holders started anew */
+    if (w.claim > 0 && claim_was > 0)
+      pd_core_claim_hold(pd_thread_governor_computing(cpu - last_cpu - held, WINDOW_NS));
+    last_cpu = cpu, last_hold = hold;
   }
   return NULL;
 }

@@ -59,6 +59,11 @@ int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable
  * w->claim. */
 int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others);
 
+/* Whether the process computes, for its claim's holders (core_claim.h):
+ * its own threads, holders left out, used at least a quarter of a CPU in
+ * the window (work_ns of CPU time in window_ns). */
+bool pd_thread_governor_computing(long long work_ns, long window_ns);
+
 /* Parks a team (libgomp's waits then sleep after a short spin) or releases
  * it; idempotent. The watcher calls it; tests may too. */
 void pd_thread_governor_set_parked(bool parked);

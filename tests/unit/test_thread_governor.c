@@ -64,13 +64,22 @@ static int count_threads(void) {
   return n;
 }
 
+/* The thread count, a claim's holders left out (a claim begins and ends
+ * with the machine's load, which other tests share). */
+static int threads_not_holding(void) {
+  for (;;) {
+    int h = pd_core_claim_holders(NULL), c = count_threads();
+    if (pd_core_claim_holders(NULL) == h) return c - h;
+  }
+}
+
 /* The thread count once libgomp's released workers (which leave on their
  * own, a little after their team) are gone: stable over 50 ms. */
 static int settled_threads(void) {
-  int c = count_threads();
+  int c = threads_not_holding();
   for (int i = 0; i < 100; i++) {
     sleep_ms(50);
-    int n = count_threads();
+    int n = threads_not_holding();
     if (n == c) return c;
     c = n;
   }
@@ -144,6 +153,22 @@ static int scenario_auto(void) {
     cpu_set_t m = mask_of(0);
     claimed = pd_core_claimed() && CPU_COUNT(&m) < ncpu;
   }
+  /* while it computes, the claim's holder runs; when it stops, the holder
+   * pauses within a few windows; computing again runs it again */
+  bool held = false, paused = false, again = false;
+  for (int i = 0; i < 200 && claimed && !held; i++) {
+    for (int k = 0; k < 20; k++) parallel_op();
+    pd_core_claim_holders(&held);
+  }
+  for (int i = 0; i < 40 && held && !paused; i++) {
+    sleep_ms(50);
+    bool h = true;
+    paused = pd_core_claim_holders(&h) > 0 && !h;
+  }
+  for (int i = 0; i < 200 && paused && !again; i++) {
+    for (int k = 0; k < 20; k++) parallel_op();
+    pd_core_claim_holders(&again);
+  }
   /* under lasting contention the library's own loops go to one thread */
   bool contended = false;
   for (int i = 0; i < 200 && parked && !contended; i++) {
@@ -159,6 +184,11 @@ static int scenario_auto(void) {
   if (parked && ncpu >= 2 && !claimed) {
     fprintf(stderr, "auto: no core claimed while %d busy processes left none free\n", nk);
     return 38;
+  }
+  if (claimed && !(held && paused && again)) {
+    fprintf(stderr, "auto: the claim's holders ran %d, paused when idle %d, ran again %d\n", held, paused,
+            again);
+    return 39;
   }
   if (!parked) {
     fprintf(stderr, "auto: no team parked while %d busy processes competed\n", nk);
@@ -311,9 +341,9 @@ static void *claim_thread_main(void *arg) {
       if (pthread_create(&h, NULL, heir_main, c) == 0) pthread_join(h, NULL);
     } else if (cmd == 2) { /* a fork from a claimed thread */
       pid_t p = fork();
-      if (p == 0) {
+      if (p == 0) { /* the process's CPUs, and none of the parent's holders */
         cpu_set_t m = mask_of(0);
-        _exit(CPU_EQUAL(&m, &c->own) ? 0 : 1);
+        _exit(CPU_EQUAL(&m, &c->own) && pd_core_claim_holders(NULL) == 0 ? 0 : 1);
       }
       int status = 0;
       c->child_ok = p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -342,6 +372,31 @@ static void claim_thread_start(claim_thread *c, pthread_t *t, int pin, cpu_set_t
   pthread_mutex_lock(&c->mu);
   while (c->tid == 0) pthread_cond_wait(&c->cv, &c->mu);
   pthread_mutex_unlock(&c->mu);
+}
+
+/* A claim has one holder per claimed CPU, running: it uses CPU time while
+ * it holds (it yields to every other task there, but gets picked between
+ * them), none while paused. */
+static bool holders_follow(void) {
+  cpu_set_t claimed;
+  int n = pd_core_claimed_cpus(&claimed);
+  bool holding = false;
+  if (pd_core_claim_holders(&holding) != n || !holding) return false;
+  long long t0 = pd_core_claim_holders_cpu_ns();
+  sleep_ms(100);
+  long long t1 = pd_core_claim_holders_cpu_ns();
+  pd_core_claim_hold(false);
+  if (pd_core_claim_holders(&holding) != n || holding) return false;
+  sleep_ms(20); /* a holder finishes the yield it was in */
+  long long t2 = pd_core_claim_holders_cpu_ns();
+  sleep_ms(100);
+  long long t3 = pd_core_claim_holders_cpu_ns();
+  pd_core_claim_hold(true);
+  if (!(t1 > t0 && t3 - t2 < 200000)) {
+    fprintf(stderr, "holders: %lld ns of CPU in 100 ms holding, %lld ns paused\n", t1 - t0, t3 - t2);
+    return false;
+  }
+  return pd_core_claim_holders(&holding) == n && holding;
 }
 
 /* Another process of the library claims a CPU this one has not (a forked
@@ -403,13 +458,14 @@ static int scenario_claim_masks(void) {
     cpu_set_t p = mask_of(pinned_t.tid);
     if (!CPU_EQUAL(&p, &pinned_mask)) return 93;
     if (pd_core_claim(1)) return 94; /* one claim at a time */
+    if (!holders_follow()) return 86;
     if (!claims_exclude(&main_cpu)) return 89;
     claim_thread_do(&free_t, 1);
     if (!CPU_EQUAL(&free_t.heir_mask, &m)) return 95; /* born with the claim's mask */
     claim_thread_do(&free_t, 2);
     if (!free_t.child_ok) return 96; /* the forked child has the process's CPUs */
     pd_core_claim_release();
-    if (pd_core_claimed()) return 97;
+    if (pd_core_claimed() || pd_core_claim_holders(NULL) != 0) return 97;
     m = mask_of(free_t.tid), p = mask_of(pinned_t.tid);
     if (!CPU_EQUAL(&m, &own) || !CPU_EQUAL(&p, &pinned_mask)) return 98;
     claim_thread_do(&free_t, 1); /* a thread born after it: the process's CPUs */
@@ -419,6 +475,16 @@ static int scenario_claim_masks(void) {
     pthread_join(ft, NULL), pthread_join(pt, NULL);
   }
   return 0;
+}
+
+/* PADDLEC_CORE_CLAIM=pin: claims without holders. */
+static int scenario_claim_pin(void) {
+  cpu_set_t own = mask_of(0);
+  if (CPU_COUNT(&own) < 2) return 0;
+  if (!pd_core_claim_init() || !pd_core_claim(1)) return 102;
+  int n = pd_core_claim_holders(NULL);
+  pd_core_claim_release();
+  return n == 0 ? 0 : 103;
 }
 
 /* A user's binding, or PADDLEC_CORE_CLAIM=off, turns claims off. */
@@ -537,6 +603,11 @@ static void test_claim_decision(void **state) {
   assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1);
   w.parked = false;
   assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* released with the team */
+  /* the claim's holders run while the process's own threads use a quarter of a CPU */
+  assert_true(pd_thread_governor_computing(50000000LL, 50000000L));
+  assert_true(pd_thread_governor_computing(12500000LL, 50000000L));
+  assert_false(pd_thread_governor_computing(12000000LL, 50000000L));
+  assert_false(pd_thread_governor_computing(0, 50000000L));
 }
 
 static const char *g_self;
@@ -623,6 +694,7 @@ static void test_claim_masks(void **state) {
   run_scenario("claim_masks", "PADDLEC_WAIT_POLICY", "active");
   run_scenario("claim_off", "PADDLEC_CORE_CLAIM", "off");
   run_scenario("claim_off", "OMP_PROC_BIND", "true");
+  run_scenario("claim_pin", "PADDLEC_CORE_CLAIM", "pin");
 }
 
 static void test_single_thread_then_team(void **state) {
@@ -643,6 +715,7 @@ int main(int argc, char **argv) {
     if (strcmp(s, "fork_team") == 0) return scenario_fork_team();
     if (strcmp(s, "claim_masks") == 0) return scenario_claim_masks();
     if (strcmp(s, "claim_off") == 0) return scenario_claim_off();
+    if (strcmp(s, "claim_pin") == 0) return scenario_claim_pin();
     return 99;
   }
   const struct CMUnitTest tests[] = {
