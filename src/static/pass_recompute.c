@@ -21,8 +21,10 @@
  * An op qualifies when it is a registry op, elementwise or flagged
  * PD_OPF_RECOMPUTE, deterministic (no RANDOM), neither a view nor in
  * place, with one output; no op between it and the reader may write in
- * place (an input could have changed), and its output is not fetched and
- * has no views (their readers would keep reading the first value). */
+ * place (an input could have changed), and its output is not fetched, not
+ * read later by a control op (its sub-blocks read it by name) and not read
+ * later through a view made before (that view would keep reading the first
+ * value). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +146,8 @@ static int recompute_at(const pd_pass_ctx *c, const lifetimes *l, int p, int pea
   if (next == b->n_ops || pd_pass_inplace_between(b, p, next)) return -1;
   for (int k = next; k < b->n_ops; k++) {
     const pd_operator *r = b->ops[k];
+    /* a control op's sub-blocks read the value by its name */
+    if (r->op_id < 0 && !r->fused && !r->value && r->grad_of < 0 && reads_root(c, l, r, s)) return -1;
     for (int i = 0; i < r->n_in; i++) {
       int u = pd_pass_slot(c, r->inputs[i]);
       if (u >= 0 && u != s && l->root[u] == s && l->made[u] < next) return -1;

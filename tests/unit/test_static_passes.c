@@ -392,10 +392,11 @@ static int recomputed_ops(const pd_executor *e, const char *type) {
   return n;
 }
 
-/* Two SGD steps of m's program (loss m->fetch[0]) with passes o; the losses
- * and the parameters after, the plan's stats and arena, and how many
- * recomputed ops of type `type` its plan has. */
-static void train_two_steps(model *m, const pd_pass_options *o, pd_tensor **loss, pd_tensor **params, int np,
+/* Two SGD steps of m's program (the loss m->fetch[0]) with passes o; the
+ * fetches of both steps (step * n_fetch + i), the parameters after, the
+ * plan's stats and arena, and how many recomputed ops of type `type` its
+ * plan has. */
+static void train_two_steps(model *m, const pd_pass_options *o, pd_tensor **got, pd_tensor **params, int np,
                             pd_pass_stats *stats, size_t *arena, const char *type, int *n_type) {
   pd_executor *e = pd_static_executor(PD_CPU);
   pd_var_scope *scope = pd_static_scope();
@@ -403,7 +404,7 @@ static void train_two_steps(model *m, const pd_pass_options *o, pd_tensor **loss
   assert_int_equal(pd_executor_run(e, m->startup, NULL, 0, NULL, 0, NULL, scope), PD_OK);
   pd_static_feed feed = {m->feed_name[0], m->feed_value[0]};
   for (int step = 0; step < 2; step++)
-    if (pd_executor_run(e, m->main, &feed, 1, m->fetch, 1, &loss[step], scope) != PD_OK)
+    if (pd_executor_run(e, m->main, &feed, 1, m->fetch, m->n_fetch, &got[step * m->n_fetch], scope) != PD_OK)
       fail_msg("run: %s", pd_last_error());
   for (int i = 0; i < np; i++)
     params[i] = pd_tensor_retain(pd_var_scope_find_var(scope, pd_tensor_name(m->keep[i])));
@@ -420,7 +421,7 @@ static void train_two_steps(model *m, const pd_pass_options *o, pd_tensor **loss
 static int check_recompute(model *m, int np, pd_pass_options o, const char *type) {
   pd_pass_options off = o;
   off.recompute = false;
-  pd_tensor *la[2], *lb[2], *pa[8], *pb[8];
+  pd_tensor *la[16], *lb[16], *pa[8], *pb[8];
   pd_pass_stats sa, sb;
   size_t with, without;
   int n_type, n_off;
@@ -429,8 +430,8 @@ static int check_recompute(model *m, int np, pd_pass_options o, const char *type
   assert_int_equal(sb.recomputed, 0);
   assert_int_equal(n_off, 0);
   assert_int_equal(sa.ops_after, sb.ops_after + sa.recomputed);
-  for (int i = 0; i < 2; i++) {
-    assert_memory_equal(pd_tensor_data(la[i]), pd_tensor_data(lb[i]), 8);
+  for (int i = 0; i < 2 * m->n_fetch; i++) {
+    assert_memory_equal(pd_tensor_data(la[i]), pd_tensor_data(lb[i]), (size_t)la[i]->numel * 8);
     pd_tensor_release(la[i]), pd_tensor_release(lb[i]);
   }
   for (int i = 0; i < np; i++) {
@@ -517,6 +518,45 @@ static void test_no_recompute_of_a_dying_input(void **state) {
   pd_tensor *o = keep(&m, pd_layer_call1(m.layers[1], e));
   pd_tensor *loss = keep(&m, pd_mean(keep(&m, pd_square(o)), NULL, 0, false));
   int np = keep_params_then_minimize(&m, loss);
+  assert_int_equal(pd_static_program_guard_end(), PD_OK);
+  m.feed_name[0] = "x", m.feed_value[0] = test_wave(64, 16, 1), m.n_feed = 1;
+  assert_int_equal(check_recompute(&m, np, (pd_pass_options){.recompute = true}, "exp"), 0);
+  model_free(&m);
+}
+
+/* The cond's branch: sum(v * 2), v the captured tensor. */
+static int doubled_sum(void *user, pd_tensor **out, int cap) {
+  (void)cap;
+  pd_tensor *d = pd_scale((pd_tensor *)user, 2.0, 0.0, true);
+  out[0] = d ? pd_sum(d, NULL, 0, false) : NULL;
+  pd_tensor_release(d);
+  return out[0] ? 1 : -1;
+}
+
+/* Never for a value a control op reads later: its sub-blocks read the
+ * value by its name. x -> exp -> Linear(16, 256) -> mean of squares, then,
+ * recorded after the backward and the updates, cond(mean(x) > -100,
+ * sum(2 exp(x)), ...). exp's input is fed, so its output would qualify
+ * for the head's weight gradient; the cond after it keeps it. */
+static void test_no_recompute_for_a_control_op(void **state) {
+  (void)state;
+  model m;
+  memset(&m, 0, sizeof m);
+  pd_set_default_dtype(PD_FLOAT64);
+  m.layers[0] = pd_nn_linear(16, 256, NULL);
+  pd_set_default_dtype(PD_FLOAT32);
+  m.main = pd_static_program(), m.startup = pd_static_program();
+  assert_int_equal(pd_static_program_guard_begin(m.main, m.startup), PD_OK);
+  pd_tensor *x = keep(&m, pd_static_data("x", 2, SHAPE(-1, 16), PD_FLOAT64));
+  pd_tensor *v = keep(&m, pd_exp(x));
+  pd_tensor *o = keep(&m, pd_layer_call1(m.layers[0], v));
+  pd_tensor *loss = keep(&m, pd_mean(keep(&m, pd_square(o)), NULL, 0, false));
+  int np = keep_params_then_minimize(&m, loss);
+  pd_tensor *bound = keep(&m, pd_full(1, SHAPE(1), -100.0, PD_FLOAT64));
+  pd_tensor *pred = keep(&m, pd_greater_than(keep(&m, pd_mean(x, NULL, 0, false)), bound));
+  pd_tensor *s = NULL;
+  assert_int_equal(pd_static_nn_cond(pred, doubled_sum, doubled_sum, v, &s, 1), 1);
+  m.fetch[m.n_fetch++] = s;
   assert_int_equal(pd_static_program_guard_end(), PD_OK);
   m.feed_name[0] = "x", m.feed_value[0] = test_wave(64, 16, 1), m.n_feed = 1;
   assert_int_equal(check_recompute(&m, np, (pd_pass_options){.recompute = true}, "exp"), 0);
@@ -639,6 +679,7 @@ int main(void) {
       cmocka_unit_test(test_inplace_cross_entropy_grad),
       cmocka_unit_test(test_recompute),
       cmocka_unit_test(test_no_recompute_of_a_dying_input),
+      cmocka_unit_test(test_no_recompute_for_a_control_op),
       cmocka_unit_test(test_sgd_update_fused),
       cmocka_unit_test(test_compiled_program),
   };
