@@ -237,6 +237,14 @@ int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, in
   return w->claim;
 }
 
+void pd_thread_governor_hold_calm(pd_governor_window *w, int free_cores, int cpus, int threads) {
+  /* the preemptions stop because the team is parked, not because the
+   * competitor left: one busy process beside a parked team of two on two
+   * cores released it every two calm seconds, and it met the competitor
+   * again for the three busy windows it takes to park */
+  if (w->parked && free_cores < (threads < cpus ? threads : cpus)) w->calm = 0;
+}
+
 int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable, int own_runnable) {
   int o = machine_runnable - own_runnable;
   *others = 0.8 * *others + 0.2 * (o > 0 ? o : 0);
@@ -283,6 +291,7 @@ static void *watch_main(void *arg) {
     }
     int claim_was = w.claim;
     if (claims && all >= 0) pd_thread_governor_claim(&w, free, cpus, atomic_load(&g_threads), others);
+    if (all >= 0) pd_thread_governor_hold_calm(&w, free, cpus, atomic_load(&g_threads));
     if (w.claim == 0 && claim_was > 0) pd_core_claim_release();
     if (w.parked != was) {
       /* contended: the library's loops go serial (kernels/cpu/parallel.h) */

@@ -59,6 +59,11 @@ int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable
  * w->claim. */
 int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others);
 
+/* Also after the step: a parked team's calm count stays at 0 while the
+ * other processes leave fewer free cores than the team has threads (at
+ * most cpus), claims or not. */
+void pd_thread_governor_hold_calm(pd_governor_window *w, int free_cores, int cpus, int threads);
+
 /* Whether the process computes, for its claim's holders (core_claim.h):
  * its own threads, holders left out, used at least a quarter of a CPU in
  * the window (work_ns of CPU time in window_ns). */

@@ -603,6 +603,20 @@ static void test_claim_decision(void **state) {
   assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1);
   w.parked = false;
   assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* released with the team */
+  /* a parked team's calm count waits for as many free cores as it has threads */
+  pd_governor_window h = {.parked = true, .calm = 5};
+  pd_thread_governor_hold_calm(&h, 1, 2, 2);
+  assert_int_equal(h.calm, 0); /* one competitor still takes a core */
+  h.calm = 5;
+  pd_thread_governor_hold_calm(&h, 2, 2, 2);
+  assert_int_equal(h.calm, 5); /* both free */
+  pd_thread_governor_hold_calm(&h, 14, 16, 2);
+  assert_int_equal(h.calm, 5); /* a team of two, fourteen cores free */
+  pd_thread_governor_hold_calm(&h, 3, 16, 4);
+  assert_int_equal(h.calm, 0); /* a team of four, three free */
+  h = (pd_governor_window){.parked = false, .calm = 5};
+  pd_thread_governor_hold_calm(&h, 0, 2, 2);
+  assert_int_equal(h.calm, 5); /* no team parked: nothing to hold */
   /* the claim's holders run while the process's own threads use a quarter of a CPU */
   assert_true(pd_thread_governor_computing(50000000LL, 50000000L));
   assert_true(pd_thread_governor_computing(12500000LL, 50000000L));
