@@ -31,6 +31,10 @@
 static cpu_set_t g_own;     /* the process's CPUs, given back on release */
 static cpu_set_t g_claimed; /* the CPUs of the claim in force */
 static bool g_allowed, g_hold_allowed, g_claimed_now;
+/* a spread (core_claim.h): the compute thread's CPU, g_claimed the others' */
+static cpu_set_t g_compute_set;
+static pid_t g_compute;
+static bool g_spread;
 /* the threads there were when the claim began, and whether it moved each */
 enum { MAX_SEEN = 1024 };
 static struct seen {
@@ -192,9 +196,10 @@ static const struct seen *seen_at_claim(pid_t tid) {
 
 static void claim_task(pid_t tid, void *arg) {
   pid_t caller = *(const pid_t *)arg;
+  const cpu_set_t *to = g_spread && tid == g_compute ? &g_compute_set : &g_claimed;
   cpu_set_t cur;
   bool moved = tid != caller && sched_getaffinity(tid, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_own) &&
-               sched_setaffinity(tid, sizeof g_claimed, &g_claimed) == 0;
+               sched_setaffinity(tid, sizeof *to, to) == 0;
   if (g_nseen < MAX_SEEN) g_seen[g_nseen++] = (struct seen){tid, moved};
 }
 
@@ -202,8 +207,88 @@ static void release_task(pid_t tid, void *arg) {
   (void)arg;
   const struct seen *s = seen_at_claim(tid);
   cpu_set_t cur;
-  if ((!s || s->moved) && sched_getaffinity(tid, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_claimed))
+  if ((!s || s->moved) && sched_getaffinity(tid, sizeof cur, &cur) == 0 &&
+      (CPU_EQUAL(&cur, &g_claimed) || (g_spread && CPU_EQUAL(&cur, &g_compute_set))))
     (void)sched_setaffinity(tid, sizeof g_own, &g_own); /* one that just exited: nothing to do */
+}
+
+/* A spread's thread born to the compute thread (a helper it started) has the
+ * compute thread's CPU: it goes to the others'. */
+static void refresh_task(pid_t tid, void *arg) {
+  (void)arg;
+  cpu_set_t cur;
+  if (tid == g_compute || seen_at_claim(tid) || sched_getaffinity(tid, sizeof cur, &cur) != 0) return;
+  bool moved = CPU_EQUAL(&cur, &g_compute_set) && sched_setaffinity(tid, sizeof g_claimed, &g_claimed) == 0;
+  if (g_nseen < MAX_SEEN) g_seen[g_nseen++] = (struct seen){tid, moved};
+}
+
+/* Other processes' ready tasks per CPU (one scan of /proc). */
+typedef struct runnable_count {
+  pid_t pid;
+  int *per_cpu;
+} runnable_count;
+
+static void count_task(pid_t tid, void *arg) {
+  runnable_count *rc = arg;
+  char path[96], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)rc->pid, (int)tid);
+  if (pd_proc_read(path, buf, sizeof buf) < 0) return;
+  const char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ' || p[2] != 'R') return;
+  int cpu = pd_proc_cpu_of(path);
+  if (cpu >= 0 && cpu < CPU_SETSIZE) rc->per_cpu[cpu]++;
+}
+
+static void count_process(pid_t pid, void *arg) {
+  runnable_count *rc = arg;
+  if (pid == getpid()) return;
+  char dir[48];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  runnable_count mine = {pid, rc->per_cpu};
+  pd_proc_for_each_numeric(dir, count_task, &mine);
+}
+
+void pd_core_claim_set_compute(pid_t tid) {
+  pthread_mutex_lock(&g_mu);
+  g_compute = tid;
+  pthread_mutex_unlock(&g_mu);
+}
+
+bool pd_core_spread(void) {
+  pthread_mutex_lock(&g_mu);
+  bool ok = false;
+  if (g_allowed && !g_claimed_now && CPU_COUNT(&g_own) >= 2 && g_compute > 0) {
+    static int others[CPU_SETSIZE];
+    memset(others, 0, sizeof others);
+    runnable_count rc = {0, others};
+    pd_proc_for_each_numeric("/proc", count_process, &rc);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)g_compute);
+    int start = pd_proc_cpu_of(path), best = -1;
+    if (start < 0 || start >= CPU_SETSIZE) start = 0;
+    for (int i = 0, c = start; i < CPU_SETSIZE; i++, c = (c + 1) % CPU_SETSIZE)
+      if (CPU_ISSET(c, &g_own) && (best < 0 || others[c] < others[best])) best = c;
+    int fd = best >= 0 ? lock_cpu(best) : -1;
+    if (fd >= 0) {
+      g_locks[g_nlocks++] = fd;
+      CPU_ZERO(&g_compute_set);
+      CPU_SET(best, &g_compute_set);
+      CPU_XOR(&g_claimed, &g_own, &g_compute_set);
+      g_spread = true;
+      pid_t caller = (pid_t)syscall(SYS_gettid);
+      g_nseen = 0;
+      pd_for_each_own_task(claim_task, &caller);
+      g_claimed_now = ok = true;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+
+void pd_core_claim_refresh(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_claimed_now && g_spread) pd_for_each_own_task(refresh_task, NULL);
+  pthread_mutex_unlock(&g_mu);
 }
 
 bool pd_core_claim(int k) {
@@ -240,7 +325,7 @@ void pd_core_claim_release(void) {
     holders_stop();
     pd_for_each_own_task(release_task, NULL);
     unlock_cpus();
-    g_claimed_now = false;
+    g_claimed_now = g_spread = false;
   }
   pthread_mutex_unlock(&g_mu);
 }
@@ -270,9 +355,11 @@ void pd_core_claim_forget_in_child(void) {
   atomic_store(&g_hold_state, HOLD_STOP);
   if (g_claimed_now) {
     cpu_set_t cur;
-    if (sched_getaffinity(0, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_claimed))
+    if (sched_getaffinity(0, sizeof cur, &cur) == 0 &&
+        (CPU_EQUAL(&cur, &g_claimed) || (g_spread && CPU_EQUAL(&cur, &g_compute_set))))
       (void)sched_setaffinity(0, sizeof g_own, &g_own);
   }
+  g_spread = false;
   unlock_cpus(); /* the parent's locks are the parent's */
   g_claimed_now = false;
 }

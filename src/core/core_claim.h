@@ -68,6 +68,24 @@ int pd_core_claim_holders(bool *holding);
  * process's own), in nanoseconds. */
 long long pd_core_claim_holders_cpu_ns(void);
 
+/* The thread that runs the ops (the governor's starter), for a spread. */
+void pd_core_claim_set_compute(pid_t tid);
+
+/* The other form of claim, for a team of two beside one competitor on two
+ * CPUs (one core free): the compute thread keeps to itself the CPU where
+ * the fewest other tasks are ready (locked as above) and every other thread
+ * of the process's mask goes to the other CPUs. Left to itself the kernel
+ * puts a team's two threads together (a woken thread goes where its waker
+ * runs); spread, the competitor joins the helper, the compute thread runs
+ * the step's serial parts on a core of its own, and the helper adds half a
+ * core to the products (gemm.c shares them so that nobody waits for it). No
+ * holders. pd_core_claimed is true while it holds, and release ends it. */
+bool pd_core_spread(void);
+
+/* During a spread: threads born since with the compute thread's CPU (its
+ * helpers) go to the others'. The watcher calls it every window. */
+void pd_core_claim_refresh(void);
+
 bool pd_core_claimed(void);
 /* The claimed CPUs (none when no claim is in force); returns their count. */
 int pd_core_claimed_cpus(cpu_set_t *cpus);

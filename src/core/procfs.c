@@ -27,7 +27,11 @@ int pd_proc_cpu_of(const char *stat_path) {
 }
 
 void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg) {
-  int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  pd_proc_for_each_numeric("/proc/self/task", fn, arg);
+}
+
+void pd_proc_for_each_numeric(const char *dir, void (*fn)(pid_t id, void *arg), void *arg) {
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;
   char ents[4096];
   long got;

@@ -19,5 +19,8 @@ int pd_proc_cpu_of(const char *stat_path);
 
 /* Calls fn for every thread of the process (/proc/self/task). */
 void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg);
+/* Calls fn for every numeric entry of a /proc directory (/proc: the
+ * processes; /proc/<pid>/task: a process's threads). */
+void pd_proc_for_each_numeric(const char *dir, void (*fn)(pid_t id, void *arg), void *arg);
 
 #endif

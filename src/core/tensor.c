@@ -221,6 +221,12 @@ static void storage_release(pd_storage *s) {
   pool_put(&g_storage_pool, s);
 }
 
+void pd_storage_retain_ref(void *storage) {
+  atomic_fetch_add_explicit(&((pd_storage *)storage)->refcount, 1, memory_order_relaxed);
+}
+
+void pd_storage_release_ref(void *storage) { storage_release(storage); }
+
 /* The geometry of a view or a wrapped buffer. A view with zero strides (an
  * expand) can claim far more elements than its storage holds, so its
  * logical count is checked here too. */

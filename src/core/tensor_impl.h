@@ -137,6 +137,12 @@ pd_tensor *pd_tensor_alloc_struct(void);
 pd_tensor *pd_tensor_new(pd_dtype dt, int ndim, const int64_t *shape);
 /* The same, never registered with a scope (the dispatcher's outputs). */
 pd_tensor *pd_tensor_new_untracked(pd_dtype dt, int ndim, const int64_t *shape);
+/* Another reference to a storage, and its release (the storage is freed
+ * with its last reference), for code that holds a storage beyond the life
+ * of the tensors over it: the GEMM helpers of gemm_backup.c. */
+void pd_storage_retain_ref(void *storage);
+void pd_storage_release_ref(void *storage);
+
 /* A view over t's storage with the given geometry (retains the storage). */
 pd_tensor *pd_tensor_new_view(const pd_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                               int64_t offset);

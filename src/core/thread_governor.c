@@ -53,11 +53,13 @@
 #define STALL_FRACTION 5         /* a task waited for a CPU 1/5 of the window: contended */
 #define BUSY_WINDOWS 3           /* park after this many contended windows in a row */
 #define CALM_WINDOWS 40          /* release after this many calm windows in a row (2 s) */
+#define CHANGE_WINDOWS 2         /* windows in a row that say the competitors changed */
 
 atomic_int pd_g_governor_state;        /* pd_governor_state */
 atomic_bool pd_g_cores_contended;      /* kernels/cpu/parallel.h */
 atomic_llong pd_g_gemm_panel_products; /* kernels/cpu/parallel.h */
 atomic_int pd_g_cores_free;            /* kernels/cpu/parallel.h */
+atomic_bool pd_g_cores_spread;         /* kernels/cpu/parallel.h */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -72,6 +74,7 @@ static pthread_t g_parked;
 static pid_t g_team_tids[257];
 static int g_team_size;
 static atomic_int g_parks; /* how many times a team was parked (tests) */
+static pid_t g_compute;    /* the thread whose first op started the governor */
 static pd_wait_policy g_policy;
 static atomic_int
     g_threads; /* the pool's size as the main thread set it (the watcher's own is libgomp's default) */
@@ -223,12 +226,22 @@ bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long st
 }
 
 int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others) {
-  if (!w->parked)
-    w->claim = 0;
-  else if (w->claim == 0)
-    w->claim = pd_core_claim_size(cpus, free_cores, threads, others);
-  else if (free_cores > 0)
-    w->claim = 0; /* a competitor left: the cores are shared as before */
+  /* a spread for a team of two beside one competitor on two CPUs (core_claim.h) */
+  int want = free_cores == 0 ? pd_core_claim_size(cpus, free_cores, threads, others)
+             : free_cores == 1 && cpus == 2 && threads == 2 ? PD_CLAIM_SPREAD
+                                                            : 0;
+  if (!w->parked) {
+    w->claim = w->changing = 0;
+  } else if (w->claim == 0) {
+    w->claim = want;
+  } else if ((want > 0) != (w->claim > 0) || (want == PD_CLAIM_SPREAD) != (w->claim == PD_CLAIM_SPREAD)) {
+    /* The competitors changed: two windows in a row (the free-core count
+     * wavers by one now and then, and a spread and a claim flipped) end
+     * the claim; the next window takes the new one. */
+    if (++w->changing >= CHANGE_WINDOWS) w->claim = w->changing = 0;
+  } else {
+    w->changing = 0;
+  }
   /* Our own threads preempt each other on the claimed cores, so the
    * preemptions and the pressure no longer tell whether others still
    * compete: only the free-core count (which leaves our threads out) ends a
@@ -274,6 +287,7 @@ static void *watch_main(void *arg) {
   int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
   double others = 0;                  /* other processes' runnable tasks, averaged over about half a second */
   bool claims = pd_core_claim_init(); /* core_claim.h */
+  pd_core_claim_set_compute(g_compute);
   long long last_cpu = process_cpu_ns(), last_hold = 0;
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
@@ -292,14 +306,21 @@ static void *watch_main(void *arg) {
     int claim_was = w.claim;
     if (claims && all >= 0) pd_thread_governor_claim(&w, free, cpus, atomic_load(&g_threads), others);
     if (all >= 0) pd_thread_governor_hold_calm(&w, free, cpus, atomic_load(&g_threads));
-    if (w.claim == 0 && claim_was > 0) pd_core_claim_release();
+    if (w.claim == 0 && claim_was != 0) {
+      atomic_store_explicit(&pd_g_cores_spread, false, memory_order_relaxed);
+      pd_core_claim_release();
+    }
     if (w.parked != was) {
       /* contended: the library's loops go serial (kernels/cpu/parallel.h) */
       atomic_store_explicit(&pd_g_cores_contended, w.parked, memory_order_relaxed);
       pd_thread_governor_set_parked(w.parked);
     }
     /* not taken (other processes of this library hold the CPUs): tried again next window */
-    if (w.claim > 0 && claim_was == 0 && !pd_core_claim(w.claim)) w.claim = 0;
+    if (w.claim != 0 && claim_was == 0 &&
+        !(w.claim == PD_CLAIM_SPREAD ? pd_core_spread() : pd_core_claim(w.claim)))
+      w.claim = 0;
+    if (w.claim == PD_CLAIM_SPREAD) pd_core_claim_refresh();
+    atomic_store_explicit(&pd_g_cores_spread, w.claim == PD_CLAIM_SPREAD, memory_order_relaxed);
     /* the claim's holders run while the process computes (core_claim.h) */
     long long cpu = process_cpu_ns(), hold = pd_core_claim_holders_cpu_ns();
     long long held = hold >= last_hold ? hold - last_hold : hold; /* holders started anew */
@@ -386,6 +407,7 @@ void pd_thread_governor_start(void) {
   }
   atomic_store(&pd_g_governor_state, PD_GOVERNOR_STARTING);
   atomic_store(&g_threads, omp_get_max_threads());
+  g_compute = (pid_t)syscall(SYS_gettid);
   static bool fork_handler;
   if (!fork_handler) fork_handler = pthread_atfork(before_fork, parent_after_fork, child_after_fork) == 0;
   g_policy = policy_from_env();

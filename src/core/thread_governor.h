@@ -41,7 +41,8 @@ typedef struct pd_governor_window {
   int busy; /* consecutive contended windows */
   int calm; /* consecutive calm windows while parked */
   bool parked;
-  int claim; /* cores kept to the process (core_claim.h), 0: none */
+  int claim;    /* cores kept to the process (core_claim.h), PD_CLAIM_SPREAD, 0: none */
+  int changing; /* windows in a row that asked for another kind of claim */
 } pd_governor_window;
 bool pd_thread_governor_step(pd_governor_window *w, long preempted, long long stall_us, long window_us);
 
@@ -54,9 +55,13 @@ int pd_thread_governor_free_cores(double *others, int cpus, int machine_runnable
 
 /* The watcher's claim decision for one window, after the step above
  * (core_claim.h): while parked and no core is free, keep
- * pd_core_claim_size cores to the process until a core is free again or the
- * team is released; while a claim holds, the calm count stays at 0. Returns
- * w->claim. */
+ * pd_core_claim_size cores to the process (while such a claim holds, the
+ * calm count stays at 0); while parked with exactly one core free, a team
+ * of two on two CPUs is spread (PD_CLAIM_SPREAD). A claim or spread ends
+ * when two windows in a row ask for another kind (the free-core count
+ * wavers by one now and then), and the next window takes that one;
+ * unparking ends it at once. Returns w->claim. */
+enum { PD_CLAIM_SPREAD = -1 };
 int pd_thread_governor_claim(pd_governor_window *w, int free_cores, int cpus, int threads, double others);
 
 /* Also after the step: a parked team's calm count stays at 0 while the

@@ -477,6 +477,69 @@ static int scenario_claim_masks(void) {
   return 0;
 }
 
+typedef struct spread_call {
+  int what; /* 0 spread, 1 refresh, 2 release */
+  bool ok;
+} spread_call;
+
+static void *spread_call_main(void *arg) {
+  spread_call *c = arg;
+  if (c->what == 0) c->ok = pd_core_spread();
+  if (c->what == 1) pd_core_claim_refresh();
+  if (c->what == 2) pd_core_claim_release();
+  return NULL;
+}
+
+/* Runs a spread operation from another thread, as the watcher does (the
+ * caller of a claim is never moved). */
+static bool spread_from_another_thread(int what) {
+  spread_call c = {what, false};
+  pthread_t t;
+  if (pthread_create(&t, NULL, spread_call_main, &c) != 0) return false;
+  pthread_join(t, NULL);
+  return what != 0 || c.ok;
+}
+
+/* A spread keeps the compute thread (here the main thread) on a CPU of its
+ * own and moves the others to the rest, with no holders; a thread the
+ * compute thread starts during the spread is moved there too once
+ * refreshed; release gives every one the process's CPUs back. */
+static int scenario_spread_masks(void) {
+  pd_set_num_threads(2);
+  parallel_op();
+  cpu_set_t own = mask_of(0);
+  if (CPU_COUNT(&own) < 2) return 0;
+  if (!pd_core_claim_init()) return 110;
+  pd_core_claim_set_compute((pid_t)syscall(SYS_gettid));
+  claim_thread other;
+  pthread_t ot;
+  claim_thread_start(&other, &ot, -1, own);
+  if (!spread_from_another_thread(0) || !pd_core_claimed()) return 111;
+  cpu_set_t mine = mask_of(0), theirs = mask_of(other.tid), both, all;
+  CPU_AND(&both, &mine, &theirs);
+  CPU_OR(&all, &mine, &theirs);
+  if (CPU_COUNT(&mine) != 1 || CPU_COUNT(&both) != 0 || !CPU_EQUAL(&all, &own)) return 112;
+  cpu_set_t claimed;
+  if (pd_core_claimed_cpus(&claimed) != CPU_COUNT(&own) - 1 || !CPU_EQUAL(&claimed, &theirs)) return 113;
+  if (pd_core_claim_holders(NULL) != 0) return 118;
+  claim_thread heir; /* born to the compute thread: its CPU, until refreshed */
+  pthread_t ht;
+  claim_thread_start(&heir, &ht, -1, own);
+  cpu_set_t h = mask_of(heir.tid);
+  if (!CPU_EQUAL(&h, &mine)) return 114;
+  spread_from_another_thread(1);
+  h = mask_of(heir.tid);
+  if (!CPU_EQUAL(&h, &theirs)) return 115;
+  if (pd_core_claim(1) || pd_core_spread()) return 116; /* one claim at a time */
+  spread_from_another_thread(2);
+  mine = mask_of(0), theirs = mask_of(other.tid), h = mask_of(heir.tid);
+  if (pd_core_claimed() || !CPU_EQUAL(&mine, &own) || !CPU_EQUAL(&theirs, &own) || !CPU_EQUAL(&h, &own))
+    return 117;
+  claim_thread_do(&other, 9), claim_thread_do(&heir, 9);
+  pthread_join(ot, NULL), pthread_join(ht, NULL);
+  return 0;
+}
+
 /* PADDLEC_CORE_CLAIM=pin: claims without holders. */
 static int scenario_claim_pin(void) {
   cpu_set_t own = mask_of(0);
@@ -591,18 +654,36 @@ static void test_claim_decision(void **state) {
   pd_governor_window w = {0};
   assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* not parked: no claim */
   w.parked = true;
-  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), 0); /* parked, a core free */
-  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1); /* none free: claim one */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.0), 0); /* parked, a core free */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 4, 4, 4.0), 2); /* none free: claim the share */
   w.calm = 7;
-  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 1.6), 1); /* held */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 4, 4, 3.6), 2); /* held */
   assert_int_equal(w.calm, 0); /* our own threads' preemptions say nothing now */
-  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.2), 0); /* a core is free again */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.2), 2); /* one window with a core free: */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 4, 4, 4.0), 2); /* the count wavers, the claim holds */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.2), 2);
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.2), 0); /* the second in a row ends it */
   w.calm = 5;
-  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.2), 0);
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.2), 0);
   assert_int_equal(w.calm, 5); /* the calm count runs again */
-  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1);
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 4, 4, 4.0), 2);
   w.parked = false;
-  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0); /* released with the team */
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 4, 4, 4.0), 0); /* released with the team */
+  /* one core free beside a team of two on two CPUs: spread; then a second
+   * competitor: two windows say so, the next takes the claim */
+  w = (pd_governor_window){.parked = true};
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), PD_CLAIM_SPREAD);
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), PD_CLAIM_SPREAD);
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), PD_CLAIM_SPREAD);
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 0);
+  assert_int_equal(pd_thread_governor_claim(&w, 0, 2, 2, 2.0), 1);
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), 1); /* and back */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), 0);
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 2, 1.0), PD_CLAIM_SPREAD);
+  w = (pd_governor_window){.parked = true};
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 4, 4, 3.0), 0); /* only two threads on two CPUs */
+  assert_int_equal(pd_thread_governor_claim(&w, 1, 2, 1, 1.0), 0);
+  assert_int_equal(pd_thread_governor_claim(&w, 2, 2, 2, 0.0), 0); /* both free */
   /* a parked team's calm count waits for as many free cores as it has threads */
   pd_governor_window h = {.parked = true, .calm = 5};
   pd_thread_governor_hold_calm(&h, 1, 2, 2);
@@ -706,6 +787,7 @@ static void test_forked_child_computes(void **state) {
 static void test_claim_masks(void **state) {
   (void)state;
   run_scenario("claim_masks", "PADDLEC_WAIT_POLICY", "active");
+  run_scenario("spread_masks", "PADDLEC_WAIT_POLICY", "active");
   run_scenario("claim_off", "PADDLEC_CORE_CLAIM", "off");
   run_scenario("claim_off", "OMP_PROC_BIND", "true");
   run_scenario("claim_pin", "PADDLEC_CORE_CLAIM", "pin");
@@ -730,6 +812,7 @@ int main(int argc, char **argv) {
     if (strcmp(s, "claim_masks") == 0) return scenario_claim_masks();
     if (strcmp(s, "claim_off") == 0) return scenario_claim_off();
     if (strcmp(s, "claim_pin") == 0) return scenario_claim_pin();
+    if (strcmp(s, "spread_masks") == 0) return scenario_spread_masks();
     return 99;
   }
   const struct CMUnitTest tests[] = {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_backup.h"
 #include "gemm_dnnl_matmul.h"
 #include "paddlec/core.h"
 #include "parallel.h"
@@ -302,10 +303,12 @@ static int run_part(const gemm_parts *p, int64_t t, bool transa, bool transb, in
  * on oneDNN's division of the work (docs/determinism.md); deterministic
  * mode, whose parts are fixed by the shape, does not come here. When the
  * other processes leave exactly one core free (pd_g_cores_free) the product
- * runs on one thread instead. Returns -1 when the product runs as usual
- * instead, else 0 or oneDNN's status. */
+ * runs on one thread, or as panels backed up by the caller while the team
+ * is spread (below). Returns -1 when the product runs as usual instead, else
+ * 0 or oneDNN's status. */
 #define PANEL_MIN_FMAS (1 << 21) /* smaller products: one region's cost is not worth it */
 #define PANELS_PER_THREAD 4
+#define BACKUP_PANELS_PER_THREAD 4 /* smaller: a panel backed up costs the caller one */
 #define PANEL_MIN_COLS 64
 #define PANEL_MIN_ROWS 32
 
@@ -315,12 +318,27 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
   int nt = omp_get_max_threads();
   if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
-  if (!pd_team_for_large_tasks())
-    /* the others leave one core: a team of one has it to itself, where a
-     * team of two shares two cores with them (measured: docs/threads.md) */
-    return pdk_gemm_f32_serial(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   bool by_cols = N >= M;
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
+  if (!pd_team_for_large_tasks()) {
+    /* The others leave one core. With the team spread one thread per CPU
+     * (the governor's spread, core_claim.h), the helper beside the
+     * competitor gets half a core: it takes panels too, and the caller
+     * backs up any it is late with, so nobody waits for it (gemm_backup.c;
+     * only where the caller holds the inputs for a late helper). Otherwise
+     * a team of one has the free core to itself, where a team of two would
+     * share two cores with the competitor and wait at the product's end
+     * (measured: docs/threads.md). */
+    const pdk_gemm_keep *keep = pdk_gemm_kept_inputs();
+    int64_t nb = len / min < (int64_t)nt * BACKUP_PANELS_PER_THREAD ? len / min
+                                                                    : (int64_t)nt * BACKUP_PANELS_PER_THREAD;
+    if (keep && nb >= 2 && atomic_load_explicit(&pd_g_cores_spread, memory_order_relaxed)) {
+      int st = pdk_gemm_backup_f32(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, by_cols,
+                                   (int)nb, nt - 1, keep);
+      if (st >= 0) return st;
+    }
+    return pdk_gemm_f32_serial(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   int64_t np = len / min < (int64_t)nt * PANELS_PER_THREAD ? len / min : (int64_t)nt * PANELS_PER_THREAD;
   if (np < 2) return -1;
   gemm_parts parts = by_cols ? (gemm_parts){1, np, 1} : (gemm_parts){np, 1, 1}; /* K whole: no buffer */

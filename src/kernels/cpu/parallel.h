@@ -20,6 +20,10 @@ extern atomic_llong pd_g_gemm_panel_products;
 /* Cores the other processes leave free (the governor's estimate from the
  * machine's runnable tasks less this process's, averaged over ~0.5 s). */
 extern atomic_int pd_g_cores_free;
+/* The governor has spread the team one thread per CPU while one core is
+ * free (core/core_claim.h): large products then share their panels with a
+ * helper and never wait for it (gemm.c). */
+extern atomic_bool pd_g_cores_spread;
 
 static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);

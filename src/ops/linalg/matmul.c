@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../kernels/cpu/gemm.h"
+#include "../../kernels/cpu/gemm_backup.h"
 #include "linalg_util.h"
 #include "paddlec/ops.h"
 
@@ -115,12 +116,20 @@ static bool gemm_layout(const operand *o, bool trans, bool *gemm_trans, int64_t 
   return false;
 }
 
+/* a and b: the tensors whose data A and B point into (the GEMM may hand
+ * their storages to helper threads that outlive the call: gemm_backup.h) */
 static int run_gemm(pd_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                     const char *A, int64_t lda, int64_t sA, const char *B, int64_t ldb, int64_t sB,
-                    double beta, char *C, int64_t ldc, int64_t sC, int64_t batch) {
-  if (dt == PD_FLOAT32)
-    return pdk_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B,
-                                ldb, sB, (float)beta, (float *)C, ldc, sC, batch);
+                    double beta, char *C, int64_t ldc, int64_t sC, int64_t batch, const pd_tensor *a,
+                    const pd_tensor *b) {
+  if (dt == PD_FLOAT32) {
+    const pdk_gemm_keep keep = {pd_storage_retain_ref, pd_storage_release_ref, {a->storage, b->storage}};
+    pdk_gemm_keep_inputs(&keep);
+    int rc = pdk_gemm_batched_f32(ta, tb, M, N, K, (float)alpha, (const float *)A, lda, sA, (const float *)B,
+                                  ldb, sB, (float)beta, (float *)C, ldc, sC, batch);
+    pdk_gemm_keep_inputs(NULL);
+    return rc;
+  }
   return pdk_gemm_batched_f64(ta, tb, M, N, K, alpha, (const double *)A, lda, sA, (const double *)B, ldb, sB,
                               beta, (double *)C, ldc, sC, batch);
 }
@@ -150,7 +159,7 @@ pd_status pd_matmul_into(const char *op, pd_tensor *x, pd_tensor *y, bool tx, bo
     if (K == (ty ? oy.C : oy.R) && M > 0 && N > 0 && K > 0 && gemm_layout(&ox, tx, &ta, &lda) &&
         gemm_layout(&oy, ty, &tb, &ldb)) {
       int rc = run_gemm(out->dtype, ta, tb, M, N, K, alpha, pd_data_ptr(x), lda, 0, pd_data_ptr(y), ldb, 0,
-                        beta, pd_data_ptr(out), N, 0, 1);
+                        beta, pd_data_ptr(out), N, 0, 1, x, y);
       if (rc != 0)
         return pd_set_error(PD_ERR_INVALID, "%s: GEMM failed (status %d) for M=%lld N=%lld K=%lld", op, rc,
                             (long long)M, (long long)N, (long long)K);
@@ -238,7 +247,7 @@ pd_status pd_matmul_into(const char *op, pd_tensor *x, pd_tensor *y, bool tx, bo
       offb += idx[d] * st3[2][d];
     }
     rc = run_gemm(out->dtype, ta, tb, M, N, K, alpha, A + offa * (int64_t)es, lda, sA, B + offb * (int64_t)es,
-                  ldb, sB, beta, C + offc * (int64_t)es, N, sC, inner);
+                  ldb, sB, beta, C + offc * (int64_t)es, N, sC, inner, xc ? xc : x, yc ? yc : y);
     for (int d = nb - 2; d >= 0; d--) {
       if (++idx[d] < bs[d]) break;
       idx[d] = 0;
