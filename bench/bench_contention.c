@@ -400,7 +400,8 @@ int main(int argc, char **argv) {
   }
   printf(
       "\nwith a claim in force, by whether a competitor ran on a claimed CPU as a sample began: mean step\n"
-      "with none there / with one there (share of the claimed samples)\n");
+      "with none there / with one there (share of the claimed samples; under one busy process the team\n"
+      "is spread, and its claimed CPU is the helper's, where the competitor belongs)\n");
   for (int k = 1; k < 3; k++)
     for (int c = 0; c < N_COND; c++) {
       const governor_seen *g = &seen[k][c];
