@@ -334,8 +334,9 @@ int main(int argc, char **argv) {
   for (int r = 0; r < rounds; r++) {
     for (int c = 0; c < N_COND; c++) {
       /* the quiet reference waits until the governor has released the team
-       * (it stays parked for two calm seconds after competitors leave) */
-      for (int i = 0; c == 0 && i < 60 && atomic_load(&pd_g_cores_contended); i++) sleep_s(0.05);
+       * (it stays parked for two calm seconds after the competitors are gone
+       * from the free-core count: up to about 2.5 s; waits up to 6 s) */
+      for (int i = 0; c == 0 && i < 120 && atomic_load(&pd_g_cores_contended); i++) sleep_s(0.05);
       pid_t pids[3];
       check(start_competitors(&CONDITIONS[c], pids) == 0, "fork");
       for (int k = 0; k < 3; k++) t[k][c][r] = time_condition(&ws[k], &seen[k][c], pids, CONDITIONS[c].n);

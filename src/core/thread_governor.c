@@ -60,6 +60,7 @@ atomic_bool pd_g_cores_contended;      /* kernels/cpu/parallel.h */
 atomic_llong pd_g_gemm_panel_products; /* kernels/cpu/parallel.h */
 atomic_int pd_g_cores_free;            /* kernels/cpu/parallel.h */
 atomic_bool pd_g_cores_spread;         /* kernels/cpu/parallel.h */
+atomic_int pd_g_compute_tid;           /* kernels/cpu/parallel.h */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -74,7 +75,7 @@ static pthread_t g_parked;
 static pid_t g_team_tids[257];
 static int g_team_size;
 static atomic_int g_parks; /* how many times a team was parked (tests) */
-static pid_t g_compute;    /* the thread whose first op started the governor */
+static pid_t g_compute;    /* the thread whose first op started the governor, until a product says */
 static pd_wait_policy g_policy;
 static atomic_int
     g_threads; /* the pool's size as the main thread set it (the watcher's own is libgomp's default) */
@@ -316,6 +317,9 @@ static void *watch_main(void *arg) {
       pd_thread_governor_set_parked(w.parked);
     }
     /* not taken (other processes of this library hold the CPUs): tried again next window */
+    int computing = atomic_load_explicit(&pd_g_compute_tid, memory_order_relaxed);
+    if (w.claim == PD_CLAIM_SPREAD && claim_was == 0)
+      pd_core_claim_set_compute(computing > 0 ? computing : g_compute);
     if (w.claim != 0 && claim_was == 0 &&
         !(w.claim == PD_CLAIM_SPREAD ? pd_core_spread() : pd_core_claim(w.claim)))
       w.claim = 0;

@@ -22,6 +22,7 @@
 
 #include "core/core_claim.h"
 #include "core/thread_governor.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "test_util.h"
 
@@ -597,6 +598,37 @@ static void test_contended_loops_run_on_one_thread(void **state) {
   free(v);
 }
 
+typedef struct product_thread {
+  pid_t tid;
+  int rc;
+} product_thread;
+
+static void *contended_product(void *arg) {
+  product_thread *p = arg;
+  p->tid = (pid_t)syscall(SYS_gettid);
+  enum { N = 256 };
+  float *a = calloc(N * N, sizeof *a), *c = calloc(N * N, sizeof *c);
+  p->rc = a && c ? pdk_gemm_f32(false, false, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N) : -1;
+  free(a), free(c);
+  return NULL;
+}
+
+/* A large product while the cores are contended names its thread as the
+ * one a spread keeps on a CPU of its own. */
+static void test_contended_product_names_the_compute_thread(void **state) {
+  (void)state;
+  pd_set_num_threads(2);
+  atomic_store(&pd_g_cores_contended, true);
+  atomic_store(&pd_g_compute_tid, 0);
+  product_thread p = {0, -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, contended_product, &p), 0);
+  pthread_join(t, NULL);
+  atomic_store(&pd_g_cores_contended, false);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(atomic_load(&pd_g_compute_tid), p.tid);
+}
+
 /* The watcher's decision, window by window, on made-up readings. */
 static void test_decision(void **state) {
   (void)state;
@@ -822,6 +854,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_claim_decision),
       cmocka_unit_test(test_claim_masks),
       cmocka_unit_test(test_contended_loops_run_on_one_thread),
+      cmocka_unit_test(test_contended_product_names_the_compute_thread),
       cmocka_unit_test(test_passive_pool_sleeps),
       cmocka_unit_test(test_user_wait_policy_wins),
       cmocka_unit_test(test_single_thread_then_team),

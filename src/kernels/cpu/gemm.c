@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "gemm_backup.h"
 #include "gemm_dnnl_matmul.h"
@@ -318,6 +320,9 @@ static int contended_panels(bool transa, bool transb, int64_t M, int64_t N, int6
   if (!atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed) || omp_in_parallel()) return -1;
   int nt = omp_get_max_threads();
   if (nt < 2 || (double)M * (double)N * (double)K < PANEL_MIN_FMAS) return -1;
+  static _Thread_local int tid;
+  if (!tid) tid = (int)syscall(SYS_gettid);
+  atomic_store_explicit(&pd_g_compute_tid, tid, memory_order_relaxed);
   bool by_cols = N >= M;
   int64_t len = by_cols ? N : M, min = by_cols ? PANEL_MIN_COLS : PANEL_MIN_ROWS;
   if (!pd_team_for_large_tasks()) {

@@ -24,6 +24,10 @@ extern atomic_int pd_g_cores_free;
  * free (core/core_claim.h): large products then share their panels with a
  * helper and never wait for it (gemm.c). */
 extern atomic_bool pd_g_cores_spread;
+/* The thread that ran the last large product while the cores were
+ * contended (gemm.c; 0: none yet): the compute thread a spread keeps on a
+ * CPU of its own. */
+extern atomic_int pd_g_compute_tid;
 
 static inline bool pd_parallel_loops_on(void) {
   return omp_get_max_threads() > 1 && !atomic_load_explicit(&pd_g_cores_contended, memory_order_relaxed);
