@@ -156,17 +156,36 @@ static void test_wrong_env(void **state) {
   expect_no_live_tensors();
 }
 
+/* A port bound and not listened on: connecting to it is refused, and no
+ * other process (another test running beside this one) can take it while
+ * fd stays open. Returns the port, 0 on failure. */
+static int bound_silent_port(int *fd) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (*fd < 0) return 0;
+  if (bind(*fd, (struct sockaddr *)&a, sizeof a) < 0 || getsockname(*fd, (struct sockaddr *)&a, &l) < 0) {
+    close(*fd);
+    *fd = -1;
+    return 0;
+  }
+  return ntohs(a.sin_port);
+}
+
 static void test_unreachable_master(void **state) {
   (void)state;
   clear_env();
   char m[64];
-  snprintf(m, sizeof m, "127.0.0.1:%d", dist_free_port());
+  int fd, port = bound_silent_port(&fd);
+  assert_true(port > 0);
+  snprintf(m, sizeof m, "127.0.0.1:%d", port);
   setenv("PADDLE_TRAINER_ID", "1", 1);
   setenv("PADDLE_TRAINERS_NUM", "2", 1);
   setenv("PADDLE_MASTER", m, 1);
   assert_null(pd_dist_init_parallel_env(&(pd_dist_init_opts){.timeout_s = 0.5}));
   assert_non_null(strstr(pd_last_error(), "rank 1 cannot reach the master"));
   assert_non_null(strstr(pd_last_error(), m));
+  close(fd);
   clear_env();
 }
 
