@@ -177,32 +177,31 @@ typedef struct governor_seen {
   int shared_n[2];
 } governor_seen;
 
-/* 0: every competitor on one CPU, 1: not, -1: unknown (read at a sample's start). */
-static int competitors_split(const pid_t *pids, int n) {
-  int cpu0 = -1;
+/* The CPU each competitor last ran on, read as a sample begins; false when
+ * one is unknown. */
+static bool competitor_cpus(const pid_t *pids, int n, int *cpu) {
   for (int i = 0; i < n; i++) {
     char path[48];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pids[i]);
-    int c = pd_proc_cpu_of(path);
-    if (c < 0) return -1;
-    if (i == 0) cpu0 = c;
-    if (c != cpu0) return 1;
+    if ((cpu[i] = pd_proc_cpu_of(path)) < 0) return false;
   }
+  return true;
+}
+
+/* 0: every competitor on one CPU, 1: not. */
+static int competitors_split(const int *cpu, int n) {
+  for (int i = 1; i < n; i++)
+    if (cpu[i] != cpu[0]) return 1;
   return 0;
 }
 
 /* With a claim in force: 1 when a competitor runs on a claimed CPU, 0 when
- * none does; -1 without a claim or when unknown. */
-static int competitor_on_claim(const pid_t *pids, int n) {
+ * none does; -1 without a claim. */
+static int competitor_on_claim(const int *cpu, int n) {
   cpu_set_t claimed;
   if (n == 0 || pd_core_claimed_cpus(&claimed) == 0) return -1;
-  for (int i = 0; i < n; i++) {
-    char path[48];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pids[i]);
-    int c = pd_proc_cpu_of(path);
-    if (c < 0) return -1;
-    if (CPU_ISSET(c, &claimed)) return 1;
-  }
+  for (int i = 0; i < n; i++)
+    if (CPU_ISSET(cpu[i], &claimed)) return 1;
   return 0;
 }
 
@@ -220,9 +219,11 @@ static double time_condition(workload *w, governor_seen *g, const pid_t *pids, i
     bool holding = false;
     pd_core_claim_holders(&holding);
     g->holding += holding;
-    int shared = competitor_on_claim(pids, n_pids);
+    int cpu[3];
+    bool placed = competitor_cpus(pids, n_pids, cpu);
+    int shared = placed ? competitor_on_claim(cpu, n_pids) : -1;
     g->free_sum += atomic_load_explicit(&pd_g_cores_free, memory_order_relaxed);
-    int split = n_pids == 2 ? competitors_split(pids, n_pids) : -1;
+    int split = placed && n_pids == 2 ? competitors_split(cpu, n_pids) : -1;
     double t0 = bench_now_s();
     for (int s = 0; s < w->steps_per_sample; s++) one_step(w);
     samples[n] = (bench_now_s() - t0) / w->steps_per_sample;

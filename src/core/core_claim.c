@@ -181,10 +181,10 @@ bool pd_core_claim_init(void) {
   return allowed;
 }
 
-/* The CPU the process's main thread last ran on, or -1. */
-static int main_thread_cpu(void) {
+/* The CPU thread tid of this process last ran on, or -1. */
+static int thread_cpu(pid_t tid) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
   return pd_proc_cpu_of(path);
 }
 
@@ -201,6 +201,15 @@ static void claim_task(pid_t tid, void *arg) {
   bool moved = tid != caller && sched_getaffinity(tid, sizeof cur, &cur) == 0 && CPU_EQUAL(&cur, &g_own) &&
                sched_setaffinity(tid, sizeof *to, to) == 0;
   if (g_nseen < MAX_SEEN) g_seen[g_nseen++] = (struct seen){tid, moved};
+}
+
+/* Moves the process's threads once g_claimed (and for a spread
+ * g_compute_set) is set and locked; the caller (the watcher) stays. */
+static void apply_claim(void) {
+  pid_t caller = (pid_t)syscall(SYS_gettid);
+  g_nseen = 0;
+  pd_for_each_own_task(claim_task, &caller);
+  g_claimed_now = true;
 }
 
 static void release_task(pid_t tid, void *arg) {
@@ -230,13 +239,10 @@ typedef struct runnable_count {
 
 static void count_task(pid_t tid, void *arg) {
   runnable_count *rc = arg;
-  char path[96], buf[512];
+  char path[96];
   snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)rc->pid, (int)tid);
-  if (pd_proc_read(path, buf, sizeof buf) < 0) return;
-  const char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ' || p[2] != 'R') return;
-  int cpu = pd_proc_cpu_of(path);
-  if (cpu >= 0 && cpu < CPU_SETSIZE) rc->per_cpu[cpu]++;
+  int cpu;
+  if (pd_proc_stat(path, &cpu) == 'R' && cpu >= 0 && cpu < CPU_SETSIZE) rc->per_cpu[cpu]++;
 }
 
 static void count_process(pid_t pid, void *arg) {
@@ -257,14 +263,12 @@ void pd_core_claim_set_compute(pid_t tid) {
 bool pd_core_spread(void) {
   pthread_mutex_lock(&g_mu);
   bool ok = false;
-  if (g_allowed && !g_claimed_now && CPU_COUNT(&g_own) >= 2 && g_compute > 0) {
+  if (g_allowed && !g_claimed_now && g_compute > 0) {
     static int others[CPU_SETSIZE];
     memset(others, 0, sizeof others);
     runnable_count rc = {0, others};
     pd_proc_for_each_numeric("/proc", count_process, &rc);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)g_compute);
-    int start = pd_proc_cpu_of(path), best = -1;
+    int start = thread_cpu(g_compute), best = -1;
     if (start < 0 || start >= CPU_SETSIZE) start = 0;
     for (int i = 0, c = start; i < CPU_SETSIZE; i++, c = (c + 1) % CPU_SETSIZE)
       if (CPU_ISSET(c, &g_own) && (best < 0 || others[c] < others[best])) best = c;
@@ -275,10 +279,8 @@ bool pd_core_spread(void) {
       CPU_SET(best, &g_compute_set);
       CPU_XOR(&g_claimed, &g_own, &g_compute_set);
       g_spread = true;
-      pid_t caller = (pid_t)syscall(SYS_gettid);
-      g_nseen = 0;
-      pd_for_each_own_task(claim_task, &caller);
-      g_claimed_now = ok = true;
+      apply_claim();
+      ok = true;
     }
   }
   pthread_mutex_unlock(&g_mu);
@@ -296,7 +298,7 @@ bool pd_core_claim(int k) {
   bool ok = false;
   int total = CPU_COUNT(&g_own);
   if (g_allowed && !g_claimed_now && k >= 1 && k < total) {
-    int start = main_thread_cpu();
+    int start = thread_cpu(getpid());
     if (start < 0 || start >= CPU_SETSIZE || !CPU_ISSET(start, &g_own)) start = 0;
     CPU_ZERO(&g_claimed);
     int c = start;
@@ -306,10 +308,8 @@ bool pd_core_claim(int k) {
       if (fd >= 0) g_locks[g_nlocks++] = fd, CPU_SET(c, &g_claimed);
     }
     if (g_nlocks == k) {
-      pid_t caller = (pid_t)syscall(SYS_gettid);
-      g_nseen = 0;
-      pd_for_each_own_task(claim_task, &caller);
-      g_claimed_now = ok = true;
+      apply_claim();
+      ok = true;
       holders_start(); /* after the moves: they are born pinned, not heirs */
     } else {
       unlock_cpus(); /* others of this library hold the rest: no claim now */

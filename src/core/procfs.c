@@ -18,12 +18,24 @@ ssize_t pd_proc_read(const char *path, char *buf, size_t size) {
   return n;
 }
 
-int pd_proc_cpu_of(const char *stat_path) {
+char pd_proc_stat(const char *stat_path, int *cpu) {
   char buf[512];
-  if (pd_proc_read(stat_path, buf, sizeof buf) < 0) return -1;
-  const char *p = strrchr(buf, ')'); /* fields from the third on follow the command */
-  for (int field = 2; p && field < 39; field++) p = strchr(p + 1, ' ');
-  return p ? atoi(p + 1) : -1;
+  if (cpu) *cpu = -1;
+  if (pd_proc_read(stat_path, buf, sizeof buf) < 0) return 0;
+  const char *p = strrchr(buf, ')'); /* the state, then the fields from the fourth on, follow the command */
+  if (!p || p[1] != ' ') return 0;
+  char state = p[2];
+  if (cpu) {
+    for (int field = 2; p && field < 39; field++) p = strchr(p + 1, ' ');
+    *cpu = p ? atoi(p + 1) : -1;
+  }
+  return state;
+}
+
+int pd_proc_cpu_of(const char *stat_path) {
+  int cpu;
+  pd_proc_stat(stat_path, &cpu);
+  return cpu;
 }
 
 void pd_for_each_own_task(void (*fn)(pid_t tid, void *arg), void *arg) {

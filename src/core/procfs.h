@@ -13,6 +13,11 @@
  * -1. */
 ssize_t pd_proc_read(const char *path, char *buf, size_t size);
 
+/* A task's state letter ('R' ready to run, 'S' sleeping, ...) from the
+ * stat file at stat_path, or 0 when it cannot be read; *cpu (unless NULL)
+ * the CPU it last ran on, or -1. */
+char pd_proc_stat(const char *stat_path, int *cpu);
+
 /* The CPU a task last ran on (field 39 of the stat file at stat_path, e.g.
  * /proc/<pid>/stat or /proc/self/task/<tid>/stat), or -1. */
 int pd_proc_cpu_of(const char *stat_path);

@@ -171,11 +171,9 @@ static int machine_runnable(void) {
 /* This process's threads ready to run now (state R in
  * /proc/self/task/<tid>/stat), the watcher itself included. */
 static void count_runnable(pid_t tid, void *arg) {
-  char path[64], buf[256];
+  char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  if (pd_proc_read(path, buf, sizeof buf) < 0) return;
-  const char *r = strrchr(buf, ')'); /* the state follows the command's closing parenthesis */
-  if (r && r[1] == ' ' && r[2] == 'R') ++*(int *)arg;
+  if (pd_proc_stat(path, NULL) == 'R') ++*(int *)arg;
 }
 
 static int own_runnable(void) {
@@ -288,7 +286,6 @@ static void *watch_main(void *arg) {
   int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
   double others = 0;                  /* other processes' runnable tasks, averaged over about half a second */
   bool claims = pd_core_claim_init(); /* core_claim.h */
-  pd_core_claim_set_compute(g_compute);
   long long last_cpu = process_cpu_ns(), last_hold = 0;
   for (;;) {
     struct timespec ts = {0, WINDOW_NS};
@@ -316,10 +313,11 @@ static void *watch_main(void *arg) {
       atomic_store_explicit(&pd_g_cores_contended, w.parked, memory_order_relaxed);
       pd_thread_governor_set_parked(w.parked);
     }
-    /* not taken (other processes of this library hold the CPUs): tried again next window */
+    /* a spread keeps the thread of the last contended product to itself */
     int computing = atomic_load_explicit(&pd_g_compute_tid, memory_order_relaxed);
     if (w.claim == PD_CLAIM_SPREAD && claim_was == 0)
       pd_core_claim_set_compute(computing > 0 ? computing : g_compute);
+    /* not taken (other processes of this library hold the CPUs): tried again next window */
     if (w.claim != 0 && claim_was == 0 &&
         !(w.claim == PD_CLAIM_SPREAD ? pd_core_spread() : pd_core_claim(w.claim)))
       w.claim = 0;

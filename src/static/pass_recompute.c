@@ -201,12 +201,13 @@ pd_status pd_pass_recompute(pd_pass_ctx *c) {
     pd_status st = lifetimes_build(c, &l);
     if (st != PD_OK) return st;
     int peak = peak_op(b, &l), best = -1, best_at = -1;
+    size_t best_bytes = 0;
     for (int p = 0; p < peak; p++) {
       if (!recomputable(b->ops[p])) continue;
       int at = recompute_at(c, &l, p, peak);
       if (at < 0) continue;
-      int s = pd_pass_slot(c, b->ops[p]->outputs[0]);
-      if (best < 0 || l.bytes[s] > l.bytes[pd_pass_slot(c, b->ops[best]->outputs[0])]) best = p, best_at = at;
+      size_t bytes = l.bytes[pd_pass_slot(c, b->ops[p]->outputs[0])];
+      if (bytes > best_bytes) best = p, best_at = at, best_bytes = bytes;
     }
     lifetimes_free(&l);
     if (best < 0) return PD_OK;
